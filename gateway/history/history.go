@@ -1,0 +1,122 @@
+// Package history records function invocations (HTTP, event, cron, job) and reads them back,
+// newest first. Writers never block or fail an invocation: a record that cannot be stored is
+// dropped and counted. Two stores implement it: PostgreSQL (Postgres) for the platform and a
+// bounded in-memory ring (Memory) for `sless dev` without a database.
+package history
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Kind is what fired an invocation.
+type Kind string
+
+const (
+	KindHTTP  Kind = "http"
+	KindEvent Kind = "event"
+	KindCron  Kind = "cron"
+	KindJob   Kind = "job"
+)
+
+// Outcome values for Record.Status.
+const (
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusTimeout   = "timeout"
+)
+
+// Record is one invocation. ID is assigned by the store and ignored by Recorder.Record.
+type Record struct {
+	ID         int64         `json:"id"`
+	Namespace  string        `json:"namespace"`
+	Function   string        `json:"function"`
+	Trigger    string        `json:"trigger,omitempty"`
+	Kind       Kind          `json:"kind"`
+	Start      time.Time     `json:"start"`
+	Duration   time.Duration `json:"durationNs"`
+	Status     string        `json:"status"`
+	HTTPStatus int           `json:"httpStatus,omitempty"`
+	Error      string        `json:"error,omitempty"`
+	TraceID    string        `json:"traceId,omitempty"`
+}
+
+// Recorder stores invocation records. Record must return at once and never fail the caller's
+// invocation; stores drop (and count) what they cannot keep.
+type Recorder interface {
+	Record(Record)
+}
+
+// Reader lists stored invocations of one namespace, newest first.
+type Reader interface {
+	List(ctx context.Context, q Query) (Page, error)
+}
+
+// Query selects one page. Function is optional; Before is the Next cursor of the previous page
+// ("" = newest); Limit 0 means DefaultLimit.
+type Query struct {
+	Namespace string
+	Function  string
+	Limit     int
+	Before    string
+}
+
+// Page is one page of records, newest first; Next is "" on the last page.
+type Page struct {
+	Records []Record `json:"records"`
+	Next    string   `json:"next,omitempty"`
+}
+
+const (
+	DefaultLimit = 50
+	MaxLimit     = 500
+	// maxErrorLen caps the stored error text: a function may return a huge error body.
+	maxErrorLen = 4096
+)
+
+// QueryError reports an invalid Query field; the gateway maps it to a 400 naming Field.
+type QueryError struct {
+	Field  string
+	Reason string
+}
+
+func (e *QueryError) Error() string { return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason) }
+
+// ErrClosed is returned by List after Close.
+var ErrClosed = errors.New("history store is closed")
+
+// normalize validates q and resolves its defaults and cursor.
+func (q Query) normalize() (Query, cursor, error) {
+	if q.Namespace == "" {
+		return q, cursor{}, &QueryError{Field: "namespace", Reason: "must not be empty"}
+	}
+	switch {
+	case q.Limit < 0:
+		return q, cursor{}, &QueryError{Field: "limit", Reason: fmt.Sprintf("%d is negative; use 1-%d or 0 for the default", q.Limit, MaxLimit)}
+	case q.Limit == 0:
+		q.Limit = DefaultLimit
+	case q.Limit > MaxLimit:
+		q.Limit = MaxLimit
+	}
+	c, err := parseCursor(q.Before)
+	if err != nil {
+		return q, cursor{}, err
+	}
+	return q, c, nil
+}
+
+// sanitize makes r storable as PostgreSQL text and bounded in size, and truncates Start to the
+// microsecond precision of timestamptz so cursors compare equal in both stores.
+func sanitize(r Record) Record {
+	r.Start = r.Start.UTC().Truncate(time.Microsecond)
+	r.Namespace = cleanText(r.Namespace, 253)
+	r.Function = cleanText(r.Function, 253)
+	r.Trigger = cleanText(r.Trigger, 253)
+	r.Kind = Kind(cleanText(string(r.Kind), 16))
+	r.Status = cleanText(r.Status, 16)
+	r.Error = cleanText(r.Error, maxErrorLen)
+	r.TraceID = cleanText(r.TraceID, 64)
+	return r
+}

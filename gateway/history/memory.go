@@ -1,0 +1,83 @@
+package history
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+)
+
+// DefaultMemoryCapacity is the number of records Memory keeps when NewMemory gets 0.
+const DefaultMemoryCapacity = 10000
+
+// Memory is a bounded in-memory Recorder and Reader for `sless dev` without a database: a
+// global ring that overwrites the oldest record once full, so memory stays flat.
+type Memory struct {
+	mu     sync.Mutex
+	ring   []Record
+	next   int // ring index the next record goes to
+	lastID int64
+}
+
+var (
+	_ Recorder = (*Memory)(nil)
+	_ Reader   = (*Memory)(nil)
+)
+
+// NewMemory returns a store keeping the newest capacity records (DefaultMemoryCapacity if 0).
+func NewMemory(capacity int) *Memory {
+	if capacity <= 0 {
+		capacity = DefaultMemoryCapacity
+	}
+	return &Memory{ring: make([]Record, 0, capacity)}
+}
+
+// Record stores r, evicting the oldest record when full.
+func (m *Memory) Record(r Record) {
+	r = sanitize(r)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lastID++
+	r.ID = m.lastID
+	if len(m.ring) < cap(m.ring) {
+		m.ring = append(m.ring, r)
+		return
+	}
+	m.ring[m.next] = r
+	m.next = (m.next + 1) % len(m.ring)
+}
+
+// List returns one page of q.Namespace (and q.Function if set), newest first.
+func (m *Memory) List(_ context.Context, q Query) (Page, error) {
+	q, after, err := q.normalize()
+	if err != nil {
+		return Page{}, err
+	}
+	m.mu.Lock()
+	var match []Record
+	for _, r := range m.ring {
+		if r.Namespace == q.Namespace && (q.Function == "" || r.Function == q.Function) && after.before(r) {
+			match = append(match, r)
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(match, func(a, b Record) int {
+		if c := b.Start.Compare(a.Start); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
+	return page(match, q.Limit), nil
+}
+
+// page cuts newest-first records (at most limit+1 of interest) into a Page.
+func page(records []Record, limit int) Page {
+	if records == nil {
+		records = []Record{} // JSON clients get [] rather than null
+	}
+	if len(records) <= limit {
+		return Page{Records: records}
+	}
+	records = records[:limit]
+	return Page{Records: records, Next: cursorOf(records[limit-1])}
+}

@@ -1,0 +1,373 @@
+package history
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// PostgresOptions tunes the asynchronous writer. Zero values take the documented defaults.
+type PostgresOptions struct {
+	// BufferSize bounds the records waiting to be written; beyond it Record drops. Default 8192.
+	BufferSize int
+	// BatchSize is the most records written by one COPY. Default 500.
+	BatchSize int
+	// FlushInterval is the longest a record waits for its batch to fill. Default 200ms.
+	FlushInterval time.Duration
+	// WriteTimeout bounds one COPY (and the connect it may need). Default 5s.
+	WriteTimeout time.Duration
+	// Logger gets rate-limited drop and write-failure warnings. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o PostgresOptions) withDefaults() PostgresOptions {
+	if o.BufferSize <= 0 {
+		o.BufferSize = 8192
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 500
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = 200 * time.Millisecond
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+const (
+	// batchAttempts is how often one batch is tried before it is dropped, so an outage costs
+	// bounded memory and the writer keeps draining the buffer.
+	batchAttempts = 3
+	minRetryDelay = 200 * time.Millisecond
+	maxRetryDelay = 5 * time.Second
+	logEvery      = 10 * time.Second
+)
+
+// Drop reasons, the "reason" attribute of the dropped-records metric.
+const (
+	dropBufferFull  = "buffer_full"
+	dropWriteFailed = "write_failed"
+	dropClosed      = "closed"
+)
+
+// Postgres stores records in PostgreSQL through a batched asynchronous writer fed by a bounded
+// buffer. Migrations are applied before the first write or read (and by Migrate).
+type Postgres struct {
+	pool *pgxpool.Pool
+	opts PostgresOptions
+	log  *slog.Logger
+
+	mu     sync.RWMutex // Record holds it shared; Close exclusively, so no send races the final drain
+	closed bool
+	buf    chan Record
+	quit   chan struct{}
+	done   chan struct{}
+
+	migrateMu sync.Mutex
+	migrated  atomic.Bool
+
+	dropped, written atomic.Uint64
+	droppedMetric    metric.Int64Counter
+	writtenMetric    metric.Int64Counter
+	dropLog, failLog rateLimit
+}
+
+var (
+	_ Recorder = (*Postgres)(nil)
+	_ Reader   = (*Postgres)(nil)
+)
+
+// OpenPostgres starts a store for the database at dsn (a libpq URL or key=value string). It
+// does not wait for the database: the writer connects, migrates and reconnects by itself, so
+// an unreachable database never stops the caller from serving. Call Migrate to fail fast.
+func OpenPostgres(dsn string, opts PostgresOptions) (*Postgres, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("invalid history database URL: %w", err)
+	}
+	opts = opts.withDefaults()
+	if cfg.ConnConfig.ConnectTimeout == 0 || cfg.ConnConfig.ConnectTimeout > opts.WriteTimeout {
+		cfg.ConnConfig.ConnectTimeout = opts.WriteTimeout
+	}
+	cfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create history database pool: %w", err)
+	}
+	meter := otel.Meter("sless.dev/sless/gateway/history")
+	p := &Postgres{
+		pool: pool,
+		opts: opts,
+		log:  opts.Logger.With("component", "history"),
+		buf:  make(chan Record, opts.BufferSize),
+		quit: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	p.droppedMetric, _ = meter.Int64Counter("sless.history.records.dropped",
+		metric.WithDescription("Invocation records dropped because the buffer was full or the database failed"))
+	p.writtenMetric, _ = meter.Int64Counter("sless.history.records.written",
+		metric.WithDescription("Invocation records written to PostgreSQL"))
+	go p.run()
+	return p, nil
+}
+
+// Migrate applies the embedded schema migrations once per store.
+func (p *Postgres) Migrate(ctx context.Context) error {
+	if p.migrated.Load() {
+		return nil
+	}
+	p.migrateMu.Lock()
+	defer p.migrateMu.Unlock()
+	if p.migrated.Load() {
+		return nil
+	}
+	if err := migrate(ctx, p.pool); err != nil {
+		return fmt.Errorf("migrate history database: %w", err)
+	}
+	p.migrated.Store(true)
+	return nil
+}
+
+// Record queues r for the writer, or drops and counts it when the buffer is full or the store
+// is closed. It never blocks.
+func (p *Postgres) Record(r Record) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		p.drop(1, dropClosed)
+		return
+	}
+	select {
+	case p.buf <- sanitize(r):
+	default:
+		p.drop(1, dropBufferFull)
+	}
+}
+
+// Dropped is the number of records dropped since the store was opened.
+func (p *Postgres) Dropped() uint64 { return p.dropped.Load() }
+
+// Written is the number of records written since the store was opened.
+func (p *Postgres) Written() uint64 { return p.written.Load() }
+
+// Close stops accepting records, writes what is buffered (bounded by ctx) and closes the pool.
+func (p *Postgres) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	close(p.quit)
+	p.mu.Unlock()
+	var err error
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		err = fmt.Errorf("flush invocation history on close: %w", ctx.Err())
+	}
+	p.pool.Close()
+	<-p.done
+	return err
+}
+
+func (p *Postgres) drop(n int, reason string) {
+	total := p.dropped.Add(uint64(n))
+	p.droppedMetric.Add(context.Background(), int64(n), metric.WithAttributes(attribute.String("reason", reason)))
+	if reason != dropClosed && p.dropLog.allow(logEvery) {
+		p.log.Warn("Warning: invocation history records dropped; invocations are unaffected",
+			"reason", reason, "droppedTotal", total)
+	}
+}
+
+// run is the writer: it batches buffered records by size or interval and writes them.
+func (p *Postgres) run() {
+	defer close(p.done)
+	ticker := time.NewTicker(p.opts.FlushInterval)
+	defer ticker.Stop()
+	batch := make([]Record, 0, p.opts.BatchSize)
+	failures := 0
+	for {
+		select {
+		case r := <-p.buf:
+			batch = append(batch, r)
+			if len(batch) < p.opts.BatchSize {
+				continue
+			}
+		case <-ticker.C:
+			if len(batch) == 0 {
+				continue
+			}
+		case <-p.quit:
+			p.final(batch)
+			return
+		}
+		batch, failures = p.flush(batch, failures)
+	}
+}
+
+// flush writes batch, retrying with a backoff that grows over consecutive failures, and drops
+// it after batchAttempts so an outage cannot stall the writer. It returns the emptied batch.
+func (p *Postgres) flush(batch []Record, failures int) ([]Record, int) {
+	for attempt := 1; ; attempt++ {
+		err := p.write(batch)
+		if err == nil {
+			return batch[:0], 0
+		}
+		failures++
+		var pgErr *pgconn.PgError
+		permanent := errors.As(err, &pgErr) // the server rejected the data: retrying cannot help
+		if p.failLog.allow(logEvery) {
+			p.log.Warn("Warning: writing invocation history failed; will retry and reconnect",
+				"error", err, "records", len(batch), "attempt", attempt)
+		}
+		if permanent || attempt >= batchAttempts {
+			p.drop(len(batch), dropWriteFailed)
+			return batch[:0], failures
+		}
+		select {
+		case <-time.After(retryDelay(failures)):
+		case <-p.quit:
+			return batch, failures // final() gives it one last try
+		}
+	}
+}
+
+func retryDelay(failures int) time.Duration {
+	d := minRetryDelay << min(failures-1, 8)
+	return min(d, maxRetryDelay)
+}
+
+// final drains the buffer after Close and writes everything once.
+func (p *Postgres) final(batch []Record) {
+	for {
+		select {
+		case r := <-p.buf:
+			batch = append(batch, r)
+			if len(batch) >= p.opts.BatchSize {
+				p.writeOnce(batch)
+				batch = batch[:0]
+			}
+		default:
+			p.writeOnce(batch)
+			return
+		}
+	}
+}
+
+func (p *Postgres) writeOnce(batch []Record) {
+	if len(batch) == 0 {
+		return
+	}
+	if err := p.write(batch); err != nil {
+		p.log.Warn("Warning: writing invocation history on close failed", "error", err, "records", len(batch))
+		p.drop(len(batch), dropWriteFailed)
+	}
+}
+
+var copyColumns = []string{"namespace", "function", "trigger", "kind", "started_at", "duration_us", "status", "http_status", "error", "trace_id"}
+
+func (p *Postgres) write(batch []Record) error {
+	ctx, cancel := context.WithTimeout(context.Background(), p.opts.WriteTimeout)
+	defer cancel()
+	if err := p.Migrate(ctx); err != nil {
+		return err
+	}
+	n, err := p.pool.CopyFrom(ctx, pgx.Identifier{"invocations"}, copyColumns,
+		pgx.CopyFromSlice(len(batch), func(i int) ([]any, error) {
+			r := batch[i]
+			return []any{r.Namespace, r.Function, r.Trigger, string(r.Kind), r.Start, r.Duration.Microseconds(),
+				r.Status, int32(r.HTTPStatus), r.Error, r.TraceID}, nil
+		}))
+	if err != nil {
+		return fmt.Errorf("copy %d invocation records: %w", len(batch), err)
+	}
+	p.written.Add(uint64(n))
+	p.writtenMetric.Add(ctx, n)
+	return nil
+}
+
+// List returns one page of q.Namespace (and q.Function if set), newest first.
+func (p *Postgres) List(ctx context.Context, q Query) (Page, error) {
+	q, after, err := q.normalize()
+	if err != nil {
+		return Page{}, err
+	}
+	if err := p.Migrate(ctx); err != nil {
+		return Page{}, err
+	}
+	sql, args := listSQL(q, after)
+	rows, err := p.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return Page{}, fmt.Errorf("list invocations of namespace %s: %w", q.Namespace, err)
+	}
+	records, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Record, error) {
+		var r Record
+		var kind string
+		var durationUS int64
+		var httpStatus int32
+		err := row.Scan(&r.ID, &r.Namespace, &r.Function, &r.Trigger, &kind, &r.Start, &durationUS,
+			&r.Status, &httpStatus, &r.Error, &r.TraceID)
+		r.Kind, r.Duration, r.HTTPStatus = Kind(kind), time.Duration(durationUS)*time.Microsecond, int(httpStatus)
+		r.Start = r.Start.UTC()
+		return r, err
+	})
+	if err != nil {
+		return Page{}, fmt.Errorf("list invocations of namespace %s: %w", q.Namespace, err)
+	}
+	return page(records, q.Limit), nil
+}
+
+// listSQL builds a keyset query that one of the two indexes serves; it fetches one row more
+// than the limit to know whether a next page exists.
+func listSQL(q Query, after cursor) (string, []any) {
+	var b strings.Builder
+	b.WriteString(`SELECT id, namespace, function, trigger, kind, started_at, duration_us, status, http_status, error, trace_id
+		FROM invocations WHERE namespace = $1`)
+	args := []any{q.Namespace}
+	if q.Function != "" {
+		args = append(args, q.Function)
+		fmt.Fprintf(&b, " AND function = $%d", len(args))
+	}
+	if !after.isZero() {
+		args = append(args, after.start, after.id)
+		fmt.Fprintf(&b, " AND (started_at, id) < ($%d, $%d)", len(args)-1, len(args))
+	}
+	args = append(args, q.Limit+1)
+	fmt.Fprintf(&b, " ORDER BY started_at DESC, id DESC LIMIT $%d", len(args))
+	return b.String(), args
+}
+
+// rateLimit lets one event through per interval (log lines during an outage).
+type rateLimit struct {
+	mu   sync.Mutex
+	last time.Time
+}
+
+func (l *rateLimit) allow(every time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	if now.Sub(l.last) < every {
+		return false
+	}
+	l.last = now
+	return true
+}

@@ -1,0 +1,210 @@
+package history
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func openTestStore(t *testing.T, dsn string, opts PostgresOptions) *Postgres {
+	t.Helper()
+	p, err := OpenPostgres(dsn, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	return p
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestPostgresWritesEveryRecord(t *testing.T) {
+	dsn := newDatabase(t)
+	p := openTestStore(t, dsn, PostgresOptions{BatchSize: 100})
+	const n = 3000
+	start := time.Now()
+	for i := range n {
+		p.Record(Record{Namespace: "ns", Function: fmt.Sprintf("f%d", i%3), Kind: KindEvent, Start: start,
+			Duration: time.Millisecond, Status: StatusSucceeded, HTTPStatus: 200})
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := countRows(t, dsn, ""); got != n {
+		t.Fatalf("rows = %d, want %d (dropped %d)", got, n, p.Dropped())
+	}
+	if p.Written() != n || p.Dropped() != 0 {
+		t.Fatalf("written %d dropped %d, want %d and 0", p.Written(), p.Dropped(), n)
+	}
+}
+
+func TestPostgresStoresHostileText(t *testing.T) {
+	dsn := newDatabase(t)
+	p := openTestStore(t, dsn, PostgresOptions{})
+	p.Record(Record{Namespace: "ns", Function: "f", Kind: KindHTTP, Start: time.Now(), Status: StatusFailed,
+		Error: "nul\x00 and invalid \xff utf-8 " + string(make([]byte, 10*maxErrorLen))})
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if p.Dropped() != 0 || countRows(t, dsn, "WHERE length(error) <= $1", maxErrorLen) != 1 {
+		t.Fatalf("hostile record not stored cleaned: dropped %d", p.Dropped())
+	}
+}
+
+func TestMigrateConcurrentStarts(t *testing.T) {
+	dsn := newDatabase(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		p := openTestStore(t, dsn, PostgresOptions{})
+		wg.Go(func() { errs[i] = p.Migrate(context.Background()) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	c, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	var n int
+	if err := c.QueryRow(context.Background(), "SELECT count(*) FROM history_schema_migrations").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if want := len(must(loadMigrations())); n != want {
+		t.Fatalf("history_schema_migrations rows = %d, want %d", n, want)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// TestPostgresOutage cuts the network between the writer and PostgreSQL: Record must stay
+// non-blocking, drops are counted, and writes resume once the path is restored.
+func TestPostgresOutage(t *testing.T) {
+	dsn := newDatabase(t)
+	proxy := startProxy(t, "127.0.0.1:5432")
+	p := openTestStore(t, proxy.url(t, dsn), PostgresOptions{BufferSize: 256, BatchSize: 50, FlushInterval: 20 * time.Millisecond, WriteTimeout: time.Second})
+	rec := func(fn string, n int) time.Duration {
+		var worst time.Duration
+		for range n {
+			t0 := time.Now()
+			p.Record(Record{Namespace: "ns", Function: fn, Kind: KindHTTP, Start: t0, Status: StatusSucceeded})
+			worst = max(worst, time.Since(t0))
+		}
+		return worst
+	}
+	rec("before", 100)
+	waitFor(t, "100 records written before the outage", 10*time.Second, func() bool { return p.Written() == 100 })
+
+	proxy.cut()
+	if worst := rec("during", 20000); worst > 50*time.Millisecond {
+		t.Fatalf("Record blocked for %s during the outage", worst)
+	}
+	waitFor(t, "drops counted during the outage", 10*time.Second, func() bool { return p.Dropped() > 0 })
+
+	proxy.restore(t)
+	time.Sleep(maxRetryDelay) // let the writer finish the batches it took during the outage
+	written := p.Written()
+	rec("after", 100)
+	waitFor(t, "records after the outage written", 20*time.Second, func() bool { return p.Written() >= written+100 })
+	if got := countRows(t, dsn, "WHERE function = 'after'"); got != 100 {
+		t.Fatalf("rows after recovery = %d, want 100", got)
+	}
+	if p.Written()+p.Dropped() != 20200 {
+		t.Fatalf("written %d + dropped %d != 20200 recorded: a record vanished uncounted", p.Written(), p.Dropped())
+	}
+}
+
+// tcpProxy forwards a local port to PostgreSQL and can cut every connection and refuse new
+// ones, which is what a network partition looks like to the writer.
+type tcpProxy struct {
+	target string
+	addr   string
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  []net.Conn
+}
+
+func startProxy(t *testing.T, target string) *tcpProxy {
+	p := &tcpProxy{target: target}
+	p.restore(t)
+	t.Cleanup(p.cut)
+	return p
+}
+
+func (p *tcpProxy) url(t *testing.T, dsn string) string {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(p.addr)
+	return fmt.Sprintf("postgres://%s@%s:%s/%s?sslmode=disable", cfg.User, host, port, cfg.Database)
+}
+
+func (p *tcpProxy) restore(t *testing.T) {
+	t.Helper()
+	addr := p.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("proxy listen: %v", err)
+	}
+	p.mu.Lock()
+	p.ln, p.addr = ln, ln.Addr().String()
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(u, c); u.Close() }()
+			go func() { _, _ = io.Copy(c, u); c.Close() }()
+		}
+	}()
+}
+
+func (p *tcpProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
