@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"sless.dev/sless/dispatcher"
+	"sless.dev/sless/gateway/history"
+)
+
+func init() { subcommands = append(subcommands, newDispatcherCmd) }
+
+// Exit codes of `sless dispatcher`: 1 is any other failure (the broker unreachable when
+// stopping, ...).
+const (
+	dispatcherExitConfig = 2 // bad flags, queue-argument mismatch, refused credentials
+	dispatcherExitFailed = 3 // fire mode: the function failed on every attempt
+)
+
+// dispatcherCommon are the flags both modes share.
+type dispatcherCommon struct {
+	function, trigger, targetURL, targetHost, databaseURL string
+	retry                                                 dispatcher.RetryPolicy
+	timeout                                               time.Duration
+}
+
+func (c *dispatcherCommon) bind(fs *pflag.FlagSet) {
+	fs.StringVar(&c.function, "function", "", "function to invoke, namespace/name (required)")
+	fs.StringVar(&c.trigger, "trigger", "", "trigger name, recorded in the invocation history")
+	fs.StringVar(&c.targetURL, "target-url", "", "URL invocations are POSTed to: the KEDA HTTP interceptor, or http://<gateway>/fn/<ns>/<name> (required)")
+	fs.StringVar(&c.targetHost, "target-host", "", "Host header for the target, e.g. <name>.<ns>.fn.sless.local when the target is the interceptor")
+	fs.StringVar(&c.databaseURL, "database-url", "", "PostgreSQL URL for the invocation history (none: not recorded)")
+	fs.IntVar(&c.retry.MaxAttempts, "max-attempts", 3, "attempts per message or tick, the first included")
+	fs.DurationVar(&c.retry.Backoff, "backoff", time.Second, "delay before the second attempt; doubles per attempt")
+	fs.DurationVar(&c.retry.MaxBackoff, "max-backoff", time.Minute, "cap on the delay between attempts")
+	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "per-invocation timeout (the function's timeout plus a margin)")
+}
+
+// open resolves what both modes need: the function, the invoker and the history recorder
+// (closed by the returned func, flushing buffered records).
+func (c *dispatcherCommon) open(log *slog.Logger, concurrency int) (dispatcher.FunctionRef, dispatcher.Invoker, history.Recorder, func(), error) {
+	fn, err := dispatcher.ParseFunctionRef(c.function)
+	if err != nil {
+		return fn, nil, nil, nil, err
+	}
+	inv, err := dispatcher.NewHTTPInvoker(c.targetURL, c.targetHost, concurrency)
+	if err != nil {
+		return fn, nil, nil, nil, err
+	}
+	if c.databaseURL == "" {
+		return fn, inv, nil, func() {}, nil
+	}
+	store, err := history.OpenPostgres(c.databaseURL, history.PostgresOptions{Logger: log})
+	if err != nil {
+		return fn, nil, nil, nil, &dispatcher.ConfigError{Field: "database-url", Reason: err.Error(), Err: err}
+	}
+	closeStore := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := store.Close(ctx); err != nil {
+			log.Warn("Warning: invocation history not fully written", "error", err)
+		}
+	}
+	return fn, inv, store, closeStore, nil
+}
+
+func newDispatcherCmd() *cobra.Command {
+	var (
+		common                 dispatcherCommon
+		cfg                    dispatcher.Config
+		queueArgs              []string
+		maxBody                int
+		exitWhenEmpty          bool
+		idleTimeout, drainTime time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "dispatcher",
+		Short: "Consume an AMQP queue and invoke a function per message (run by an event trigger's ScaledJob)",
+		Long: `Consumes --queue with manual acks; a message is acked only after the function answered 2xx.
+Failures are retried (attempt count in the x-sless-attempt header), then dead-lettered to
+--dead-letter-queue with the last error. SIGTERM drains: no new messages, in-flight ones finish.
+Every flag can also be set as SLESS_<FLAG> (e.g. SLESS_AMQP_URL, SLESS_DATABASE_URL).
+Exit codes: 0 done, 1 failure, 2 configuration (flags, queue-argument mismatch, credentials).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := dispatcherFlagsFromEnv(cmd.Flags()); err != nil {
+				return &exitError{code: dispatcherExitConfig, err: err}
+			}
+			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil)).With("component", "dispatcher")
+			fn, inv, rec, closeRec, err := common.open(log, cfg.Concurrency)
+			if err != nil {
+				return dispatcherExit(err)
+			}
+			defer closeRec()
+			if len(queueArgs) > 0 {
+				cfg.QueueArgs = amqp.Table{}
+			}
+			for _, a := range queueArgs {
+				k, v, err := dispatcher.ParseQueueArg(a)
+				if err != nil {
+					return dispatcherExit(err)
+				}
+				cfg.QueueArgs[k] = v
+			}
+			cfg.Function, cfg.Trigger, cfg.Invoker, cfg.Recorder, cfg.Logger = fn, common.trigger, inv, rec, log
+			cfg.Retry, cfg.Timeout, cfg.MaxBodyBytes = common.retry, common.timeout, maxBody
+			cfg.ExitWhenEmpty, cfg.IdleTimeout, cfg.DrainTimeout = exitWhenEmpty, idleTimeout, drainTime
+			_, err = dispatcher.Run(cmd.Context(), cfg)
+			return dispatcherExit(err)
+		},
+	}
+	fs := cmd.Flags()
+	common.bind(fs)
+	fs.StringVar(&cfg.URL, "amqp-url", "", "RabbitMQ URL, amqp://user:password@host:5672/vhost (required)")
+	fs.StringVar(&cfg.Queue, "queue", "", "queue to consume (required)")
+	fs.StringVar(&cfg.DeadLetterQueue, "dead-letter-queue", "", "queue for messages that exhausted their attempts or are poison (default <queue>.dlq)")
+	fs.StringSliceVar(&queueArgs, "queue-arg", nil, "queue argument key=value as the producers declare it, e.g. x-queue-type=quorum (repeatable)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", 4, "prefetch: messages processed at once")
+	fs.IntVar(&maxBody, "max-body-bytes", 1<<20, "larger messages are dead-lettered")
+	fs.BoolVar(&exitWhenEmpty, "exit-when-empty", false, "exit once the queue stayed empty for --idle-timeout (ScaledJob jobs)")
+	fs.DurationVar(&idleTimeout, "idle-timeout", 2*time.Second, "how long the queue must stay empty before --exit-when-empty exits")
+	fs.IntVar(&cfg.MaxMessages, "max-messages", 0, "exit after taking this many messages (0: no limit)")
+	fs.DurationVar(&drainTime, "drain-timeout", 25*time.Second, "on SIGTERM, how long in-flight invocations may finish")
+	cmd.AddCommand(newDispatcherFireCmd())
+	return cmd
+}
+
+func newDispatcherFireCmd() *cobra.Command {
+	var (
+		common             dispatcherCommon
+		schedule, timezone string
+	)
+	cmd := &cobra.Command{
+		Use:   "fire",
+		Short: "Invoke a function once for the current cron tick (run by a cron trigger's CronJob)",
+		Long: `Posts {"type":"cron","schedule":...,"timezone":...,"scheduledTime":...} to the function, where
+scheduledTime is the latest tick of --schedule at or before now, retrying per --max-attempts.
+Every flag can also be set as SLESS_<FLAG>.
+Exit codes: 0 the function succeeded, 2 configuration, 3 the function failed on every attempt.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := dispatcherFlagsFromEnv(cmd.Flags()); err != nil {
+				return &exitError{code: dispatcherExitConfig, err: err}
+			}
+			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil)).With("component", "dispatcher-fire")
+			fn, inv, rec, closeRec, err := common.open(log, 1)
+			if err != nil {
+				return dispatcherExit(err)
+			}
+			defer closeRec()
+			return dispatcherExit(dispatcher.Fire(cmd.Context(), dispatcher.FireConfig{
+				Function: fn, Trigger: common.trigger, Schedule: schedule, Timezone: timezone,
+				Retry: common.retry, Timeout: common.timeout, Invoker: inv, Recorder: rec, Logger: log,
+			}))
+		},
+	}
+	common.bind(cmd.Flags())
+	cmd.Flags().StringVar(&schedule, "schedule", "", "cron schedule of the trigger, e.g. \"*/5 * * * *\" (required)")
+	cmd.Flags().StringVar(&timezone, "timezone", "", "IANA time zone the schedule is read in (default UTC)")
+	return cmd
+}
+
+// dispatcherFlagsFromEnv fills every flag not given on the command line from SLESS_<FLAG>
+// (dashes become underscores), parsed by the flag itself.
+func dispatcherFlagsFromEnv(fs *pflag.FlagSet) error {
+	var errs []error
+	fs.VisitAll(func(f *pflag.Flag) {
+		env := "SLESS_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok && !f.Changed && f.Name != "help" {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", env, v, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func dispatcherExit(err error) error {
+	var cfgErr *dispatcher.ConfigError
+	var invErr *dispatcher.InvocationError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &cfgErr):
+		return &exitError{code: dispatcherExitConfig, err: err}
+	case errors.As(err, &invErr):
+		return &exitError{code: dispatcherExitFailed, err: err}
+	}
+	return err
+}

@@ -1,0 +1,265 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"sless.dev/sless/gateway/history"
+)
+
+const (
+	minReconnectDelay = 100 * time.Millisecond
+	maxReconnectDelay = 30 * time.Second
+	heartbeat         = 10 * time.Second
+)
+
+// Run consumes cfg.Queue until ctx is canceled (then drains: stops consuming, lets in-flight
+// invocations finish within DrainTimeout, hands undelivered messages back), the queue stayed
+// empty for IdleTimeout (ExitWhenEmpty) or MaxMessages were taken. It reconnects with backoff
+// after the broker, the connection or the channel goes away; configuration errors (queue
+// argument mismatch, refused credentials) end it at once as a *ConfigError.
+func Run(ctx context.Context, cfg Config) (Stats, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return Stats{}, err
+	}
+	d := &dispatcher{cfg: cfg, log: cfg.Logger.With("queue", cfg.Queue, "function", cfg.Function.String()), m: newMeters(cfg.Queue)}
+	d.call = call{invoker: cfg.Invoker, timeout: cfg.Timeout, recorder: cfg.Recorder, record: history.Record{
+		Namespace: cfg.Function.Namespace, Function: cfg.Function.Name, Trigger: cfg.Trigger, Kind: history.KindEvent}}
+	delay := minReconnectDelay
+	for {
+		done, established, err := d.session(ctx)
+		if done {
+			return d.m.stats(), err
+		}
+		var cfgErr *ConfigError
+		if errors.As(err, &cfgErr) {
+			return d.m.stats(), err
+		}
+		if ctx.Err() != nil {
+			return d.m.stats(), nil
+		}
+		if established {
+			delay = minReconnectDelay
+		}
+		d.log.Warn("Warning: RabbitMQ connection lost; reconnecting", "error", err, "retryIn", delay)
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return d.m.stats(), nil
+		}
+		delay = min(delay*2, maxReconnectDelay)
+	}
+}
+
+type dispatcher struct {
+	cfg   Config
+	log   *slog.Logger
+	m     *meters
+	call  call
+	taken int
+}
+
+// session is one connection's lifetime. done reports that Run should return; established that
+// consuming had started (so the reconnect backoff starts over).
+func (d *dispatcher) session(ctx context.Context) (done, established bool, err error) {
+	props := amqp.NewConnectionProperties()
+	props.SetClientConnectionName(d.cfg.ConnectionName)
+	conn, err := amqp.DialConfig(d.cfg.URL, amqp.Config{Heartbeat: heartbeat, Properties: props})
+	if err != nil {
+		return false, false, classifyDial(err)
+	}
+	defer conn.Close()
+	ch, err := d.openChannel(conn)
+	if err != nil {
+		return false, false, err
+	}
+	const tag = "sless-dispatcher"
+	deliveries, err := ch.Consume(d.cfg.Queue, tag, false, false, false, false, nil)
+	if err != nil {
+		return false, false, fmt.Errorf("consume queue %s: %w", d.cfg.Queue, err)
+	}
+	d.log.Info("consuming", "prefetch", d.cfg.Concurrency)
+	s := &session{d: d, ch: ch, tag: tag, deliveries: deliveries, stopping: make(chan struct{})}
+	// In-flight invocations outlive ctx: a stop request drains them instead of cutting them off.
+	s.work, s.abort = context.WithCancel(context.WithoutCancel(ctx))
+	defer s.abort()
+	done, err = s.loop(ctx)
+	return done, true, err
+}
+
+type session struct {
+	d          *dispatcher
+	ch         *amqp.Channel
+	tag        string
+	deliveries <-chan amqp.Delivery
+	work       context.Context
+	abort      context.CancelFunc
+	stopping   chan struct{} // closed on a stop request: pending retry waits give up
+	wg         sync.WaitGroup
+}
+
+func (s *session) loop(ctx context.Context) (bool, error) {
+	d := s.d
+	idle := time.NewTicker(max(d.cfg.IdleTimeout/4, 10*time.Millisecond))
+	defer idle.Stop()
+	lastActivity := time.Now()
+	for {
+		select {
+		case m, ok := <-s.deliveries:
+			if !ok { // the channel or connection closed under us: the broker requeues the unacked
+				s.abort()
+				s.wg.Wait()
+				return false, fmt.Errorf("delivery channel of queue %s closed: %w", d.cfg.Queue, s.closeReason())
+			}
+			s.start(m)
+			lastActivity = time.Now()
+			if d.cfg.MaxMessages > 0 && d.taken >= d.cfg.MaxMessages {
+				d.log.Info("message limit reached; draining", "maxMessages", d.cfg.MaxMessages)
+				return true, s.drain(false)
+			}
+		case <-ctx.Done():
+			d.log.Info("stop requested; draining", "inFlight", d.m.inFlight.Load())
+			close(s.stopping)
+			return true, s.drain(false)
+		case <-idle.C:
+			if !d.cfg.ExitWhenEmpty || d.m.inFlight.Load() > 0 || time.Since(lastActivity) < d.cfg.IdleTimeout {
+				continue
+			}
+			q, err := s.ch.QueueDeclarePassive(d.cfg.Queue, true, false, false, false, nil)
+			if err != nil {
+				s.abort()
+				s.wg.Wait()
+				return false, fmt.Errorf("check queue %s for messages: %w", d.cfg.Queue, err)
+			}
+			if q.Messages == 0 {
+				d.log.Info("queue empty; exiting", "idle", d.cfg.IdleTimeout)
+				return true, s.drain(true)
+			}
+			lastActivity = time.Now()
+		}
+	}
+}
+
+func (s *session) start(m amqp.Delivery) {
+	s.d.taken++
+	s.d.m.count(&s.d.m.consumed, s.d.m.consumedC)
+	s.d.m.flight(1)
+	s.wg.Go(func() {
+		defer s.d.m.flight(-1)
+		s.d.handle(s.work, s.stopping, s.ch, m)
+	})
+}
+
+// drain cancels the consumer and waits for in-flight work. Deliveries that were already on
+// their way are processed when finishRest (the queue was empty: they are the last messages),
+// otherwise handed back to the broker untouched.
+func (s *session) drain(finishRest bool) error {
+	d := s.d
+	if err := s.ch.Cancel(s.tag, false); err != nil {
+		d.log.Warn("Warning: cancelling the consumer failed; unacked messages return to the queue", "error", err)
+	}
+	for m := range s.deliveries {
+		if finishRest {
+			s.start(m)
+			continue
+		}
+		d.requeue(m)
+	}
+	finished := make(chan struct{})
+	go func() { s.wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(d.cfg.DrainTimeout):
+		d.log.Warn("Warning: in-flight invocations did not finish within the drain timeout; aborting them, their messages return to the queue",
+			"drainTimeout", d.cfg.DrainTimeout, "inFlight", d.m.inFlight.Load())
+		s.abort()
+		<-finished
+	}
+	if err := s.ch.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
+		return fmt.Errorf("close channel: %w", err)
+	}
+	st := d.m.stats()
+	d.log.Info("drained", "consumed", st.Consumed, "acked", st.Acked, "retried", st.Retried,
+		"deadLettered", st.DeadLettered, "requeued", st.Requeued)
+	return nil
+}
+
+func (s *session) closeReason() error {
+	if s.ch.IsClosed() {
+		return amqp.ErrClosed
+	}
+	return errors.New("consumer cancelled by the broker (queue deleted?)")
+}
+
+// openChannel declares the queue and the dead-letter queue (durable; idempotent when the
+// arguments match) and sets prefetch and publisher confirms.
+func (d *dispatcher) openChannel(conn *amqp.Connection) (*amqp.Channel, error) {
+	ch, err := conn.Channel()
+	if err != nil {
+		return nil, fmt.Errorf("open channel: %w", err)
+	}
+	for _, q := range []struct {
+		name string
+		args amqp.Table
+	}{{d.cfg.Queue, d.cfg.QueueArgs}, {d.cfg.DeadLetterQueue, nil}} {
+		if _, err := ch.QueueDeclare(q.name, true, false, false, false, q.args); err != nil {
+			return nil, classifyDeclare(q.name, err)
+		}
+	}
+	if err := ch.Qos(d.cfg.Concurrency, 0, false); err != nil {
+		return nil, fmt.Errorf("set prefetch %d: %w", d.cfg.Concurrency, err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		return nil, fmt.Errorf("enable publisher confirms: %w", err)
+	}
+	return ch, nil
+}
+
+// QueueMismatchError: the queue exists with arguments other than the ones declared.
+type QueueMismatchError struct {
+	Queue    string
+	Argument string // the first differing argument, as the broker names it
+	Detail   string // the broker's text, with both values
+}
+
+func (e *QueueMismatchError) Error() string {
+	return fmt.Sprintf("queue %q already exists with different arguments: %s; declare it the way its producers do (--queue-arg %s=<value>) or delete the queue",
+		e.Queue, e.Detail, e.Argument)
+}
+
+var inequivalentArg = regexp.MustCompile(`inequivalent arg '([^']*)'`)
+
+func classifyDeclare(queue string, err error) error {
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		switch ae.Code {
+		case amqp.PreconditionFailed:
+			arg := "<name>"
+			if m := inequivalentArg.FindStringSubmatch(ae.Reason); m != nil {
+				arg = m[1]
+			}
+			mm := &QueueMismatchError{Queue: queue, Argument: arg, Detail: ae.Reason}
+			return &ConfigError{Field: "queue-arg", Reason: mm.Error(), Err: mm}
+		case amqp.AccessRefused:
+			return &ConfigError{Field: "amqp-url", Reason: fmt.Sprintf("the broker user may not declare or read queue %q: %s", queue, ae.Reason), Err: err}
+		}
+	}
+	return fmt.Errorf("declare queue %s: %w", queue, err)
+}
+
+func classifyDial(err error) error {
+	var ae *amqp.Error
+	if errors.Is(err, amqp.ErrCredentials) || errors.Is(err, amqp.ErrSASL) ||
+		errors.As(err, &ae) && (ae.Code == amqp.AccessRefused || ae.Code == amqp.NotAllowed) {
+		return &ConfigError{Field: "amqp-url", Reason: fmt.Sprintf("RabbitMQ refused the connection (check user, password and vhost): %v", err), Err: err}
+	}
+	return fmt.Errorf("connect to RabbitMQ: %w", err)
+}

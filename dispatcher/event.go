@@ -1,0 +1,221 @@
+package dispatcher
+
+import (
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Headers the dispatcher keeps on messages it republishes; they never reach the function as
+// application headers.
+const (
+	headerAttempt     = "x-sless-attempt"     // attempt number of the next delivery (1-based)
+	headerRetryAt     = "x-sless-retry-at"    // unix milliseconds before which it must not run
+	headerLastError   = "x-sless-last-error"  // error of the previous attempt
+	headerDeadReason  = "x-sless-dead-letter-reason"
+	headerSourceQueue = "x-sless-source-queue"
+	headerDeadAt      = "x-sless-dead-lettered-at"
+	maxHeaderValueLen = 4096
+)
+
+// PoisonError marks a message that no attempt can deliver (oversize, unparseable); it goes to
+// the dead-letter queue at once with Reason.
+type PoisonError struct{ Reason string }
+
+func (e *PoisonError) Error() string { return "poison message: " + e.Reason }
+
+// EventBody is the JSON event posted to the function for a message body:
+//   - a JSON object is passed unchanged;
+//   - any other JSON value (array, string, number, …) becomes {"data": <value>};
+//   - other UTF-8 text becomes {"data": "<text>"};
+//   - a body over maxBytes, a body not valid JSON while the content type says JSON, and
+//     binary data (neither JSON nor UTF-8) are poison.
+func EventBody(contentType string, body []byte, maxBytes int) ([]byte, error) {
+	if len(body) > maxBytes {
+		return nil, &PoisonError{Reason: fmt.Sprintf("body is %d bytes, over the limit of %d (--max-body-bytes)", len(body), maxBytes)}
+	}
+	if json.Valid(body) {
+		if isJSONObject(body) {
+			return body, nil
+		}
+		return json.Marshal(map[string]json.RawMessage{"data": body})
+	}
+	if isJSONType(contentType) {
+		return nil, &PoisonError{Reason: fmt.Sprintf("content type %q declares JSON but the body is not valid JSON", contentType)}
+	}
+	if !utf8.Valid(body) {
+		return nil, &PoisonError{Reason: "body is neither JSON nor UTF-8 text; encode binary payloads (e.g. base64 in a JSON field)"}
+	}
+	return json.Marshal(map[string]string{"data": string(body)})
+}
+
+func isJSONObject(b []byte) bool {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return c == '{'
+	}
+	return false
+}
+
+func isJSONType(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}
+
+// InvocationHeader maps an AMQP delivery onto the HTTP headers the function receives:
+// properties become X-Amqp-<Property>, application headers X-Amqp-Header-<Name> (name
+// characters outside [A-Za-z0-9-] become '-'), plus X-Sless-* invocation metadata.
+// traceparent/tracestate are handled by the tracing code, not copied here.
+func InvocationHeader(d *amqp.Delivery, queue, trigger string, attempt int) http.Header {
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Sless-Trigger-Kind", "event")
+	h.Set("X-Sless-Queue", queue)
+	h.Set("X-Sless-Attempt", strconv.Itoa(attempt))
+	setIf(h, "X-Sless-Trigger", trigger)
+	setIf(h, "X-Amqp-Exchange", d.Exchange)
+	setIf(h, "X-Amqp-Routing-Key", d.RoutingKey)
+	setIf(h, "X-Amqp-Content-Type", d.ContentType)
+	setIf(h, "X-Amqp-Content-Encoding", d.ContentEncoding)
+	setIf(h, "X-Amqp-Message-Id", d.MessageId)
+	setIf(h, "X-Amqp-Correlation-Id", d.CorrelationId)
+	setIf(h, "X-Amqp-Reply-To", d.ReplyTo)
+	setIf(h, "X-Amqp-Type", d.Type)
+	setIf(h, "X-Amqp-App-Id", d.AppId)
+	setIf(h, "X-Amqp-User-Id", d.UserId)
+	setIf(h, "X-Amqp-Expiration", d.Expiration)
+	if d.Priority != 0 {
+		h.Set("X-Amqp-Priority", strconv.Itoa(int(d.Priority)))
+	}
+	if !d.Timestamp.IsZero() {
+		h.Set("X-Amqp-Timestamp", d.Timestamp.UTC().Format(time.RFC3339))
+	}
+	if d.Redelivered {
+		h.Set("X-Amqp-Redelivered", "true")
+	}
+	for k, v := range d.Headers {
+		lk := strings.ToLower(k)
+		if strings.HasPrefix(lk, "x-sless-") || lk == "traceparent" || lk == "tracestate" {
+			continue
+		}
+		if name := headerName(k); name != "" {
+			h.Add("X-Amqp-Header-"+name, headerValue(v))
+		}
+	}
+	return h
+}
+
+func setIf(h http.Header, k, v string) {
+	if v != "" {
+		h.Set(k, cleanValue(v))
+	}
+}
+
+// headerName turns an AMQP header key into an HTTP token.
+func headerName(k string) string {
+	b := []byte(k)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			b[i] = '-'
+		}
+	}
+	return textproto.CanonicalMIMEHeaderKey(strings.Trim(string(b), "-"))
+}
+
+// headerValue renders an AMQP field value as header text: scalars as text, tables and arrays
+// as JSON.
+func headerValue(v any) string {
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = x
+	case []byte:
+		s = string(x)
+	case time.Time:
+		s = x.UTC().Format(time.RFC3339)
+	case bool, int8, int16, int32, int64, uint8, uint16, uint32, float32, float64:
+		s = fmt.Sprint(x)
+	case nil:
+		s = ""
+	default:
+		if j, err := json.Marshal(x); err == nil {
+			s = string(j)
+		} else {
+			s = fmt.Sprint(x)
+		}
+	}
+	return cleanValue(s)
+}
+
+// cleanValue makes s a valid HTTP header value: UTF-8, no control characters, bounded.
+func cleanValue(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 && r != '\t' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) > maxHeaderValueLen {
+		cut := maxHeaderValueLen
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
+	}
+	return s
+}
+
+// attemptOf reads the attempt number a delivery carries; absent or invalid means 1.
+func attemptOf(h amqp.Table) int {
+	n, ok := intValue(h[headerAttempt])
+	if !ok || n < 1 || n > math32 {
+		return 1
+	}
+	return int(n)
+}
+
+const math32 = 1<<31 - 1
+
+// retryAtOf reads the earliest time a retried delivery may run (zero if none).
+func retryAtOf(h amqp.Table) time.Time {
+	n, ok := intValue(h[headerRetryAt])
+	if !ok || n <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
+func intValue(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int8:
+		return int64(x), true
+	case int16:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case int64:
+		return x, true
+	case uint8:
+		return int64(x), true
+	case uint16:
+		return int64(x), true
+	case uint32:
+		return int64(x), true
+	case string:
+		n, err := strconv.ParseInt(x, 10, 64)
+		return n, err == nil
+	}
+	return 0, false
+}

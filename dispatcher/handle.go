@@ -1,0 +1,166 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"sless.dev/sless/gateway/history"
+)
+
+// publishTimeout bounds the wait for the broker's confirm of a retry or dead-letter publish.
+const publishTimeout = 30 * time.Second
+
+// handle takes one delivery to exactly one of: ack (function succeeded), republish for retry
+// + ack, dead-letter + ack, or nack with requeue (stopping, or the republish failed), so a
+// message is never acked before its successor copy is safely in the broker.
+func (d *dispatcher) handle(work context.Context, stopping <-chan struct{}, ch *amqp.Channel, m amqp.Delivery) {
+	attempt := attemptOf(m.Headers)
+	ctx, span := startDeliverySpan(work, &m, d.cfg.Queue)
+	defer span.End()
+	log := d.log.With("messageId", m.MessageId, "deliveryTag", m.DeliveryTag, "attempt", attempt)
+
+	if !waitUntil(retryAtOf(m.Headers), stopping, work.Done()) {
+		d.requeue(m)
+		return
+	}
+	body, err := EventBody(m.ContentType, m.Body, d.cfg.MaxBodyBytes)
+	if err == nil && attempt > d.cfg.Retry.MaxAttempts { // the policy was lowered since the retry was queued
+		err = fmt.Errorf("attempt %d exceeds the retry policy's %d attempts", attempt, d.cfg.Retry.MaxAttempts)
+	}
+	if err != nil {
+		r := d.call.record
+		r.Start, r.Status, r.Error, r.TraceID = time.Now(), history.StatusFailed, err.Error(), traceIDOf(ctx)
+		d.cfg.Recorder.Record(r)
+		log.Warn("Warning: message cannot be delivered; dead-lettering it", "reason", err)
+		d.deadLetter(ctx, ch, m, attempt, err)
+		return
+	}
+	err = d.call.run(ctx, body, InvocationHeader(&m, d.cfg.Queue, d.cfg.Trigger, attempt))
+	switch {
+	case err == nil:
+		if ackErr := m.Ack(false); ackErr != nil {
+			log.Warn("Warning: ack failed after a successful invocation; the broker will redeliver", "error", ackErr)
+			return
+		}
+		d.m.count(&d.m.acked, d.m.ackedC)
+	case work.Err() != nil:
+		log.Info("invocation aborted by stop or connection loss; message returns to the queue", "error", err)
+		d.requeue(m)
+	case attempt < d.cfg.Retry.MaxAttempts:
+		log.Info("invocation failed; scheduling a retry", "error", err, "retryIn", d.cfg.Retry.delay(attempt))
+		d.retry(ctx, ch, m, attempt, err)
+	default:
+		log.Warn("Warning: invocation failed on the last attempt; dead-lettering the message", "error", err)
+		d.deadLetter(ctx, ch, m, attempt, err)
+	}
+}
+
+// waitUntil sleeps until t; it reports false when stopping or aborted first.
+func waitUntil(t time.Time, stopping <-chan struct{}, aborted <-chan struct{}) bool {
+	wait := time.Until(t)
+	if wait <= 0 {
+		return true
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-stopping:
+		return false
+	case <-aborted:
+		return false
+	}
+}
+
+// retry republishes m with the next attempt number and its earliest run time, then acks it.
+func (d *dispatcher) retry(ctx context.Context, ch *amqp.Channel, m amqp.Delivery, attempt int, cause error) {
+	h := copyTable(m.Headers)
+	h[headerAttempt] = int32(attempt + 1)
+	h[headerRetryAt] = time.Now().Add(d.cfg.Retry.delay(attempt)).UnixMilli()
+	h[headerLastError] = cleanValue(cause.Error())
+	if d.publishThenAck(ctx, ch, d.cfg.Queue, m, republished(m, h, m.DeliveryMode)) {
+		d.m.count(&d.m.retried, d.m.retriedC)
+	}
+}
+
+// deadLetter publishes m to the dead-letter queue with why it failed, then acks it.
+func (d *dispatcher) deadLetter(ctx context.Context, ch *amqp.Channel, m amqp.Delivery, attempt int, cause error) {
+	h := copyTable(m.Headers)
+	h[headerAttempt] = int32(attempt)
+	h[headerLastError] = cleanValue(cause.Error())
+	reason := "attempts exhausted"
+	var poison *PoisonError
+	if errors.As(cause, &poison) {
+		reason = poison.Reason
+	}
+	h[headerDeadReason] = reason
+	h[headerSourceQueue] = d.cfg.Queue
+	h[headerDeadAt] = time.Now().UTC().Format(time.RFC3339)
+	if d.publishThenAck(ctx, ch, d.cfg.DeadLetterQueue, m, republished(m, h, amqp.Persistent)) {
+		d.m.count(&d.m.deadLettered, d.m.deadLetteredC)
+	}
+}
+
+// publishThenAck publishes p to queue, waits for the broker's confirm, and only then acks m;
+// if the publish is not confirmed m is requeued, so the message exists in the broker at every
+// moment (a duplicate is possible, a loss is not).
+func (d *dispatcher) publishThenAck(ctx context.Context, ch *amqp.Channel, queue string, m amqp.Delivery, p amqp.Publishing) bool {
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	err := publishConfirmed(ctx, ch, queue, p)
+	if err != nil {
+		d.log.Warn("Warning: republishing failed; the message returns to the queue", "targetQueue", queue, "error", err)
+		d.requeue(m)
+		return false
+	}
+	if err := m.Ack(false); err != nil {
+		d.log.Warn("Warning: ack after republish failed; the broker will redeliver (a duplicate)", "error", err)
+		return false
+	}
+	return true
+}
+
+func publishConfirmed(ctx context.Context, ch *amqp.Channel, queue string, p amqp.Publishing) error {
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, false, false, p)
+	if err != nil {
+		return fmt.Errorf("publish to %s: %w", queue, err)
+	}
+	acked, err := dc.WaitContext(ctx)
+	if err != nil {
+		return fmt.Errorf("confirm of publish to %s: %w", queue, err)
+	}
+	if !acked {
+		return fmt.Errorf("broker nacked the publish to %s", queue)
+	}
+	return nil
+}
+
+func (d *dispatcher) requeue(m amqp.Delivery) {
+	if err := m.Nack(false, true); err != nil {
+		d.log.Debug("nack failed; the broker requeues unacked messages of a closed channel", "error", err)
+	}
+	d.m.count(&d.m.requeued, d.m.requeuedC)
+}
+
+// republished copies m's properties and body into a new publishing with headers h. UserId is
+// left out: the broker rejects a user-id that differs from the publishing connection's user.
+func republished(m amqp.Delivery, h amqp.Table, mode uint8) amqp.Publishing {
+	return amqp.Publishing{
+		Headers: h, ContentType: m.ContentType, ContentEncoding: m.ContentEncoding, DeliveryMode: mode,
+		Priority: m.Priority, CorrelationId: m.CorrelationId, ReplyTo: m.ReplyTo, Expiration: m.Expiration,
+		MessageId: m.MessageId, Timestamp: m.Timestamp, Type: m.Type, AppId: m.AppId, Body: m.Body,
+	}
+}
+
+func copyTable(t amqp.Table) amqp.Table {
+	c := make(amqp.Table, len(t)+6)
+	for k, v := range t {
+		c[k] = v
+	}
+	return c
+}

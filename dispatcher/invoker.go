@@ -1,0 +1,84 @@
+package dispatcher
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Invoker calls the function once. It returns the HTTP status the function answered with and
+// a non-nil error unless the invocation succeeded (2xx).
+type Invoker interface {
+	Invoke(ctx context.Context, body []byte, header http.Header) (status int, err error)
+}
+
+// FunctionError is a non-2xx answer of the function.
+type FunctionError struct {
+	Status int
+	Body   string // the first bytes of the response body
+}
+
+func (e *FunctionError) Error() string {
+	if e.Body == "" {
+		return fmt.Sprintf("function answered HTTP %d", e.Status)
+	}
+	return fmt.Sprintf("function answered HTTP %d: %s", e.Status, e.Body)
+}
+
+const errorBodyLen = 1024
+
+// HTTPInvoker POSTs the event to URL. In a cluster URL is the KEDA HTTP interceptor and Host
+// the function's routing host (<name>.<ns>.fn.<domain>), so the interceptor holds the request
+// through a cold start; through the gateway URL is http://gateway/fn/<ns>/<name> and Host
+// empty.
+type HTTPInvoker struct {
+	URL    string
+	Host   string
+	Client *http.Client
+}
+
+// NewHTTPInvoker validates target and returns an invoker whose connection pool keeps
+// `concurrency` connections alive, one per concurrent invocation.
+func NewHTTPInvoker(target, host string, concurrency int) (*HTTPInvoker, error) {
+	u, err := url.Parse(target)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, &ConfigError{Field: "target-url", Reason: fmt.Sprintf("%q is not an http(s) URL (e.g. http://keda-add-ons-http-interceptor-proxy.keda:8080/)", target)}
+	}
+	t := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        max(concurrency, 2),
+		MaxIdleConnsPerHost: max(concurrency, 2),
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &HTTPInvoker{URL: target, Host: host, Client: &http.Client{Transport: t}}, nil
+}
+
+// Invoke posts body with header; ctx bounds the whole exchange.
+func (i *HTTPInvoker) Invoke(ctx context.Context, body []byte, header http.Header) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, i.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, fmt.Errorf("build request to %s: %w", i.URL, err)
+	}
+	req.Header = header
+	if i.Host != "" {
+		req.Host = i.Host
+	}
+	resp, err := i.Client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("invoke %s: %w", i.URL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // lets the connection be reused
+		return resp.StatusCode, nil
+	}
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyLen))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, &FunctionError{Status: resp.StatusCode, Body: cleanValue(string(snippet))}
+}
