@@ -1,0 +1,116 @@
+package v1alpha1
+
+// Runtime names a language runtime. The enum below is the single list the API accepts;
+// buildkit maps each name to its wrapper, base image and entry file.
+// +kubebuilder:validation:Enum=go1.23;go1.25;python3.11;python3.12;nodejs20;nodejs22
+type Runtime string
+
+const (
+	RuntimeGo123     Runtime = "go1.23"
+	RuntimeGo125     Runtime = "go1.25"
+	RuntimePython311 Runtime = "python3.11"
+	RuntimePython312 Runtime = "python3.12"
+	RuntimeNode20    Runtime = "nodejs20"
+	RuntimeNode22    Runtime = "nodejs22"
+)
+
+// Runtimes lists every accepted runtime, in the order of the enum marker above.
+var Runtimes = []Runtime{RuntimeGo123, RuntimeGo125, RuntimePython311, RuntimePython312, RuntimeNode20, RuntimeNode22}
+
+// MaxTimeoutSeconds is the longest per-invocation timeout a function may ask for.
+const MaxTimeoutSeconds = 900
+
+// SourceRef points at an uploaded build context in the artifact store.
+type SourceRef struct {
+	// ContextKey is the object key of the build context,
+	// contexts/{namespace}/{name}/{timestamp}.tar.gz.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	ContextKey string `json:"contextKey"`
+
+	// ArchiveKey is the object key of the zip the user uploaded (kept for the source viewer).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	ArchiveKey string `json:"archiveKey,omitempty"`
+
+	// SHA256 is the content hash of the build context; the image tag derives from it, so the
+	// same source is never built twice.
+	// +kubebuilder:validation:Pattern=`^[a-f0-9]{64}$`
+	SHA256 string `json:"sha256"`
+}
+
+// CodeSpec is what it takes to build and run code: shared by Function and self-contained
+// FunctionJobs.
+type CodeSpec struct {
+	// Runtime is the language runtime.
+	// +optional
+	Runtime Runtime `json:"runtime,omitempty"`
+
+	// Entrypoint overrides the runtime's default handler ("handler.handle" for Python and
+	// Node, package handler's Handle for Go).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_./-]*$`
+	Entrypoint string `json:"entrypoint,omitempty"`
+
+	// Env is passed to every instance; rendered in sorted key order so pod specs are
+	// deterministic.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=256
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[A-Za-z_][A-Za-z0-9_]*$') && !k.startsWith('SLESS_'))",message="env names must match [A-Za-z_][A-Za-z0-9_]* and must not start with SLESS_ (reserved)"
+	Env map[string]string `json:"env,omitempty"`
+
+	// MemoryMB is the memory limit of one instance, in MiB.
+	// +optional
+	// +kubebuilder:default=128
+	// +kubebuilder:validation:Minimum=32
+	// +kubebuilder:validation:Maximum=16384
+	MemoryMB int32 `json:"memoryMB,omitempty"`
+
+	// TimeoutSeconds bounds one invocation; 0 means no limit.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=900
+	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
+
+	// Source is the uploaded build context. Unset until code is uploaded (unless Image is set).
+	// +optional
+	Source *SourceRef `json:"source,omitempty"`
+
+	// Image is a prebuilt image; when set, no build runs.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+}
+
+// LocalObjectReference names an object in the same namespace.
+type LocalObjectReference struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+}
+
+// SecretKeyReference selects one key of a Secret in the same namespace.
+type SecretKeyReference struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Key within the Secret; defaults to "host" (an amqp:// URL), as KEDA's rabbitmq scaler
+	// expects.
+	// +optional
+	// +kubebuilder:default=host
+	Key string `json:"key,omitempty"`
+}
+
+// Condition types shared by the kinds.
+const (
+	// ConditionReady is the summary of a living object (Function, Trigger).
+	ConditionReady = "Ready"
+	// ConditionBuilt reports the image build of a Function or self-contained FunctionJob.
+	ConditionBuilt = "Built"
+	// ConditionDeployed reports the rendered workloads of a Function.
+	ConditionDeployed = "Deployed"
+	// ConditionSucceeded is the terminal summary of a FunctionJob run.
+	ConditionSucceeded = "Succeeded"
+)

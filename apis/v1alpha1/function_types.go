@@ -1,0 +1,140 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// FunctionPhase is the coarse lifecycle state shown to users.
+// +kubebuilder:validation:Enum=Pending;Building;Ready;Failed
+type FunctionPhase string
+
+const (
+	FunctionPending  FunctionPhase = "Pending"
+	FunctionBuilding FunctionPhase = "Building"
+	FunctionReady    FunctionPhase = "Ready"
+	FunctionFailed   FunctionPhase = "Failed"
+)
+
+// ScalingMetric selects what the HTTP add-on scales on.
+// +kubebuilder:validation:Enum=concurrency;requestRate
+type ScalingMetric string
+
+const (
+	ScaleOnConcurrency ScalingMetric = "concurrency"
+	ScaleOnRequestRate ScalingMetric = "requestRate"
+)
+
+// ScaleSpec bounds the number of instances. minReplicas 0 scales to zero when idle;
+// minReplicas >= 1 keeps the function always on.
+// +kubebuilder:validation:XValidation:rule="!has(self.maxReplicas) || !has(self.minReplicas) || self.maxReplicas >= self.minReplicas",message="maxReplicas must be greater than or equal to minReplicas",fieldPath=".maxReplicas"
+type ScaleSpec struct {
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	MinReplicas int32 `json:"minReplicas,omitempty"`
+
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxReplicas int32 `json:"maxReplicas,omitempty"`
+
+	// ScaleDownPeriodSeconds is how long a function stays up after its last request.
+	// +optional
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	ScaleDownPeriodSeconds int32 `json:"scaleDownPeriodSeconds,omitempty"`
+
+	// Metric is concurrency (in-flight requests per instance) or requestRate (requests per
+	// second per instance).
+	// +optional
+	// +kubebuilder:default=concurrency
+	Metric ScalingMetric `json:"metric,omitempty"`
+
+	// Target is the per-instance value of Metric above which another instance starts.
+	// +optional
+	// +kubebuilder:default=100
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	Target int32 `json:"target,omitempty"`
+}
+
+// FunctionSpec is what a user declares: code, how to run it and how to scale it.
+type FunctionSpec struct {
+	CodeSpec `json:",inline"`
+
+	// +optional
+	// +kubebuilder:default={}
+	Scale ScaleSpec `json:"scale,omitempty"`
+}
+
+// FunctionStatus is what the operator observed.
+type FunctionStatus struct {
+	// ObservedGeneration is the generation the status describes; Ready means nothing unless it
+	// equals metadata.generation.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// +optional
+	Phase FunctionPhase `json:"phase,omitempty"`
+
+	// Image is the image the Deployment runs.
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// BuiltSHA256 is the source hash Image was built from.
+	// +optional
+	BuiltSHA256 string `json:"builtSHA256,omitempty"`
+
+	// URL is where callers invoke the function (gateway /fn/<namespace>/<name>).
+	// +optional
+	URL string `json:"url,omitempty"`
+
+	// RoutingHost is the host the KEDA HTTP interceptor routes on for this function.
+	// +optional
+	RoutingHost string `json:"routingHost,omitempty"`
+
+	// +optional
+	LastBuildTime *metav1.Time `json:"lastBuildTime,omitempty"`
+
+	// LastBuildError is the reason and log tail of the last failed build.
+	// +optional
+	LastBuildError string `json:"lastBuildError,omitempty"`
+
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Function is a unit of user code run on demand and scaled to zero when idle.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=fn;fns,categories=sless
+// +kubebuilder:printcolumn:name="Runtime",type=string,JSONPath=`.spec.runtime`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 63",message="name must be a DNS-1123 label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit"
+// +kubebuilder:validation:XValidation:rule="has(self.spec.runtime)",message="spec.runtime is required",fieldPath=".spec.runtime",reason=FieldValueRequired
+type Function struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   FunctionSpec   `json:"spec,omitempty"`
+	Status FunctionStatus `json:"status,omitempty"`
+}
+
+// FunctionList is a list of Functions.
+// +kubebuilder:object:root=true
+type FunctionList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Function `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Function{}, &FunctionList{})
+}

@@ -1,0 +1,132 @@
+// Package testenv starts a real kube-apiserver + etcd (envtest, built from source by
+// test/tools/envtest.sh) with sless's CRDs and the CRDs of the KEDA and HTTP add-on Go modules
+// this repository pins, so tests run against the same schemas a cluster would enforce.
+package testenv
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"sless.dev/sless/apis/scheme"
+)
+
+// Env is a running control plane and a client for it.
+type Env struct {
+	Config *rest.Config
+	Client client.Client
+	Scheme *k8sruntime.Scheme
+	env    *envtest.Environment
+}
+
+// RepoRoot is the directory holding the repository's go.mod.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Assets returns the directory with kube-apiserver and etcd: $KUBEBUILDER_ASSETS when set,
+// otherwise whatever test/tools/envtest.sh prints (it builds them once and caches them).
+func Assets() (string, error) {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir, nil
+	}
+	return runTool("envtest.sh")
+}
+
+// runTool runs one of the repository's cached tool builders and returns what it printed.
+func runTool(script string) (string, error) {
+	var stdout bytes.Buffer
+	cmd := exec.Command("bash", filepath.Join(RepoRoot(), "test", "tools", script))
+	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("test/tools/%s: %w", script, err)
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+// CRDPaths lists sless's CRD directory and the KEDA and HTTP add-on CRD files, located in the
+// module cache at exactly the versions go.mod pins (never copied into this repository).
+func CRDPaths() ([]string, error) {
+	paths := []string{filepath.Join(RepoRoot(), "config", "crd", "bases")}
+	for mod, glob := range map[string]string{
+		"github.com/kedacore/keda/v2":     "keda.sh_*.yaml",
+		"github.com/kedacore/http-add-on": "http.keda.sh_*.yaml",
+	} {
+		cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", mod)
+		cmd.Dir = RepoRoot()
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("locate module %s: %w", mod, err)
+		}
+		files, err := filepath.Glob(filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "bases", glob))
+		if err != nil || len(files) == 0 {
+			return nil, fmt.Errorf("no CRDs matching %s in module %s", glob, mod)
+		}
+		paths = append(paths, files...)
+	}
+	return paths, nil
+}
+
+// Start brings up the control plane with every CRD installed.
+func Start() (*Env, error) {
+	assets, err := Assets()
+	if err != nil {
+		return nil, err
+	}
+	crds, err := CRDPaths()
+	if err != nil {
+		return nil, err
+	}
+	s, err := scheme.New()
+	if err != nil {
+		return nil, err
+	}
+	e := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     crds,
+		ErrorIfCRDPathMissing: true,
+		Scheme:                s,
+	}
+	cfg, err := e.Start()
+	if err != nil {
+		return nil, fmt.Errorf("start envtest with assets from %s: %w", assets, err)
+	}
+	// A generous client rate limit: tests create many objects quickly.
+	cfg.QPS, cfg.Burst = 500, 1000
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	return &Env{Config: cfg, Client: c, Scheme: s, env: e}, nil
+}
+
+// Stop tears the control plane down.
+func (e *Env) Stop() error { return e.env.Stop() }
+
+// Main is a TestMain body: it starts the control plane once for the package, stores it in
+// *env, runs the tests and stops it.
+func Main(m *testing.M, env **Env) {
+	e, err := Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		os.Exit(1)
+	}
+	*env = e
+	code := m.Run()
+	if err := e.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "testenv: stop:", err)
+	}
+	os.Exit(code)
+}

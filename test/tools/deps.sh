@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Brings a machine to what the tests need: running PostgreSQL and RabbitMQ, Debian packages,
+# and the tools built from source (cached under ~/.cache/sless-tools). Idempotent and quick
+# when everything is already there.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+log() { echo "deps.sh: $*" >&2; }
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+wait_port() {
+  for _ in $(seq 1 60); do port_open "$1" && return 0; sleep 1; done
+  log "port $1 did not open"; return 1
+}
+
+if ! port_open 5432; then
+  log "starting PostgreSQL"
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start
+  wait_port 5432
+fi
+if ! port_open 5672; then
+  log "starting RabbitMQ"
+  rabbitmq-server -detached
+  wait_port 5672
+fi
+
+# Headless Chromium drives the console tests.
+if ! command -v chromium >/dev/null; then
+  log "installing chromium (Debian package)"
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >&2
+fi
+
+bash "$here/envtest.sh" >/dev/null
