@@ -1,0 +1,217 @@
+package buildkit
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"sless.dev/sless/runtimes"
+)
+
+// Layout of every build context.
+const (
+	DockerfilePath = "Dockerfile" // relative to the context root
+	handlerDir     = "handler/"   // the user's files
+	serverDir      = "server/"    // the wrapper
+	wrapperModule  = "sless/fn/server"
+	handlerModule  = "sless/fn/handler"
+)
+
+// contextModTime is the mtime of every tar entry: a fixed value keeps the hash stable.
+var contextModTime = time.Unix(0, 0)
+
+// BuildContext is a deterministic tar.gz holding the user's files, the runtime wrapper and a
+// Dockerfile. The same source, runtime and entrypoint always give the same Hash.
+type BuildContext struct {
+	Data       []byte // tar.gz
+	Hash       string // sha256 hex of the uncompressed tar (independent of gzip's output)
+	Runtime    Runtime
+	Entrypoint string
+}
+
+// ImageTag is the image tag built from this context.
+func (c *BuildContext) ImageTag() string { return ImageTag(c.Hash) }
+
+// ImageTag derives an image tag from a content hash: "sha-" and the first 16 hex digits
+// (64 bits: collisions between one function's builds are not a practical concern).
+func ImageTag(hash string) string {
+	if len(hash) > 16 {
+		hash = hash[:16]
+	}
+	return "sha-" + hash
+}
+
+// entry is one file of a build context.
+type entry struct {
+	name string
+	mode int64
+	data []byte // generated files
+	file *File  // user files, streamed from the zip
+}
+
+// NewBuildContext renders the build context for a validated source.
+func NewBuildContext(ctx context.Context, src *Source) (*BuildContext, error) {
+	_, span := tracer.Start(ctx, "buildkit.NewBuildContext")
+	defer span.End()
+	span.SetAttributes(attribute.String("sless.runtime", src.Runtime.Name))
+	entries, err := contextEntries(src)
+	if err != nil {
+		recordError(span, err)
+		return nil, err
+	}
+	bc, err := writeContext(entries, src.sizeHint())
+	if err != nil {
+		recordError(span, err)
+		return nil, fmt.Errorf("writing the %s build context: %w", src.Runtime.Name, err)
+	}
+	bc.Runtime, bc.Entrypoint = src.Runtime, src.Entrypoint
+	span.SetAttributes(attribute.String("sless.context_hash", bc.Hash), attribute.Int("sless.context_bytes", len(bc.Data)))
+	return bc, nil
+}
+
+func (s *Source) sizeHint() int {
+	var n int64
+	for _, f := range s.Files {
+		n += f.Size
+	}
+	return int(min(n/2+64<<10, 64<<20))
+}
+
+func contextEntries(src *Source) ([]entry, error) {
+	lang := string(src.Runtime.Language)
+	wrapper := map[Language]string{LanguageGo: "go/server/server.go", LanguagePython: "python/server.py", LanguageNode: "node/server.js"}[src.Runtime.Language]
+	dockerfile, err := runtimes.FS.ReadFile(lang + "/Dockerfile")
+	if err != nil {
+		return nil, fmt.Errorf("embedded %s Dockerfile: %w", lang, err)
+	}
+	server, err := runtimes.FS.ReadFile(wrapper)
+	if err != nil {
+		return nil, fmt.Errorf("embedded %s wrapper: %w", lang, err)
+	}
+	args := map[string]string{"BASE_IMAGE": src.Runtime.BaseImage, "HANDLER": src.Entrypoint}
+	if src.Runtime.Language == LanguageGo {
+		args = map[string]string{"BUILDER_IMAGE": src.Runtime.BuilderImage, "RUNTIME_IMAGE": src.Runtime.BaseImage}
+	}
+	entries := []entry{
+		{name: DockerfilePath, mode: 0o644, data: setDockerfileArgs(dockerfile, args)},
+		{name: serverDir + wrapper[strings.LastIndexByte(wrapper, '/')+1:], mode: 0o644, data: server},
+	}
+	if src.Runtime.Language == LanguageGo {
+		entries = append(entries, goWorkspace(src)...)
+	}
+	for i := range src.Files {
+		f := &src.Files[i]
+		mode := int64(0o644)
+		if f.Executable {
+			mode = 0o755
+		}
+		entries = append(entries, entry{name: handlerDir + f.Name, mode: mode, file: f})
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
+	return entries, nil
+}
+
+// setDockerfileArgs rewrites the defaults of "ARG NAME=..." lines; the file stays a plain
+// Dockerfile that also builds by hand with --build-arg.
+func setDockerfileArgs(dockerfile []byte, args map[string]string) []byte {
+	lines := strings.Split(string(dockerfile), "\n")
+	for i, line := range lines {
+		name, _, ok := strings.Cut(strings.TrimPrefix(line, "ARG "), "=")
+		if v, known := args[name]; ok && known && strings.HasPrefix(line, "ARG ") {
+			lines[i] = "ARG " + name + "=" + v
+		}
+	}
+	return []byte(strings.Join(lines, "\n"))
+}
+
+// goWorkspace generates the files that assemble wrapper and user code (seed 000): go.work
+// uses ./server and ./handler and maps the import path sless/fn/handler to ./handler
+// whatever the user's module is called; without a user go.mod a minimal one is generated.
+func goWorkspace(src *Source) []entry {
+	call := "handler." + src.Entrypoint + "(event)"
+	if src.goParams == 2 {
+		call = "handler." + src.Entrypoint + "(event, request)"
+	}
+	bind := "// Code generated by sless buildkit. DO NOT EDIT.\n\npackage main\n\nimport handler \"" + handlerModule + "\"\n\n" +
+		"func init() {\n\thandle = func(event, request map[string]interface{}) interface{} { return " + call + " }\n}\n"
+	serverMod := "module " + wrapperModule + "\n\ngo " + src.Runtime.Version + "\n"
+	work := "go " + src.goVersion + "\n\nuse ./server\nuse ./handler\n"
+	entries := []entry{{name: serverDir + "bind.go", mode: 0o644, data: []byte(bind)}}
+	switch src.goModule {
+	case "":
+		entries = append(entries, entry{name: handlerDir + "go.mod", mode: 0o644,
+			data: []byte("module " + handlerModule + "\n\ngo " + src.Runtime.Version + "\n")})
+	case handlerModule:
+	default:
+		// A workspace module may not be replaced by itself, so the mapping is only added
+		// when the user's module has another path.
+		serverMod += "\nrequire " + handlerModule + " v0.0.0\n"
+		work += "\nreplace " + handlerModule + " => ./handler\n"
+	}
+	return append(entries,
+		entry{name: serverDir + "go.mod", mode: 0o644, data: []byte(serverMod)},
+		entry{name: "go.work", mode: 0o644, data: []byte(work)})
+}
+
+func writeContext(entries []entry, sizeHint int) (*BuildContext, error) {
+	out := bytes.NewBuffer(make([]byte, 0, sizeHint))
+	zw, err := gzip.NewWriterLevel(out, gzip.DefaultCompression)
+	if err != nil {
+		return nil, err
+	}
+	hash := newHasher()
+	tw := tar.NewWriter(io.MultiWriter(zw, hash))
+	for _, e := range entries {
+		if err := writeEntry(tw, e); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return &BuildContext{Data: out.Bytes(), Hash: hash.hex()}, nil
+}
+
+type hasher struct{ hash.Hash }
+
+func newHasher() hasher { return hasher{sha256.New()} }
+
+func (h hasher) hex() string { return hex.EncodeToString(h.Sum(nil)) }
+
+func writeEntry(tw *tar.Writer, e entry) error {
+	size := int64(len(e.data))
+	if e.file != nil {
+		size = e.file.Size
+	}
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: e.name, Mode: e.mode, Size: size, ModTime: contextModTime, Format: tar.FormatPAX}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return fmt.Errorf("tar header for %s: %w", e.name, err)
+	}
+	if e.file == nil {
+		_, err := tw.Write(e.data)
+		return err
+	}
+	rc, err := e.file.Open()
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	if _, err := io.Copy(tw, rc); err != nil {
+		return err
+	}
+	return nil
+}

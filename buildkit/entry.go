@@ -1,0 +1,257 @@
+package buildkit
+
+import (
+	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"golang.org/x/mod/modfile"
+)
+
+var (
+	identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	nodeFile   = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_./-]*$`)
+)
+
+// splitEntrypoint splits "a.b.func" into ("a.b", "func").
+func splitEntrypoint(ep string) (module, fn string, ok bool) {
+	i := strings.LastIndexByte(ep, '.')
+	if i <= 0 || !identifier.MatchString(ep[i+1:]) {
+		return "", "", false
+	}
+	return ep[:i], ep[i+1:], true
+}
+
+func badEntrypoint(src *Source, want string) error {
+	return &ValidationError{Rule: RuleInvalidEntrypoint,
+		Reason: fmt.Sprintf("entrypoint %q is not valid for %s", src.Entrypoint, src.Runtime.Name),
+		Fix:    "use the form " + want + fmt.Sprintf(" (default %q)", src.Runtime.DefaultEntrypoint)}
+}
+
+// noEntrypoint names the file the runtime expects and, when the whole upload sits in one
+// folder, says so: zipping the folder instead of its contents is the usual mistake.
+func noEntrypoint(src *Source, file, what string) error {
+	fix := "add " + file + " at the top level of the zip " + what
+	if dir, ok := singleTopDir(src.Archive); ok {
+		fix = fmt.Sprintf("every file is inside %s/: zip the contents of the folder, not the folder itself", dir)
+	}
+	return &ValidationError{Rule: RuleNoEntrypoint, File: file,
+		Reason: fmt.Sprintf("the %s entry point %q needs %s, which is not in the zip", src.Runtime.Name, src.Entrypoint, file),
+		Fix:    fix}
+}
+
+func singleTopDir(a *Archive) (string, bool) {
+	top := ""
+	for _, f := range a.Files {
+		dir, _, found := strings.Cut(f.Name, "/")
+		if !found || (top != "" && dir != top) {
+			return "", false
+		}
+		top = dir
+	}
+	return top, top != ""
+}
+
+func checkPythonSource(src *Source) error {
+	module, _, ok := splitEntrypoint(src.Entrypoint)
+	if !ok {
+		return badEntrypoint(src, "module.function, e.g. handler.handle or pkg.mod.handle")
+	}
+	for _, part := range strings.Split(module, ".") {
+		if !identifier.MatchString(part) {
+			return badEntrypoint(src, "module.function, e.g. handler.handle or pkg.mod.handle")
+		}
+	}
+	file := strings.ReplaceAll(module, ".", "/")
+	if _, ok := src.Lookup(file + ".py"); ok {
+		return nil
+	}
+	if _, ok := src.Lookup(file + "/__init__.py"); ok {
+		return nil
+	}
+	return noEntrypoint(src, file+".py", "defining def "+src.Entrypoint[len(module)+1:]+"(event)")
+}
+
+func checkNodeSource(src *Source) error {
+	file, fn, ok := splitEntrypoint(src.Entrypoint)
+	// The entrypoint ends up in the Dockerfile: only plain path characters are allowed.
+	if !ok || !nodeFile.MatchString(file) || strings.Contains("/"+file+"/", "/../") {
+		return badEntrypoint(src, "file.export, e.g. handler.handle or src/index.handle")
+	}
+	if data, err := src.ReadFile("package.json"); err == nil {
+		if !json.Valid(data) {
+			return &ValidationError{Rule: RuleBadManifest, File: "package.json", Reason: "package.json is not valid JSON",
+				Fix: "fix the syntax (npm install would reject it too)"}
+		}
+	} else if _, isValidation := AsValidationError(err); isValidation {
+		return err
+	}
+	for _, candidate := range []string{file + ".js", file + ".cjs", file + "/index.js"} {
+		if _, ok := src.Lookup(candidate); ok {
+			return nil
+		}
+	}
+	return noEntrypoint(src, file+".js", "exporting "+fn+" (module.exports."+fn+" = async (event) => ...)")
+}
+
+// checkGoSource finds the entry function among the top-level .go files and reads the user's
+// go.mod, if any, for the go directive.
+func checkGoSource(src *Source) error {
+	if !identifier.MatchString(src.Entrypoint) || !token.IsExported(src.Entrypoint) {
+		return badEntrypoint(src, "an exported function name, e.g. Handle")
+	}
+	src.goVersion = src.Runtime.Version
+	if err := checkGoMod(src); err != nil {
+		return err
+	}
+	want := fmt.Sprintf("func %s(event map[string]interface{}) interface{}", src.Entrypoint)
+	found := false
+	for _, f := range src.Files {
+		if path.Dir(f.Name) != "." || path.Ext(f.Name) != ".go" || strings.HasSuffix(f.Name, "_test.go") {
+			continue
+		}
+		data, err := src.ReadFile(f.Name)
+		if err != nil {
+			return err
+		}
+		params, err := goEntry(f.Name, data, src.Entrypoint, want)
+		if err != nil {
+			return err
+		}
+		if params > 0 {
+			src.goParams, found = params, true
+		}
+	}
+	if !found {
+		return noEntrypoint(src, "handler.go", "with package handler and "+want)
+	}
+	return nil
+}
+
+// goEntry parses one top-level file: it must be package handler; it returns the entry
+// function's parameter count, or 0 when the file does not declare it.
+func goEntry(name string, data []byte, entry, want string) (int, error) {
+	file, err := parser.ParseFile(token.NewFileSet(), name, data, parser.SkipObjectResolution)
+	if err != nil {
+		return 0, &ValidationError{Rule: RuleInvalidEntrypoint, File: name, Reason: "the file does not parse: " + err.Error(),
+			Fix: "fix the syntax error (go vet ./... shows it locally)"}
+	}
+	if file.Name.Name != "handler" {
+		return 0, &ValidationError{Rule: RuleInvalidEntrypoint, File: name,
+			Reason: fmt.Sprintf("top-level Go files must be package handler, not %s", file.Name.Name),
+			Fix:    "write package handler at the top of the file"}
+	}
+	for _, decl := range file.Decls {
+		fn, ok := decl.(*ast.FuncDecl)
+		if !ok || fn.Recv != nil || fn.Name.Name != entry {
+			continue
+		}
+		if params, ok := entrySignature(fn.Type); ok {
+			return params, nil
+		}
+		return 0, &ValidationError{Rule: RuleInvalidEntrypoint, File: name,
+			Reason: fmt.Sprintf("func %s has an unsupported signature", entry),
+			Fix:    "declare " + want + ", or add a second map[string]interface{} parameter for the request metadata"}
+	}
+	return 0, nil
+}
+
+func entrySignature(ft *ast.FuncType) (int, bool) {
+	isMap := func(e ast.Expr) bool {
+		s := types.ExprString(e)
+		return s == "map[string]interface{}" || s == "map[string]any"
+	}
+	if ft.TypeParams != nil || ft.Results == nil || ft.Results.NumFields() != 1 {
+		return 0, false
+	}
+	if r := types.ExprString(ft.Results.List[0].Type); r != "interface{}" && r != "any" {
+		return 0, false
+	}
+	var n int
+	for _, field := range ft.Params.List {
+		if !isMap(field.Type) {
+			return 0, false
+		}
+		n += max(len(field.Names), 1)
+	}
+	return n, n == 1 || n == 2
+}
+
+// checkGoMod parses the user's go.mod: its go directive may not exceed the runtime's Go
+// version (the image's toolchain cannot build it) and raises the workspace's go directive.
+func checkGoMod(src *Source) error {
+	data, err := src.ReadFile("go.mod")
+	if err != nil {
+		if _, isValidation := AsValidationError(err); isValidation {
+			return err
+		}
+		return nil
+	}
+	mf, err := modfile.ParseLax("go.mod", data, nil)
+	if err != nil {
+		return &ValidationError{Rule: RuleBadManifest, File: "go.mod", Reason: "go.mod does not parse: " + err.Error(),
+			Fix: "fix go.mod (go mod tidy shows the problem locally)"}
+	}
+	if mf.Module == nil || mf.Module.Mod.Path == "" {
+		return &ValidationError{Rule: RuleBadManifest, File: "go.mod", Reason: "go.mod has no module line",
+			Fix: "start go.mod with a module line, e.g. module myfunction"}
+	}
+	src.goModule = mf.Module.Mod.Path
+	if mf.Module.Mod.Path == wrapperModule {
+		return &ValidationError{Rule: RuleBadManifest, File: "go.mod", Reason: "the module path " + wrapperModule + " is reserved for the wrapper",
+			Fix: "name your module anything else, e.g. myfunction"}
+	}
+	if mf.Go != nil {
+		if compareGoVersions(goMinor(mf.Go.Version), src.Runtime.Version) > 0 {
+			return &ValidationError{Rule: RuleBadManifest, File: "go.mod",
+				Reason: fmt.Sprintf("go.mod requires go %s but runtime %s has Go %s", mf.Go.Version, src.Runtime.Name, src.Runtime.Version),
+				Fix:    "choose a newer runtime or lower the go directive"}
+		}
+		if compareGoVersions(mf.Go.Version, src.goVersion) > 0 {
+			src.goVersion = mf.Go.Version
+		}
+	}
+	return nil
+}
+
+// compareGoVersions compares dotted Go versions numerically ("1.23.4" > "1.23"); anything
+// after a non-digit (rc1, beta) is ignored, which is enough to spot a too-new directive.
+func compareGoVersions(a, b string) int {
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < max(len(pa), len(pb)); i++ {
+		na, nb := leadingInt(pa, i), leadingInt(pb, i)
+		if na != nb {
+			if na < nb {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+// goMinor trims a Go version to language major.minor: "1.23.4" → "1.23".
+func goMinor(v string) string {
+	parts := strings.SplitN(v, ".", 3)
+	return strings.Join(parts[:min(len(parts), 2)], ".")
+}
+
+func leadingInt(parts []string, i int) int {
+	if i >= len(parts) {
+		return 0
+	}
+	s := parts[i]
+	end := 0
+	for end < len(s) && s[end] >= '0' && s[end] <= '9' {
+		end++
+	}
+	n, _ := strconv.Atoi(s[:end])
+	return n
+}

@@ -1,0 +1,300 @@
+package buildkit
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+)
+
+// Artifact is a function built on this machine: run Command in Dir with Env added to the
+// environment (plus PORT, SLESS_TIMEOUT_SECONDS, ...; see runtimes/README.md).
+type Artifact struct {
+	Runtime string   `json:"runtime"`
+	Hash    string   `json:"hash"` // of the build context it was built from
+	Dir     string   `json:"dir"`
+	Command []string `json:"command"`
+	Env     []string `json:"env"`
+}
+
+// LocalBuilder builds contexts without containers, the way their Dockerfiles would.
+type LocalBuilder struct {
+	Logger *slog.Logger
+	// Env is added to the build tools' environment (e.g. GOPROXY, npm_config_registry).
+	Env []string
+	// MaxContextBytes caps the extracted context; default 1 GiB.
+	MaxContextBytes int64
+}
+
+const artifactManifest = ".sless-artifact.json"
+
+// LocalBuild builds with a default LocalBuilder.
+func LocalBuild(ctx context.Context, contextData []byte, runtime, outDir string) (*Artifact, error) {
+	return LocalBuilder{}.Build(ctx, contextData, runtime, outDir)
+}
+
+// Build extracts a build context (from NewBuildContext) into outDir and builds it for
+// runtime. A directory that already holds the build of the same context is reused, so the
+// same source is never built twice. Compiler and installer output is in the *BuildError.
+func (b LocalBuilder) Build(ctx context.Context, contextData []byte, runtime, outDir string) (*Artifact, error) {
+	ctx, span := tracer.Start(ctx, "buildkit.LocalBuild")
+	defer span.End()
+	span.SetAttributes(attribute.String("sless.runtime", runtime))
+	art, err := b.build(ctx, contextData, runtime, outDir)
+	if err != nil {
+		recordError(span, err)
+		return nil, err
+	}
+	return art, nil
+}
+
+func (b LocalBuilder) build(ctx context.Context, contextData []byte, runtime, outDir string) (*Artifact, error) {
+	rt, err := LookupRuntime(runtime)
+	if err != nil {
+		return nil, err
+	}
+	logger := b.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	hash, err := contextHash(contextData)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(outDir)
+	if err != nil {
+		return nil, fmt.Errorf("build directory %q: %w", outDir, err)
+	}
+	if art, ok := readArtifact(dir, hash); ok {
+		logger.Debug("reusing local build", "dir", dir, "hash", hash)
+		return art, nil
+	}
+	// Build next to the target and rename: a crash never leaves a half-built directory
+	// that looks finished.
+	tmp := dir + ".building"
+	if err := os.RemoveAll(tmp); err != nil {
+		return nil, fmt.Errorf("cleaning %s: %w", tmp, err)
+	}
+	if err := b.extract(contextData, tmp); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	art, err := b.buildIn(ctx, rt, tmp, dir)
+	if err != nil {
+		return nil, err
+	}
+	art.Runtime, art.Hash = rt.Name, hash
+	if err := writeArtifact(tmp, art); err != nil {
+		return nil, err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("replacing %s: %w", dir, err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return nil, fmt.Errorf("moving the build to %s: %w", dir, err)
+	}
+	logger.Info("built function locally", "runtime", rt.Name, "dir", dir, "hash", hash, "duration", time.Since(start))
+	return art, nil
+}
+
+// buildIn runs the language's build steps in work; the artifact refers to final paths.
+func (b LocalBuilder) buildIn(ctx context.Context, rt Runtime, work, final string) (*Artifact, error) {
+	dockerfile, err := os.ReadFile(filepath.Join(work, DockerfilePath))
+	if err != nil {
+		return nil, fmt.Errorf("build context without %s: %w", DockerfilePath, err)
+	}
+	art := &Artifact{Dir: final}
+	switch rt.Language {
+	case LanguageGo:
+		env := []string{"CGO_ENABLED=0", "GOTOOLCHAIN=local", "GOFLAGS=-buildvcs=false", "GOWORK=" + filepath.Join(work, "go.work")}
+		if err := b.run(ctx, rt, work, env, "go", "mod", "download"); err != nil {
+			return nil, err
+		}
+		if err := b.run(ctx, rt, work, env, "go", "build", "-trimpath", "-o", filepath.Join(work, "function"), "./server"); err != nil {
+			return nil, err
+		}
+		art.Command = []string{filepath.Join(final, "function")}
+	case LanguagePython:
+		art.Command = []string{"python3", filepath.Join(final, "server", "server.py")}
+		art.Env = []string{"SLESS_HANDLER=" + dockerfileArg(dockerfile, "HANDLER"), "PYTHONUNBUFFERED=1"}
+		if hasRequirements(filepath.Join(work, "handler", "requirements.txt")) {
+			if err := b.run(ctx, rt, work, nil, "python3", "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+				"--target", filepath.Join(work, "deps"), "-r", filepath.Join(work, "handler", "requirements.txt")); err != nil {
+				return nil, err
+			}
+			art.Env = append(art.Env, "PYTHONPATH="+filepath.Join(final, "deps"))
+		}
+	case LanguageNode:
+		art.Command = []string{"node", filepath.Join(final, "server", "server.js")}
+		art.Env = []string{"SLESS_HANDLER=" + dockerfileArg(dockerfile, "HANDLER"), "NODE_ENV=production"}
+		if err := b.npmInstall(ctx, rt, filepath.Join(work, "handler")); err != nil {
+			return nil, err
+		}
+	}
+	return art, nil
+}
+
+// npmInstall installs production dependencies when package.json declares any.
+func (b LocalBuilder) npmInstall(ctx context.Context, rt Runtime, dir string) error {
+	data, err := os.ReadFile(filepath.Join(dir, "package.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading package.json: %w", err)
+	}
+	var pkg struct {
+		Dependencies map[string]string `json:"dependencies"`
+	}
+	if err := json.Unmarshal(data, &pkg); err != nil {
+		return &BuildError{Runtime: rt.Name, Step: "package.json", Err: err}
+	}
+	if len(pkg.Dependencies) == 0 {
+		return nil
+	}
+	args := []string{"install", "--omit=dev", "--no-audit", "--no-fund"}
+	if _, err := os.Stat(filepath.Join(dir, "package-lock.json")); err == nil {
+		args = []string{"ci", "--omit=dev", "--no-audit", "--no-fund"}
+	}
+	return b.run(ctx, rt, dir, nil, "npm", args...)
+}
+
+func (b LocalBuilder) run(ctx context.Context, rt Runtime, dir string, env []string, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), b.Env...), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return &BuildError{Runtime: rt.Name, Step: name + " " + strings.Join(args[:min(len(args), 2)], " "), Output: out.String(), Err: err}
+	}
+	return nil
+}
+
+// hasRequirements reports whether requirements.txt names at least one package.
+func hasRequirements(file string) bool {
+	f, err := os.Open(file)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line != "" && !strings.HasPrefix(line, "#") {
+			return true
+		}
+	}
+	return false
+}
+
+// dockerfileArg reads the default of "ARG name=value" (the context's own settings).
+func dockerfileArg(dockerfile []byte, name string) string {
+	for _, line := range strings.Split(string(dockerfile), "\n") {
+		if v, ok := strings.CutPrefix(line, "ARG "+name+"="); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// contextHash recomputes a context's hash (sha256 of the uncompressed tar).
+func contextHash(data []byte) (string, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return "", fmt.Errorf("build context is not gzip: %w", err)
+	}
+	h := newHasher()
+	if _, err := io.Copy(h, zr); err != nil {
+		return "", fmt.Errorf("reading build context: %w", err)
+	}
+	return h.hex(), nil
+}
+
+// extract unpacks regular files of a build context into dir, refusing unsafe names.
+func (b LocalBuilder) extract(data []byte, dir string) error {
+	limit := b.MaxContextBytes
+	if limit == 0 {
+		limit = 1 << 30
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("build context is not gzip: %w", err)
+	}
+	tr := tar.NewReader(zr)
+	var total int64
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading build context: %w", err)
+		}
+		name := path.Clean(hdr.Name)
+		if hdr.Typeflag != tar.TypeReg || checkKey(name) != nil {
+			return fmt.Errorf("build context entry %q: only regular files with relative paths are allowed", hdr.Name)
+		}
+		if total += hdr.Size; total > limit {
+			return fmt.Errorf("build context expands beyond %d bytes", limit)
+		}
+		if err := writeFile(filepath.Join(dir, filepath.FromSlash(name)), tr, os.FileMode(hdr.Mode)&0o755); err != nil {
+			return err
+		}
+	}
+}
+
+func writeFile(p string, r io.Reader, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("extracting %s: %w", p, err)
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode|0o600)
+	if err != nil {
+		return fmt.Errorf("extracting %s: %w", p, err)
+	}
+	_, err = io.Copy(f, r)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("extracting %s: %w", p, err)
+	}
+	return nil
+}
+
+func readArtifact(dir, hash string) (*Artifact, bool) {
+	data, err := os.ReadFile(filepath.Join(dir, artifactManifest))
+	if err != nil {
+		return nil, false
+	}
+	var art Artifact
+	if json.Unmarshal(data, &art) != nil || art.Hash != hash || art.Dir != dir {
+		return nil, false
+	}
+	return &art, true
+}
+
+func writeArtifact(dir string, art *Artifact) error {
+	data, err := json.MarshalIndent(art, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, artifactManifest), data, 0o644); err != nil {
+		return fmt.Errorf("writing the build manifest: %w", err)
+	}
+	return nil
+}

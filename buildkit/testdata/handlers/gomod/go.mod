@@ -1,0 +1,5 @@
+module example.com/actions
+
+go 1.23
+
+require github.com/google/uuid v1.6.0

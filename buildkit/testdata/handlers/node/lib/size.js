@@ -1,0 +1,2 @@
+'use strict';
+exports.sizeOf = (value) => String(value).length;

@@ -1,0 +1,2 @@
+def size_of(value):
+    return len(str(value))

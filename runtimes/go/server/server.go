@@ -1,0 +1,319 @@
+// Command server is the sless HTTP wrapper for Go functions. It is built together with the
+// user's package (module path sless/fn/handler, mapped by go.work) and a generated bind.go
+// that assigns handle; see runtimes/README.md for the contract.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// handle is assigned by the generated bind.go; request carries the HTTP metadata.
+var handle func(event, request map[string]interface{}) interface{}
+
+const healthPath = "/healthz"
+
+type config struct {
+	addr        string
+	timeout     time.Duration // 0 = none
+	maxBody     int64
+	shutdown    time.Duration
+	mode        string
+	terminalLog string
+}
+
+func main() {
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	cfg, err := loadConfig()
+	if err != nil {
+		logger.Error("invalid wrapper configuration", "error", err)
+		os.Exit(2)
+	}
+	if handle == nil {
+		logger.Error("no handler linked into this binary; build it with sless (bind.go assigns handle)")
+		os.Exit(2)
+	}
+	if cfg.mode == "job" {
+		os.Exit(runJob(cfg, logger, os.Stdin, os.Stdout))
+	}
+	if err := serve(cfg, logger); err != nil {
+		logger.Error("server failed", "error", err)
+		os.Exit(1)
+	}
+}
+
+func loadConfig() (config, error) {
+	cfg := config{
+		addr:        net.JoinHostPort(envOr("SLESS_HOST", "127.0.0.1"), envOr("PORT", "8080")),
+		maxBody:     6 << 20,
+		shutdown:    25 * time.Second,
+		mode:        os.Getenv("SLESS_MODE"),
+		terminalLog: os.Getenv("SLESS_TERMINATION_LOG"),
+	}
+	secs, err := envInt("SLESS_TIMEOUT_SECONDS", 0)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.timeout = time.Duration(secs) * time.Second
+	if cfg.maxBody, err = envInt("SLESS_MAX_BODY_BYTES", cfg.maxBody); err != nil {
+		return cfg, err
+	}
+	grace, err := envInt("SLESS_SHUTDOWN_SECONDS", int64(cfg.shutdown/time.Second))
+	cfg.shutdown = time.Duration(grace) * time.Second
+	return cfg, err
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(key string, def int64) (int64, error) {
+	v := os.Getenv(key)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s=%q: want a non-negative integer", key, v)
+	}
+	return n, nil
+}
+
+func serve(cfg config, logger *slog.Logger) error {
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
+	}
+	srv := &http.Server{Handler: &wrapper{cfg: cfg, logger: logger}, ReadHeaderTimeout: 10 * time.Second}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	logger.Info("function listening", "addr", ln.Addr().String(), "timeout_seconds", int64(cfg.timeout/time.Second))
+	select {
+	case err := <-done:
+		return err
+	case sig := <-stop:
+		logger.Info("shutting down", "signal", sig.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.shutdown)
+	defer cancel()
+	return srv.Shutdown(ctx)
+}
+
+type wrapper struct {
+	cfg    config
+	logger *slog.Logger
+}
+
+func (w *wrapper) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == healthPath && r.Method == http.MethodGet {
+		writeJSON(rw, http.StatusOK, map[string]string{"status": "ok"})
+		return
+	}
+	start := time.Now()
+	status := w.invoke(rw, r)
+	w.logger.Info("invocation", "method", r.Method, "path", r.URL.Path, "status", status,
+		"duration_ms", time.Since(start).Milliseconds(), "traceparent", r.Header.Get("Traceparent"))
+}
+
+func (w *wrapper) invoke(rw http.ResponseWriter, r *http.Request) int {
+	body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, w.cfg.maxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return writeError(rw, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", w.cfg.maxBody))
+		}
+		return writeError(rw, http.StatusBadRequest, "reading request body: "+err.Error())
+	}
+	res := call(decodeEvent(body), requestInfo(r), w.cfg.timeout)
+	return writeResult(rw, res, w.cfg.timeout)
+}
+
+// decodeEvent turns a body into the event map: a JSON object as is, anything else under "body".
+func decodeEvent(body []byte) map[string]interface{} {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return map[string]interface{}{}
+	}
+	var event map[string]interface{}
+	if err := json.Unmarshal(body, &event); err == nil && event != nil {
+		return event
+	}
+	var value interface{}
+	if err := json.Unmarshal(body, &value); err == nil {
+		return map[string]interface{}{"body": value}
+	}
+	return map[string]interface{}{"body": string(body)}
+}
+
+func requestInfo(r *http.Request) map[string]interface{} {
+	headers := make(map[string]interface{}, len(r.Header))
+	for k, v := range r.Header {
+		headers[http.CanonicalHeaderKey(k)] = v[0]
+	}
+	query := make(map[string]interface{})
+	for k, v := range r.URL.Query() {
+		query[k] = v[0]
+	}
+	return map[string]interface{}{
+		"method": r.Method, "path": r.URL.Path, "query": query, "headers": headers,
+		"traceparent": r.Header.Get("Traceparent"),
+	}
+}
+
+type result struct {
+	value    interface{}
+	err      error
+	timedOut bool
+}
+
+// call runs the handler; after the timeout the caller gets timedOut and the handler's
+// goroutine is abandoned (Go cannot stop it), its result discarded.
+func call(event, request map[string]interface{}, timeout time.Duration) result {
+	if timeout == 0 {
+		return protect(event, request)
+	}
+	ch := make(chan result, 1)
+	go func() { ch <- protect(event, request) }()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case res := <-ch:
+		return res
+	case <-t.C:
+		return result{timedOut: true}
+	}
+}
+
+func protect(event, request map[string]interface{}) (res result) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = result{err: fmt.Errorf("panic: %v\n%s", p, debug.Stack())}
+		}
+	}()
+	v := handle(event, request)
+	if err, ok := v.(error); ok {
+		return result{err: err}
+	}
+	return result{value: v}
+}
+
+func writeResult(rw http.ResponseWriter, res result, timeout time.Duration) int {
+	switch {
+	case res.timedOut:
+		return writeError(rw, http.StatusGatewayTimeout, fmt.Sprintf("function timed out after %s", timeout))
+	case res.err != nil:
+		return writeError(rw, http.StatusInternalServerError, res.err.Error())
+	}
+	if s, ok := res.value.(string); ok {
+		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		rw.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(rw, s)
+		return http.StatusOK
+	}
+	out, err := json.Marshal(res.value)
+	if err != nil {
+		return writeError(rw, http.StatusInternalServerError, "result is not JSON-encodable: "+err.Error())
+	}
+	rw.Header().Set("Content-Type", "application/json")
+	rw.WriteHeader(http.StatusOK)
+	_, _ = rw.Write(out)
+	return http.StatusOK
+}
+
+func writeError(rw http.ResponseWriter, status int, msg string) int {
+	writeJSON(rw, status, map[string]string{"error": msg})
+	return status
+}
+
+func writeJSON(rw http.ResponseWriter, status int, v interface{}) {
+	out, _ := json.Marshal(v)
+	rw.Header().Set("Content-Type", "application/json")
+	rw.WriteHeader(status)
+	_, _ = rw.Write(out)
+}
+
+// runJob handles SLESS_MODE=job: one event from SLESS_EVENT (or stdin), result to stdout
+// and the termination-message file, exit code 0 on success and 1 on failure.
+func runJob(cfg config, logger *slog.Logger, stdin io.Reader, stdout io.Writer) int {
+	raw, ok := os.LookupEnv("SLESS_EVENT")
+	body := []byte(raw)
+	if !ok {
+		var err error
+		if body, err = io.ReadAll(io.LimitReader(stdin, cfg.maxBody+1)); err != nil {
+			logger.Error("reading the job event from stdin", "error", err)
+			return 1
+		}
+	}
+	var out []byte
+	code := 0
+	var res result
+	if int64(len(body)) > cfg.maxBody {
+		res.err = fmt.Errorf("job event exceeds %d bytes", cfg.maxBody)
+	} else {
+		res = call(decodeEvent(body), map[string]interface{}{"mode": "job", "traceparent": os.Getenv("TRACEPARENT")}, cfg.timeout)
+	}
+	switch {
+	case res.timedOut:
+		out, code = errorJSON(fmt.Sprintf("function timed out after %s", cfg.timeout)), 1
+	case res.err != nil:
+		out, code = errorJSON(res.err.Error()), 1
+	default:
+		if s, isString := res.value.(string); isString {
+			out = []byte(s)
+		} else if b, err := json.Marshal(res.value); err == nil {
+			out = b
+		} else {
+			out, code = errorJSON("result is not JSON-encodable: "+err.Error()), 1
+		}
+	}
+	_, _ = stdout.Write(append(out, '\n'))
+	writeTerminationLog(cfg.terminalLog, out, logger)
+	logger.Info("job finished", "exit_code", code, "traceparent", os.Getenv("TRACEPARENT"))
+	return code
+}
+
+func errorJSON(msg string) []byte {
+	out, _ := json.Marshal(map[string]string{"error": msg})
+	return out
+}
+
+// writeTerminationLog writes the Kubernetes termination message (capped at its 4096-byte
+// limit). Without SLESS_TERMINATION_LOG the default path is used only when it is writable.
+func writeTerminationLog(path string, msg []byte, logger *slog.Logger) {
+	flags := os.O_WRONLY | os.O_TRUNC | os.O_CREATE
+	if path == "" {
+		// Kubernetes creates the default file; never create it outside a pod.
+		path, flags = "/dev/termination-log", os.O_WRONLY|os.O_TRUNC
+	}
+	if len(msg) > 4096 {
+		msg = msg[:4096]
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
+	if err != nil {
+		if flags&os.O_CREATE != 0 {
+			logger.Error("opening the termination-message file", "path", path, "error", err)
+		}
+		return
+	}
+	defer f.Close()
+	if _, err := f.Write(msg); err != nil {
+		logger.Error("writing the termination message", "path", path, "error", err)
+	}
+}

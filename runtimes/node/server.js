@@ -1,0 +1,194 @@
+'use strict';
+// sless HTTP wrapper for Node.js functions (contract: runtimes/README.md).
+// Node core modules only, so it runs on any node:20+ image without installing anything.
+const http = require('node:http');
+const path = require('node:path');
+const fs = require('node:fs');
+
+const HEALTH_PATH = '/healthz';
+
+function envInt(key, def) {
+  const raw = process.env[key];
+  if (raw === undefined || raw === '') return def;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0) {
+    console.error(`${key}=${JSON.stringify(raw)}: want a non-negative integer`);
+    process.exit(2);
+  }
+  return n;
+}
+
+const TIMEOUT = envInt('SLESS_TIMEOUT_SECONDS', 0);
+const MAX_BODY = envInt('SLESS_MAX_BODY_BYTES', 6 << 20);
+const SHUTDOWN_GRACE = envInt('SLESS_SHUTDOWN_SECONDS', 25);
+
+function log(level, msg, fields) {
+  process.stderr.write(JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields }) + '\n');
+}
+
+function loadHandler() {
+  const spec = process.env.SLESS_HANDLER || 'handler.handle';
+  const dot = spec.lastIndexOf('.');
+  if (dot <= 0) {
+    console.error(`SLESS_HANDLER=${JSON.stringify(spec)}: want file.export, e.g. handler.handle`);
+    process.exit(2);
+  }
+  const dir = process.env.SLESS_HANDLER_DIR || path.join(__dirname, '..', 'handler');
+  const mod = require(path.resolve(dir, spec.slice(0, dot)));
+  const fn = mod[spec.slice(dot + 1)];
+  if (typeof fn !== 'function') {
+    console.error(`SLESS_HANDLER=${JSON.stringify(spec)}: ${spec.slice(0, dot)} exports no function ${spec.slice(dot + 1)}`);
+    process.exit(2);
+  }
+  return fn;
+}
+
+class TimeoutError extends Error {}
+
+// invoke resolves with the handler's value; after TIMEOUT it rejects with TimeoutError and the
+// handler's promise is abandoned (its eventual value is discarded).
+function invoke(fn, event, request) {
+  const run = new Promise((resolve) => resolve(fn(event, request)));
+  if (TIMEOUT === 0) return run;
+  let timer;
+  const deadline = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new TimeoutError(`function timed out after ${TIMEOUT}s`)), TIMEOUT * 1000);
+  });
+  return Promise.race([run, deadline]).finally(() => clearTimeout(timer));
+}
+
+function decodeEvent(body) {
+  if (body.length === 0 || body.toString().trim() === '') return {};
+  let value;
+  try {
+    value = JSON.parse(body);
+  } catch {
+    return { body: body.toString() };
+  }
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? value : { body: value };
+}
+
+function errorJSON(message) {
+  return JSON.stringify({ error: message });
+}
+
+// encode returns [status, content type, payload] for a settled invocation.
+async function encode(promise) {
+  let value;
+  try {
+    value = await promise;
+  } catch (err) {
+    if (err instanceof TimeoutError) return [504, 'application/json', errorJSON(err.message)];
+    console.error(err);
+    return [500, 'application/json', errorJSON(err && err.message !== undefined ? String(err.message) : String(err))];
+  }
+  if (typeof value === 'string') return [200, 'text/plain; charset=utf-8', value];
+  try {
+    return [200, 'application/json', JSON.stringify(value === undefined ? null : value)];
+  } catch (err) {
+    return [500, 'application/json', errorJSON(`result is not JSON-encodable: ${err.message}`)];
+  }
+}
+
+function readBody(req) {
+  return new Promise((resolve, reject) => {
+    const chunks = [];
+    let size = 0;
+    req.on('data', (chunk) => {
+      size += chunk.length;
+      if (size > MAX_BODY) {
+        req.pause();
+        reject(Object.assign(new Error('too large'), { tooLarge: true }));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+function serve(fn) {
+  let inFlight = 0;
+  const server = http.createServer(async (req, res) => {
+    const url = new URL(req.url, 'http://function');
+    if (url.pathname === HEALTH_PATH && req.method === 'GET') {
+      res.writeHead(200, { 'Content-Type': 'application/json' }).end('{"status":"ok"}');
+      return;
+    }
+    const start = Date.now();
+    const traceparent = req.headers.traceparent || '';
+    let status, ctype, payload;
+    inFlight++;
+    try {
+      if (Number(req.headers['content-length'] || 0) > MAX_BODY) throw Object.assign(new Error('too large'), { tooLarge: true });
+      const body = await readBody(req);
+      const headers = {};
+      for (const [k, v] of Object.entries(req.headers)) headers[k.replace(/(^|-)([a-z])/g, (m) => m.toUpperCase())] = v;
+      const request = { method: req.method, path: url.pathname, query: Object.fromEntries(url.searchParams), headers, traceparent };
+      [status, ctype, payload] = await encode(invoke(fn, decodeEvent(body), request));
+    } catch (err) {
+      if (err.tooLarge) {
+        [status, ctype, payload] = [413, 'application/json', errorJSON(`request body exceeds ${MAX_BODY} bytes`)];
+      } else {
+        [status, ctype, payload] = [400, 'application/json', errorJSON(`reading request body: ${err.message}`)];
+      }
+      res.setHeader('Connection', 'close'); // an unread body makes the connection unusable
+    } finally {
+      inFlight--;
+    }
+    res.writeHead(status, { 'Content-Type': ctype, 'Content-Length': Buffer.byteLength(payload) }).end(payload);
+    log('info', 'invocation', { method: req.method, path: url.pathname, status, duration_ms: Date.now() - start, traceparent });
+  });
+  const host = process.env.SLESS_HOST || '127.0.0.1';
+  server.listen(envInt('PORT', 8080), host, () => {
+    log('info', 'function listening', { addr: `${host}:${server.address().port}`, timeout_seconds: TIMEOUT });
+  });
+  const shutdown = (signal) => {
+    log('info', 'shutting down', { signal });
+    server.close();
+    server.closeIdleConnections();
+    const deadline = Date.now() + SHUTDOWN_GRACE * 1000;
+    const poll = setInterval(() => {
+      if (inFlight === 0 || Date.now() >= deadline) process.exit(0);
+    }, 20);
+    poll.unref();
+  };
+  process.on('SIGTERM', shutdown);
+  process.on('SIGINT', shutdown);
+}
+
+function writeTerminationLog(payload) {
+  const explicit = Boolean(process.env.SLESS_TERMINATION_LOG);
+  const file = process.env.SLESS_TERMINATION_LOG || '/dev/termination-log';
+  // Kubernetes creates the default file; never create it outside a pod.
+  if (!explicit && !fs.existsSync(file)) return;
+  try {
+    fs.writeFileSync(file, Buffer.from(payload).subarray(0, 4096));
+  } catch (err) {
+    if (explicit) log('error', 'writing the termination message', { path: file, error: err.message });
+  }
+}
+
+async function runJob(fn) {
+  const body = process.env.SLESS_EVENT !== undefined ? Buffer.from(process.env.SLESS_EVENT) : fs.readFileSync(0);
+  const traceparent = process.env.TRACEPARENT || '';
+  let status, payload;
+  if (body.length > MAX_BODY) {
+    [status, payload] = [500, errorJSON(`job event exceeds ${MAX_BODY} bytes`)];
+  } else {
+    [status, , payload] = await encode(invoke(fn, decodeEvent(body), { mode: 'job', traceparent }));
+  }
+  const code = status === 200 ? 0 : 1;
+  writeTerminationLog(payload);
+  log('info', 'job finished', { exit_code: code, traceparent });
+  // exit only after stdout drained; abandoned timers of a timed-out handler must not keep the job alive
+  process.stdout.write(payload + '\n', () => process.exit(code));
+}
+
+const fn = loadHandler();
+if (process.env.SLESS_MODE === 'job') {
+  runJob(fn);
+} else {
+  serve(fn);
+}

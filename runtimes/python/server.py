@@ -1,0 +1,268 @@
+"""sless HTTP wrapper for Python functions (contract: runtimes/README.md).
+
+Standard library only, so it runs on any python:3.x image without installing anything.
+"""
+import asyncio
+import importlib
+import inspect
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qsl
+
+HEALTH_PATH = "/healthz"
+
+
+def env_int(key, default):
+    raw = os.environ.get(key, "")
+    if raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        sys.exit(f"{key}={raw!r}: want a non-negative integer")
+    return value
+
+
+TIMEOUT = env_int("SLESS_TIMEOUT_SECONDS", 0)
+MAX_BODY = env_int("SLESS_MAX_BODY_BYTES", 6 << 20)
+SHUTDOWN_GRACE = env_int("SLESS_SHUTDOWN_SECONDS", 25)
+
+
+def log(level, msg, **fields):
+    record = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "level": level, "msg": msg}
+    record.update(fields)
+    sys.stderr.write(json.dumps(record) + "\n")
+    sys.stderr.flush()
+
+
+def load_handler():
+    spec = os.environ.get("SLESS_HANDLER", "handler.handle")
+    module_name, _, func_name = spec.rpartition(".")
+    if not module_name:
+        sys.exit(f"SLESS_HANDLER={spec!r}: want module.function, e.g. handler.handle")
+    handler_dir = os.environ.get("SLESS_HANDLER_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "handler")
+    sys.path.insert(0, os.path.abspath(handler_dir))
+    func = getattr(importlib.import_module(module_name), func_name, None)
+    if not callable(func):
+        sys.exit(f"SLESS_HANDLER={spec!r}: {module_name} has no function {func_name}")
+    try:
+        params = [p for p in inspect.signature(func).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+        wants_request = len(params) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+    except (TypeError, ValueError):
+        wants_request = False
+    is_async = inspect.iscoroutinefunction(func)
+
+    def call(event, request):
+        out = func(event, request) if wants_request else func(event)
+        return asyncio.run(out) if is_async else out
+
+    return call
+
+
+class Outcome:
+    __slots__ = ("value", "error", "timed_out")
+
+    def __init__(self, value=None, error=None, timed_out=False):
+        self.value, self.error, self.timed_out = value, error, timed_out
+
+
+def run_handler(call, event, request):
+    try:
+        return Outcome(value=call(event, request))
+    except BaseException as exc:  # the function's failure is reported, never fatal to the wrapper
+        traceback.print_exc()
+        return Outcome(error=f"{type(exc).__name__}: {exc}")
+
+
+def invoke(call, event, request):
+    """Runs the handler; after TIMEOUT the caller gets timed_out and the thread is abandoned."""
+    if TIMEOUT == 0:
+        return run_handler(call, event, request)
+    box = []
+    worker = threading.Thread(target=lambda: box.append(run_handler(call, event, request)), daemon=True)
+    worker.start()
+    worker.join(TIMEOUT)
+    return box[0] if box else Outcome(timed_out=True)
+
+
+def decode_event(body):
+    if not body.strip():
+        return {}
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return {"body": body.decode("utf-8", "replace")}
+    return value if isinstance(value, dict) else {"body": value}
+
+
+def encode(outcome):
+    """Returns (status, content type, bytes) for an outcome."""
+    if outcome.timed_out:
+        return 504, "application/json", json.dumps({"error": f"function timed out after {TIMEOUT}s"}).encode()
+    if outcome.error is not None:
+        return 500, "application/json", json.dumps({"error": outcome.error}).encode()
+    if isinstance(outcome.value, str):
+        return 200, "text/plain; charset=utf-8", outcome.value.encode()
+    try:
+        return 200, "application/json", json.dumps(outcome.value).encode()
+    except (TypeError, ValueError) as exc:
+        return 500, "application/json", json.dumps({"error": f"result is not JSON-encodable: {exc}"}).encode()
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    call = None
+    server_version = "sless-python"
+
+    def log_message(self, fmt, *args):  # access logging is done once per invocation below
+        pass
+
+    def read_body(self):
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            return self.read_chunked()
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY:
+            raise BodyTooLarge()
+        return self.rfile.read(length)
+
+    def read_chunked(self):
+        chunks, total = [], 0
+        while True:
+            size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass
+                return b"".join(chunks)
+            total += size
+            if total > MAX_BODY:
+                raise BodyTooLarge()
+            chunks.append(self.rfile.read(size))
+            self.rfile.readline()
+
+    def respond(self, status, ctype, payload):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def handle_any(self):
+        path, _, query = self.path.partition("?")
+        if path == HEALTH_PATH and self.command == "GET":
+            self.respond(200, "application/json", b'{"status":"ok"}')
+            return
+        start = time.monotonic()
+        try:
+            body = self.read_body()
+        except BodyTooLarge:
+            self.close_connection = True  # the unread body makes the connection unusable
+            status, ctype, payload = 413, "application/json", json.dumps({"error": f"request body exceeds {MAX_BODY} bytes"}).encode()
+        else:
+            request = {
+                "method": self.command, "path": path, "traceparent": self.headers.get("traceparent", ""),
+                "query": dict(parse_qsl(query, keep_blank_values=True)),
+                "headers": {k.title(): v for k, v in self.headers.items()},
+            }
+            with self.server.tracker:
+                status, ctype, payload = encode(invoke(self.call, decode_event(body), request))
+        self.respond(status, ctype, payload)
+        log("info", "invocation", method=self.command, path=path, status=status,
+            duration_ms=int((time.monotonic() - start) * 1000), traceparent=self.headers.get("traceparent", ""))
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = handle_any
+
+
+class InFlight:
+    """Counts running invocations so SIGTERM can wait for them."""
+
+    def __init__(self):
+        self.count, self.cond = 0, threading.Condition()
+
+    def __enter__(self):
+        with self.cond:
+            self.count += 1
+
+    def __exit__(self, *exc):
+        with self.cond:
+            self.count -= 1
+            self.cond.notify_all()
+
+    def wait_idle(self, timeout):
+        with self.cond:
+            return self.cond.wait_for(lambda: self.count == 0, timeout)
+
+
+def serve(call):
+    Handler.call = staticmethod(call)
+    host, port = os.environ.get("SLESS_HOST", "127.0.0.1"), env_int("PORT", 8080)
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True  # idle keep-alive connections must not block exit
+    server.tracker = InFlight()
+
+    def on_term(signum, _frame):
+        log("info", "shutting down", signal=signum)
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    log("info", "function listening", addr=f"{host}:{server.server_address[1]}", timeout_seconds=TIMEOUT)
+    server.serve_forever()
+    server.tracker.wait_idle(SHUTDOWN_GRACE)
+    server.server_close()
+
+
+def write_termination_log(payload):
+    path = os.environ.get("SLESS_TERMINATION_LOG", "")
+    explicit = path != ""
+    if not explicit:
+        path = "/dev/termination-log"
+        if not os.path.exists(path):  # Kubernetes creates it; never create it outside a pod
+            return
+    try:
+        with open(path, "wb") as f:
+            f.write(payload[:4096])
+    except OSError as exc:
+        if explicit:
+            log("error", "writing the termination message", path=path, error=str(exc))
+
+
+def run_job(call):
+    raw = os.environ.get("SLESS_EVENT")
+    body = raw.encode() if raw is not None else sys.stdin.buffer.read(MAX_BODY + 1)
+    if len(body) > MAX_BODY:
+        outcome = Outcome(error=f"job event exceeds {MAX_BODY} bytes")
+    else:
+        traceparent = os.environ.get("TRACEPARENT", "")
+        outcome = invoke(call, decode_event(body), {"mode": "job", "traceparent": traceparent})
+    status, _, payload = encode(outcome)
+    sys.stdout.buffer.write(payload + b"\n")
+    sys.stdout.flush()
+    write_termination_log(payload)
+    code = 0 if status == 200 else 1
+    log("info", "job finished", exit_code=code, traceparent=os.environ.get("TRACEPARENT", ""))
+    return code
+
+
+def main():
+    call = load_handler()
+    if os.environ.get("SLESS_MODE") == "job":
+        sys.stdout.flush()
+        os._exit(run_job(call))  # abandoned timed-out threads must not keep the job alive
+    serve(call)
+
+
+if __name__ == "__main__":
+    main()
