@@ -96,6 +96,11 @@ type FunctionStatus struct {
 	// +optional
 	RoutingHost string `json:"routingHost,omitempty"`
 
+	// LastBuildSHA256 is the source hash of the most recent build attempt; with
+	// LastBuildError set it failed, and the same source is not built again.
+	// +optional
+	LastBuildSHA256 string `json:"lastBuildSHA256,omitempty"`
+
 	// +optional
 	LastBuildTime *metav1.Time `json:"lastBuildTime,omitempty"`
 

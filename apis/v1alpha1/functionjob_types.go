@@ -63,6 +63,11 @@ type FunctionJobStatus struct {
 	// +optional
 	BuiltSHA256 string `json:"builtSHA256,omitempty"`
 
+	// LastBuildSHA256 is the source hash of the most recent build attempt; a failed one is
+	// not retried for the same source.
+	// +optional
+	LastBuildSHA256 string `json:"lastBuildSHA256,omitempty"`
+
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
 

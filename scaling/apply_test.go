@@ -1,0 +1,95 @@
+package scaling_test
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	v1 "sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/scaling"
+	"sless.dev/sless/test/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+const sha = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// TestRenderedObjectsAreAcceptedByTheAPIServer server-side-applies every renderer's output to
+// a real kube-apiserver with KEDA's and the HTTP add-on's CRDs, so a schema mistake (a field
+// the CRD does not know, a bad enum, a name too long) fails here rather than in a cluster.
+func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
+	ctx := context.Background()
+	c := env.Client
+	opts := scaling.DefaultOptions()
+	opts.HistorySecret = "sless-history"
+	opts.Build.RegistrySecret = "registry-push"
+	for _, ns := range []string{"sless-apply", opts.Build.Namespace} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fn := &v1.Function{
+		ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: "sless-apply"},
+		Spec: v1.FunctionSpec{CodeSpec: v1.CodeSpec{
+			Runtime: v1.RuntimeGo123, TimeoutSeconds: 30, Env: map[string]string{"B": "2", "A": "1"},
+			Source: &v1.SourceRef{ContextKey: "contexts/sless-apply/hello/1.tar.gz", SHA256: sha},
+		}, Scale: v1.ScaleSpec{MaxReplicas: 3, ScaleDownPeriodSeconds: 30, Metric: v1.ScaleOnRequestRate, Target: 50}},
+	}
+	if err := c.Create(ctx, fn); err != nil {
+		t.Fatal(err)
+	}
+	event := &v1.Trigger{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: fn.Namespace},
+		Spec: v1.TriggerSpec{Type: v1.TriggerEvent, FunctionRef: v1.LocalObjectReference{Name: fn.Name}, Enabled: ptr.To(false),
+			Event: &v1.EventSpec{Queue: "orders", BrokerSecretRef: v1.SecretKeyReference{Name: "amqp"}}},
+	}
+	cron := &v1.Trigger{
+		ObjectMeta: metav1.ObjectMeta{Name: "a-very-long-trigger-name-that-needs-shortening-for-cron", Namespace: fn.Namespace},
+		Spec: v1.TriggerSpec{Type: v1.TriggerCron, FunctionRef: v1.LocalObjectReference{Name: fn.Name},
+			Cron: &v1.CronSpec{Schedule: "*/5 * * * *", Timezone: "Europe/Berlin"}},
+	}
+	fj := &v1.FunctionJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "once", Namespace: fn.Namespace},
+		Spec:       v1.FunctionJobSpec{FunctionRef: &v1.LocalObjectReference{Name: fn.Name}, RunID: 1, Event: &apiextensionsv1.JSON{Raw: []byte(`{"a":1}`)}},
+	}
+	for _, o := range []client.Object{event, cron, fj} {
+		if err := c.Create(ctx, o); err != nil { // defaults filled by the API server, as in the reconcilers
+			t.Fatal(err)
+		}
+	}
+	build, err := scaling.MakeBuildJob(scaling.BuildTarget{Namespace: fn.Namespace, Name: fn.Name, Label: scaling.LabelFunction, Source: *fn.Spec.Source}, opts.Build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := []client.Object{
+		scaling.MakeDeployment(fn, "registry/img:sha-1", opts),
+		scaling.MakeService(fn),
+		scaling.MakeHTTPScaledObject(fn, true, opts),
+		scaling.MakeScaledJob(event, fn, opts),
+		scaling.MakeTriggerAuthentication(event),
+		scaling.MakeCronJob(cron, fn, opts),
+		build,
+		scaling.MakeRunJob(fj, &fn.Spec.CodeSpec, "registry/img:sha-1", opts),
+	}
+	for _, o := range objs {
+		gvk, err := apiutil.GVKForObject(o, env.Scheme)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.GetObjectKind().SetGroupVersionKind(gvk)
+		t.Run(gvk.Kind, func(t *testing.T) {
+			//nolint:staticcheck // Apply patches with typed objects are what this test exercises.
+			if err := c.Patch(ctx, o, client.Apply, client.FieldOwner("sless-test"), client.ForceOwnership); err != nil {
+				t.Fatalf("server-side apply of %s %s: %v", gvk.Kind, o.GetName(), err)
+			}
+		})
+	}
+}

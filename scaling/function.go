@@ -1,0 +1,196 @@
+package scaling
+
+import (
+	"sort"
+	"strconv"
+	"time"
+
+	httpv1alpha1 "github.com/kedacore/http-add-on/operator/apis/http/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	v1 "sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/buildkit"
+)
+
+// Function pods listen on this port; the wrapper reads it from $PORT (runtimes/README.md).
+const (
+	containerName = "function"
+	portName      = "http"
+	port          = buildkit.DefaultPort
+	// responseMargin lets the wrapper answer 504 itself before a proxy gives up.
+	responseMargin = 5 * time.Second
+	// noLimit stands in for "no timeout" where the add-on needs a duration (0 means its
+	// global default of 300 s there, not unlimited).
+	noLimit = 24 * time.Hour
+)
+
+// FunctionLabels select a function's pods and children.
+func FunctionLabels(fn *v1.Function) map[string]string {
+	return map[string]string{LabelManagedBy: managedBy, LabelFunction: fn.Name}
+}
+
+func ownerRef(obj metav1.Object, kind string) []metav1.OwnerReference {
+	return []metav1.OwnerReference{*metav1.NewControllerRef(obj, v1.GroupVersion.WithKind(kind))}
+}
+
+func functionMeta(fn *v1.Function, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:            name,
+		Namespace:       fn.Namespace,
+		Labels:          FunctionLabels(fn),
+		OwnerReferences: ownerRef(fn, "Function"),
+	}
+}
+
+// sortedEnv renders env in key order so equal specs give byte-equal pod templates (no
+// spurious rollouts), followed by the platform's own variables.
+func sortedEnv(user map[string]string, platform ...corev1.EnvVar) []corev1.EnvVar {
+	keys := make([]string, 0, len(user))
+	for k := range user {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	env := make([]corev1.EnvVar, 0, len(keys)+len(platform))
+	for _, k := range keys {
+		env = append(env, corev1.EnvVar{Name: k, Value: user[k]})
+	}
+	return append(env, platform...)
+}
+
+// functionContainer is the container running user code, shared by Deployments and job runs.
+func functionContainer(code *v1.CodeSpec, image string, platformEnv ...corev1.EnvVar) corev1.Container {
+	env := []corev1.EnvVar{
+		{Name: "PORT", Value: strconv.Itoa(port)},
+		{Name: "SLESS_HOST", Value: "0.0.0.0"},
+		{Name: "SLESS_TIMEOUT_SECONDS", Value: strconv.Itoa(int(code.TimeoutSeconds))},
+	}
+	if code.Entrypoint != "" {
+		env = append(env, corev1.EnvVar{Name: "SLESS_HANDLER", Value: code.Entrypoint})
+	}
+	mem := resource.MustParse(strconv.Itoa(int(memoryMB(code))) + "Mi")
+	return corev1.Container{
+		Name:  containerName,
+		Image: image,
+		Env:   sortedEnv(code.Env, append(env, platformEnv...)...),
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceMemory: mem, corev1.ResourceCPU: resource.MustParse("50m")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: mem},
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+	}
+}
+
+func memoryMB(code *v1.CodeSpec) int32 {
+	if code.MemoryMB > 0 {
+		return code.MemoryMB
+	}
+	return 128
+}
+
+// functionPodSpec is the pod spec shared by a function's Deployment and its job runs:
+// functions get no API credentials and no service-link variables.
+func functionPodSpec(c corev1.Container, pullSecret string) corev1.PodSpec {
+	spec := corev1.PodSpec{
+		Containers:                    []corev1.Container{c},
+		AutomountServiceAccountToken:  ptr.To(false),
+		EnableServiceLinks:            ptr.To(false),
+		TerminationGracePeriodSeconds: ptr.To(int64(30)),
+	}
+	if pullSecret != "" {
+		spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: pullSecret}}
+	}
+	return spec
+}
+
+// MakeDeployment renders the Deployment running fn's image. Replicas start at the minimum;
+// KEDA owns them afterwards (the reconciler keeps the live value when updating).
+func MakeDeployment(fn *v1.Function, image string, opts Options) *appsv1.Deployment {
+	c := functionContainer(&fn.Spec.CodeSpec, image,
+		corev1.EnvVar{Name: "SLESS_FUNCTION", Value: fn.Name},
+		corev1.EnvVar{Name: "SLESS_NAMESPACE", Value: fn.Namespace})
+	c.Ports = []corev1.ContainerPort{{Name: portName, ContainerPort: port, Protocol: corev1.ProtocolTCP}}
+	c.ReadinessProbe = &corev1.Probe{
+		ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: buildkit.HealthPath, Port: intstr.FromString(portName)}},
+		PeriodSeconds:    1,
+		FailureThreshold: 3,
+	}
+	pod := functionPodSpec(c, opts.ImagePullSecret)
+	// In-flight requests may run for the whole timeout; give them that long to finish.
+	if t := int64(fn.Spec.TimeoutSeconds) + 5; fn.Spec.TimeoutSeconds > 0 && t > 30 {
+		pod.TerminationGracePeriodSeconds = ptr.To(t)
+	}
+	labels := FunctionLabels(fn)
+	return &appsv1.Deployment{
+		ObjectMeta: functionMeta(fn, fn.Name),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(fn.Spec.Scale.MinReplicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       pod,
+			},
+		},
+	}
+}
+
+// MakeService renders the ClusterIP Service the interceptor forwards to.
+func MakeService(fn *v1.Function) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: functionMeta(fn, fn.Name),
+		Spec: corev1.ServiceSpec{
+			Selector: FunctionLabels(fn),
+			Ports: []corev1.ServicePort{{
+				Name: portName, Port: port, TargetPort: intstr.FromString(portName), Protocol: corev1.ProtocolTCP,
+			}},
+		},
+	}
+}
+
+// MakeHTTPScaledObject renders the add-on object that routes fn's host to its Service and
+// scales its Deployment from zero. paused freezes the function at zero replicas in place.
+func MakeHTTPScaledObject(fn *v1.Function, paused bool, opts Options) *httpv1alpha1.HTTPScaledObject {
+	s := fn.Spec.Scale
+	metric := &httpv1alpha1.ScalingMetricSpec{}
+	if s.Metric == v1.ScaleOnRequestRate {
+		metric.Rate = &httpv1alpha1.RateMetricSpec{
+			TargetValue: int(s.Target),
+			Window:      metav1.Duration{Duration: time.Minute},
+			Granularity: metav1.Duration{Duration: time.Second},
+		}
+	} else {
+		metric.Concurrency = &httpv1alpha1.ConcurrencyMetricSpec{TargetValue: int(s.Target)}
+	}
+	responseHeader := noLimit
+	if fn.Spec.TimeoutSeconds > 0 {
+		responseHeader = time.Duration(fn.Spec.TimeoutSeconds)*time.Second + responseMargin
+	}
+	hso := &httpv1alpha1.HTTPScaledObject{
+		ObjectMeta: functionMeta(fn, fn.Name),
+		Spec: httpv1alpha1.HTTPScaledObjectSpec{
+			Hosts: []string{RoutingHost(fn.Namespace, fn.Name, opts.Domain)},
+			ScaleTargetRef: httpv1alpha1.ScaleTargetRef{
+				Name: fn.Name, Kind: "Deployment", APIVersion: "apps/v1", Service: fn.Name, Port: port,
+			},
+			Replicas:       &httpv1alpha1.ReplicaStruct{Min: ptr.To(s.MinReplicas), Max: ptr.To(s.MaxReplicas)},
+			CooldownPeriod: ptr.To(s.ScaleDownPeriodSeconds),
+			ScalingMetric:  metric,
+			Timeouts: &httpv1alpha1.HTTPScaledObjectTimeoutsSpec{
+				ConditionWait:  metav1.Duration{Duration: opts.ColdStartTimeout},
+				ResponseHeader: metav1.Duration{Duration: responseHeader},
+			},
+		},
+	}
+	if paused {
+		hso.Annotations = map[string]string{AnnotationPausedReplicas: "0"}
+	}
+	return hso
+}

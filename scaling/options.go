@@ -1,0 +1,87 @@
+package scaling
+
+import (
+	"fmt"
+	"time"
+)
+
+// Options is the cluster-wide configuration the renderers need beyond the objects themselves.
+type Options struct {
+	// Domain suffixes routing hosts: <name>.<namespace>.<Domain>.
+	Domain string
+	// GatewayURL is the external base URL of the gateway; function URLs hang off it.
+	GatewayURL string
+	// InterceptorURL is the KEDA HTTP interceptor's proxy service, which dispatcher jobs and
+	// cron firings invoke through so KEDA also handles their cold starts.
+	InterceptorURL string
+	// SlessImage runs `sless dispatcher` in ScaledJob and CronJob pods.
+	SlessImage string
+	// HistorySecret, when set, names a Secret (key "url") in the function's namespace with the
+	// PostgreSQL URL dispatcher pods record invocations to; optional in the pod.
+	HistorySecret string
+	// ColdStartTimeout bounds how long the interceptor holds a request for a function at zero.
+	ColdStartTimeout time.Duration
+	// ImagePullSecret, when set, is attached to function pods.
+	ImagePullSecret string
+
+	Build BuildOptions
+}
+
+// BuildOptions configures kaniko image builds. Build Jobs run in Namespace (the platform's
+// own), so tenants never see the registry or S3 credentials.
+type BuildOptions struct {
+	Namespace   string
+	KanikoImage string
+	// Registry is host[:port][/path]; images go to <Registry>/<namespace>/<name>:sha-<hash>.
+	Registry string
+	// RegistrySecret is a kubernetes.io/dockerconfigjson Secret in Namespace used to push.
+	RegistrySecret string
+	// Bucket, S3Endpoint and S3Region locate the build contexts; S3Secret holds
+	// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+	Bucket     string
+	S3Endpoint string
+	S3Region   string
+	S3Secret   string
+	// Deadline bounds one build (activeDeadlineSeconds).
+	Deadline time.Duration
+	// MemoryMB is the memory limit of the kaniko container.
+	MemoryMB int32
+}
+
+// DefaultOptions are the values `sless operator` starts from; flags override them.
+func DefaultOptions() Options {
+	return Options{
+		Domain:           "fn.sless.local",
+		GatewayURL:       "http://sless-gateway.sless-system:8080",
+		InterceptorURL:   "http://keda-add-ons-http-interceptor-proxy.keda:8080",
+		SlessImage:       "ghcr.io/sless-dev/sless:v0.1.0",
+		ColdStartTimeout: 2 * time.Minute,
+		Build: BuildOptions{
+			Namespace:   "sless-system",
+			KanikoImage: "gcr.io/kaniko-project/executor:v1.23.2",
+			Registry:    "registry.sless-system:5000",
+			Bucket:      "sless",
+			S3Region:    "us-east-1",
+			S3Secret:    "sless-s3",
+			Deadline:    15 * time.Minute,
+			MemoryMB:    2048,
+		},
+	}
+}
+
+// Validate reports options that would render broken objects.
+func (o Options) Validate() error {
+	for name, v := range map[string]string{
+		"domain": o.Domain, "gateway URL": o.GatewayURL, "interceptor URL": o.InterceptorURL,
+		"sless image": o.SlessImage, "build namespace": o.Build.Namespace, "kaniko image": o.Build.KanikoImage,
+		"registry": o.Build.Registry, "bucket": o.Build.Bucket,
+	} {
+		if v == "" {
+			return fmt.Errorf("scaling options: %s is required", name)
+		}
+	}
+	if o.Build.Deadline <= 0 {
+		return fmt.Errorf("scaling options: build deadline must be positive, got %s", o.Build.Deadline)
+	}
+	return nil
+}

@@ -1,0 +1,447 @@
+package scaling
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1 "sless.dev/sless/apis/v1alpha1"
+)
+
+const sha = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+func testOptions() Options {
+	o := DefaultOptions()
+	o.Build.S3Endpoint = "http://s3.sless-system:7070"
+	o.Build.RegistrySecret = "registry-push"
+	o.HistorySecret = "sless-history"
+	return o
+}
+
+func testFunction(mut ...func(*v1.Function)) *v1.Function {
+	fn := &v1.Function{
+		ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: "sless-abc", UID: "uid-1"},
+		Spec: v1.FunctionSpec{
+			CodeSpec: v1.CodeSpec{
+				Runtime:  v1.RuntimePython311,
+				Env:      map[string]string{"ZED": "z", "ALPHA": "a", "MID": "m"},
+				MemoryMB: 256,
+				Source:   &v1.SourceRef{ContextKey: "contexts/sless-abc/hello/1.tar.gz", SHA256: sha},
+			},
+			Scale: v1.ScaleSpec{MinReplicas: 0, MaxReplicas: 5, ScaleDownPeriodSeconds: 60, Metric: v1.ScaleOnConcurrency, Target: 10},
+		},
+	}
+	for _, m := range mut {
+		m(fn)
+	}
+	return fn
+}
+
+func envMap(env []corev1.EnvVar) map[string]string {
+	m := map[string]string{}
+	for _, e := range env {
+		m[e.Name] = e.Value
+	}
+	return m
+}
+
+func TestMakeDeployment(t *testing.T) {
+	cases := map[string]struct {
+		fn    *v1.Function
+		check func(t *testing.T, fn *v1.Function)
+	}{
+		"env sorted, user keys first": {
+			fn: testFunction(),
+			check: func(t *testing.T, fn *v1.Function) {
+				d := MakeDeployment(fn, "reg/img:sha-1", testOptions())
+				env := d.Spec.Template.Spec.Containers[0].Env
+				var names []string
+				for _, e := range env[:3] {
+					names = append(names, e.Name)
+				}
+				if got := strings.Join(names, ","); got != "ALPHA,MID,ZED" {
+					t.Errorf("user env order = %s, want ALPHA,MID,ZED", got)
+				}
+				m := envMap(env)
+				if m["PORT"] != "8080" || m["SLESS_TIMEOUT_SECONDS"] != "0" || m["SLESS_FUNCTION"] != "hello" {
+					t.Errorf("platform env = %v", m)
+				}
+			},
+		},
+		"memory limit from memoryMB, readiness on /healthz": {
+			fn: testFunction(),
+			check: func(t *testing.T, fn *v1.Function) {
+				c := MakeDeployment(fn, "img", testOptions()).Spec.Template.Spec.Containers[0]
+				if got := c.Resources.Limits.Memory().String(); got != "256Mi" {
+					t.Errorf("memory limit = %s", got)
+				}
+				if c.ReadinessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Port.StrVal != "http" {
+					t.Errorf("readiness probe = %+v", c.ReadinessProbe.HTTPGet)
+				}
+			},
+		},
+		"image change changes the pod template (rollout)": {
+			fn: testFunction(),
+			check: func(t *testing.T, fn *v1.Function) {
+				a := MakeDeployment(fn, "img:1", testOptions())
+				b := MakeDeployment(fn, "img:2", testOptions())
+				if a.Spec.Template.Spec.Containers[0].Image == b.Spec.Template.Spec.Containers[0].Image {
+					t.Error("image not in the pod template")
+				}
+			},
+		},
+		"min replicas as initial replicas, owner reference to the function": {
+			fn: testFunction(func(f *v1.Function) { f.Spec.Scale.MinReplicas = 2 }),
+			check: func(t *testing.T, fn *v1.Function) {
+				d := MakeDeployment(fn, "img", testOptions())
+				if *d.Spec.Replicas != 2 {
+					t.Errorf("replicas = %d", *d.Spec.Replicas)
+				}
+				if len(d.OwnerReferences) != 1 || d.OwnerReferences[0].Kind != "Function" || !*d.OwnerReferences[0].Controller {
+					t.Errorf("owner refs = %+v", d.OwnerReferences)
+				}
+			},
+		},
+		"long timeout extends the grace period, entrypoint passed": {
+			fn: testFunction(func(f *v1.Function) { f.Spec.TimeoutSeconds = 120; f.Spec.Entrypoint = "main.run" }),
+			check: func(t *testing.T, fn *v1.Function) {
+				d := MakeDeployment(fn, "img", testOptions())
+				if *d.Spec.Template.Spec.TerminationGracePeriodSeconds != 125 {
+					t.Errorf("grace = %d", *d.Spec.Template.Spec.TerminationGracePeriodSeconds)
+				}
+				m := envMap(d.Spec.Template.Spec.Containers[0].Env)
+				if m["SLESS_HANDLER"] != "main.run" || m["SLESS_TIMEOUT_SECONDS"] != "120" {
+					t.Errorf("env = %v", m)
+				}
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) { tc.check(t, tc.fn) })
+	}
+}
+
+func TestMakeDeploymentIsDeterministic(t *testing.T) {
+	fn := testFunction()
+	a := MakeDeployment(fn, "img", testOptions())
+	for range 20 {
+		b := MakeDeployment(fn, "img", testOptions())
+		if !equalEnv(a.Spec.Template.Spec.Containers[0].Env, b.Spec.Template.Spec.Containers[0].Env) {
+			t.Fatal("env order differs between renders of the same function")
+		}
+	}
+}
+
+func equalEnv(a, b []corev1.EnvVar) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].Value != b[i].Value {
+			return false
+		}
+	}
+	return true
+}
+
+func TestMakeHTTPScaledObject(t *testing.T) {
+	cases := map[string]struct {
+		fn     *v1.Function
+		paused bool
+		check  func(t *testing.T, fn *v1.Function, paused bool)
+	}{
+		"host, target, replicas, cooldown, concurrency": {
+			fn: testFunction(),
+			check: func(t *testing.T, fn *v1.Function, paused bool) {
+				h := MakeHTTPScaledObject(fn, paused, testOptions())
+				if h.Spec.Hosts[0] != "hello.sless-abc.fn.sless.local" {
+					t.Errorf("host = %v", h.Spec.Hosts)
+				}
+				r := h.Spec.ScaleTargetRef
+				if r.Name != "hello" || r.Service != "hello" || r.Port != 8080 || r.Kind != "Deployment" {
+					t.Errorf("target = %+v", r)
+				}
+				if *h.Spec.Replicas.Min != 0 || *h.Spec.Replicas.Max != 5 || *h.Spec.CooldownPeriod != 60 {
+					t.Errorf("replicas/cooldown = %d/%d/%d", *h.Spec.Replicas.Min, *h.Spec.Replicas.Max, *h.Spec.CooldownPeriod)
+				}
+				if h.Spec.ScalingMetric.Concurrency == nil || h.Spec.ScalingMetric.Concurrency.TargetValue != 10 || h.Spec.ScalingMetric.Rate != nil {
+					t.Errorf("metric = %+v", h.Spec.ScalingMetric)
+				}
+				if h.Spec.Timeouts.ResponseHeader.Duration != noLimit {
+					t.Errorf("timeout 0 must not be limited by the interceptor: %s", h.Spec.Timeouts.ResponseHeader.Duration)
+				}
+				if len(h.Annotations) != 0 {
+					t.Errorf("annotations = %v", h.Annotations)
+				}
+			},
+		},
+		"request rate and timeout": {
+			fn: testFunction(func(f *v1.Function) { f.Spec.Scale.Metric = v1.ScaleOnRequestRate; f.Spec.TimeoutSeconds = 30 }),
+			check: func(t *testing.T, fn *v1.Function, paused bool) {
+				h := MakeHTTPScaledObject(fn, paused, testOptions())
+				if h.Spec.ScalingMetric.Rate == nil || h.Spec.ScalingMetric.Rate.TargetValue != 10 || h.Spec.ScalingMetric.Concurrency != nil {
+					t.Errorf("metric = %+v", h.Spec.ScalingMetric)
+				}
+				if h.Spec.Timeouts.ResponseHeader.Duration != 35*time.Second {
+					t.Errorf("response header timeout = %s", h.Spec.Timeouts.ResponseHeader.Duration)
+				}
+			},
+		},
+		"paused pins zero replicas": {
+			fn: testFunction(), paused: true,
+			check: func(t *testing.T, fn *v1.Function, paused bool) {
+				h := MakeHTTPScaledObject(fn, paused, testOptions())
+				if h.Annotations[AnnotationPausedReplicas] != "0" {
+					t.Errorf("annotations = %v", h.Annotations)
+				}
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) { tc.check(t, tc.fn, tc.paused) })
+	}
+}
+
+func eventTrigger(mut ...func(*v1.Trigger)) *v1.Trigger {
+	tr := &v1.Trigger{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "sless-abc", UID: "uid-2"},
+		Spec: v1.TriggerSpec{
+			Type: v1.TriggerEvent, FunctionRef: v1.LocalObjectReference{Name: "hello"}, Enabled: ptr.To(true),
+			Event: &v1.EventSpec{
+				Queue: "orders", BrokerSecretRef: v1.SecretKeyReference{Name: "amqp", Key: "url"},
+				QueueLength: 5, MaxJobs: 3, Retry: v1.RetryPolicy{MaxAttempts: 4, BackoffMillis: 500},
+			},
+		},
+	}
+	for _, m := range mut {
+		m(tr)
+	}
+	return tr
+}
+
+func cronTrigger(mut ...func(*v1.Trigger)) *v1.Trigger {
+	tr := &v1.Trigger{
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "sless-abc", UID: "uid-3"},
+		Spec: v1.TriggerSpec{
+			Type: v1.TriggerCron, FunctionRef: v1.LocalObjectReference{Name: "hello"},
+			Cron: &v1.CronSpec{Schedule: "0 3 * * *", Timezone: "Europe/Berlin", ConcurrencyPolicy: "Forbid", StartingDeadlineSeconds: 60},
+		},
+	}
+	for _, m := range mut {
+		m(tr)
+	}
+	return tr
+}
+
+func hasArg(args []string, want string) bool {
+	for _, a := range args {
+		if a == want {
+			return true
+		}
+	}
+	return false
+}
+
+func TestMakeScaledJob(t *testing.T) {
+	cases := map[string]struct {
+		tr    *v1.Trigger
+		check func(t *testing.T, tr *v1.Trigger)
+	}{
+		"rabbitmq scaler with auth, dispatcher through the interceptor": {
+			tr: eventTrigger(),
+			check: func(t *testing.T, tr *v1.Trigger) {
+				sj := MakeScaledJob(tr, testFunction(), testOptions())
+				trg := sj.Spec.Triggers[0]
+				if trg.Type != "rabbitmq" || trg.Metadata["queueName"] != "orders" || trg.Metadata["mode"] != "QueueLength" || trg.Metadata["value"] != "5" {
+					t.Errorf("trigger = %+v", trg)
+				}
+				if trg.AuthenticationRef.Name != TriggerAuthenticationName(tr) || *sj.Spec.MaxReplicaCount != 3 {
+					t.Errorf("auth ref / max = %+v %d", trg.AuthenticationRef, *sj.Spec.MaxReplicaCount)
+				}
+				c := sj.Spec.JobTargetRef.Template.Spec.Containers[0]
+				for _, want := range []string{"dispatcher", "--queue=orders", "--dead-letter-queue=orders.dlq", "--max-attempts=4",
+					"--backoff=500ms", "--exit-when-empty", "--function=sless-abc/hello", "--target-host=hello.sless-abc.fn.sless.local",
+					"--target-url=http://keda-add-ons-http-interceptor-proxy.keda:8080"} {
+					if !hasArg(c.Args, want) {
+						t.Errorf("args %v lack %s", c.Args, want)
+					}
+				}
+				if c.Env[0].Name != "SLESS_AMQP_URL" || c.Env[0].ValueFrom.SecretKeyRef.Name != "amqp" || c.Env[0].ValueFrom.SecretKeyRef.Key != "url" {
+					t.Errorf("amqp env = %+v", c.Env[0])
+				}
+				if sj.Annotations[AnnotationPaused] != "" {
+					t.Errorf("enabled trigger paused: %v", sj.Annotations)
+				}
+			},
+		},
+		"disabled pauses in place, explicit dead-letter queue": {
+			tr: eventTrigger(func(tr *v1.Trigger) { tr.Spec.Enabled = ptr.To(false); tr.Spec.Event.DeadLetterQueue = "dead" }),
+			check: func(t *testing.T, tr *v1.Trigger) {
+				sj := MakeScaledJob(tr, testFunction(), testOptions())
+				if sj.Annotations[AnnotationPaused] != "true" {
+					t.Errorf("annotations = %v", sj.Annotations)
+				}
+				if !hasArg(sj.Spec.JobTargetRef.Template.Spec.Containers[0].Args, "--dead-letter-queue=dead") {
+					t.Error("explicit dead-letter queue not passed")
+				}
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) { tc.check(t, tc.tr) })
+	}
+
+	ta := MakeTriggerAuthentication(eventTrigger())
+	if ref := ta.Spec.SecretTargetRef[0]; ref.Parameter != "host" || ref.Name != "amqp" || ref.Key != "url" {
+		t.Errorf("trigger authentication = %+v", ta.Spec.SecretTargetRef)
+	}
+}
+
+func TestMakeCronJob(t *testing.T) {
+	cases := map[string]struct {
+		tr    *v1.Trigger
+		check func(t *testing.T, cj *batchv1.CronJob)
+	}{
+		"schedule, timezone, policy, deadline, fire mode": {
+			tr: cronTrigger(),
+			check: func(t *testing.T, cj *batchv1.CronJob) {
+				if cj.Spec.Schedule != "0 3 * * *" || *cj.Spec.TimeZone != "Europe/Berlin" || cj.Spec.ConcurrencyPolicy != batchv1.ForbidConcurrent || *cj.Spec.StartingDeadlineSeconds != 60 {
+					t.Errorf("spec = %+v", cj.Spec)
+				}
+				if *cj.Spec.Suspend {
+					t.Error("enabled trigger suspended")
+				}
+				args := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args
+				if !hasArg(args, "fire") || !hasArg(args, "--schedule=0 3 * * *") || !hasArg(args, "--timezone=Europe/Berlin") {
+					t.Errorf("args = %v", args)
+				}
+				if *cj.Spec.JobTemplate.Spec.BackoffLimit != 0 {
+					t.Error("pod retries would double-fire a tick")
+				}
+			},
+		},
+		"disabled suspends, no timezone": {
+			tr: cronTrigger(func(tr *v1.Trigger) { tr.Spec.Enabled = ptr.To(false); tr.Spec.Cron.Timezone = "" }),
+			check: func(t *testing.T, cj *batchv1.CronJob) {
+				if !*cj.Spec.Suspend || cj.Spec.TimeZone != nil {
+					t.Errorf("suspend=%v tz=%v", *cj.Spec.Suspend, cj.Spec.TimeZone)
+				}
+			},
+		},
+		"long names fit the CronJob limit": {
+			tr: cronTrigger(func(tr *v1.Trigger) { tr.Name = strings.Repeat("n", 63) }),
+			check: func(t *testing.T, cj *batchv1.CronJob) {
+				if len(cj.Name) > 52 {
+					t.Errorf("name %q has %d characters", cj.Name, len(cj.Name))
+				}
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) { tc.check(t, MakeCronJob(tc.tr, testFunction(), testOptions())) })
+	}
+}
+
+func TestMakeBuildJob(t *testing.T) {
+	target := BuildTarget{Namespace: "sless-abc", Name: "hello", Label: LabelFunction,
+		Source: v1.SourceRef{ContextKey: "contexts/sless-abc/hello/1.tar.gz", SHA256: sha}}
+	opts := testOptions().Build
+	j, err := MakeBuildJob(target, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Namespace != "sless-system" || j.Name != BuildJobName("sless-abc", "hello", sha) {
+		t.Errorf("job %s/%s", j.Namespace, j.Name)
+	}
+	c := j.Spec.Template.Spec.Containers[0]
+	for _, want := range []string{"--context=s3://sless/contexts/sless-abc/hello/1.tar.gz", "--dockerfile=Dockerfile",
+		"--destination=registry.sless-system:5000/sless-abc/hello:sha-0123456789abcdef"} {
+		if !hasArg(c.Args, want) {
+			t.Errorf("args %v lack %s", c.Args, want)
+		}
+	}
+	if img, _ := ImageFor(target, opts); img != "registry.sless-system:5000/sless-abc/hello:sha-0123456789abcdef" {
+		t.Errorf("ImageFor = %s", img)
+	}
+	if envMap(c.Env)["S3_ENDPOINT"] != "http://s3.sless-system:7070" || c.EnvFrom[0].SecretRef.Name != "sless-s3" {
+		t.Errorf("s3 env = %v / %+v", c.Env, c.EnvFrom)
+	}
+	if c.VolumeMounts[0].MountPath != "/kaniko/.docker" || j.Spec.Template.Spec.Volumes[0].Secret.SecretName != "registry-push" {
+		t.Error("registry credentials not mounted")
+	}
+	if *j.Spec.BackoffLimit != 0 || *j.Spec.ActiveDeadlineSeconds != 900 || c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+		t.Error("build must not retry, must have a deadline and must surface its log tail")
+	}
+	if j.Labels[LabelFunction] != "hello" || j.Labels[LabelFunctionNamespace] != "sless-abc" {
+		t.Errorf("labels = %v", j.Labels)
+	}
+
+	for name, bad := range map[string]BuildTarget{
+		"no context":  {Namespace: "n", Name: "f", Label: LabelFunction, Source: v1.SourceRef{SHA256: sha}},
+		"bad sha":     {Namespace: "n", Name: "f", Label: LabelFunction, Source: v1.SourceRef{ContextKey: "k", SHA256: "xyz"}},
+		"no function": {Namespace: "n", Label: LabelFunction, Source: v1.SourceRef{ContextKey: "k", SHA256: sha}},
+	} {
+		if _, err := MakeBuildJob(bad, opts); err == nil {
+			t.Errorf("%s: want an error", name)
+		}
+	}
+}
+
+func TestMakeRunJob(t *testing.T) {
+	fj := &v1.FunctionJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "report", Namespace: "sless-abc", UID: "uid-4"},
+		Spec: v1.FunctionJobSpec{
+			FunctionRef: &v1.LocalObjectReference{Name: "hello"},
+			Event:       &apiextensionsv1.JSON{Raw: []byte(`{"day":"mon"}`)},
+			RunID:       3,
+		},
+	}
+	code := testFunction(func(f *v1.Function) { f.Spec.TimeoutSeconds = 10 }).Spec.CodeSpec
+	j := MakeRunJob(fj, &code, "img:1", testOptions())
+	if j.Name != "report-run-3" || j.OwnerReferences[0].Kind != "FunctionJob" {
+		t.Errorf("name %s owners %+v", j.Name, j.OwnerReferences)
+	}
+	m := envMap(j.Spec.Template.Spec.Containers[0].Env)
+	if m["SLESS_MODE"] != "job" || m["SLESS_EVENT"] != `{"day":"mon"}` || m["SLESS_TERMINATION_LOG"] != "/dev/termination-log" {
+		t.Errorf("env = %v", m)
+	}
+	if *j.Spec.ActiveDeadlineSeconds != 15 || *j.Spec.BackoffLimit != 0 || j.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("spec = %+v", j.Spec)
+	}
+	fj.Spec.Event = nil
+	if m := envMap(MakeRunJob(fj, &code, "img", testOptions()).Spec.Template.Spec.Containers[0].Env); m["SLESS_EVENT"] != "null" {
+		t.Errorf("no event must be JSON null, got %q", m["SLESS_EVENT"])
+	}
+}
+
+func TestChildName(t *testing.T) {
+	long := strings.Repeat("a", 60)
+	cases := map[string]struct {
+		max   int
+		parts []string
+		want  string
+	}{
+		"short stays":       {63, []string{"fn", "build", "abc"}, "fn-build-abc"},
+		"long is truncated": {20, []string{long, "x"}, ""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := childName(tc.max, tc.parts...)
+			if len(got) > tc.max {
+				t.Errorf("%q longer than %d", got, tc.max)
+			}
+			if tc.want != "" && got != tc.want {
+				t.Errorf("got %q want %q", got, tc.want)
+			}
+		})
+	}
+	if childName(20, long, "x") == childName(20, long, "y") {
+		t.Error("distinct long names collide")
+	}
+}

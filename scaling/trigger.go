@@ -1,0 +1,193 @@
+package scaling
+
+import (
+	"strconv"
+	"time"
+
+	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1 "sless.dev/sless/apis/v1alpha1"
+)
+
+// TriggerLabels select a trigger's children.
+func TriggerLabels(tr *v1.Trigger) map[string]string {
+	return map[string]string{LabelManagedBy: managedBy, LabelTrigger: tr.Name, LabelFunction: tr.Spec.FunctionRef.Name}
+}
+
+func triggerMeta(tr *v1.Trigger, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:            name,
+		Namespace:       tr.Namespace,
+		Labels:          TriggerLabels(tr),
+		OwnerReferences: ownerRef(tr, "Trigger"),
+	}
+}
+
+// DeadLetterQueue is where an event trigger's exhausted messages go.
+func DeadLetterQueue(e *v1.EventSpec) string {
+	if e.DeadLetterQueue != "" {
+		return e.DeadLetterQueue
+	}
+	return e.Queue + ".dlq"
+}
+
+// invocationTimeout is how long the dispatcher waits for one invocation: the function's
+// timeout plus a margin, or effectively unbounded when the function has none.
+func invocationTimeout(fn *v1.Function) time.Duration {
+	if fn.Spec.TimeoutSeconds == 0 {
+		return noLimit
+	}
+	return time.Duration(fn.Spec.TimeoutSeconds)*time.Second + responseMargin
+}
+
+// dispatcherContainer runs `sless dispatcher` against fn through the interceptor, so a
+// function at zero is woken by KEDA like any HTTP caller would wake it.
+func dispatcherContainer(tr *v1.Trigger, fn *v1.Function, opts Options, args ...string) corev1.Container {
+	args = append(args,
+		"--function="+fn.Namespace+"/"+fn.Name,
+		"--trigger="+tr.Name,
+		"--target-url="+opts.InterceptorURL,
+		"--target-host="+RoutingHost(fn.Namespace, fn.Name, opts.Domain),
+		"--timeout="+invocationTimeout(fn).String(),
+	)
+	c := corev1.Container{
+		Name:  "dispatcher",
+		Image: opts.SlessImage,
+		Args:  args,
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("32Mi"), corev1.ResourceCPU: resource.MustParse("20m")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			RunAsNonRoot:             ptr.To(true),
+			RunAsUser:                ptr.To(int64(65532)),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+	}
+	if opts.HistorySecret != "" {
+		c.Env = append(c.Env, corev1.EnvVar{Name: "SLESS_DATABASE_URL", ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: opts.HistorySecret}, Key: "url", Optional: ptr.To(true),
+			},
+		}})
+	}
+	return c
+}
+
+func dispatcherPod(c corev1.Container) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		Containers:                   []corev1.Container{c},
+		RestartPolicy:                corev1.RestartPolicyNever,
+		AutomountServiceAccountToken: ptr.To(false),
+		EnableServiceLinks:           ptr.To(false),
+	}}
+}
+
+// TriggerAuthenticationName names the KEDA TriggerAuthentication of an event trigger.
+func TriggerAuthenticationName(tr *v1.Trigger) string { return ScaledJobName(tr.Name) }
+
+// MakeTriggerAuthentication lets KEDA's rabbitmq scaler read the broker URL from the
+// trigger's Secret without the URL ever appearing in the ScaledJob.
+func MakeTriggerAuthentication(tr *v1.Trigger) *kedav1alpha1.TriggerAuthentication {
+	ref := tr.Spec.Event.BrokerSecretRef
+	return &kedav1alpha1.TriggerAuthentication{
+		ObjectMeta: triggerMeta(tr, TriggerAuthenticationName(tr)),
+		Spec: kedav1alpha1.TriggerAuthenticationSpec{
+			SecretTargetRef: []kedav1alpha1.AuthSecretTargetRef{{Parameter: "host", Name: ref.Name, Key: secretKey(ref)}},
+		},
+	}
+}
+
+func secretKey(ref v1.SecretKeyReference) string {
+	if ref.Key != "" {
+		return ref.Key
+	}
+	return "host"
+}
+
+// MakeScaledJob renders the KEDA ScaledJob of an event trigger: the rabbitmq scaler starts
+// dispatcher Jobs while messages wait; each consumes until the queue is drained.
+// enabled=false pauses it in place.
+func MakeScaledJob(tr *v1.Trigger, fn *v1.Function, opts Options) *kedav1alpha1.ScaledJob {
+	e := tr.Spec.Event
+	c := dispatcherContainer(tr, fn, opts,
+		"dispatcher",
+		"--queue="+e.Queue,
+		"--dead-letter-queue="+DeadLetterQueue(e),
+		"--max-attempts="+strconv.Itoa(int(e.Retry.MaxAttempts)),
+		"--backoff="+(time.Duration(e.Retry.BackoffMillis)*time.Millisecond).String(),
+		"--exit-when-empty",
+	)
+	ref := e.BrokerSecretRef
+	c.Env = append([]corev1.EnvVar{{Name: "SLESS_AMQP_URL", ValueFrom: &corev1.EnvVarSource{
+		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: secretKey(ref)},
+	}}}, c.Env...)
+	sj := &kedav1alpha1.ScaledJob{
+		ObjectMeta: triggerMeta(tr, ScaledJobName(tr.Name)),
+		Spec: kedav1alpha1.ScaledJobSpec{
+			JobTargetRef: &batchv1.JobSpec{
+				BackoffLimit: ptr.To(int32(2)),
+				Template:     dispatcherPod(c),
+			},
+			PollingInterval:            ptr.To(int32(5)),
+			SuccessfulJobsHistoryLimit: ptr.To(int32(3)),
+			FailedJobsHistoryLimit:     ptr.To(int32(5)),
+			MaxReplicaCount:            ptr.To(e.MaxJobs),
+			Triggers: []kedav1alpha1.ScaleTriggers{{
+				Type: "rabbitmq",
+				Metadata: map[string]string{
+					"queueName": e.Queue,
+					"mode":      "QueueLength",
+					"value":     strconv.Itoa(int(e.QueueLength)),
+					"protocol":  "amqp",
+				},
+				AuthenticationRef: &kedav1alpha1.AuthenticationRef{Name: TriggerAuthenticationName(tr)},
+			}},
+		},
+	}
+	if !tr.Spec.IsEnabled() {
+		sj.Annotations = map[string]string{AnnotationPaused: "true"}
+	}
+	return sj
+}
+
+// MakeCronJob renders the CronJob of a cron trigger: exact ticks (KEDA's cron scaler is
+// window-based), each running `sless dispatcher fire` through the interceptor.
+// enabled=false suspends it in place.
+func MakeCronJob(tr *v1.Trigger, fn *v1.Function, opts Options) *batchv1.CronJob {
+	cr := tr.Spec.Cron
+	c := dispatcherContainer(tr, fn, opts, "dispatcher", "fire", "--schedule="+cr.Schedule)
+	if cr.Timezone != "" {
+		c.Args = append(c.Args, "--timezone="+cr.Timezone)
+	}
+	cj := &batchv1.CronJob{
+		ObjectMeta: triggerMeta(tr, CronJobName(tr.Name)),
+		Spec: batchv1.CronJobSpec{
+			Schedule:                   cr.Schedule,
+			ConcurrencyPolicy:          batchv1.ConcurrencyPolicy(cr.ConcurrencyPolicy),
+			StartingDeadlineSeconds:    ptr.To(cr.StartingDeadlineSeconds),
+			Suspend:                    ptr.To(!tr.Spec.IsEnabled()),
+			SuccessfulJobsHistoryLimit: ptr.To(int32(3)),
+			FailedJobsHistoryLimit:     ptr.To(int32(3)),
+			JobTemplate: batchv1.JobTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: TriggerLabels(tr)},
+				Spec: batchv1.JobSpec{
+					// The dispatcher retries by itself; a pod-level retry would double-fire.
+					BackoffLimit: ptr.To(int32(0)),
+					Template:     dispatcherPod(c),
+				},
+			},
+		},
+	}
+	if cr.Timezone != "" {
+		cj.Spec.TimeZone = ptr.To(cr.Timezone)
+	}
+	return cj
+}
