@@ -119,7 +119,8 @@ function serve(fn) {
     const start = Date.now();
     const traceparent = req.headers.traceparent || '';
     let status, ctype, payload;
-    inFlight++;
+    inFlight++; // until the response is flushed: SIGTERM waits for it
+    res.on('close', () => inFlight--);
     try {
       if (Number(req.headers['content-length'] || 0) > MAX_BODY) throw Object.assign(new Error('too large'), { tooLarge: true });
       const body = await readBody(req);
@@ -134,8 +135,6 @@ function serve(fn) {
         [status, ctype, payload] = [400, 'application/json', errorJSON(`reading request body: ${err.message}`)];
       }
       res.setHeader('Connection', 'close'); // an unread body makes the connection unusable
-    } finally {
-      inFlight--;
     }
     res.writeHead(status, { 'Content-Type': ctype, 'Content-Length': Buffer.byteLength(payload) }).end(payload);
     log('info', 'invocation', { method: req.method, path: url.pathname, status, duration_ms: Date.now() - start, traceparent });

@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl
 
 HEALTH_PATH = "/healthz"
+DRAIN_LIMIT = 64 << 20  # bytes of an oversized body read and dropped before closing
 
 
 def env_int(key, default):
@@ -104,18 +105,22 @@ def decode_event(body):
     return value if isinstance(value, dict) else {"body": value}
 
 
+def dumps(value):
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
 def encode(outcome):
     """Returns (status, content type, bytes) for an outcome."""
     if outcome.timed_out:
-        return 504, "application/json", json.dumps({"error": f"function timed out after {TIMEOUT}s"}).encode()
+        return 504, "application/json", dumps({"error": f"function timed out after {TIMEOUT}s"})
     if outcome.error is not None:
-        return 500, "application/json", json.dumps({"error": outcome.error}).encode()
+        return 500, "application/json", dumps({"error": outcome.error})
     if isinstance(outcome.value, str):
         return 200, "text/plain; charset=utf-8", outcome.value.encode()
     try:
-        return 200, "application/json", json.dumps(outcome.value).encode()
+        return 200, "application/json", dumps(outcome.value)
     except (TypeError, ValueError) as exc:
-        return 500, "application/json", json.dumps({"error": f"result is not JSON-encodable: {exc}"}).encode()
+        return 500, "application/json", dumps({"error": f"result is not JSON-encodable: {exc}"})
 
 
 class BodyTooLarge(Exception):
@@ -152,6 +157,16 @@ class Handler(BaseHTTPRequestHandler):
             chunks.append(self.rfile.read(size))
             self.rfile.readline()
 
+    def discard_body(self):
+        """Reads (a bounded amount of) an oversized body so the client, still sending, gets
+        the 413 instead of a broken pipe."""
+        left = min(int(self.headers.get("Content-Length") or 0), DRAIN_LIMIT)
+        while left > 0:
+            chunk = self.rfile.read(min(left, 1 << 16))
+            if not chunk:
+                return
+            left -= len(chunk)
+
     def respond(self, status, ctype, payload):
         self.send_response(status)
         self.send_header("Content-Type", ctype)
@@ -164,21 +179,23 @@ class Handler(BaseHTTPRequestHandler):
         if path == HEALTH_PATH and self.command == "GET":
             self.respond(200, "application/json", b'{"status":"ok"}')
             return
-        start = time.monotonic()
-        try:
-            body = self.read_body()
-        except BodyTooLarge:
-            self.close_connection = True  # the unread body makes the connection unusable
-            status, ctype, payload = 413, "application/json", json.dumps({"error": f"request body exceeds {MAX_BODY} bytes"}).encode()
-        else:
-            request = {
-                "method": self.command, "path": path, "traceparent": self.headers.get("traceparent", ""),
-                "query": dict(parse_qsl(query, keep_blank_values=True)),
-                "headers": {k.title(): v for k, v in self.headers.items()},
-            }
-            with self.server.tracker:
+        with self.server.tracker:  # until the response is written: SIGTERM waits for it
+            start = time.monotonic()
+            try:
+                body = self.read_body()
+            except BodyTooLarge:
+                status, ctype, payload = 413, "application/json", dumps({"error": f"request body exceeds {MAX_BODY} bytes"})
+                self.close_connection = True  # the rest of the body makes the connection unusable
+                self.respond(status, ctype, payload)
+                self.discard_body()
+            else:
+                request = {
+                    "method": self.command, "path": path, "traceparent": self.headers.get("traceparent", ""),
+                    "query": dict(parse_qsl(query, keep_blank_values=True)),
+                    "headers": {k.title(): v for k, v in self.headers.items()},
+                }
                 status, ctype, payload = encode(invoke(self.call, decode_event(body), request))
-        self.respond(status, ctype, payload)
+                self.respond(status, ctype, payload)
         log("info", "invocation", method=self.command, path=path, status=status,
             duration_ms=int((time.monotonic() - start) * 1000), traceparent=self.headers.get("traceparent", ""))
 

@@ -1,0 +1,315 @@
+package buildkit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// lockedBuffer collects a process's stderr while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// buildHandler zips a handler directory and builds it locally, as `sless dev` would.
+func buildHandler(t *testing.T, dir, runtime, entry string) *Artifact {
+	t.Helper()
+	bc := buildContext(t, zipDir(t, dir), runtime, entry)
+	out := filepath.Join(t.TempDir(), "build")
+	art, err := LocalBuild(context.Background(), bc.Data, runtime, out)
+	if err != nil {
+		t.Fatalf("local build of %s: %v", dir, err)
+	}
+	return art
+}
+
+func command(art *Artifact, env ...string) *exec.Cmd {
+	cmd := exec.Command(art.Command[0], art.Command[1:]...)
+	cmd.Dir = art.Dir
+	cmd.Env = append(append(os.Environ(), art.Env...), env...)
+	return cmd
+}
+
+type function struct {
+	url    string
+	cmd    *exec.Cmd
+	stderr *lockedBuffer
+	exited chan error
+}
+
+// startFunction runs a built function on a free loopback port and waits for its health path.
+func startFunction(t *testing.T, art *Artifact, env ...string) *function {
+	t.Helper()
+	port := freePort(t)
+	cmd := command(art, append([]string{"PORT=" + strconv.Itoa(port), "SLESS_HOST=127.0.0.1"}, env...)...)
+	fn := &function{url: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
+	cmd.Stderr = fn.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { fn.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-fn.exited
+		if t.Failed() {
+			t.Logf("function stderr:\n%s", fn.stderr.String())
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(fn.url + HealthPath)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return fn
+			}
+		}
+		select {
+		case err := <-fn.exited:
+			t.Fatalf("function exited before becoming healthy: %v\n%s", err, fn.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("function not healthy after 20s: %v\n%s", err, fn.stderr.String())
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+}
+
+type reply struct {
+	status int
+	ctype  string
+	body   []byte
+	took   time.Duration
+}
+
+func (r reply) json(t *testing.T) map[string]interface{} {
+	t.Helper()
+	var out map[string]interface{}
+	if err := json.Unmarshal(r.body, &out); err != nil {
+		t.Fatalf("response %d %q is not a JSON object: %v", r.status, r.body, err)
+	}
+	return out
+}
+
+func (fn *function) call(t *testing.T, method, path string, body []byte, headers ...string) reply {
+	t.Helper()
+	req, err := http.NewRequest(method, fn.url+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reply{status: resp.StatusCode, ctype: resp.Header.Get("Content-Type"), body: out, took: time.Since(start)}
+}
+
+// handlerCase is one test function and what it supports.
+type handlerCase struct {
+	name, dir, runtime string
+	request            bool // receives the request metadata
+	size               bool // supports action=size and sleep markers
+}
+
+var handlerCases = []handlerCase{
+	{name: "go with go.mod", dir: "testdata/handlers/gomod", runtime: "go1.23", request: true, size: true},
+	{name: "go without go.mod", dir: "testdata/handlers/gonomod", runtime: "go1.25"},
+	{name: "python", dir: "testdata/handlers/python", runtime: "python3.11", request: true, size: true},
+	{name: "node", dir: "testdata/handlers/node", runtime: "nodejs20", request: true, size: true},
+}
+
+const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+func TestWrappers(t *testing.T) {
+	for _, hc := range handlerCases {
+		t.Run(hc.name, func(t *testing.T) {
+			art := buildHandler(t, hc.dir, hc.runtime, "")
+			t.Run("http", func(t *testing.T) { testHTTP(t, hc, art) })
+			t.Run("job", func(t *testing.T) { testJob(t, hc, art) })
+			t.Run("graceful shutdown", func(t *testing.T) { testShutdown(t, art) })
+		})
+	}
+}
+
+func testHTTP(t *testing.T, hc handlerCase, art *Artifact) {
+	fn := startFunction(t, art, "SLESS_TIMEOUT_SECONDS=1")
+
+	r := fn.call(t, "POST", "/orders/42?verbose=1&q=a%20b", []byte(`{"action":"echo","x":1}`), "Traceparent", traceparent, "X-Custom", "yes")
+	if r.status != 200 || r.ctype != "application/json" {
+		t.Fatalf("echo: %d %s %s", r.status, r.ctype, r.body)
+	}
+	out := r.json(t)
+	if ev, _ := out["event"].(map[string]interface{}); ev["x"] != float64(1) {
+		t.Errorf("event not passed through: %s", r.body)
+	}
+	if hc.request {
+		req, _ := out["request"].(map[string]interface{})
+		query, _ := req["query"].(map[string]interface{})
+		headers, _ := req["headers"].(map[string]interface{})
+		if req["method"] != "POST" || req["path"] != "/orders/42" || query["q"] != "a b" || headers["X-Custom"] != "yes" || req["traceparent"] != traceparent {
+			t.Errorf("request metadata = %v", req)
+		}
+	}
+
+	if r := fn.call(t, "GET", "/", nil); r.status != 200 || r.json(t)["event"] == nil {
+		t.Errorf("empty body must give an empty event: %d %s", r.status, r.body)
+	}
+	if r := fn.call(t, "PUT", "/", []byte(`[1,2]`)); r.status != 200 || !strings.Contains(string(r.body), `"body":[1,2]`) {
+		t.Errorf("non-object JSON must arrive under body: %d %s", r.status, r.body)
+	}
+	if r := fn.call(t, "POST", "/", []byte(`{"action":"text","name":"sless"}`)); r.status != 200 || !strings.HasPrefix(r.ctype, "text/plain") || string(r.body) != "hello sless" {
+		t.Errorf("text: %d %s %q", r.status, r.ctype, r.body)
+	}
+	r = fn.call(t, "POST", "/", []byte(`{"action":"error"}`))
+	if r.status != 500 || r.ctype != "application/json" || !strings.Contains(fmt.Sprint(r.json(t)["error"]), "boom") {
+		t.Errorf("error: %d %s %s", r.status, r.ctype, r.body)
+	}
+
+	marker := filepath.Join(t.TempDir(), "finished")
+	r = fn.call(t, "POST", "/", []byte(fmt.Sprintf(`{"action":"sleep","seconds":3,"marker":%q}`, marker)))
+	if r.status != http.StatusGatewayTimeout || !strings.Contains(fmt.Sprint(r.json(t)["error"]), "timed out") {
+		t.Errorf("timeout: %d %s", r.status, r.body)
+	}
+	if r.took > 2500*time.Millisecond {
+		t.Errorf("the 1s timeout answered after %s: the handler was waited for", r.took)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the handler finished before the timeout answer")
+	}
+	// The abandoned handler is still sleeping; the function keeps serving meanwhile.
+	if r := fn.call(t, "POST", "/", []byte(`{"action":"text","name":"again"}`)); r.status != 200 || r.took > time.Second {
+		t.Errorf("request after a timeout: %d in %s", r.status, r.took)
+	}
+	if r := fn.call(t, "POST", "/", []byte(`{"action":"sleep","seconds":0.1}`)); r.status != 200 {
+		t.Errorf("a handler within its timeout: %d %s", r.status, r.body)
+	}
+
+	if hc.size {
+		big := strings.Repeat("x", 5<<20)
+		r = fn.call(t, "POST", "/", []byte(`{"action":"size","data":"`+big+`"}`))
+		if r.status != 200 || r.json(t)["bytes"] != float64(len(big)) {
+			t.Errorf("5 MiB body: %d %.200s", r.status, r.body)
+		}
+	}
+	r = fn.call(t, "POST", "/", bytes.Repeat([]byte("y"), 7<<20))
+	if r.status != http.StatusRequestEntityTooLarge {
+		t.Errorf("7 MiB body over the 6 MiB cap: %d %.200s", r.status, r.body)
+	}
+	if r := fn.call(t, "GET", HealthPath, nil); r.status != 200 {
+		t.Errorf("health after all that: %d", r.status)
+	}
+	if !strings.Contains(fn.stderr.String(), traceparent) {
+		t.Errorf("traceparent not logged:\n%s", fn.stderr.String())
+	}
+}
+
+func testJob(t *testing.T, hc handlerCase, art *Artifact) {
+	tests := []struct {
+		name     string
+		event    *string // SLESS_EVENT; nil = stdin
+		stdin    string
+		timeout  string
+		wantCode int
+		wantOut  string
+	}{
+		{name: "text from env", event: ptr(`{"action":"text","name":"job"}`), wantOut: "hello job"},
+		{name: "json from stdin", stdin: `{"action":"echo","k":"v"}`, wantOut: `"k":"v"`},
+		{name: "handler error", event: ptr(`{"action":"error"}`), wantCode: 1, wantOut: "boom"},
+		{name: "timeout", event: ptr(`{"action":"sleep","seconds":5}`), timeout: "1", wantCode: 1, wantOut: "timed out"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			term := filepath.Join(t.TempDir(), "termination-log")
+			env := []string{"SLESS_MODE=job", "SLESS_TERMINATION_LOG=" + term, "SLESS_TIMEOUT_SECONDS=" + tc.timeout, "TRACEPARENT=" + traceparent}
+			if tc.event != nil {
+				env = append(env, "SLESS_EVENT="+*tc.event)
+			}
+			cmd := command(art, env...)
+			cmd.Stdin = strings.NewReader(tc.stdin)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			start := time.Now()
+			err := cmd.Run()
+			code := 0
+			if exitErr, ok := err.(*exec.ExitError); ok {
+				code = exitErr.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.wantCode || !strings.Contains(stdout.String(), tc.wantOut) {
+				t.Errorf("exit %d stdout %q, want %d and %q; stderr:\n%s", code, stdout.String(), tc.wantCode, tc.wantOut, stderr.String())
+			}
+			msg, err := os.ReadFile(term)
+			if err != nil || !strings.Contains(string(msg), tc.wantOut) {
+				t.Errorf("termination message %q (%v), want %q", msg, err, tc.wantOut)
+			}
+			if tc.timeout != "" && time.Since(start) > 4*time.Second {
+				t.Errorf("a 1s job timeout took %s", time.Since(start))
+			}
+			if !strings.Contains(stderr.String(), traceparent) {
+				t.Errorf("traceparent not logged:\n%s", stderr.String())
+			}
+		})
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+// testShutdown sends SIGTERM during a request: the request completes, then the process
+// exits 0.
+func testShutdown(t *testing.T, art *Artifact) {
+	fn := startFunction(t, art)
+	done := make(chan reply, 1)
+	go func() { done <- fn.call(t, "POST", "/", []byte(`{"action":"sleep","seconds":1}`)) }()
+	time.Sleep(300 * time.Millisecond)
+	if err := fn.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.status != 200 {
+		t.Errorf("in-flight request during shutdown: %d %s", r.status, r.body)
+	}
+	select {
+	case err := <-fn.exited:
+		fn.exited <- err // for the cleanup
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v\n%s", err, fn.stderr.String())
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("still running 5s after SIGTERM with nothing in flight")
+	}
+}
