@@ -77,6 +77,7 @@ func (d *dispatcher) session(ctx context.Context) (done, established bool, err e
 		return false, false, classifyDial(err)
 	}
 	defer conn.Close()
+	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	ch, err := d.openChannel(conn)
 	if err != nil {
 		return false, false, err
@@ -87,7 +88,7 @@ func (d *dispatcher) session(ctx context.Context) (done, established bool, err e
 		return false, false, fmt.Errorf("consume queue %s: %w", d.cfg.Queue, err)
 	}
 	d.log.Info("consuming", "prefetch", d.cfg.Concurrency)
-	s := &session{d: d, ch: ch, tag: tag, deliveries: deliveries, stopping: make(chan struct{})}
+	s := &session{d: d, ch: ch, tag: tag, deliveries: deliveries, connClosed: connClosed, stopping: make(chan struct{})}
 	// In-flight invocations outlive ctx: a stop request drains them instead of cutting them off.
 	s.work, s.abort = context.WithCancel(context.WithoutCancel(ctx))
 	defer s.abort()
@@ -100,6 +101,7 @@ type session struct {
 	ch         *amqp.Channel
 	tag        string
 	deliveries <-chan amqp.Delivery
+	connClosed chan *amqp.Error
 	work       context.Context
 	abort      context.CancelFunc
 	stopping   chan struct{} // closed on a stop request: pending retry waits give up
@@ -192,7 +194,16 @@ func (s *session) drain(finishRest bool) error {
 	return nil
 }
 
+// closeReason says why deliveries stopped: the broker's connection.close reason when there is
+// one (e.g. CONNECTION_FORCED on a broker shutdown).
 func (s *session) closeReason() error {
+	select {
+	case e := <-s.connClosed:
+		if e != nil {
+			return e
+		}
+	case <-time.After(100 * time.Millisecond): // the close notification trails the delivery channel
+	}
 	if s.ch.IsClosed() {
 		return amqp.ErrClosed
 	}

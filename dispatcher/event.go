@@ -17,9 +17,9 @@ import (
 // Headers the dispatcher keeps on messages it republishes; they never reach the function as
 // application headers.
 const (
-	headerAttempt     = "x-sless-attempt"     // attempt number of the next delivery (1-based)
-	headerRetryAt     = "x-sless-retry-at"    // unix milliseconds before which it must not run
-	headerLastError   = "x-sless-last-error"  // error of the previous attempt
+	headerAttempt     = "x-sless-attempt"    // attempt number of the next delivery (1-based)
+	headerRetryAt     = "x-sless-retry-at"   // unix milliseconds before which it must not run
+	headerLastError   = "x-sless-last-error" // error of the previous attempt
 	headerDeadReason  = "x-sless-dead-letter-reason"
 	headerSourceQueue = "x-sless-source-queue"
 	headerDeadAt      = "x-sless-dead-lettered-at"

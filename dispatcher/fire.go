@@ -22,8 +22,8 @@ import (
 type FireConfig struct {
 	Function FunctionRef
 	Trigger  string
-	Schedule string // standard 5-field cron or a descriptor such as @hourly
-	Timezone string // IANA name the schedule is read in; default UTC
+	Schedule string    // standard 5-field cron or a descriptor such as @hourly
+	Timezone string    // IANA name the schedule is read in; default UTC
 	Now      time.Time // when the tick fired; default time.Now()
 	Retry    RetryPolicy
 	Timeout  time.Duration // per attempt; default 5m

@@ -35,7 +35,7 @@ type Stats struct {
 // meters counts into both Stats (for the caller and the exit log) and OpenTelemetry.
 type meters struct {
 	consumed, acked, retried, deadLettered, requeued atomic.Int64
-	inFlight                                          atomic.Int64
+	inFlight                                         atomic.Int64
 
 	consumedC, ackedC, retriedC, deadLetteredC, requeuedC metric.Int64Counter
 	inFlightC                                             metric.Int64UpDownCounter

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TestDispatcherFireExitCodes runs `sless dispatcher fire` as the CronJob does, against a real
+// function server and a real PostgreSQL, and checks the exit code and the recorded row.
+func TestDispatcherFireExitCodes(t *testing.T) {
+	dbURL := dispatcherTestDatabase(t)
+	cases := []struct {
+		name     string
+		status   int
+		args     []string
+		code     int
+		recorded string // recorded status, "" = none
+	}{
+		{"success", http.StatusOK, nil, 0, "succeeded"},
+		{"function fails", http.StatusInternalServerError, nil, dispatcherExitFailed, "failed"},
+		{"bad schedule", http.StatusOK, []string{"--schedule", "every day"}, dispatcherExitConfig, ""},
+		{"bad function", http.StatusOK, []string{"--function", "no-namespace"}, dispatcherExitConfig, ""},
+		{"bad target", http.StatusOK, []string{"--target-url", "ftp://x"}, dispatcherExitConfig, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.WriteHeader(tc.status)
+			}))
+			defer srv.Close()
+			fn := "f-" + hex.EncodeToString([]byte(tc.name))[:8]
+			args := []string{"fire", "--function", "ns/" + fn, "--schedule", "@hourly", "--target-url", srv.URL,
+				"--max-attempts", "1", "--database-url", dbURL}
+			cmd := newDispatcherCmd()
+			cmd.SetArgs(append(args, tc.args...))
+			cmd.SetOut(io.Discard)
+			cmd.SetErr(io.Discard)
+			err := cmd.ExecuteContext(context.Background())
+			code := 0
+			if err != nil {
+				code = exitCode(err)
+			}
+			if code != tc.code {
+				t.Fatalf("exit code %d (%v), want %d", code, err, tc.code)
+			}
+			var status string
+			conn, err := pgx.Connect(context.Background(), dbURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.Background())
+			err = conn.QueryRow(context.Background(), "SELECT status FROM invocations WHERE function = $1 AND kind = 'cron'", fn).Scan(&status)
+			if tc.recorded == "" && err == nil || tc.recorded != "" && status != tc.recorded {
+				t.Fatalf("recorded status %q (%v), want %q", status, err, tc.recorded)
+			}
+		})
+	}
+}
+
+// dispatcherTestDatabase creates a uniquely named database on the test PostgreSQL
+// (SLESS_TEST_POSTGRES_URL, default the local server) and drops it after the test.
+func dispatcherTestDatabase(t *testing.T) string {
+	t.Helper()
+	admin := "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	if u := os.Getenv("SLESS_TEST_POSTGRES_URL"); u != "" {
+		admin = u
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "sless_dispatcher_test_" + hex.EncodeToString(b)
+	exec := func(sql string) {
+		c, err := pgx.Connect(context.Background(), admin)
+		if err != nil {
+			t.Fatalf("connect to PostgreSQL at %s: %v", admin, err)
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(context.Background(), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec("CREATE DATABASE " + name)
+	t.Cleanup(func() { exec("DROP DATABASE " + name + " WITH (FORCE)") })
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
