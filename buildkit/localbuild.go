@@ -132,8 +132,9 @@ func (b LocalBuilder) buildIn(ctx context.Context, rt Runtime, work, final strin
 		art.Command = []string{"python3", filepath.Join(final, "server", "server.py")}
 		art.Env = []string{"SLESS_HANDLER=" + dockerfileArg(dockerfile, "HANDLER"), "PYTHONUNBUFFERED=1"}
 		if hasRequirements(filepath.Join(work, "handler", "requirements.txt")) {
-			if err := b.run(ctx, rt, work, nil, "python3", "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-				"--target", filepath.Join(work, "deps"), "-r", filepath.Join(work, "handler", "requirements.txt")); err != nil {
+			// From handler/, like the Dockerfile: relative paths in requirements.txt are the user's.
+			if err := b.run(ctx, rt, filepath.Join(work, "handler"), nil, "python3", "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+				"--target", filepath.Join(work, "deps"), "-r", "requirements.txt"); err != nil {
 				return nil, err
 			}
 			art.Env = append(art.Env, "PYTHONPATH="+filepath.Join(final, "deps"))
