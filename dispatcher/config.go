@@ -1,11 +1,3 @@
-// Package dispatcher turns AMQP messages and cron ticks into function invocations.
-//
-// Event mode (Run) consumes one queue with manual acks and prefetch-bounded concurrency; a
-// message is acked only after the function answered 2xx. A failed invocation is republished
-// with its attempt count in a header (so retries survive a restart) until the retry policy is
-// exhausted, then published to the dead-letter queue with the last error. Fire mode (Fire)
-// invokes a function once for a cron tick. Both record every invocation through
-// history.Recorder. See docs/dispatcher.md for the event format and header mapping.
 package dispatcher
 
 import (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -21,7 +22,10 @@ func (d *dispatcher) handle(work context.Context, stopping <-chan struct{}, ch *
 	attempt := attemptOf(m.Headers)
 	ctx, span := startDeliverySpan(work, &m, d.cfg.Queue)
 	defer span.End()
-	log := d.log.With("messageId", m.MessageId, "deliveryTag", m.DeliveryTag, "attempt", attempt)
+	// Built only when something is logged: the success path must stay allocation-light.
+	log := func() *slog.Logger {
+		return d.log.With("messageId", m.MessageId, "deliveryTag", m.DeliveryTag, "attempt", attempt)
+	}
 
 	if !waitUntil(retryAtOf(m.Headers), stopping, work.Done()) {
 		d.requeue(m)
@@ -35,7 +39,7 @@ func (d *dispatcher) handle(work context.Context, stopping <-chan struct{}, ch *
 		r := d.call.record
 		r.Start, r.Status, r.Error, r.TraceID = time.Now(), history.StatusFailed, err.Error(), traceIDOf(ctx)
 		d.cfg.Recorder.Record(r)
-		log.Warn("Warning: message cannot be delivered; dead-lettering it", "reason", err)
+		log().Warn("Warning: message cannot be delivered; dead-lettering it", "reason", err)
 		d.deadLetter(ctx, ch, m, attempt, err)
 		return
 	}
@@ -43,18 +47,18 @@ func (d *dispatcher) handle(work context.Context, stopping <-chan struct{}, ch *
 	switch {
 	case err == nil:
 		if ackErr := m.Ack(false); ackErr != nil {
-			log.Warn("Warning: ack failed after a successful invocation; the broker will redeliver", "error", ackErr)
+			log().Warn("Warning: ack failed after a successful invocation; the broker will redeliver", "error", ackErr)
 			return
 		}
 		d.m.count(&d.m.acked, d.m.ackedC)
 	case work.Err() != nil:
-		log.Info("invocation aborted by stop or connection loss; message returns to the queue", "error", err)
+		log().Info("invocation aborted by stop or connection loss; message returns to the queue", "error", err)
 		d.requeue(m)
 	case attempt < d.cfg.Retry.MaxAttempts:
-		log.Info("invocation failed; scheduling a retry", "error", err, "retryIn", d.cfg.Retry.delay(attempt))
+		log().Info("invocation failed; scheduling a retry", "error", err, "retryIn", d.cfg.Retry.delay(attempt))
 		d.retry(ctx, ch, m, attempt, err)
 	default:
-		log.Warn("Warning: invocation failed on the last attempt; dead-lettering the message", "error", err)
+		log().Warn("Warning: invocation failed on the last attempt; dead-lettering the message", "error", err)
 		d.deadLetter(ctx, ch, m, attempt, err)
 	}
 }

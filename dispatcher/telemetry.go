@@ -72,15 +72,21 @@ func (m *meters) stats() Stats {
 // startDeliverySpan starts the consumer span of one delivery as a child of, and linked to,
 // the producer's traceparent header when the message carries one.
 func startDeliverySpan(ctx context.Context, d *amqp.Delivery, queue string) (context.Context, trace.Span) {
-	carrier := propagation.MapCarrier{}
+	var carrier propagation.MapCarrier
 	for k, v := range d.Headers {
 		if s, ok := v.(string); ok {
 			if lk := strings.ToLower(k); lk == "traceparent" || lk == "tracestate" {
+				if carrier == nil {
+					carrier = propagation.MapCarrier{}
+				}
 				carrier.Set(lk, s)
 			}
 		}
 	}
-	producer := propagator.Extract(ctx, carrier)
+	producer := ctx
+	if carrier != nil {
+		producer = propagator.Extract(ctx, carrier)
+	}
 	opts := []trace.SpanStartOption{
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(

@@ -1,0 +1,63 @@
+// Package dispatcher turns AMQP messages and cron ticks into function invocations.
+//
+// # Event mode (Run)
+//
+// Run consumes one queue with manual acks; the prefetch (Config.Concurrency) bounds the
+// invocations in flight. Each delivery ends in exactly one of:
+//
+//   - the function answered 2xx: ack;
+//   - it failed (non-2xx, transport error, timeout) and attempts remain: the message is
+//     republished to the same queue with x-sless-attempt = n+1, x-sless-retry-at (unix ms,
+//     exponential backoff) and x-sless-last-error, and only after the broker confirmed that
+//     copy is the original acked. The attempt count lives in the message, so retries survive
+//     a dispatcher restart. Whoever takes the copy waits until retry-at before invoking;
+//   - the last attempt failed, or the message is poison: it is published (persistent) to the
+//     dead-letter queue with x-sless-last-error, x-sless-dead-letter-reason,
+//     x-sless-attempt, x-sless-source-queue and x-sless-dead-lettered-at, then acked;
+//   - the dispatcher stops or loses its connection first: nack with requeue (or the broker
+//     requeues it when the channel dies). Delivery is at-least-once; nothing is acked before
+//     its outcome is durable.
+//
+// Poison messages (never retried): a body over Config.MaxBodyBytes, a body that is not valid
+// JSON although its content type is application/json or *+json, and binary bodies that are
+// neither JSON nor UTF-8.
+//
+// # The event the function receives
+//
+// The message body is POSTed as JSON (see EventBody): a JSON object unchanged; any other JSON
+// value as {"data": <value>}; UTF-8 text as {"data": "<text>"}.
+//
+// # Headers the function receives (see InvocationHeader)
+//
+//	Content-Type            application/json
+//	X-Sless-Trigger-Kind    event
+//	X-Sless-Trigger         trigger name
+//	X-Sless-Queue           consumed queue
+//	X-Sless-Attempt         1-based attempt number
+//	X-Amqp-Exchange, X-Amqp-Routing-Key, X-Amqp-Content-Type, X-Amqp-Content-Encoding,
+//	X-Amqp-Message-Id, X-Amqp-Correlation-Id, X-Amqp-Reply-To, X-Amqp-Type, X-Amqp-App-Id,
+//	X-Amqp-User-Id, X-Amqp-Expiration, X-Amqp-Priority
+//	                        the AMQP properties, when set
+//	X-Amqp-Timestamp        RFC 3339
+//	X-Amqp-Redelivered      "true" when the broker redelivered the message
+//	X-Amqp-Header-<Name>    each application header; characters of the name outside
+//	                        [A-Za-z0-9-] become '-', scalars are sent as text, tables and
+//	                        arrays as JSON; values lose control characters and are capped
+//	                        at 4 KiB
+//	traceparent, tracestate W3C trace context of the dispatcher's span, which continues (and
+//	                        links to) the producer's traceparent header when present
+//
+// x-sless-* headers and the producer's traceparent/tracestate are not copied as
+// X-Amqp-Header-*.
+//
+// # Fire mode (Fire)
+//
+// Fire posts {"type":"cron","schedule":…,"timezone":…,"scheduledTime":…,"trigger":…} once,
+// where scheduledTime is the latest tick of the schedule at or before now (a CronJob pod that
+// starts late still reports its exact tick), with X-Sless-Trigger-Kind: cron,
+// X-Sless-Schedule, X-Sless-Scheduled-Time and X-Sless-Attempt, retrying per RetryPolicy.
+//
+// Both modes record every attempt through history.Recorder (kinds event and cron) and count
+// consumed, acked, retried, dead-lettered, requeued and in-flight messages as OpenTelemetry
+// metrics (sless.dispatcher.messages.*).
+package dispatcher

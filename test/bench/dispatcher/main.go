@@ -1,0 +1,330 @@
+// Command dispatcher benchmarks `sless dispatcher` against a bare amqp091-go consume+ack loop
+// on the same RabbitMQ, queue size and prefetch, in one run:
+//
+//	go run ./test/bench/dispatcher -messages 20000 -concurrency 16
+//
+// Throughput: a queue filled with -messages is drained by each consumer; the rate counts from
+// the first to the last message handled (startup and the idle exit are excluded). Latency:
+// messages published at -rate/s, measured from publish to the function (dispatcher) or to the
+// delivery (bare loop). RSS: the dispatcher process's peak resident set (VmHWM).
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+var (
+	amqpURL     = flag.String("amqp-url", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ to benchmark against")
+	messages    = flag.Int("messages", 20000, "queue size for the throughput runs")
+	concurrency = flag.Int("concurrency", 16, "prefetch of both consumers (the dispatcher's --concurrency)")
+	rate        = flag.Int("rate", 500, "publish rate of the latency runs, messages/s")
+	latencyN    = flag.Int("latency-messages", 3000, "messages of each latency run")
+	slessBin    = flag.String("sless", "", "sless binary (default: built from ./cmd/sless)")
+	databaseURL = flag.String("database-url", "", "also run the dispatcher recording history to this PostgreSQL")
+)
+
+func main() {
+	flag.Parse()
+	log.SetFlags(0)
+	bin := *slessBin
+	if bin == "" {
+		bin = buildSless()
+	}
+	fn := newFunction()
+	defer fn.srv.Close()
+
+	bare := bareThroughput()
+	disp := dispatcherThroughput(bin, fn, "")
+	var hist *result
+	if *databaseURL != "" {
+		r := dispatcherThroughput(bin, fn, *databaseURL)
+		hist = &r
+	}
+	bareLat := bareLatency()
+	dispLat := dispatcherLatency(bin, fn)
+
+	fmt.Printf("\nmessages=%d concurrency=%d latency: %d msgs at %d/s\n\n", *messages, *concurrency, *latencyN, *rate)
+	fmt.Println("| consumer | messages/s | ratio vs bare | latency p50 | latency p99 | peak RSS |")
+	fmt.Println("|---|---|---|---|---|---|")
+	fmt.Printf("| bare amqp091-go consume+ack | %.0f | 1.00 | %s | %s | – |\n", bare.rate, ms(bareLat.p50), ms(bareLat.p99))
+	fmt.Printf("| sless dispatcher → HTTP function | %.0f | %.2f | %s | %s | %.1f MB |\n", disp.rate, disp.rate/bare.rate, ms(dispLat.p50), ms(dispLat.p99), disp.rssMB)
+	if hist != nil {
+		fmt.Printf("| sless dispatcher + PostgreSQL history | %.0f | %.2f | – | – | %.1f MB |\n", hist.rate, hist.rate/bare.rate, hist.rssMB)
+	}
+}
+
+type result struct {
+	rate  float64
+	rssMB float64
+}
+
+type latency struct{ p50, p99 time.Duration }
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+
+func buildSless() string {
+	dir, err := os.MkdirTemp("", "sless-bench")
+	must(err)
+	bin := filepath.Join(dir, "sless")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/sless")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	must(cmd.Run())
+	return bin
+}
+
+// function is the trivial local function: it answers 200 and notes when each message arrived.
+type function struct {
+	srv   *http.Server
+	url   string
+	mu    sync.Mutex
+	first time.Time
+	last  time.Time
+	count int
+	lat   []time.Duration
+}
+
+func newFunction() *function {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(err)
+	f := &function{url: "http://" + ln.Addr().String() + "/"}
+	f.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		now := time.Now()
+		sent, _ := strconv.ParseInt(r.Header.Get("X-Amqp-Header-Sent-Ns"), 10, 64)
+		f.mu.Lock()
+		if f.count == 0 {
+			f.first = now
+		}
+		f.last = now
+		f.count++
+		if sent > 0 {
+			f.lat = append(f.lat, now.Sub(time.Unix(0, sent)))
+		}
+		f.mu.Unlock()
+		_, _ = w.Write([]byte(`{}`))
+	})}
+	go func() { _ = f.srv.Serve(ln) }()
+	return f
+}
+
+func (f *function) reset() {
+	f.mu.Lock()
+	f.first, f.last, f.count, f.lat = time.Time{}, time.Time{}, 0, nil
+	f.mu.Unlock()
+}
+
+func newQueue(ch *amqp.Channel) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	q := "sless-bench-" + hex.EncodeToString(b)
+	_, err := ch.QueueDeclare(q, true, false, false, false, nil)
+	must(err)
+	_, err = ch.QueueDeclare(q+".dlq", true, false, false, false, nil)
+	must(err)
+	return q
+}
+
+func deleteQueue(ch *amqp.Channel, q string) {
+	_, _ = ch.QueueDelete(q, false, false, false)
+	_, _ = ch.QueueDelete(q+".dlq", false, false, false)
+}
+
+func connect() (*amqp.Connection, *amqp.Channel) {
+	conn, err := amqp.Dial(*amqpURL)
+	must(err)
+	ch, err := conn.Channel()
+	must(err)
+	return conn, ch
+}
+
+// fill publishes n persistent messages with confirms.
+func fill(ch *amqp.Channel, q string, n int) {
+	must(ch.Confirm(false))
+	var dcs []*amqp.DeferredConfirmation
+	for i := range n {
+		dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", q, false, false, amqp.Publishing{
+			ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: strconv.Itoa(i),
+			Body: []byte(fmt.Sprintf(`{"order":%d,"item":"bench","qty":1}`, i)),
+		})
+		must(err)
+		dcs = append(dcs, dc)
+	}
+	for _, dc := range dcs {
+		if !dc.Wait() {
+			log.Fatal("publish nacked")
+		}
+	}
+}
+
+// publishAtRate publishes n messages at *rate per second, stamping the send time in a header.
+func publishAtRate(ch *amqp.Channel, q string, n int) {
+	tick := time.NewTicker(time.Second / time.Duration(*rate))
+	defer tick.Stop()
+	for i := range n {
+		<-tick.C
+		must(ch.PublishWithContext(context.Background(), "", q, false, false, amqp.Publishing{
+			ContentType: "application/json", MessageId: strconv.Itoa(i), Body: []byte(`{"latency":true}`),
+			Headers: amqp.Table{"sent-ns": strconv.FormatInt(time.Now().UnixNano(), 10)},
+		}))
+	}
+}
+
+// bareConsume is the baseline: one goroutine consuming with the same prefetch and acking
+// each delivery. It returns the first and last delivery times and per-message latencies.
+func bareConsume(ch *amqp.Channel, q string, n int) (time.Time, time.Time, []time.Duration) {
+	must(ch.Qos(*concurrency, 0, false))
+	ds, err := ch.Consume(q, "bare", false, false, false, false, nil)
+	must(err)
+	var first, last time.Time
+	var lat []time.Duration
+	for i := 0; i < n; i++ {
+		d := <-ds
+		now := time.Now()
+		if i == 0 {
+			first = now
+		}
+		if s, ok := d.Headers["sent-ns"].(string); ok {
+			sent, _ := strconv.ParseInt(s, 10, 64)
+			lat = append(lat, now.Sub(time.Unix(0, sent)))
+		}
+		must(d.Ack(false))
+		last = time.Now()
+	}
+	must(ch.Cancel("bare", false))
+	return first, last, lat
+}
+
+func bareThroughput() result {
+	conn, ch := connect()
+	defer conn.Close()
+	q := newQueue(ch)
+	defer deleteQueue(ch, q)
+	fill(ch, q, *messages)
+	_, cch := connect()
+	first, last, _ := bareConsume(cch, q, *messages)
+	return result{rate: float64(*messages-1) / last.Sub(first).Seconds()}
+}
+
+func bareLatency() latency {
+	conn, ch := connect()
+	defer conn.Close()
+	q := newQueue(ch)
+	defer deleteQueue(ch, q)
+	_, cch := connect()
+	var lat []time.Duration
+	done := make(chan struct{})
+	go func() { _, _, lat = bareConsume(cch, q, *latencyN); close(done) }()
+	publishAtRate(ch, q, *latencyN)
+	<-done
+	return percentiles(lat)
+}
+
+// startDispatcher runs `sless dispatcher` on q and samples its peak RSS until it exits.
+func startDispatcher(bin, q string, fn *function, databaseURL string, extra ...string) (wait func() float64) {
+	args := append([]string{"dispatcher", "--amqp-url", *amqpURL, "--queue", q, "--function", "bench/fn",
+		"--target-url", fn.url, "--concurrency", strconv.Itoa(*concurrency)}, extra...)
+	if databaseURL != "" {
+		args = append(args, "--database-url", databaseURL)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = io.Discard
+	must(cmd.Start())
+	var peak float64
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+				peak = max(peak, vmHWM(cmd.Process.Pid))
+			}
+		}
+	}()
+	return func() float64 {
+		if err := cmd.Wait(); err != nil {
+			log.Fatalf("sless dispatcher: %v", err)
+		}
+		close(done)
+		return peak
+	}
+}
+
+func dispatcherThroughput(bin string, fn *function, databaseURL string) result {
+	conn, ch := connect()
+	defer conn.Close()
+	q := newQueue(ch)
+	defer deleteQueue(ch, q)
+	fill(ch, q, *messages)
+	fn.reset()
+	rss := startDispatcher(bin, q, fn, databaseURL, "--exit-when-empty", "--idle-timeout", "1s")()
+	fn.mu.Lock()
+	defer fn.mu.Unlock()
+	if fn.count < *messages {
+		log.Fatalf("function saw %d of %d messages", fn.count, *messages)
+	}
+	return result{rate: float64(fn.count-1) / fn.last.Sub(fn.first).Seconds(), rssMB: rss}
+}
+
+func dispatcherLatency(bin string, fn *function) latency {
+	conn, ch := connect()
+	defer conn.Close()
+	q := newQueue(ch)
+	defer deleteQueue(ch, q)
+	fn.reset()
+	wait := startDispatcher(bin, q, fn, "", "--max-messages", strconv.Itoa(*latencyN))
+	time.Sleep(500 * time.Millisecond) // connected and consuming before the clock starts
+	publishAtRate(ch, q, *latencyN)
+	wait()
+	fn.mu.Lock()
+	defer fn.mu.Unlock()
+	return percentiles(fn.lat)
+}
+
+func percentiles(d []time.Duration) latency {
+	if len(d) == 0 {
+		log.Fatal("no latency samples")
+	}
+	slices.Sort(d)
+	at := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
+	return latency{p50: at(0.50), p99: at(0.99)}
+}
+
+// vmHWM is the peak resident set of pid in MB (0 once it exited).
+func vmHWM(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+func must(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}
