@@ -1,0 +1,134 @@
+package reconcilers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"sless.dev/sless/scaling"
+)
+
+// buildState is where the image build of one source stands.
+type buildState int
+
+const (
+	buildRunning buildState = iota
+	buildSucceeded
+	buildFailed
+)
+
+// buildResult is the outcome of ensureBuild.
+type buildResult struct {
+	state   buildState
+	image   string
+	message string // failure reason and log tail
+	job     *batchv1.Job
+}
+
+// builds runs kaniko Jobs for Functions and self-contained FunctionJobs. Job names derive
+// from the source hash, so a restarted operator finds the build it started instead of
+// starting another.
+type builds struct {
+	client client.Client
+	reader client.Reader // uncached: pods are read only when a build ends
+	opts   scaling.BuildOptions
+}
+
+// ensure starts the build of t unless it exists, and reports how it stands.
+func (b builds) ensure(ctx context.Context, t scaling.BuildTarget) (buildResult, error) {
+	image, err := scaling.ImageFor(t, b.opts)
+	if err != nil {
+		return buildResult{}, err
+	}
+	job := &batchv1.Job{}
+	key := client.ObjectKey{Namespace: b.opts.Namespace, Name: scaling.BuildJobName(t.Namespace, t.Name, t.Source.SHA256)}
+	err = b.client.Get(ctx, key, job)
+	if apierrors.IsNotFound(err) {
+		desired, err := scaling.MakeBuildJob(t, b.opts)
+		if err != nil {
+			return buildResult{}, err
+		}
+		if err := b.client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
+			return buildResult{}, fmt.Errorf("creating build job %s: %w", key.Name, err)
+		}
+		return buildResult{state: buildRunning, image: image, job: desired}, nil
+	}
+	if err != nil {
+		return buildResult{}, fmt.Errorf("getting build job %s: %w", key.Name, err)
+	}
+	switch {
+	case jobCondition(job, batchv1.JobComplete):
+		return buildResult{state: buildSucceeded, image: image, job: job}, nil
+	case jobCondition(job, batchv1.JobFailed):
+		return buildResult{state: buildFailed, image: image, job: job, message: b.failure(ctx, job)}, nil
+	}
+	return buildResult{state: buildRunning, image: image, job: job}, nil
+}
+
+// failure explains a failed Job: the Job's reason plus the container's termination message,
+// which for kaniko is the tail of its log (FallbackToLogsOnError).
+func (b builds) failure(ctx context.Context, job *batchv1.Job) string {
+	reason := "build failed"
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			reason = strings.TrimSpace(c.Reason + ": " + c.Message)
+		}
+	}
+	if msg := terminationMessage(ctx, b.reader, job); msg != "" {
+		return reason + "\n" + msg
+	}
+	return reason
+}
+
+// deleteAll removes every build Job of t (the owner is going away).
+func (b builds) deleteAll(ctx context.Context, t scaling.BuildTarget) error {
+	err := b.client.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(b.opts.Namespace),
+		client.MatchingLabels(scaling.BuildLabels(t)), client.PropagationPolicy("Background"))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting build jobs of %s/%s: %w", t.Namespace, t.Name, err)
+	}
+	return nil
+}
+
+func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) bool {
+	for _, c := range job.Status.Conditions {
+		if c.Type == t && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// terminationMessage returns the termination message of the first terminated container of
+// the Job's newest pod: the result of a run, or the log tail of a failed one.
+func terminationMessage(ctx context.Context, r client.Reader, job *batchv1.Job) string {
+	pod := newestPod(ctx, r, job)
+	if pod == nil {
+		return ""
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil {
+			return strings.TrimSpace(t.Message)
+		}
+	}
+	return ""
+}
+
+func newestPod(ctx context.Context, r client.Reader, job *batchv1.Job) *corev1.Pod {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+		return nil
+	}
+	var newest *corev1.Pod
+	for i := range pods.Items {
+		if p := &pods.Items[i]; newest == nil || newest.CreationTimestamp.Before(&p.CreationTimestamp) {
+			newest = p
+		}
+	}
+	return newest
+}

@@ -1,0 +1,256 @@
+package reconcilers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	httpv1alpha1 "github.com/kedacore/http-add-on/operator/apis/http/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/scaling"
+)
+
+// +kubebuilder:rbac:groups=sless.dev,resources=functions;triggers;functionjobs,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=sless.dev,resources=functions/status;triggers/status;functionjobs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=sless.dev,resources=functions/finalizers;triggers/finalizers;functionjobs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete;deletecollection
+// +kubebuilder:rbac:groups=http.keda.sh,resources=httpscaledobjects,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// FunctionReconciler builds a Function's source into an image and renders the Deployment,
+// Service and HTTPScaledObject that run it.
+type FunctionReconciler struct {
+	client.Client
+	Config
+	builds builds
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *FunctionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	fn := &v1.Function{}
+	if err := r.Get(ctx, req.NamespacedName, fn); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !fn.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, fn)
+	}
+	if controllerutil.AddFinalizer(fn, finalizer) {
+		// The update event brings us back; status work waits for the finalizer to be in place.
+		return ctrl.Result{}, r.Update(ctx, fn)
+	}
+	before := fn.DeepCopy()
+	err := r.reconcileFunction(ctx, fn)
+	fn.Status.ObservedGeneration = fn.Generation
+	if !equality.Semantic.DeepEqual(before.Status, fn.Status) {
+		if perr := r.Status().Patch(ctx, fn, client.MergeFrom(before)); perr != nil {
+			return ctrl.Result{}, fmt.Errorf("patching status of function %s: %w", req.NamespacedName, perr)
+		}
+	}
+	return ctrl.Result{}, err
+}
+
+func (r *FunctionReconciler) reconcileFunction(ctx context.Context, fn *v1.Function) error {
+	st := &fn.Status
+	st.URL = scaling.FunctionURL(r.Options.GatewayURL, fn.Namespace, fn.Name)
+	st.RoutingHost = scaling.RoutingHost(fn.Namespace, fn.Name, r.Options.Domain)
+
+	phase, err := r.reconcileImage(ctx, fn)
+	if err != nil {
+		setCondition(fn, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, "BuildError", err.Error())
+		return err
+	}
+	if st.Image == "" {
+		setCondition(fn, &st.Conditions, v1.ConditionDeployed, metav1.ConditionFalse, "NoImage", "no image built yet")
+	} else if err := r.reconcileWorkloads(ctx, fn); err != nil {
+		setCondition(fn, &st.Conditions, v1.ConditionDeployed, metav1.ConditionFalse, "DeployFailed", err.Error())
+		setCondition(fn, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, "DeployFailed", err.Error())
+		st.Phase = v1.FunctionFailed
+		return err
+	} else {
+		setCondition(fn, &st.Conditions, v1.ConditionDeployed, metav1.ConditionTrue, "Deployed", "Deployment, Service and HTTPScaledObject are up to date")
+	}
+	st.Phase = phase
+	if phase == v1.FunctionReady {
+		setCondition(fn, &st.Conditions, v1.ConditionReady, metav1.ConditionTrue, "Ready", "serving at "+st.URL)
+	} else {
+		built := meta.FindStatusCondition(st.Conditions, v1.ConditionBuilt)
+		setCondition(fn, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, built.Reason, built.Message)
+	}
+	return nil
+}
+
+// reconcileImage settles status.image for the current source: a prebuilt image, the image
+// already built from this source, or a kaniko build. A failed build is not retried for the
+// same source; a new upload (new hash) builds again. While a new source builds or after it
+// failed, the previous image keeps serving.
+func (r *FunctionReconciler) reconcileImage(ctx context.Context, fn *v1.Function) (v1.FunctionPhase, error) {
+	st := &fn.Status
+	switch src := fn.Spec.Source; {
+	case fn.Spec.Image != "":
+		st.Image, st.BuiltSHA256, st.LastBuildError = fn.Spec.Image, "", ""
+		setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionTrue, "Prebuilt", "runs the image given in spec.image")
+		return v1.FunctionReady, nil
+	case src == nil:
+		setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionFalse, "AwaitingSource", "upload code to build the function")
+		return v1.FunctionPending, nil
+	case src.SHA256 == st.BuiltSHA256 && st.Image != "":
+		setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionTrue, "Built", "image "+st.Image)
+		return v1.FunctionReady, nil
+	case src.SHA256 == st.LastBuildSHA256 && st.LastBuildError != "":
+		setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionFalse, "BuildFailed", st.LastBuildError)
+		return v1.FunctionFailed, nil
+	}
+	res, err := r.builds.ensure(ctx, scaling.BuildTarget{Namespace: fn.Namespace, Name: fn.Name, Label: scaling.LabelFunction, Source: *fn.Spec.Source})
+	if err != nil {
+		return v1.FunctionFailed, err
+	}
+	switch res.state {
+	case buildSucceeded:
+		st.Image, st.BuiltSHA256, st.LastBuildSHA256, st.LastBuildError = res.image, fn.Spec.Source.SHA256, fn.Spec.Source.SHA256, ""
+		st.LastBuildTime = finishedAt(res.job)
+		log.FromContext(ctx).Info("build succeeded", "image", res.image)
+		setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionTrue, "Built", "image "+st.Image)
+		return v1.FunctionReady, nil
+	case buildFailed:
+		st.LastBuildSHA256, st.LastBuildError = fn.Spec.Source.SHA256, res.message
+		st.LastBuildTime = finishedAt(res.job)
+		log.FromContext(ctx).Info("build failed", "job", res.job.Name)
+		setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionFalse, "BuildFailed", res.message)
+		return v1.FunctionFailed, nil
+	}
+	setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionFalse, "Building", "kaniko job "+res.job.Name+" is building the source")
+	return v1.FunctionBuilding, nil
+}
+
+func finishedAt(job *batchv1.Job) *metav1.Time {
+	if job.Status.CompletionTime != nil {
+		return job.Status.CompletionTime.DeepCopy()
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobFailed {
+			return c.LastTransitionTime.DeepCopy()
+		}
+	}
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	return &now
+}
+
+// reconcileWorkloads renders and applies the Deployment, Service and HTTPScaledObject.
+func (r *FunctionReconciler) reconcileWorkloads(ctx context.Context, fn *v1.Function) error {
+	paused, err := r.httpPaused(ctx, fn)
+	if err != nil {
+		return err
+	}
+	if _, err := ensure(ctx, r.Client, fn, scaling.MakeDeployment(fn, fn.Status.Image, r.Options), &appsv1.Deployment{},
+		func(desired, live *appsv1.Deployment) { desired.Spec.Replicas = live.Spec.Replicas }, // KEDA owns replicas
+		func(live, desired *appsv1.Deployment) { live.Spec = desired.Spec }); err != nil {
+		return err
+	}
+	if _, err := ensure(ctx, r.Client, fn, scaling.MakeService(fn), &corev1.Service{}, nil,
+		func(live, desired *corev1.Service) {
+			// ClusterIP(s) are allocated by the API server and immutable.
+			desired.Spec.ClusterIP, desired.Spec.ClusterIPs = live.Spec.ClusterIP, live.Spec.ClusterIPs
+			live.Spec = desired.Spec
+		}); err != nil {
+		return err
+	}
+	_, err = ensure(ctx, r.Client, fn, scaling.MakeHTTPScaledObject(fn, paused, r.Options), &httpv1alpha1.HTTPScaledObject{}, nil,
+		func(live, desired *httpv1alpha1.HTTPScaledObject) { live.Spec = desired.Spec })
+	return err
+}
+
+// httpPaused reports whether the function's HTTP traffic is frozen: it has http triggers and
+// every one of them is disabled. A function without http triggers stays reachable.
+func (r *FunctionReconciler) httpPaused(ctx context.Context, fn *v1.Function) (bool, error) {
+	var triggers v1.TriggerList
+	if err := r.List(ctx, &triggers, client.InNamespace(fn.Namespace), client.MatchingFields{functionRefIndex: fn.Name}); err != nil {
+		return false, fmt.Errorf("listing triggers of function %s/%s: %w", fn.Namespace, fn.Name, err)
+	}
+	httpTriggers := 0
+	for _, t := range triggers.Items {
+		if t.Spec.Type != v1.TriggerHTTP || !t.DeletionTimestamp.IsZero() {
+			continue
+		}
+		httpTriggers++
+		if t.Spec.IsEnabled() {
+			return false, nil
+		}
+	}
+	return httpTriggers > 0, nil
+}
+
+// finalize removes what owner references cannot: uploaded artifacts and build Jobs in the
+// platform namespace. Children in the function's namespace go with their owner.
+func (r *FunctionReconciler) finalize(ctx context.Context, fn *v1.Function) error {
+	if !controllerutil.ContainsFinalizer(fn, finalizer) {
+		return nil
+	}
+	if r.Artifacts != nil {
+		if err := r.Artifacts.DeleteFunction(ctx, fn.Namespace, fn.Name); err != nil {
+			return fmt.Errorf("deleting artifacts of function %s/%s: %w", fn.Namespace, fn.Name, err)
+		}
+	}
+	if err := r.builds.deleteAll(ctx, scaling.BuildTarget{Namespace: fn.Namespace, Name: fn.Name, Label: scaling.LabelFunction}); err != nil {
+		return err
+	}
+	controllerutil.RemoveFinalizer(fn, finalizer)
+	if err := r.Update(ctx, fn); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing finalizer of function %s/%s: %w", fn.Namespace, fn.Name, err)
+	}
+	log.FromContext(ctx).Info("function cleaned up")
+	return nil
+}
+
+// SetupWithManager watches Functions, their children, their build Jobs (by label: they live
+// in another namespace) and their http Triggers (which pause the HTTPScaledObject).
+func (r *FunctionReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1.Function{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Owns(&httpv1alpha1.HTTPScaledObject{}).
+		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(buildOwner(scaling.LabelFunction))).
+		Watches(&v1.Trigger{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			t := o.(*v1.Trigger)
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: t.Namespace, Name: t.Spec.FunctionRef.Name}}}
+		})).
+		Named("function").
+		Complete(r)
+}
+
+// buildOwner maps a build Job to the object it builds, identified by its labels.
+func buildOwner(label string) handler.MapFunc {
+	return func(_ context.Context, o client.Object) []reconcile.Request {
+		l := o.GetLabels()
+		ns, name := l[scaling.LabelFunctionNamespace], l[label]
+		if ns == "" || name == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+	}
+}
+
+// setCondition sets a condition stamped with the object's generation; the transition time
+// moves only when the status flips.
+func setCondition(obj metav1.Object, conds *[]metav1.Condition, t string, s metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(conds, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: obj.GetGeneration()})
+}

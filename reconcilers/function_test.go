@@ -1,0 +1,306 @@
+package reconcilers_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	httpv1alpha1 "github.com/kedacore/http-add-on/operator/apis/http/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/scaling"
+)
+
+func TestFunctionBuildsThenDeploys(t *testing.T) {
+	ns := newNamespace(t)
+	fn := newFunction(ns, "hello", "a")
+	if err := env.Client.Create(context.Background(), fn); err != nil {
+		t.Fatal(err)
+	}
+	job := waitBuildJob(t, ns, "hello", "a")
+	args := strings.Join(job.Spec.Template.Spec.Containers[0].Args, " ")
+	wantImage := opts.Build.Registry + "/" + ns + "/hello:sha-" + sha("a")[:16]
+	for _, want := range []string{"--context=s3://" + opts.Build.Bucket + "/contexts/" + ns + "/hello/1.tar.gz", "--destination=" + wantImage} {
+		if !strings.Contains(args, want) {
+			t.Errorf("kaniko args %q lack %q", args, want)
+		}
+	}
+	building := waitFunction(t, fn, v1.FunctionBuilding)
+	if c := meta.FindStatusCondition(building.Status.Conditions, v1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse || c.Reason != "Building" {
+		t.Errorf("Ready while building = %+v", c)
+	}
+
+	finishJob(t, job, true, "")
+	got := waitFunction(t, fn, v1.FunctionReady)
+	if got.Status.Image != wantImage || got.Status.BuiltSHA256 != sha("a") || got.Status.LastBuildTime == nil {
+		t.Errorf("status = %+v", got.Status)
+	}
+	if got.Status.URL != opts.GatewayURL+"/fn/"+ns+"/hello" || got.Status.RoutingHost != "hello."+ns+"."+opts.Domain {
+		t.Errorf("url %q host %q", got.Status.URL, got.Status.RoutingHost)
+	}
+	for _, c := range got.Status.Conditions {
+		if c.ObservedGeneration != got.Generation {
+			t.Errorf("condition %s observedGeneration %d, generation %d", c.Type, c.ObservedGeneration, got.Generation)
+		}
+	}
+
+	key := client.ObjectKey{Namespace: ns, Name: "hello"}
+	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &httpv1alpha1.HTTPScaledObject{}} {
+		if err := get(t, key, obj); err != nil {
+			t.Fatalf("%T: %v", obj, err)
+		}
+		if !metav1.IsControlledBy(obj, got) {
+			t.Errorf("%T is not controlled by the function: %+v", obj, obj.GetOwnerReferences())
+		}
+	}
+	dep := &appsv1.Deployment{}
+	_ = get(t, key, dep)
+	if img := dep.Spec.Template.Spec.Containers[0].Image; img != wantImage {
+		t.Errorf("deployment image %s", img)
+	}
+}
+
+// TestSteadyStateMakesNoWrites proves there is no hot loop: once Ready, neither the function
+// nor its children change while nothing else does (the Knative "steady state" row).
+func TestSteadyStateMakesNoWrites(t *testing.T) {
+	ns := newNamespace(t)
+	fn := readyFunction(t, ns, "steady", "b")
+	key := client.ObjectKeyFromObject(fn)
+	versions := func() string {
+		var b bytes.Buffer
+		for _, obj := range []client.Object{&v1.Function{}, &appsv1.Deployment{}, &corev1.Service{}, &httpv1alpha1.HTTPScaledObject{}} {
+			if err := get(t, key, obj); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%T=%s ", obj, obj.GetResourceVersion())
+		}
+		return b.String()
+	}
+	time.Sleep(time.Second) // let the events of the last writes settle
+	before := versions()
+	// Touch an unrelated annotation on the Deployment: a reconcile runs and must write nothing back.
+	dep := &appsv1.Deployment{}
+	_ = get(t, key, dep)
+	dep.Annotations["touched"] = "yes"
+	if err := env.Client.Update(context.Background(), dep); err != nil {
+		t.Fatal(err)
+	}
+	before = strings.Replace(before, "*v1.Deployment="+dep.ResourceVersion, "", 1)
+	time.Sleep(2 * time.Second)
+	_ = get(t, key, dep)
+	after := versions()
+	if !strings.Contains(after, "*v1.Deployment="+dep.ResourceVersion) {
+		t.Errorf("deployment rewritten after an unrelated change")
+	}
+	for _, part := range strings.Fields(before) {
+		if strings.HasPrefix(part, "*v1.Deployment=") {
+			continue
+		}
+		if !strings.Contains(after, part) {
+			t.Errorf("steady state wrote %s: before %s after %s", part, before, after)
+		}
+	}
+}
+
+func TestBuildFailureThenNewSourceRecovers(t *testing.T) {
+	ns := newNamespace(t)
+	fn := newFunction(ns, "broken", "c")
+	if err := env.Client.Create(context.Background(), fn); err != nil {
+		t.Fatal(err)
+	}
+	finishJob(t, waitBuildJob(t, ns, "broken", "c"), false, "handler/handler.go:3:1: syntax error: non-declaration statement outside function body")
+	got := waitFunction(t, fn, v1.FunctionFailed)
+	if !strings.Contains(got.Status.LastBuildError, "syntax error: non-declaration statement") || !strings.Contains(got.Status.LastBuildError, "BackoffLimitExceeded") {
+		t.Errorf("lastBuildError = %q", got.Status.LastBuildError)
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionBuilt); c.Reason != "BuildFailed" {
+		t.Errorf("Built condition %+v", c)
+	}
+	// No retry loop for the same source: the failed Job stays the only one.
+	time.Sleep(time.Second)
+	if n := len(buildJobs(t, ns, "broken", scaling.LabelFunction)); n != 1 {
+		t.Fatalf("%d build jobs after a failure, want 1", n)
+	}
+
+	got.Spec.Source = &v1.SourceRef{ContextKey: "contexts/" + ns + "/broken/2.tar.gz", SHA256: sha("d")}
+	if err := env.Client.Update(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	finishJob(t, waitBuildJob(t, ns, "broken", "d"), true, "")
+	fixed := waitFunction(t, fn, v1.FunctionReady)
+	if fixed.Status.LastBuildError != "" || fixed.Status.BuiltSHA256 != sha("d") {
+		t.Errorf("status after recovery = %+v", fixed.Status)
+	}
+}
+
+func TestEnvChangeRollsDeploymentWithoutRebuild(t *testing.T) {
+	ns := newNamespace(t)
+	fn := readyFunction(t, ns, "envy", "e")
+	fn.Spec.Env = map[string]string{"GREETING": "bonjour", "EXTRA": "1"}
+	fn.Spec.Scale.MaxReplicas = 7
+	if err := env.Client.Update(context.Background(), fn); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(fn)
+	eventually(t, "deployment env updated", func() error {
+		dep := &appsv1.Deployment{}
+		if err := get(t, key, dep); err != nil {
+			return err
+		}
+		env := map[string]string{}
+		for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+		if env["GREETING"] != "bonjour" || env["EXTRA"] != "1" {
+			return fmt.Errorf("env %v", env)
+		}
+		return nil
+	})
+	eventually(t, "HTTPScaledObject max updated", func() error {
+		h := &httpv1alpha1.HTTPScaledObject{}
+		if err := get(t, key, h); err != nil {
+			return err
+		}
+		if *h.Spec.Replicas.Max != 7 {
+			return fmt.Errorf("max %d", *h.Spec.Replicas.Max)
+		}
+		return nil
+	})
+	// Removing a variable must reach the Deployment too (a derivative comparison alone misses it).
+	_ = get(t, key, fn)
+	fn.Spec.Env = map[string]string{"GREETING": "bonjour"}
+	if err := env.Client.Update(context.Background(), fn); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "removed variable gone", func() error {
+		dep := &appsv1.Deployment{}
+		_ = get(t, key, dep)
+		for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+			if e.Name == "EXTRA" {
+				return fmt.Errorf("EXTRA still set")
+			}
+		}
+		return nil
+	})
+	// The same source uploaded again (same hash) does not rebuild either.
+	_ = get(t, key, fn)
+	fn.Spec.Source.ContextKey = "contexts/" + ns + "/envy/2.tar.gz"
+	if err := env.Client.Update(context.Background(), fn); err != nil {
+		t.Fatal(err)
+	}
+	waitFunction(t, fn, v1.FunctionReady)
+	time.Sleep(500 * time.Millisecond)
+	if n := len(buildJobs(t, ns, "envy", scaling.LabelFunction)); n != 1 {
+		t.Errorf("%d build jobs, want 1", n)
+	}
+}
+
+// TestKEDAOwnsReplicas: the operator never fights KEDA over Deployment replicas.
+func TestKEDAOwnsReplicas(t *testing.T) {
+	ns := newNamespace(t)
+	fn := readyFunction(t, ns, "scaled", "f")
+	key := client.ObjectKeyFromObject(fn)
+	dep := &appsv1.Deployment{}
+	_ = get(t, key, dep)
+	three := int32(3)
+	dep.Spec.Replicas = &three // what KEDA's HPA would do
+	if err := env.Client.Update(context.Background(), dep); err != nil {
+		t.Fatal(err)
+	}
+	_ = get(t, key, fn)
+	fn.Spec.Env = map[string]string{"X": "y"} // forces a Deployment update
+	if err := env.Client.Update(context.Background(), fn); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "env applied with replicas kept", func() error {
+		_ = get(t, key, dep)
+		if dep.Spec.Template.Spec.Containers[0].Env[0].Name != "X" {
+			return fmt.Errorf("env not applied yet")
+		}
+		if *dep.Spec.Replicas != 3 {
+			return fmt.Errorf("replicas reset to %d", *dep.Spec.Replicas)
+		}
+		return nil
+	})
+}
+
+func TestDeleteRunsFinalizer(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	fn := readyFunction(t, ns, "gone", "1")
+	for _, key := range []string{"functions/" + ns + "/gone/1.zip", "contexts/" + ns + "/gone/1.tar.gz"} {
+		if err := artifacts.Store.Put(ctx, key, strings.NewReader("x"), 1, "application/octet-stream"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := env.Client.Delete(ctx, fn); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "function deleted after its finalizer", func() error { return isNotFound(get(t, client.ObjectKeyFromObject(fn), &v1.Function{})) })
+	for _, prefix := range []string{"functions/" + ns + "/gone/", "contexts/" + ns + "/gone/"} {
+		objs, err := artifacts.Store.List(ctx, prefix)
+		if err != nil || len(objs) != 0 {
+			t.Errorf("artifacts under %s left: %v %v", prefix, objs, err)
+		}
+	}
+	if n := len(buildJobs(t, ns, "gone", scaling.LabelFunction)); n != 0 {
+		t.Errorf("%d build jobs left", n)
+	}
+}
+
+func TestOperatorRestartMidBuildDoesNotRebuild(t *testing.T) {
+	ns := newNamespace(t)
+	fn := newFunction(ns, "restart", "2")
+	if err := env.Client.Create(context.Background(), fn); err != nil {
+		t.Fatal(err)
+	}
+	job := waitBuildJob(t, ns, "restart", "2")
+	waitFunction(t, fn, v1.FunctionBuilding)
+	stopMgr()
+	if err := startManager(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the new manager re-lists everything and reconciles the function
+	if n := len(buildJobs(t, ns, "restart", scaling.LabelFunction)); n != 1 {
+		t.Fatalf("%d build jobs after a restart, want 1", n)
+	}
+	finishJob(t, job, true, "")
+	waitFunction(t, fn, v1.FunctionReady)
+}
+
+func TestPrebuiltImageSkipsTheBuild(t *testing.T) {
+	ns := newNamespace(t)
+	fn := newFunction(ns, "prebuilt", "3")
+	fn.Spec.Source, fn.Spec.Image = nil, "example.org/team/fn:1.0.0"
+	if err := env.Client.Create(context.Background(), fn); err != nil {
+		t.Fatal(err)
+	}
+	got := waitFunction(t, fn, v1.FunctionReady)
+	if got.Status.Image != "example.org/team/fn:1.0.0" {
+		t.Errorf("image %q", got.Status.Image)
+	}
+	if n := len(buildJobs(t, ns, "prebuilt", scaling.LabelFunction)); n != 0 {
+		t.Errorf("%d build jobs for a prebuilt image", n)
+	}
+}
+
+func TestFunctionWithoutSourceWaits(t *testing.T) {
+	ns := newNamespace(t)
+	fn := newFunction(ns, "empty", "4")
+	fn.Spec.Source = nil
+	if err := env.Client.Create(context.Background(), fn); err != nil {
+		t.Fatal(err)
+	}
+	got := waitFunction(t, fn, v1.FunctionPending)
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady); c == nil || c.Reason != "AwaitingSource" {
+		t.Errorf("Ready condition %+v", c)
+	}
+}

@@ -1,0 +1,84 @@
+package reconcilers
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/scaling"
+)
+
+// ArtifactDeleter removes a function's uploaded sources; buildkit.Artifacts implements it
+// over S3 or the local filesystem.
+type ArtifactDeleter interface {
+	DeleteFunction(ctx context.Context, namespace, name string) error
+}
+
+// Config is what every reconciler shares.
+type Config struct {
+	Options   scaling.Options
+	Artifacts ArtifactDeleter
+}
+
+// functionRefIndex indexes Triggers and FunctionJobs by the Function they reference, so a
+// Function change wakes exactly its dependents (the predecessor's jobs hung without this).
+const functionRefIndex = "spec.functionRef.name"
+
+// finalizer guards cleanup that owner references cannot do: uploaded artifacts and build
+// Jobs in the platform namespace.
+const finalizer = "sless.dev/cleanup"
+
+// Setup registers the field indexes and the three reconcilers with mgr.
+func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
+	if err := cfg.Options.Validate(); err != nil {
+		return err
+	}
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &v1.Trigger{}, functionRefIndex, func(o client.Object) []string {
+		return []string{o.(*v1.Trigger).Spec.FunctionRef.Name}
+	}); err != nil {
+		return fmt.Errorf("index triggers by function: %w", err)
+	}
+	if err := idx.IndexField(ctx, &v1.FunctionJob{}, functionRefIndex, func(o client.Object) []string {
+		if ref := o.(*v1.FunctionJob).Spec.FunctionRef; ref != nil {
+			return []string{ref.Name}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index function jobs by function: %w", err)
+	}
+	b := builds{client: mgr.GetClient(), reader: mgr.GetAPIReader(), opts: cfg.Options.Build}
+	if err := (&FunctionReconciler{Client: mgr.GetClient(), Config: cfg, builds: b}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&TriggerReconciler{Client: mgr.GetClient(), Config: cfg}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return (&FunctionJobReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Config: cfg, builds: b}).SetupWithManager(mgr)
+}
+
+// dependents maps a Function to the requests of the objects of list's kind referencing it.
+func dependents(c client.Client, list client.ObjectList) func(context.Context, client.Object) []reconcile.Request {
+	return func(ctx context.Context, fn client.Object) []reconcile.Request {
+		if err := c.List(ctx, list, client.InNamespace(fn.GetNamespace()), client.MatchingFields{functionRefIndex: fn.GetName()}); err != nil {
+			return nil
+		}
+		var reqs []reconcile.Request
+		switch l := list.(type) {
+		case *v1.TriggerList:
+			for _, t := range l.Items {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: t.Namespace, Name: t.Name}})
+			}
+		case *v1.FunctionJobList:
+			for _, j := range l.Items {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: j.Namespace, Name: j.Name}})
+			}
+		}
+		return reqs
+	}
+}

@@ -1,0 +1,246 @@
+package reconcilers_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	v1 "sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/buildkit"
+	"sless.dev/sless/reconcilers"
+	"sless.dev/sless/scaling"
+	"sless.dev/sless/test/testenv"
+)
+
+var (
+	env       *testenv.Env
+	opts      = scaling.DefaultOptions()
+	artifacts buildkit.Artifacts
+	stopMgr   context.CancelFunc
+	nsCounter atomic.Int32
+)
+
+func TestMain(m *testing.M) {
+	e, err := testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	env = e
+	code := func() int {
+		dir, err := os.MkdirTemp("", "sless-artifacts")
+		if err != nil {
+			panic(err)
+		}
+		defer os.RemoveAll(dir)
+		store, err := buildkit.NewFSStore(dir)
+		if err != nil {
+			panic(err)
+		}
+		artifacts = buildkit.Artifacts{Store: store}
+		if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opts.Build.Namespace}}); err != nil {
+			panic(err)
+		}
+		if err := startManager(); err != nil {
+			panic(err)
+		}
+		defer func() { stopMgr() }()
+		return m.Run()
+	}()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+// startManager runs the operator's reconcilers in this process, as `sless operator` would.
+func startManager() error {
+	mgr, err := ctrl.NewManager(env.Config, manager.Options{
+		Scheme:                 env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// The restart test starts a second manager in this process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := reconcilers.Setup(ctx, mgr, reconcilers.Config{Options: opts, Artifacts: artifacts}); err != nil {
+		cancel()
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	stopMgr = func() { cancel(); <-done }
+	return nil
+}
+
+// newNamespace gives each test its own tenant namespace.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	name := fmt.Sprintf("sless-test-%d", nsCounter.Add(1))
+	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// eventually polls cond until it returns nil or the timeout passes.
+func eventually(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: %v", what, err)
+}
+
+func get(t *testing.T, key client.ObjectKey, obj client.Object) error {
+	t.Helper()
+	return env.Client.Get(context.Background(), key, obj)
+}
+
+func sha(seed string) string { return strings.Repeat(seed, 64)[:64] }
+
+func newFunction(ns, name, seed string) *v1.Function {
+	return &v1.Function{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1.FunctionSpec{CodeSpec: v1.CodeSpec{
+			Runtime: v1.RuntimeGo123,
+			Env:     map[string]string{"GREETING": "hello"},
+			Source:  &v1.SourceRef{ContextKey: "contexts/" + ns + "/" + name + "/1.tar.gz", SHA256: sha(seed)},
+		}},
+	}
+}
+
+// buildJobs lists the build Jobs of one function or job.
+func buildJobs(t *testing.T, ns, name, label string) []batchv1.Job {
+	t.Helper()
+	var jobs batchv1.JobList
+	if err := env.Client.List(context.Background(), &jobs, client.InNamespace(opts.Build.Namespace),
+		client.MatchingLabels{scaling.LabelFunctionNamespace: ns, label: name}); err != nil {
+		t.Fatal(err)
+	}
+	return jobs.Items
+}
+
+// waitBuildJob waits for the build Job of source seed.
+func waitBuildJob(t *testing.T, ns, name, seed string) *batchv1.Job {
+	t.Helper()
+	job := &batchv1.Job{}
+	key := client.ObjectKey{Namespace: opts.Build.Namespace, Name: scaling.BuildJobName(ns, name, sha(seed))}
+	eventually(t, "build job "+key.Name, func() error { return get(t, key, job) })
+	return job
+}
+
+// finishJob plays the Job controller and kubelet, which envtest does not run: a pod that ran
+// and terminated with message, then the Job's terminal conditions.
+func finishJob(t *testing.T, job *batchv1.Job, succeed bool, message string) {
+	t.Helper()
+	ctx := context.Background()
+	start := metav1.NewTime(time.Now().Add(-1500 * time.Millisecond).Truncate(time.Second))
+	end := metav1.NewTime(start.Add(1200 * time.Millisecond))
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-pod", Namespace: job.Namespace, Labels: map[string]string{batchv1.JobNameLabel: job.Name}},
+		Spec:       job.Spec.Template.Spec,
+	}
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	exit := int32(0)
+	if !succeed {
+		exit = 1
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: pod.Spec.Containers[0].Name, Image: pod.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Message: message, StartedAt: start, FinishedAt: end}},
+	}}}
+	if !succeed {
+		pod.Status.Phase = corev1.PodFailed
+	}
+	if err := env.Client.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	if err := get(t, client.ObjectKeyFromObject(job), job); err != nil {
+		t.Fatal(err)
+	}
+	job.Status.StartTime = &start
+	if succeed {
+		job.Status.Succeeded = 1
+		job.Status.CompletionTime = &end
+		job.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		}
+	} else {
+		job.Status.Failed = 1
+		job.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastTransitionTime: now},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastTransitionTime: now},
+		}
+	}
+	if err := env.Client.Status().Update(ctx, job); err != nil {
+		t.Fatalf("finishing job %s: %v", job.Name, err)
+	}
+}
+
+// waitFunction waits until the function's status, for its current generation, is in phase.
+func waitFunction(t *testing.T, fn *v1.Function, phase v1.FunctionPhase) *v1.Function {
+	t.Helper()
+	got := &v1.Function{}
+	eventually(t, fmt.Sprintf("function %s in phase %s", fn.Name, phase), func() error {
+		if err := get(t, client.ObjectKeyFromObject(fn), got); err != nil {
+			return err
+		}
+		if got.Status.Phase != phase || got.Status.ObservedGeneration != got.Generation {
+			return fmt.Errorf("phase %q observedGeneration %d generation %d conditions %+v", got.Status.Phase, got.Status.ObservedGeneration, got.Generation, got.Status.Conditions)
+		}
+		return nil
+	})
+	return got
+}
+
+// readyFunction creates a function and completes its build.
+func readyFunction(t *testing.T, ns, name, seed string) *v1.Function {
+	t.Helper()
+	fn := newFunction(ns, name, seed)
+	if err := env.Client.Create(context.Background(), fn); err != nil {
+		t.Fatal(err)
+	}
+	finishJob(t, waitBuildJob(t, ns, name, seed), true, "")
+	return waitFunction(t, fn, v1.FunctionReady)
+}
+
+func isNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err == nil {
+		return fmt.Errorf("still exists")
+	}
+	return err
+}

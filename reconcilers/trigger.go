@@ -1,0 +1,137 @@
+package reconcilers
+
+import (
+	"context"
+	"fmt"
+
+	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	v1 "sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/scaling"
+)
+
+// +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=keda.sh,resources=scaledjobs;triggerauthentications,verbs=get;list;watch;create;update;patch;delete
+
+// TriggerReconciler renders what fires a Function: a CronJob for cron triggers, a KEDA
+// ScaledJob (+ TriggerAuthentication) for event triggers; http triggers only report their URL
+// (their enabled flag pauses the Function's HTTPScaledObject, see FunctionReconciler).
+type TriggerReconciler struct {
+	client.Client
+	Config
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *TriggerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	tr := &v1.Trigger{}
+	if err := r.Get(ctx, req.NamespacedName, tr); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !tr.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // children carry owner references
+	}
+	before := tr.DeepCopy()
+	err := r.reconcileTrigger(ctx, tr)
+	tr.Status.ObservedGeneration = tr.Generation
+	if !equality.Semantic.DeepEqual(before.Status, tr.Status) {
+		if perr := r.Status().Patch(ctx, tr, client.MergeFrom(before)); perr != nil {
+			return ctrl.Result{}, fmt.Errorf("patching status of trigger %s: %w", req.NamespacedName, perr)
+		}
+	}
+	return ctrl.Result{}, err
+}
+
+func (r *TriggerReconciler) reconcileTrigger(ctx context.Context, tr *v1.Trigger) error {
+	st := &tr.Status
+	fn := &v1.Function{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: tr.Namespace, Name: tr.Spec.FunctionRef.Name}, fn)
+	if apierrors.IsNotFound(err) {
+		st.Active = false
+		setCondition(tr, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, "FunctionNotFound",
+			fmt.Sprintf("function %q does not exist in namespace %s; the trigger starts when it does", tr.Spec.FunctionRef.Name, tr.Namespace))
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("getting function %s of trigger %s: %w", tr.Spec.FunctionRef.Name, tr.Name, err)
+	}
+	if !functionReady(fn) {
+		// Existing children keep running the last good version; new ones wait for readiness.
+		st.Active = false
+		setCondition(tr, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, "FunctionNotReady",
+			fmt.Sprintf("function %q is %s; the trigger starts when it is Ready", fn.Name, phaseOf(fn)))
+		return nil
+	}
+	switch tr.Spec.Type {
+	case v1.TriggerHTTP:
+		st.URL = fn.Status.URL
+	case v1.TriggerCron:
+		cj := scaling.MakeCronJob(tr, fn, r.Options)
+		live := &batchv1.CronJob{}
+		if _, err := ensure(ctx, r.Client, tr, cj, live, nil, func(live, desired *batchv1.CronJob) { live.Spec = desired.Spec }); err != nil {
+			return r.fail(tr, err)
+		}
+		if live.Status.LastScheduleTime != nil {
+			st.LastFireTime = live.Status.LastScheduleTime.DeepCopy()
+		}
+	case v1.TriggerEvent:
+		if _, err := ensure(ctx, r.Client, tr, scaling.MakeTriggerAuthentication(tr), &kedav1alpha1.TriggerAuthentication{}, nil,
+			func(live, desired *kedav1alpha1.TriggerAuthentication) { live.Spec = desired.Spec }); err != nil {
+			return r.fail(tr, err)
+		}
+		sj := &kedav1alpha1.ScaledJob{}
+		if _, err := ensure(ctx, r.Client, tr, scaling.MakeScaledJob(tr, fn, r.Options), sj, nil,
+			func(live, desired *kedav1alpha1.ScaledJob) { live.Spec = desired.Spec }); err != nil {
+			return r.fail(tr, err)
+		}
+		if sj.Status.LastActiveTime != nil {
+			st.LastFireTime = sj.Status.LastActiveTime.DeepCopy()
+		}
+	}
+	st.Active = tr.Spec.IsEnabled()
+	if st.Active {
+		setCondition(tr, &st.Conditions, v1.ConditionReady, metav1.ConditionTrue, "Active", "firing function "+fn.Name)
+	} else {
+		setCondition(tr, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, "Disabled", "enabled is false: frozen in place")
+	}
+	return nil
+}
+
+func (r *TriggerReconciler) fail(tr *v1.Trigger, err error) error {
+	tr.Status.Active = false
+	setCondition(tr, &tr.Status.Conditions, v1.ConditionReady, metav1.ConditionFalse, "RenderFailed", err.Error())
+	return err
+}
+
+// functionReady is true when the function's status describes its current generation and
+// says Ready: a stale Ready from an older generation does not count.
+func functionReady(fn *v1.Function) bool {
+	c := meta.FindStatusCondition(fn.Status.Conditions, v1.ConditionReady)
+	return c != nil && c.Status == metav1.ConditionTrue && fn.Status.ObservedGeneration == fn.Generation && fn.Status.Image != ""
+}
+
+func phaseOf(fn *v1.Function) v1.FunctionPhase {
+	if fn.Status.Phase == "" {
+		return v1.FunctionPending
+	}
+	return fn.Status.Phase
+}
+
+// SetupWithManager watches Triggers, their children, and the Functions they reference.
+func (r *TriggerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1.Trigger{}).
+		Owns(&batchv1.CronJob{}).
+		Owns(&kedav1alpha1.ScaledJob{}).
+		Owns(&kedav1alpha1.TriggerAuthentication{}).
+		Watches(&v1.Function{}, handler.EnqueueRequestsFromMapFunc(dependents(r.Client, &v1.TriggerList{}))).
+		Named("trigger").
+		Complete(r)
+}
