@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"regexp"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ const (
 	minReconnectDelay = 100 * time.Millisecond
 	maxReconnectDelay = 30 * time.Second
 	heartbeat         = 10 * time.Second
+	connectTimeout    = 15 * time.Second
 )
 
 // Run consumes cfg.Queue until ctx is canceled (then drains: stops consuming, lets in-flight
@@ -72,7 +74,7 @@ type dispatcher struct {
 func (d *dispatcher) session(ctx context.Context) (done, established bool, err error) {
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(d.cfg.ConnectionName)
-	conn, err := amqp.DialConfig(d.cfg.URL, amqp.Config{Heartbeat: heartbeat, Properties: props})
+	conn, err := amqp.DialConfig(d.cfg.URL, amqp.Config{Heartbeat: heartbeat, Properties: props, Dial: dialer(ctx)})
 	if err != nil {
 		return false, false, classifyDial(err)
 	}
@@ -94,6 +96,23 @@ func (d *dispatcher) session(ctx context.Context) (done, established bool, err e
 	defer s.abort()
 	done, err = s.loop(ctx)
 	return done, true, err
+}
+
+// dialer is amqp.DefaultDial made cancellable, so a stop request does not wait out a connect
+// to an unreachable broker.
+func dialer(ctx context.Context) func(network, addr string) (net.Conn, error) {
+	return func(network, addr string) (net.Conn, error) {
+		conn, err := (&net.Dialer{Timeout: connectTimeout}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		// Heartbeats start only after the handshake; amqp091 clears this deadline once open.
+		if err := conn.SetDeadline(time.Now().Add(connectTimeout)); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		return conn, nil
+	}
 }
 
 type session struct {
