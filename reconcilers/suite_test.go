@@ -13,8 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -161,8 +161,8 @@ func waitBuildJob(t *testing.T, ns, name, seed string) *batchv1.Job {
 func finishJob(t *testing.T, job *batchv1.Job, succeed bool, message string) {
 	t.Helper()
 	ctx := context.Background()
-	start := metav1.NewTime(time.Now().Add(-1500 * time.Millisecond).Truncate(time.Second))
-	end := metav1.NewTime(start.Add(1200 * time.Millisecond))
+	start := metav1.NewTime(time.Now().Add(-3 * time.Second).Truncate(time.Second))
+	end := metav1.NewTime(start.Add(2 * time.Second)) // whole seconds: the API serializes times that way
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-pod", Namespace: job.Namespace, Labels: map[string]string{batchv1.JobNameLabel: job.Name}},
 		Spec:       job.Spec.Template.Spec,

@@ -1,0 +1,162 @@
+package reconcilers_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	httpv1alpha1 "github.com/kedacore/http-add-on/operator/apis/http/v1alpha1"
+	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/scaling"
+)
+
+func newTrigger(ns, name, fn string, typ v1.TriggerType) *v1.Trigger {
+	tr := &v1.Trigger{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       v1.TriggerSpec{Type: typ, FunctionRef: v1.LocalObjectReference{Name: fn}},
+	}
+	switch typ {
+	case v1.TriggerCron:
+		tr.Spec.Cron = &v1.CronSpec{Schedule: "*/5 * * * *", Timezone: "UTC"}
+	case v1.TriggerEvent:
+		tr.Spec.Event = &v1.EventSpec{Queue: "orders", BrokerSecretRef: v1.SecretKeyReference{Name: "amqp"}}
+	}
+	return tr
+}
+
+func waitTrigger(t *testing.T, tr *v1.Trigger, active bool, reason string) *v1.Trigger {
+	t.Helper()
+	got := &v1.Trigger{}
+	eventually(t, fmt.Sprintf("trigger %s active=%v reason=%s", tr.Name, active, reason), func() error {
+		if err := get(t, client.ObjectKeyFromObject(tr), got); err != nil {
+			return err
+		}
+		var r string
+		for _, c := range got.Status.Conditions {
+			if c.Type == v1.ConditionReady {
+				r = c.Reason
+			}
+		}
+		if got.Status.Active != active || r != reason || got.Status.ObservedGeneration != got.Generation {
+			return fmt.Errorf("active=%v reason=%q status=%+v", got.Status.Active, r, got.Status)
+		}
+		return nil
+	})
+	return got
+}
+
+// TestTriggersCreatedBeforeTheFunctionStartByThemselves is the predecessor's hang: triggers
+// made before their function is Ready must proceed once it is, with no further input.
+func TestTriggersCreatedBeforeTheFunctionStartByThemselves(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	cron := newTrigger(ns, "tick", "late", v1.TriggerCron)
+	event := newTrigger(ns, "queue", "late", v1.TriggerEvent)
+	web := newTrigger(ns, "web", "late", v1.TriggerHTTP)
+	for _, tr := range []*v1.Trigger{cron, event, web} {
+		if err := env.Client.Create(ctx, tr); err != nil {
+			t.Fatal(err)
+		}
+		waitTrigger(t, tr, false, "FunctionNotFound")
+	}
+	fn := newFunction(ns, "late", "5")
+	if err := env.Client.Create(ctx, fn); err != nil {
+		t.Fatal(err)
+	}
+	waitTrigger(t, cron, false, "FunctionNotReady")
+	finishJob(t, waitBuildJob(t, ns, "late", "5"), true, "")
+	waitFunction(t, fn, v1.FunctionReady)
+
+	waitTrigger(t, cron, true, "Active")
+	cj := &batchv1.CronJob{}
+	if err := get(t, client.ObjectKey{Namespace: ns, Name: scaling.CronJobName("tick")}, cj); err != nil {
+		t.Fatal(err)
+	}
+	if cj.Spec.Schedule != "*/5 * * * *" || *cj.Spec.Suspend || !metav1.IsControlledBy(cj, cron) {
+		t.Errorf("cronjob = %+v owners %+v", cj.Spec, cj.OwnerReferences)
+	}
+	waitTrigger(t, event, true, "Active")
+	sj := &kedav1alpha1.ScaledJob{}
+	if err := get(t, client.ObjectKey{Namespace: ns, Name: scaling.ScaledJobName("queue")}, sj); err != nil {
+		t.Fatal(err)
+	}
+	if !metav1.IsControlledBy(sj, event) {
+		t.Errorf("scaledjob owners %+v", sj.OwnerReferences)
+	}
+	if err := get(t, client.ObjectKey{Namespace: ns, Name: scaling.TriggerAuthenticationName(event)}, &kedav1alpha1.TriggerAuthentication{}); err != nil {
+		t.Errorf("trigger authentication: %v", err)
+	}
+	got := waitTrigger(t, web, true, "Active")
+	if got.Status.URL != opts.GatewayURL+"/fn/"+ns+"/late" {
+		t.Errorf("http trigger url %q", got.Status.URL)
+	}
+}
+
+// TestEnabledFreezesInPlace: enabled=false pauses/suspends the very same objects (same UID),
+// and true resumes them; nothing is deleted and re-created.
+func TestEnabledFreezesInPlace(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	readyFunction(t, ns, "toggle", "6")
+	cron := newTrigger(ns, "tick", "toggle", v1.TriggerCron)
+	event := newTrigger(ns, "queue", "toggle", v1.TriggerEvent)
+	web := newTrigger(ns, "web", "toggle", v1.TriggerHTTP)
+	for _, tr := range []*v1.Trigger{cron, event, web} {
+		if err := env.Client.Create(ctx, tr); err != nil {
+			t.Fatal(err)
+		}
+		waitTrigger(t, tr, true, "Active")
+	}
+	cjKey := client.ObjectKey{Namespace: ns, Name: scaling.CronJobName("tick")}
+	sjKey := client.ObjectKey{Namespace: ns, Name: scaling.ScaledJobName("queue")}
+	hsoKey := client.ObjectKey{Namespace: ns, Name: "toggle"}
+	cj, sj, hso := &batchv1.CronJob{}, &kedav1alpha1.ScaledJob{}, &httpv1alpha1.HTTPScaledObject{}
+	for key, obj := range map[client.ObjectKey]client.Object{cjKey: cj, sjKey: sj, hsoKey: hso} {
+		if err := get(t, key, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	uids := []string{string(cj.UID), string(sj.UID), string(hso.UID)}
+
+	setEnabled := func(tr *v1.Trigger, enabled bool) {
+		t.Helper()
+		if err := get(t, client.ObjectKeyFromObject(tr), tr); err != nil {
+			t.Fatal(err)
+		}
+		tr.Spec.Enabled = ptr.To(enabled)
+		if err := env.Client.Update(ctx, tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	frozen := func(want bool) func() error {
+		return func() error {
+			_ = get(t, cjKey, cj)
+			_ = get(t, sjKey, sj)
+			_ = get(t, hsoKey, hso)
+			got := [3]bool{*cj.Spec.Suspend, sj.Annotations[scaling.AnnotationPaused] == "true", hso.Annotations[scaling.AnnotationPausedReplicas] == "0"}
+			if got != [3]bool{want, want, want} {
+				return fmt.Errorf("cron suspended, scaledjob paused, http paused = %v, want all %v", got, want)
+			}
+			if now := []string{string(cj.UID), string(sj.UID), string(hso.UID)}; fmt.Sprint(now) != fmt.Sprint(uids) {
+				return fmt.Errorf("objects were re-created: %v -> %v", uids, now)
+			}
+			return nil
+		}
+	}
+	for _, tr := range []*v1.Trigger{cron, event, web} {
+		setEnabled(tr, false)
+	}
+	eventually(t, "frozen", frozen(true))
+	waitTrigger(t, cron, false, "Disabled")
+	for _, tr := range []*v1.Trigger{cron, event, web} {
+		setEnabled(tr, true)
+	}
+	eventually(t, "resumed", frozen(false))
+	waitTrigger(t, web, true, "Active")
+}
