@@ -1,0 +1,308 @@
+// Package api is the wire model of the sless REST API (/v1): plain JSON structs shared by the
+// gateway, its Go client, the CLI and the Terraform provider. It depends on the standard library
+// only, so every consumer can import it without pulling in Kubernetes or the server.
+//
+// Field names are snake_case to match the Terraform attributes. In request bodies a field that
+// is absent (a nil pointer) is left unchanged by an update; only sent fields are applied.
+package api
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+)
+
+// TenantNamespace is the namespace of the tenant whose token has subject sub:
+// "sless-" + hex(sha256(sub)[:8]).
+func TenantNamespace(sub string) string {
+	sum := sha256.Sum256([]byte(sub))
+	return "sless-" + hex.EncodeToString(sum[:8])
+}
+
+// Error is the body of every non-2xx answer. Field names the request field at fault (JSON
+// name, dotted for nested fields) when one is.
+type Error struct {
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+}
+
+// Namespace answers POST /v1/namespaces/{ns}/ensure.
+type Namespace struct {
+	Name string `json:"name"`
+}
+
+// Identity answers GET /v1/whoami: who the token belongs to and the namespace it may use.
+type Identity struct {
+	Subject   string `json:"subject"`
+	Namespace string `json:"namespace"`
+}
+
+// Runtimes accepted by the API.
+var Runtimes = []string{"go1.23", "go1.25", "python3.11", "python3.12", "nodejs20", "nodejs22"}
+
+// Function phases.
+const (
+	PhasePending  = "Pending"
+	PhaseBuilding = "Building"
+	PhaseReady    = "Ready"
+	PhaseFailed   = "Failed"
+)
+
+// Function is a function as the API returns it.
+type Function struct {
+	Name      string    `json:"name"`
+	Namespace string    `json:"namespace"`
+	CreatedAt time.Time `json:"created_at"`
+	FunctionSpec
+	Status FunctionStatus `json:"status"`
+}
+
+// FunctionSpec is a function's declared configuration.
+type FunctionSpec struct {
+	Runtime    string            `json:"runtime"`
+	Entrypoint string            `json:"entrypoint,omitempty"`
+	EnvVars    map[string]string `json:"env_vars,omitempty"`
+	MemoryMB   int32             `json:"memory_mb,omitempty"`
+	// TimeoutSec bounds one invocation in seconds; 0 means no limit.
+	TimeoutSec         int32  `json:"timeout_sec"`
+	MinReplicas        int32  `json:"min_replicas"`
+	MaxReplicas        int32  `json:"max_replicas,omitempty"`
+	ScaleDownPeriodSec int32  `json:"scale_down_period_sec,omitempty"`
+	ScalingMetric      string `json:"scaling_metric,omitempty"`
+	ScalingTarget      int32  `json:"scaling_target,omitempty"`
+	// Image is a prebuilt image; when set no build runs.
+	Image string `json:"image,omitempty"`
+	// Source is the uploaded code; set by POST .../upload, never by create or update.
+	Source *Source `json:"source,omitempty"`
+}
+
+// Source locates a function's uploaded code.
+type Source struct {
+	ContextKey string `json:"context_key"`
+	ArchiveKey string `json:"archive_key,omitempty"`
+	SHA256     string `json:"sha256"`
+}
+
+// FunctionStatus is what the platform observed. Ready is true only when the phase is Ready
+// for the latest configuration (so a client that just uploaded code does not see the old
+// build's Ready).
+type FunctionStatus struct {
+	Phase          string     `json:"phase,omitempty"`
+	Ready          bool       `json:"ready"`
+	Message        string     `json:"message,omitempty"`
+	URL            string     `json:"url,omitempty"`
+	Image          string     `json:"image,omitempty"`
+	LastBuildTime  *time.Time `json:"last_build_time,omitempty"`
+	LastBuildError string     `json:"last_build_error,omitempty"`
+}
+
+// FunctionFields are the settable fields of a function; nil fields are not sent. EnvVars
+// replaces the whole map when sent ({} clears it).
+type FunctionFields struct {
+	Runtime            *string            `json:"runtime,omitempty"`
+	Entrypoint         *string            `json:"entrypoint,omitempty"`
+	EnvVars            *map[string]string `json:"env_vars,omitempty"`
+	MemoryMB           *int32             `json:"memory_mb,omitempty"`
+	TimeoutSec         *int32             `json:"timeout_sec,omitempty"`
+	MinReplicas        *int32             `json:"min_replicas,omitempty"`
+	MaxReplicas        *int32             `json:"max_replicas,omitempty"`
+	ScaleDownPeriodSec *int32             `json:"scale_down_period_sec,omitempty"`
+	ScalingMetric      *string            `json:"scaling_metric,omitempty"`
+	ScalingTarget      *int32             `json:"scaling_target,omitempty"`
+	Image              *string            `json:"image,omitempty"`
+}
+
+// CreateFunction is the body of POST /v1/namespaces/{ns}/functions.
+type CreateFunction struct {
+	Name string `json:"name"`
+	FunctionFields
+}
+
+// Trigger types.
+const (
+	TriggerHTTP  = "http"
+	TriggerCron  = "cron"
+	TriggerEvent = "event"
+)
+
+// Trigger is a trigger as the API returns it.
+type Trigger struct {
+	Name      string    `json:"name"`
+	Namespace string    `json:"namespace"`
+	CreatedAt time.Time `json:"created_at"`
+	TriggerSpec
+	Status TriggerStatus `json:"status"`
+}
+
+// TriggerSpec is a trigger's declared configuration. Schedule and Timezone apply to cron
+// triggers; Queue, the broker secret, retries and DeadLetterQueue to event triggers;
+// RequireAuth to http triggers.
+type TriggerSpec struct {
+	Type            string `json:"type"`
+	Function        string `json:"function"`
+	Enabled         bool   `json:"enabled"`
+	RequireAuth     bool   `json:"require_auth,omitempty"`
+	Schedule        string `json:"schedule,omitempty"`
+	Timezone        string `json:"timezone,omitempty"`
+	Queue           string `json:"queue,omitempty"`
+	BrokerSecret    string `json:"broker_secret,omitempty"`
+	BrokerSecretKey string `json:"broker_secret_key,omitempty"`
+	MaxAttempts     int32  `json:"max_attempts,omitempty"`
+	BackoffMs       int32  `json:"backoff_ms,omitempty"`
+	DeadLetterQueue string `json:"dead_letter_queue,omitempty"`
+}
+
+// TriggerStatus is what the platform observed.
+type TriggerStatus struct {
+	Active       bool       `json:"active"`
+	URL          string     `json:"url,omitempty"`
+	LastFireTime *time.Time `json:"last_fire_time,omitempty"`
+	Message      string     `json:"message,omitempty"`
+}
+
+// TriggerFields are the settable fields of a trigger; nil fields are not sent. Type is
+// accepted on create only (it is immutable).
+type TriggerFields struct {
+	Type            *string `json:"type,omitempty"`
+	Function        *string `json:"function,omitempty"`
+	Enabled         *bool   `json:"enabled,omitempty"`
+	RequireAuth     *bool   `json:"require_auth,omitempty"`
+	Schedule        *string `json:"schedule,omitempty"`
+	Timezone        *string `json:"timezone,omitempty"`
+	Queue           *string `json:"queue,omitempty"`
+	BrokerSecret    *string `json:"broker_secret,omitempty"`
+	BrokerSecretKey *string `json:"broker_secret_key,omitempty"`
+	MaxAttempts     *int32  `json:"max_attempts,omitempty"`
+	BackoffMs       *int32  `json:"backoff_ms,omitempty"`
+	DeadLetterQueue *string `json:"dead_letter_queue,omitempty"`
+}
+
+// CreateTrigger is the body of POST /v1/namespaces/{ns}/triggers.
+type CreateTrigger struct {
+	Name string `json:"name"`
+	TriggerFields
+}
+
+// Job phases.
+const (
+	JobPending   = "Pending"
+	JobBuilding  = "Building"
+	JobRunning   = "Running"
+	JobSucceeded = "Succeeded"
+	JobFailed    = "Failed"
+	JobSkipped   = "Skipped"
+)
+
+// Job is a one-off run of a function with an event.
+type Job struct {
+	Name      string    `json:"name"`
+	Namespace string    `json:"namespace"`
+	CreatedAt time.Time `json:"created_at"`
+	JobSpec
+	Status JobStatus `json:"status"`
+}
+
+// JobSpec runs either an existing function (Function) or its own code (Runtime with Image or
+// an uploaded Source). RunID 0 creates the job without running it; raising it runs it again.
+type JobSpec struct {
+	Function   string            `json:"function,omitempty"`
+	Runtime    string            `json:"runtime,omitempty"`
+	Entrypoint string            `json:"entrypoint,omitempty"`
+	EnvVars    map[string]string `json:"env_vars,omitempty"`
+	MemoryMB   int32             `json:"memory_mb,omitempty"`
+	TimeoutSec int32             `json:"timeout_sec"`
+	Image      string            `json:"image,omitempty"`
+	Source     *Source           `json:"source,omitempty"`
+	Event      json.RawMessage   `json:"event,omitempty"`
+	RunID      int64             `json:"run_id"`
+}
+
+// JobStatus reports the latest run.
+type JobStatus struct {
+	Phase          string     `json:"phase,omitempty"`
+	ObservedRunID  int64      `json:"observed_run_id"`
+	StartTime      *time.Time `json:"start_time,omitempty"`
+	CompletionTime *time.Time `json:"completion_time,omitempty"`
+	DurationMs     int64      `json:"duration_ms,omitempty"`
+	Result         string     `json:"result,omitempty"`
+	Output         string     `json:"output,omitempty"`
+	Error          string     `json:"error,omitempty"`
+}
+
+// JobFields are the settable fields of a job; nil fields are not sent.
+type JobFields struct {
+	Function   *string            `json:"function,omitempty"`
+	Runtime    *string            `json:"runtime,omitempty"`
+	Entrypoint *string            `json:"entrypoint,omitempty"`
+	EnvVars    *map[string]string `json:"env_vars,omitempty"`
+	MemoryMB   *int32             `json:"memory_mb,omitempty"`
+	TimeoutSec *int32             `json:"timeout_sec,omitempty"`
+	Image      *string            `json:"image,omitempty"`
+	Event      *json.RawMessage   `json:"event,omitempty"`
+	RunID      *int64             `json:"run_id,omitempty"`
+}
+
+// CreateJob is the body of POST /v1/namespaces/{ns}/jobs.
+type CreateJob struct {
+	Name string `json:"name"`
+	JobFields
+}
+
+// SourceFiles answers GET .../functions/{name}/source: the files exactly as uploaded.
+type SourceFiles struct {
+	Function string       `json:"function"`
+	Key      string       `json:"key"`
+	Files    []SourceFile `json:"files"`
+}
+
+// SourceFile is one uploaded file. Content holds UTF-8 text; binary or oversized files have
+// Omitted set and no content.
+type SourceFile struct {
+	Name    string `json:"name"`
+	Size    int64  `json:"size"`
+	Content string `json:"content,omitempty"`
+	Omitted string `json:"omitted,omitempty"`
+}
+
+// Invocation kinds.
+const (
+	KindHTTP  = "http"
+	KindEvent = "event"
+	KindCron  = "cron"
+	KindJob   = "job"
+)
+
+// Invocation is one recorded call of a function.
+type Invocation struct {
+	ID         int64     `json:"id"`
+	Function   string    `json:"function"`
+	Trigger    string    `json:"trigger,omitempty"`
+	Kind       string    `json:"kind"`
+	Start      time.Time `json:"start"`
+	DurationMs float64   `json:"duration_ms"`
+	Status     string    `json:"status"`
+	HTTPStatus int       `json:"http_status,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	TraceID    string    `json:"trace_id,omitempty"`
+}
+
+// Invocations is one page of invocations, newest first; pass Next as ?before= for the next
+// page ("" on the last page).
+type Invocations struct {
+	Invocations []Invocation `json:"invocations"`
+	Next        string       `json:"next,omitempty"`
+}
+
+// List bodies.
+type (
+	FunctionList struct {
+		Functions []Function `json:"functions"`
+	}
+	TriggerList struct {
+		Triggers []Trigger `json:"triggers"`
+	}
+	JobList struct {
+		Jobs []Job `json:"jobs"`
+	}
+)

@@ -1,0 +1,259 @@
+package gateway
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/labstack/echo/v4"
+
+	"sless.dev/sless/gateway/api"
+)
+
+// Identity is an authenticated caller. Namespace is the only tenant namespace it may use; ""
+// means every namespace (NoAuth only).
+type Identity struct {
+	Subject   string
+	Namespace string
+}
+
+// Authenticator verifies a bearer token.
+type Authenticator interface {
+	Authenticate(ctx context.Context, token string) (Identity, error)
+}
+
+// NoAuth accepts any request as an operator of every namespace: for `sless dev` on loopback
+// and tests only.
+type NoAuth struct{}
+
+// Authenticate accepts everything.
+func (NoAuth) Authenticate(context.Context, string) (Identity, error) {
+	return Identity{Subject: "anonymous"}, nil
+}
+
+// JWTConfig configures JWT verification. Set HMACKey (HS256), JWKSURL (RS256/ES256, keys
+// picked by kid) or both.
+type JWTConfig struct {
+	HMACKey []byte
+	JWKSURL string
+	// Issuer and Audience are checked when set.
+	Issuer, Audience string
+	// Leeway tolerates clock skew in exp/nbf. Default 30s.
+	Leeway time.Duration
+	// JWKSRefresh is the most a key set is kept before it is fetched again. Default 5m.
+	JWKSRefresh time.Duration
+	// JWKSMinRefresh is the least time between fetches triggered by an unknown kid, so forged
+	// kids cannot hammer the key server. Default 10s.
+	JWKSMinRefresh time.Duration
+	// HTTPClient fetches the JWKS. Default: 10s timeout.
+	HTTPClient *http.Client
+}
+
+// JWTAuth verifies signed JWTs and derives the tenant namespace from sub.
+type JWTAuth struct {
+	cfg    JWTConfig
+	parser *jwt.Parser
+	jwks   *jwksCache
+}
+
+var _ Authenticator = (*JWTAuth)(nil)
+
+// NewJWTAuth validates cfg and returns the verifier.
+func NewJWTAuth(cfg JWTConfig) (*JWTAuth, error) {
+	var methods []string
+	if len(cfg.HMACKey) > 0 {
+		if len(cfg.HMACKey) < 32 {
+			return nil, errors.New("JWT HMAC key is shorter than 32 bytes; use a random key of at least 32 bytes")
+		}
+		methods = append(methods, "HS256")
+	}
+	a := &JWTAuth{cfg: cfg}
+	if cfg.JWKSURL != "" {
+		if !strings.HasPrefix(cfg.JWKSURL, "https://") && !strings.HasPrefix(cfg.JWKSURL, "http://") {
+			return nil, fmt.Errorf("JWKS URL %q: want an http(s) URL", cfg.JWKSURL)
+		}
+		methods = append(methods, "RS256", "ES256")
+		a.jwks = newJWKSCache(cfg)
+	}
+	if len(methods) == 0 {
+		return nil, errors.New("JWT verification needs an HMAC key or a JWKS URL")
+	}
+	if cfg.Leeway == 0 {
+		cfg.Leeway = 30 * time.Second
+	}
+	opts := []jwt.ParserOption{jwt.WithValidMethods(methods), jwt.WithExpirationRequired(), jwt.WithLeeway(cfg.Leeway)}
+	if cfg.Issuer != "" {
+		opts = append(opts, jwt.WithIssuer(cfg.Issuer))
+	}
+	if cfg.Audience != "" {
+		opts = append(opts, jwt.WithAudience(cfg.Audience))
+	}
+	a.parser = jwt.NewParser(opts...)
+	return a, nil
+}
+
+// Authenticate verifies the token's signature, exp, nbf (and iss/aud when configured) and
+// maps its sub to the tenant namespace.
+func (a *JWTAuth) Authenticate(ctx context.Context, token string) (Identity, error) {
+	var claims jwt.RegisteredClaims
+	_, err := a.parser.ParseWithClaims(token, &claims, func(t *jwt.Token) (any, error) {
+		if t.Method.Alg() == "HS256" {
+			return a.cfg.HMACKey, nil
+		}
+		kid, _ := t.Header["kid"].(string)
+		if kid == "" {
+			return nil, errors.New("token has no kid header")
+		}
+		return a.jwks.key(ctx, kid, t.Method.Alg())
+	})
+	if err != nil {
+		return Identity{}, fmt.Errorf("invalid token: %w", err)
+	}
+	if claims.Subject == "" {
+		return Identity{}, errors.New("invalid token: no sub claim")
+	}
+	return Identity{Subject: claims.Subject, Namespace: api.TenantNamespace(claims.Subject)}, nil
+}
+
+// jwksCache holds a JWKS and refetches it when it is old or a token names an unknown kid.
+type jwksCache struct {
+	cfg JWTConfig
+
+	mu      sync.Mutex
+	keys    jose.JSONWebKeySet
+	fetched time.Time
+}
+
+func newJWKSCache(cfg JWTConfig) *jwksCache {
+	if cfg.JWKSRefresh == 0 {
+		cfg.JWKSRefresh = 5 * time.Minute
+	}
+	if cfg.JWKSMinRefresh == 0 {
+		cfg.JWKSMinRefresh = 10 * time.Second
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	return &jwksCache{cfg: cfg}
+}
+
+// key returns the public key for kid, usable with alg.
+func (c *jwksCache) key(ctx context.Context, kid, alg string) (any, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	age := time.Since(c.fetched)
+	keys := c.keys.Key(kid)
+	if age > c.cfg.JWKSRefresh || (len(keys) == 0 && age > c.cfg.JWKSMinRefresh) {
+		if err := c.fetch(ctx); err != nil {
+			return nil, err
+		}
+		keys = c.keys.Key(kid)
+	}
+	for _, k := range keys {
+		if k.Algorithm != "" && k.Algorithm != alg {
+			continue
+		}
+		switch pk := k.Key.(type) {
+		case *rsa.PublicKey:
+			if alg == "RS256" {
+				return pk, nil
+			}
+		case *ecdsa.PublicKey:
+			if alg == "ES256" {
+				return pk, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("no %s key with kid %q in the JWKS", alg, kid)
+}
+
+func (c *jwksCache) fetch(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.cfg.JWKSURL, nil)
+	if err != nil {
+		return fmt.Errorf("fetch JWKS: %w", err)
+	}
+	resp, err := c.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("fetch JWKS from %s: %w", c.cfg.JWKSURL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fetch JWKS from %s: status %d", c.cfg.JWKSURL, resp.StatusCode)
+	}
+	var set jose.JSONWebKeySet
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&set); err != nil {
+		return fmt.Errorf("decode JWKS from %s: %w", c.cfg.JWKSURL, err)
+	}
+	c.keys, c.fetched = set, time.Now()
+	return nil
+}
+
+func identityOf(c echo.Context) Identity {
+	id, _ := c.Get("identity").(Identity)
+	return id
+}
+
+// bearerToken extracts the token of an Authorization: Bearer header.
+func bearerToken(r *http.Request) (string, error) {
+	h := r.Header.Get("Authorization")
+	token, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || strings.TrimSpace(token) == "" {
+		return "", errors.New("missing bearer token: send Authorization: Bearer <JWT>")
+	}
+	return strings.TrimSpace(token), nil
+}
+
+// authenticate is the /v1 middleware: a valid token or 401.
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id, err := s.identify(c.Request())
+		if err != nil {
+			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="sless"`)
+			return &httpError{Code: http.StatusUnauthorized, Msg: err.Error()}
+		}
+		c.Set("identity", id)
+		return next(c)
+	}
+}
+
+func (s *Server) identify(r *http.Request) (Identity, error) {
+	token, err := bearerToken(r)
+	if _, none := s.cfg.Auth.(NoAuth); none {
+		err = nil
+	}
+	if err != nil {
+		return Identity{}, err
+	}
+	return s.cfg.Auth.Authenticate(r.Context(), token)
+}
+
+// authorizeNamespace rejects a URL naming a namespace other than the caller's tenant.
+func (s *Server) authorizeNamespace(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ns := c.Param("ns")
+		if err := validName("namespace", ns); err != nil {
+			return err
+		}
+		if err := allowNamespace(identityOf(c), ns); err != nil {
+			return err
+		}
+		return next(c)
+	}
+}
+
+func allowNamespace(id Identity, ns string) error {
+	if id.Namespace != "" && id.Namespace != ns {
+		return &httpError{Code: http.StatusForbidden, Msg: fmt.Sprintf("namespace %s belongs to another tenant; your namespace is %s", ns, id.Namespace)}
+	}
+	return nil
+}

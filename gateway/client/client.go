@@ -1,0 +1,281 @@
+// Package client is the Go client of the sless REST API, shared by the CLI and the Terraform
+// provider. It depends on the standard library and gateway/api only.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"sless.dev/sless/gateway/api"
+)
+
+// Client calls one sless endpoint with one token.
+type Client struct {
+	endpoint *url.URL
+	token    string
+	http     *http.Client
+}
+
+// New returns a client for endpoint (e.g. https://sless.example.com). token is a JWT sent as a
+// Bearer token ("" sends none); hc nil means http.DefaultClient.
+func New(endpoint, token string, hc *http.Client) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(endpoint, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("sless endpoint %q: want an http:// or https:// URL", endpoint)
+	}
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return &Client{endpoint: u, token: token, http: hc}, nil
+}
+
+// Error is a non-2xx answer of the API.
+type Error struct {
+	StatusCode int
+	Message    string
+	Field      string
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("sless API: %d %s (field %s)", e.StatusCode, e.Message, e.Field)
+	}
+	return fmt.Sprintf("sless API: %d %s", e.StatusCode, e.Message)
+}
+
+// IsNotFound reports whether err is a 404 from the API.
+func IsNotFound(err error) bool { return statusOf(err) == http.StatusNotFound }
+
+// IsConflict reports whether err is a 409 from the API.
+func IsConflict(err error) bool { return statusOf(err) == http.StatusConflict }
+
+func statusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.StatusCode
+	}
+	return 0
+}
+
+func nsPath(ns string, parts ...string) string {
+	p := "/v1/namespaces/" + url.PathEscape(ns)
+	for _, s := range parts {
+		p += "/" + url.PathEscape(s)
+	}
+	return p
+}
+
+// do sends a request with an optional JSON body (or raw reader) and decodes a JSON answer
+// into out (nil: discarded).
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, body any, out any) error {
+	var (
+		r           io.Reader
+		contentType string
+	)
+	switch b := body.(type) {
+	case nil:
+	case io.Reader:
+		r, contentType = b, "application/zip"
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			return fmt.Errorf("encode %s %s body: %w", method, path, err)
+		}
+		r, contentType = bytes.NewReader(data), "application/json"
+	}
+	u := *c.endpoint
+	u.Path += path
+	u.RawQuery = query.Encode()
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), r)
+	if err != nil {
+		return fmt.Errorf("build %s %s: %w", method, path, err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return decodeError(resp)
+	}
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+func decodeError(resp *http.Response) error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var body api.Error
+	if json.Unmarshal(data, &body) != nil || body.Error == "" {
+		body.Error = strings.TrimSpace(string(data))
+		if body.Error == "" {
+			body.Error = http.StatusText(resp.StatusCode)
+		}
+	}
+	return &Error{StatusCode: resp.StatusCode, Message: body.Error, Field: body.Field}
+}
+
+// WhoAmI returns the token's subject and tenant namespace.
+func (c *Client) WhoAmI(ctx context.Context) (api.Identity, error) {
+	var out api.Identity
+	err := c.do(ctx, http.MethodGet, "/v1/whoami", nil, nil, &out)
+	return out, err
+}
+
+// EnsureNamespace creates the namespace if it does not exist.
+func (c *Client) EnsureNamespace(ctx context.Context, ns string) error {
+	return c.do(ctx, http.MethodPost, nsPath(ns, "ensure"), nil, nil, nil)
+}
+
+// CreateFunction creates a function.
+func (c *Client) CreateFunction(ctx context.Context, ns string, fn api.CreateFunction) (api.Function, error) {
+	var out api.Function
+	err := c.do(ctx, http.MethodPost, nsPath(ns, "functions"), nil, fn, &out)
+	return out, err
+}
+
+// GetFunction returns one function.
+func (c *Client) GetFunction(ctx context.Context, ns, name string) (api.Function, error) {
+	var out api.Function
+	err := c.do(ctx, http.MethodGet, nsPath(ns, "functions", name), nil, nil, &out)
+	return out, err
+}
+
+// ListFunctions returns the namespace's functions sorted by name.
+func (c *Client) ListFunctions(ctx context.Context, ns string) ([]api.Function, error) {
+	var out api.FunctionList
+	err := c.do(ctx, http.MethodGet, nsPath(ns, "functions"), nil, nil, &out)
+	return out.Functions, err
+}
+
+// UpdateFunction changes the fields set in f and leaves the others as they are.
+func (c *Client) UpdateFunction(ctx context.Context, ns, name string, f api.FunctionFields) (api.Function, error) {
+	var out api.Function
+	err := c.do(ctx, http.MethodPut, nsPath(ns, "functions", name), nil, f, &out)
+	return out, err
+}
+
+// DeleteFunction deletes a function and everything it owns.
+func (c *Client) DeleteFunction(ctx context.Context, ns, name string) error {
+	return c.do(ctx, http.MethodDelete, nsPath(ns, "functions", name), nil, nil, nil)
+}
+
+// UploadSource uploads a zip of the function's code; a build starts.
+func (c *Client) UploadSource(ctx context.Context, ns, name string, zip io.Reader) (api.Function, error) {
+	var out api.Function
+	err := c.do(ctx, http.MethodPost, nsPath(ns, "functions", name, "upload"), nil, zip, &out)
+	return out, err
+}
+
+// GetSource returns the files of the function's latest upload.
+func (c *Client) GetSource(ctx context.Context, ns, name string) (api.SourceFiles, error) {
+	var out api.SourceFiles
+	err := c.do(ctx, http.MethodGet, nsPath(ns, "functions", name, "source"), nil, nil, &out)
+	return out, err
+}
+
+// ListInvocations returns one page of a function's invocations, newest first. before is the
+// Next of the previous page ("" for the newest); limit 0 means the server's default.
+func (c *Client) ListInvocations(ctx context.Context, ns, name string, limit int, before string) (api.Invocations, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if before != "" {
+		q.Set("before", before)
+	}
+	var out api.Invocations
+	err := c.do(ctx, http.MethodGet, nsPath(ns, "functions", name, "invocations"), q, nil, &out)
+	return out, err
+}
+
+// CreateTrigger creates a trigger.
+func (c *Client) CreateTrigger(ctx context.Context, ns string, t api.CreateTrigger) (api.Trigger, error) {
+	var out api.Trigger
+	err := c.do(ctx, http.MethodPost, nsPath(ns, "triggers"), nil, t, &out)
+	return out, err
+}
+
+// GetTrigger returns one trigger.
+func (c *Client) GetTrigger(ctx context.Context, ns, name string) (api.Trigger, error) {
+	var out api.Trigger
+	err := c.do(ctx, http.MethodGet, nsPath(ns, "triggers", name), nil, nil, &out)
+	return out, err
+}
+
+// ListTriggers returns the namespace's triggers sorted by name.
+func (c *Client) ListTriggers(ctx context.Context, ns string) ([]api.Trigger, error) {
+	var out api.TriggerList
+	err := c.do(ctx, http.MethodGet, nsPath(ns, "triggers"), nil, nil, &out)
+	return out.Triggers, err
+}
+
+// UpdateTrigger changes the fields set in f (e.g. only Enabled) in place.
+func (c *Client) UpdateTrigger(ctx context.Context, ns, name string, f api.TriggerFields) (api.Trigger, error) {
+	var out api.Trigger
+	err := c.do(ctx, http.MethodPatch, nsPath(ns, "triggers", name), nil, f, &out)
+	return out, err
+}
+
+// SetTriggerEnabled enables or disables a trigger in place.
+func (c *Client) SetTriggerEnabled(ctx context.Context, ns, name string, enabled bool) (api.Trigger, error) {
+	return c.UpdateTrigger(ctx, ns, name, api.TriggerFields{Enabled: &enabled})
+}
+
+// DeleteTrigger deletes a trigger.
+func (c *Client) DeleteTrigger(ctx context.Context, ns, name string) error {
+	return c.do(ctx, http.MethodDelete, nsPath(ns, "triggers", name), nil, nil, nil)
+}
+
+// CreateJob creates a job.
+func (c *Client) CreateJob(ctx context.Context, ns string, j api.CreateJob) (api.Job, error) {
+	var out api.Job
+	err := c.do(ctx, http.MethodPost, nsPath(ns, "jobs"), nil, j, &out)
+	return out, err
+}
+
+// GetJob returns one job.
+func (c *Client) GetJob(ctx context.Context, ns, name string) (api.Job, error) {
+	var out api.Job
+	err := c.do(ctx, http.MethodGet, nsPath(ns, "jobs", name), nil, nil, &out)
+	return out, err
+}
+
+// ListJobs returns the namespace's jobs sorted by name.
+func (c *Client) ListJobs(ctx context.Context, ns string) ([]api.Job, error) {
+	var out api.JobList
+	err := c.do(ctx, http.MethodGet, nsPath(ns, "jobs"), nil, nil, &out)
+	return out.Jobs, err
+}
+
+// UpdateJob changes the fields set in f; raising RunID runs the job again.
+func (c *Client) UpdateJob(ctx context.Context, ns, name string, f api.JobFields) (api.Job, error) {
+	var out api.Job
+	err := c.do(ctx, http.MethodPut, nsPath(ns, "jobs", name), nil, f, &out)
+	return out, err
+}
+
+// DeleteJob deletes a job.
+func (c *Client) DeleteJob(ctx context.Context, ns, name string) error {
+	return c.do(ctx, http.MethodDelete, nsPath(ns, "jobs", name), nil, nil, nil)
+}

@@ -1,0 +1,282 @@
+package cluster_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/client"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestFunctionCRUD(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	tn := h.tenant()
+	ctx := context.Background()
+
+	fn, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "hello", FunctionFields: api.FunctionFields{
+		Runtime: ptr("python3.11"), TimeoutSec: ptr(int32(30)), EnvVars: &map[string]string{"B": "2", "A": "1"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fn.Runtime != "python3.11" || fn.TimeoutSec != 30 || fn.MemoryMB != 128 || fn.MaxReplicas != 10 || fn.EnvVars["A"] != "1" {
+		t.Fatalf("created function = %+v, want runtime, timeout and env as sent and defaults for the rest", fn.FunctionSpec)
+	}
+
+	// An update sends only memory: every other field keeps its value.
+	fn, err = tn.c.UpdateFunction(ctx, tn.ns, "hello", api.FunctionFields{MemoryMB: ptr(int32(256))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fn.MemoryMB != 256 || fn.TimeoutSec != 30 || fn.Runtime != "python3.11" || len(fn.EnvVars) != 2 {
+		t.Fatalf("after a memory-only update: %+v, want only memory_mb changed", fn.FunctionSpec)
+	}
+	// timeout_sec 0 (no limit) is a value, not "unset".
+	if fn, err = tn.c.UpdateFunction(ctx, tn.ns, "hello", api.FunctionFields{TimeoutSec: ptr(int32(0))}); err != nil || fn.TimeoutSec != 0 {
+		t.Fatalf("set timeout_sec 0: %v, %d", err, fn.TimeoutSec)
+	}
+
+	got, err := tn.c.GetFunction(ctx, tn.ns, "hello")
+	if err != nil || got.MemoryMB != 256 || got.Namespace != tn.ns {
+		t.Fatalf("get = %+v, %v", got, err)
+	}
+	list, err := tn.c.ListFunctions(ctx, tn.ns)
+	if err != nil || len(list) != 1 || list[0].Name != "hello" {
+		t.Fatalf("list = %+v, %v", list, err)
+	}
+
+	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "hello", FunctionFields: api.FunctionFields{Runtime: ptr("go1.23")}}); !client.IsConflict(err) {
+		t.Fatalf("create twice: %v, want 409", err)
+	}
+	if err := tn.c.DeleteFunction(ctx, tn.ns, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tn.c.GetFunction(ctx, tn.ns, "hello"); !client.IsNotFound(err) {
+		t.Fatalf("get after delete: %v, want 404", err)
+	}
+	if err := tn.c.DeleteFunction(ctx, tn.ns, "hello"); !client.IsNotFound(err) {
+		t.Fatalf("delete twice: %v, want 404", err)
+	}
+}
+
+// TestFunctionStatus checks that status written by the reconciler reaches the API, and that
+// ready needs the status to describe the current generation.
+func TestFunctionStatus(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	tn := h.tenant()
+	ctx := context.Background()
+	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "st", FunctionFields: api.FunctionFields{Runtime: ptr("go1.23")}}); err != nil {
+		t.Fatal(err)
+	}
+	setStatus(t, tn.ns, "st", "st.example", true)
+	fn, err := tn.c.GetFunction(ctx, tn.ns, "st")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fn.Status.Phase != api.PhaseReady || !fn.Status.Ready || fn.Status.URL == "" {
+		t.Fatalf("status = %+v, want Ready with a URL", fn.Status)
+	}
+	fn, err = tn.c.UpdateFunction(ctx, tn.ns, "st", api.FunctionFields{MemoryMB: ptr(int32(64))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fn.Status.Ready {
+		t.Fatal("ready right after a spec change: the status describes the previous generation")
+	}
+}
+
+func TestValidationErrors(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	tn := h.tenant()
+	base := h.URL + "/v1/namespaces/" + tn.ns
+	if _, err := tn.c.CreateFunction(context.Background(), tn.ns, api.CreateFunction{Name: "f", FunctionFields: api.FunctionFields{Runtime: ptr("go1.23")}}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, method, path, body string
+		code                     int
+		field                    string
+	}{
+		{"bad name", "POST", "/functions", `{"name":"Bad_Name","runtime":"go1.23"}`, 400, "name"},
+		{"long name", "POST", "/functions", `{"name":"` + strings.Repeat("a", 64) + `","runtime":"go1.23"}`, 400, "name"},
+		{"missing runtime", "POST", "/functions", `{"name":"x"}`, 400, "runtime"},
+		{"unknown runtime", "POST", "/functions", `{"name":"x","runtime":"cobol"}`, 400, "runtime"},
+		{"timeout too long", "POST", "/functions", `{"name":"x","runtime":"go1.23","timeout_sec":901}`, 400, "timeout_sec"},
+		{"negative timeout", "POST", "/functions", `{"name":"x","runtime":"go1.23","timeout_sec":-1}`, 400, "timeout_sec"},
+		{"unknown field", "POST", "/functions", `{"name":"x","runtime":"go1.23","memory":5}`, 400, "memory"},
+		{"wrong type", "POST", "/functions", `{"name":"x","runtime":"go1.23","memory_mb":"big"}`, 400, "memory_mb"},
+		{"malformed JSON", "POST", "/functions", `{"name":`, 400, ""},
+		{"trailing data", "POST", "/functions", `{"name":"x","runtime":"go1.23"} {}`, 400, ""},
+		{"empty body", "POST", "/functions", ``, 400, ""},
+		{"reserved env", "POST", "/functions", `{"name":"x","runtime":"go1.23","env_vars":{"SLESS_MODE":"x"}}`, 400, "env_vars.SLESS_MODE"},
+		{"max below min", "PUT", "/functions/f", `{"min_replicas":5,"max_replicas":2}`, 400, "max_replicas"},
+		{"update bad timeout", "PUT", "/functions/f", `{"timeout_sec":1000}`, 400, "timeout_sec"},
+		{"update missing", "PUT", "/functions/nope", `{"memory_mb":64}`, 404, ""},
+		{"bad path name", "GET", "/functions/UPPER", ``, 400, "name"},
+		{"bad schedule", "POST", "/triggers", `{"name":"c","type":"cron","function":"f","schedule":"61 * * * *"}`, 400, "schedule"},
+		{"six fields", "POST", "/triggers", `{"name":"c","type":"cron","function":"f","schedule":"0 0 * * * *"}`, 400, "schedule"},
+		{"bad timezone", "POST", "/triggers", `{"name":"c","type":"cron","function":"f","schedule":"@daily","timezone":"Mars/Olympus"}`, 400, "timezone"},
+		{"schedule on http", "POST", "/triggers", `{"name":"c","type":"http","function":"f","schedule":"@daily"}`, 400, "schedule"},
+		{"event without queue", "POST", "/triggers", `{"name":"c","type":"event","function":"f","broker_secret":"amqp"}`, 400, "queue"},
+		{"unknown type", "POST", "/triggers", `{"name":"c","type":"sms","function":"f"}`, 400, "type"},
+		{"job with both", "POST", "/jobs", `{"name":"j","function":"f","runtime":"go1.23"}`, 400, "runtime"},
+		{"job with neither", "POST", "/jobs", `{"name":"j"}`, 400, "function"},
+		{"job negative run", "POST", "/jobs", `{"name":"j","function":"f","run_id":-1}`, 400, "run_id"},
+		{"job event not JSON", "POST", "/jobs", `{"name":"j","function":"f","event":}`, 400, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var body *strings.Reader
+			body = strings.NewReader(tc.body)
+			code, e, _ := do(t, tc.method, base+tc.path, tn.token, "application/json", body)
+			if code != tc.code || e.Field != tc.field || e.Error == "" {
+				t.Fatalf("%s %s %s = %d %+v, want %d with field %q", tc.method, tc.path, tc.body, code, e, tc.code, tc.field)
+			}
+		})
+	}
+}
+
+func TestAuthAndTenancy(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	alice, bob := h.tenant(), h.tenant()
+	cases := []struct {
+		name, token, ns string
+		code            int
+	}{
+		{"own namespace", alice.token, alice.ns, 200},
+		{"no token", "", alice.ns, 401},
+		{"garbage token", "not-a-jwt", alice.ns, 401},
+		{"other tenant", bob.token, alice.ns, 403},
+		{"signed with another key", forge(t, alice.sub), alice.ns, 401},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, hdr := do(t, "GET", h.URL+"/v1/namespaces/"+tc.ns+"/functions", tc.token, "", nil)
+			if code != tc.code {
+				t.Fatalf("status %d, want %d", code, tc.code)
+			}
+			if code == 401 && hdr.Get("WWW-Authenticate") == "" {
+				t.Fatal("401 without WWW-Authenticate")
+			}
+		})
+	}
+	id, err := alice.c.WhoAmI(context.Background())
+	if err != nil || id.Namespace != alice.ns || id.Subject != alice.sub {
+		t.Fatalf("whoami = %+v, %v", id, err)
+	}
+}
+
+func TestTriggers(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	tn := h.tenant()
+	ctx := context.Background()
+	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "f", FunctionFields: api.FunctionFields{Runtime: ptr("go1.23")}}); err != nil {
+		t.Fatal(err)
+	}
+	cron, err := tn.c.CreateTrigger(ctx, tn.ns, api.CreateTrigger{Name: "nightly", TriggerFields: api.TriggerFields{
+		Type: ptr("cron"), Function: ptr("f"), Schedule: ptr("30 2 * * *"), Timezone: ptr("Europe/Berlin"),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cron.Enabled || cron.Schedule != "30 2 * * *" || cron.Timezone != "Europe/Berlin" {
+		t.Fatalf("created %+v", cron.TriggerSpec)
+	}
+	ev, err := tn.c.CreateTrigger(ctx, tn.ns, api.CreateTrigger{Name: "orders", TriggerFields: api.TriggerFields{
+		Type: ptr("event"), Function: ptr("f"), Queue: ptr("orders"), BrokerSecret: ptr("rabbit"),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.MaxAttempts != 3 || ev.BrokerSecretKey != "host" {
+		t.Fatalf("event trigger defaults: %+v", ev.TriggerSpec)
+	}
+
+	// PATCH {"enabled": false} freezes in place and changes nothing else.
+	off, err := tn.c.SetTriggerEnabled(ctx, tn.ns, "nightly", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off.Enabled || off.Schedule != "30 2 * * *" || off.Timezone != "Europe/Berlin" || !off.CreatedAt.Equal(cron.CreatedAt) {
+		t.Fatalf("after disabling: %+v", off)
+	}
+	code, e, _ := do(t, "PATCH", h.URL+"/v1/namespaces/"+tn.ns+"/triggers/nightly", tn.token, "application/json", strings.NewReader(`{"type":"http"}`))
+	if code != http.StatusBadRequest || e.Field != "type" {
+		t.Fatalf("changing the type: %d %+v, want 400 on type", code, e)
+	}
+	list, err := tn.c.ListTriggers(ctx, tn.ns)
+	if err != nil || len(list) != 2 || list[0].Name != "nightly" || list[1].Name != "orders" {
+		t.Fatalf("list = %+v, %v", list, err)
+	}
+	if err := tn.c.DeleteTrigger(ctx, tn.ns, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tn.c.GetTrigger(ctx, tn.ns, "orders"); !client.IsNotFound(err) {
+		t.Fatalf("get deleted trigger: %v", err)
+	}
+}
+
+func TestJobs(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	tn := h.tenant()
+	ctx := context.Background()
+	j, err := tn.c.CreateJob(ctx, tn.ns, api.CreateJob{Name: "once", JobFields: api.JobFields{
+		Function: ptr("f"), Event: ptr(jsonRaw(`{"n": 1}`)),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Function != "f" || j.RunID != 0 || string(j.Event) != `{"n":1}` {
+		t.Fatalf("created job %+v (event %s)", j.JobSpec, j.Event)
+	}
+	j, err = tn.c.UpdateJob(ctx, tn.ns, "once", api.JobFields{RunID: ptr(int64(1))})
+	if err != nil || j.RunID != 1 || string(j.Event) != `{"n":1}` {
+		t.Fatalf("raise run_id: %+v, %v", j.JobSpec, err)
+	}
+	self, err := tn.c.CreateJob(ctx, tn.ns, api.CreateJob{Name: "self", JobFields: api.JobFields{Runtime: ptr("python3.12"), Image: ptr("registry.example/fn:1")}})
+	if err != nil || self.Runtime != "python3.12" {
+		t.Fatalf("self-contained job: %+v, %v", self, err)
+	}
+	jobs, err := tn.c.ListJobs(ctx, tn.ns)
+	if err != nil || len(jobs) != 2 {
+		t.Fatalf("list = %d jobs, %v", len(jobs), err)
+	}
+	if err := tn.c.DeleteJob(ctx, tn.ns, "once"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tn.c.GetJob(ctx, tn.ns, "once"); !client.IsNotFound(err) {
+		t.Fatalf("deleted job: %v", err)
+	}
+}
+
+// TestOpenAPIServed checks the document is served, parses, and documents every /v1 route the
+// server registers.
+func TestOpenAPIServed(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	resp, err := http.Get(h.URL + "/v1/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		Paths map[string]map[string]any `json:"paths"`
+	}
+	if err := yaml.Unmarshal([]byte(readAll(t, resp.Body)), &doc); err != nil {
+		t.Fatalf("openapi.yaml does not parse: %v", err)
+	}
+	for _, r := range h.server.Routes() {
+		if r.Method == "echo_route_not_found" || (!strings.HasPrefix(r.Path, "/v1/namespaces") && r.Path != "/v1/whoami") {
+			continue
+		}
+		path := strings.NewReplacer(":ns", "{ns}", ":name", "{name}").Replace(r.Path)
+		if _, ok := doc.Paths[path][strings.ToLower(r.Method)]; !ok {
+			t.Errorf("openapi.yaml does not document %s %s", r.Method, path)
+		}
+	}
+}

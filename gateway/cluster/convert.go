@@ -1,0 +1,161 @@
+package cluster
+
+import (
+	"encoding/json"
+	"maps"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/gateway/api"
+)
+
+// The functions below map CRD objects to the wire model and back. The apply* functions write
+// only the fields the API knows into an existing spec, so fields set by other means (kubectl,
+// defaults the API does not expose) survive an update.
+
+func functionOf(fn *v1alpha1.Function) api.Function {
+	s := fn.Spec
+	out := api.Function{
+		Name: fn.Name, Namespace: fn.Namespace, CreatedAt: fn.CreationTimestamp.UTC(),
+		FunctionSpec: api.FunctionSpec{
+			Runtime: string(s.Runtime), Entrypoint: s.Entrypoint, EnvVars: maps.Clone(s.Env), MemoryMB: s.MemoryMB,
+			TimeoutSec: s.TimeoutSeconds, MinReplicas: s.Scale.MinReplicas, MaxReplicas: s.Scale.MaxReplicas,
+			ScaleDownPeriodSec: s.Scale.ScaleDownPeriodSeconds, ScalingMetric: string(s.Scale.Metric),
+			ScalingTarget: s.Scale.Target, Image: s.Image, Source: sourceOf(s.Source),
+		},
+		Status: api.FunctionStatus{
+			Phase: string(fn.Status.Phase), URL: fn.Status.URL, Image: fn.Status.Image,
+			LastBuildTime: timeOf(fn.Status.LastBuildTime), LastBuildError: fn.Status.LastBuildError,
+			Ready:   fn.Status.Phase == v1alpha1.FunctionReady && fn.Status.ObservedGeneration == fn.Generation,
+			Message: readyMessage(fn.Status.Conditions),
+		},
+	}
+	return out
+}
+
+func applyFunctionSpec(dst *v1alpha1.FunctionSpec, s api.FunctionSpec) {
+	applyCode(&dst.CodeSpec, s.Runtime, s.Entrypoint, s.EnvVars, s.MemoryMB, s.TimeoutSec, s.Image)
+	dst.Source = sourceRef(s.Source)
+	dst.Scale.MinReplicas, dst.Scale.MaxReplicas = s.MinReplicas, s.MaxReplicas
+	dst.Scale.ScaleDownPeriodSeconds = s.ScaleDownPeriodSec
+	dst.Scale.Metric, dst.Scale.Target = v1alpha1.ScalingMetric(s.ScalingMetric), s.ScalingTarget
+}
+
+func applyCode(dst *v1alpha1.CodeSpec, runtime, entrypoint string, env map[string]string, memoryMB, timeoutSec int32, image string) {
+	dst.Runtime, dst.Entrypoint, dst.Env = v1alpha1.Runtime(runtime), entrypoint, maps.Clone(env)
+	dst.MemoryMB, dst.TimeoutSeconds, dst.Image = memoryMB, timeoutSec, image
+}
+
+func sourceOf(s *v1alpha1.SourceRef) *api.Source {
+	if s == nil {
+		return nil
+	}
+	return &api.Source{ContextKey: s.ContextKey, ArchiveKey: s.ArchiveKey, SHA256: s.SHA256}
+}
+
+func sourceRef(s *api.Source) *v1alpha1.SourceRef {
+	if s == nil {
+		return nil
+	}
+	return &v1alpha1.SourceRef{ContextKey: s.ContextKey, ArchiveKey: s.ArchiveKey, SHA256: s.SHA256}
+}
+
+func triggerOf(t *v1alpha1.Trigger) api.Trigger {
+	s := t.Spec
+	out := api.Trigger{
+		Name: t.Name, Namespace: t.Namespace, CreatedAt: t.CreationTimestamp.UTC(),
+		TriggerSpec: api.TriggerSpec{Type: string(s.Type), Function: s.FunctionRef.Name, Enabled: s.IsEnabled(), RequireAuth: s.RequireAuth},
+		Status: api.TriggerStatus{Active: t.Status.Active, URL: t.Status.URL, LastFireTime: timeOf(t.Status.LastFireTime),
+			Message: readyMessage(t.Status.Conditions)},
+	}
+	if c := s.Cron; c != nil {
+		out.Schedule, out.Timezone = c.Schedule, c.Timezone
+	}
+	if e := s.Event; e != nil {
+		out.Queue, out.BrokerSecret, out.BrokerSecretKey = e.Queue, e.BrokerSecretRef.Name, e.BrokerSecretRef.Key
+		out.MaxAttempts, out.BackoffMs, out.DeadLetterQueue = e.Retry.MaxAttempts, e.Retry.BackoffMillis, e.DeadLetterQueue
+	}
+	return out
+}
+
+func applyTriggerSpec(dst *v1alpha1.TriggerSpec, s api.TriggerSpec) {
+	enabled := s.Enabled
+	dst.Type, dst.FunctionRef.Name, dst.Enabled, dst.RequireAuth = v1alpha1.TriggerType(s.Type), s.Function, &enabled, s.RequireAuth
+	if s.Type == api.TriggerCron {
+		if dst.Cron == nil {
+			dst.Cron = &v1alpha1.CronSpec{}
+		}
+		dst.Cron.Schedule, dst.Cron.Timezone = s.Schedule, s.Timezone
+	} else {
+		dst.Cron = nil
+	}
+	if s.Type == api.TriggerEvent {
+		if dst.Event == nil {
+			dst.Event = &v1alpha1.EventSpec{}
+		}
+		e := dst.Event
+		e.Queue, e.BrokerSecretRef = s.Queue, v1alpha1.SecretKeyReference{Name: s.BrokerSecret, Key: s.BrokerSecretKey}
+		e.Retry.MaxAttempts, e.Retry.BackoffMillis, e.DeadLetterQueue = s.MaxAttempts, s.BackoffMs, s.DeadLetterQueue
+	} else {
+		dst.Event = nil
+	}
+}
+
+func jobOf(j *v1alpha1.FunctionJob) api.Job {
+	s, st := j.Spec, j.Status
+	out := api.Job{
+		Name: j.Name, Namespace: j.Namespace, CreatedAt: j.CreationTimestamp.UTC(),
+		JobSpec: api.JobSpec{
+			Runtime: string(s.Runtime), Entrypoint: s.Entrypoint, EnvVars: maps.Clone(s.Env), MemoryMB: s.MemoryMB,
+			TimeoutSec: s.TimeoutSeconds, Image: s.Image, Source: sourceOf(s.Source), RunID: s.RunID,
+		},
+		Status: api.JobStatus{
+			Phase: string(st.Phase), ObservedRunID: st.ObservedRunID, StartTime: timeOf(st.StartTime),
+			CompletionTime: timeOf(st.CompletionTime), DurationMs: st.DurationMillis, Result: st.Result,
+			Output: st.Output, Error: st.Error,
+		},
+	}
+	if s.FunctionRef != nil {
+		out.Function = s.FunctionRef.Name
+	}
+	if s.Event != nil {
+		out.Event = json.RawMessage(s.Event.Raw)
+	}
+	return out
+}
+
+func applyJobSpec(dst *v1alpha1.FunctionJobSpec, s api.JobSpec) {
+	applyCode(&dst.CodeSpec, s.Runtime, s.Entrypoint, s.EnvVars, s.MemoryMB, s.TimeoutSec, s.Image)
+	dst.Source = sourceRef(s.Source)
+	dst.FunctionRef = nil
+	if s.Function != "" {
+		dst.FunctionRef = &v1alpha1.LocalObjectReference{Name: s.Function}
+	}
+	dst.Event = nil
+	if len(s.Event) > 0 {
+		dst.Event = &apiextensionsv1.JSON{Raw: append([]byte(nil), s.Event...)}
+	}
+	dst.RunID = s.RunID
+}
+
+func timeOf(t *metav1.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// readyMessage is the Ready (or Succeeded) condition's message when it is not true.
+func readyMessage(conds []metav1.Condition) string {
+	for _, typ := range []string{v1alpha1.ConditionReady, v1alpha1.ConditionSucceeded} {
+		if c := meta.FindStatusCondition(conds, typ); c != nil && c.Status != metav1.ConditionTrue {
+			return c.Message
+		}
+	}
+	return ""
+}

@@ -1,0 +1,234 @@
+package cluster_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/jackc/pgx/v5"
+
+	"sless.dev/sless/buildkit"
+	"sless.dev/sless/gateway"
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/client"
+	"sless.dev/sless/gateway/cluster"
+	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/test/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+// hmacKey signs the test tokens (HS256).
+var hmacKey = []byte("gateway-test-key-0123456789abcdef0123456789")
+
+// harness is a gateway over the cluster backend on envtest, with real PostgreSQL history and
+// a directory artifact store, served on loopback.
+type harness struct {
+	t       *testing.T
+	URL     string
+	server  *gateway.Server
+	backend *cluster.Backend
+	history *history.Postgres
+	dbURL   string
+}
+
+type harnessOptions struct {
+	interceptor string // URL of the server standing where the KEDA interceptor would be
+	proxy       gateway.ProxyConfig
+	limits      buildkit.Limits
+	codeCheck   gateway.CodeChecker
+	historyDSN  string // default: a fresh database
+}
+
+func newHarness(t *testing.T, o harnessOptions) *harness {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if o.interceptor == "" {
+		o.interceptor = "http://127.0.0.1:9" // discard port: nothing answers
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	b, err := cluster.New(ctx, env.Config, cluster.Options{InterceptorURL: o.interceptor, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, backend: b}
+	h.dbURL = o.historyDSN
+	if h.dbURL == "" {
+		h.dbURL = newDatabase(t)
+	}
+	h.history, err = history.OpenPostgres(h.dbURL, history.PostgresOptions{FlushInterval: 20 * time.Millisecond, WriteTimeout: time.Second, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_ = h.history.Close(ctx)
+	})
+	store, err := buildkit.NewFSStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: hmacKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.server, err = gateway.New(gateway.Config{
+		Backend: b, Auth: auth, Sources: buildkit.Artifacts{Store: store}, Limits: o.limits, CodeCheck: o.codeCheck,
+		Recorder: h.history, History: h.history, Proxy: o.proxy, Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h.server)
+	t.Cleanup(srv.Close)
+	h.URL = srv.URL
+	return h
+}
+
+// token signs an HS256 token for sub valid for an hour.
+func token(t testing.TB, sub string) string {
+	t.Helper()
+	claims := jwt.RegisteredClaims{Subject: sub, ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(hmacKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// tenant is a fresh identity: its token, namespace and an API client.
+type tenant struct {
+	sub, token, ns string
+	c              *client.Client
+}
+
+func (h *harness) tenant() tenant {
+	h.t.Helper()
+	sub := "user-" + randomHex(6)
+	tn := tenant{sub: sub, token: token(h.t, sub), ns: api.TenantNamespace(sub)}
+	c, err := client.New(h.URL, tn.token, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	tn.c = c
+	if err := c.EnsureNamespace(context.Background(), tn.ns); err != nil {
+		h.t.Fatal(err)
+	}
+	return tn
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// postgresURL is the real PostgreSQL the tests use; each harness gets its own database.
+func postgresURL() string {
+	if u := os.Getenv("SLESS_TEST_POSTGRES_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+// newDatabase creates a uniquely named database, dropped when the test ends.
+func newDatabase(t testing.TB) string {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, postgresURL())
+	if err != nil {
+		t.Fatalf("connect to PostgreSQL at %s (set SLESS_TEST_POSTGRES_URL): %v", postgresURL(), err)
+	}
+	defer admin.Close(ctx)
+	name := "sless_gateway_test_" + randomHex(6)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), postgresURL())
+		if err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(postgresURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// do sends a raw request (for cases the typed client cannot express) and returns the status
+// and the decoded error body, if any.
+func do(t testing.TB, method, u, tok, contentType string, body io.Reader) (int, api.Error, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, u, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e api.Error
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 400 {
+		if err := json.Unmarshal(data, &e); err != nil {
+			t.Fatalf("%s %s: %d with a non-JSON error body %q", method, u, resp.StatusCode, data)
+		}
+	}
+	return resp.StatusCode, e, resp.Header
+}
+
+// freePort returns a loopback port nothing listens on right now.
+func freePort(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}

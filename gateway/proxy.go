@@ -1,0 +1,320 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/history"
+)
+
+// ProxyConfig tunes /fn/. Zero values take the documented defaults.
+type ProxyConfig struct {
+	// TimeoutMargin is added to a function's timeout before the gateway answers 504, so the
+	// function's own timeout answer wins. Default 5s.
+	TimeoutMargin time.Duration
+	// MaxHeldPerFunction caps requests in flight (including those held while a function
+	// scales from zero) for one function. Default 1000.
+	MaxHeldPerFunction int64
+	// MaxHeld caps requests in flight in total. Default 10000.
+	MaxHeld int64
+	// RetryAfter is sent with 503 answers. Default 1s.
+	RetryAfter time.Duration
+}
+
+func (c ProxyConfig) withDefaults() ProxyConfig {
+	if c.TimeoutMargin <= 0 {
+		c.TimeoutMargin = 5 * time.Second
+	}
+	if c.MaxHeldPerFunction <= 0 {
+		c.MaxHeldPerFunction = 1000
+	}
+	if c.MaxHeld <= 0 {
+		c.MaxHeld = 10000
+	}
+	if c.RetryAfter <= 0 {
+		c.RetryAfter = time.Second
+	}
+	return c
+}
+
+// errFunctionTimeout is the cause of a request context ended by the function's timeout.
+var errFunctionTimeout = errors.New("function timeout")
+
+// w3c is fixed rather than the global propagator: functions always get traceparent.
+var w3c = propagation.TraceContext{}
+
+// fnProxy serves /fn/{ns}/{name}[/rest] by forwarding to the backend's transport.
+type fnProxy struct {
+	cfg      ProxyConfig
+	router   Router
+	auth     Authenticator
+	rec      history.Recorder
+	log      *slog.Logger
+	rp       *httputil.ReverseProxy
+	held     heldRequests
+	rejected prometheus.Counter
+}
+
+// target is what Rewrite needs to know about one proxied request.
+type target struct {
+	host, path, rawPath string
+}
+
+type targetKey struct{}
+
+func newFnProxy(cfg Config, log *slog.Logger) *fnProxy {
+	p := &fnProxy{cfg: cfg.Proxy.withDefaults(), router: cfg.Backend, auth: cfg.Auth, rec: cfg.Recorder, log: log}
+	p.held.perFunction = map[string]*atomic.Int64{}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:      rewrite,
+		Transport:    cfg.Backend.Transport(),
+		ErrorHandler: p.proxyError,
+		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return p
+}
+
+// rewrite points the outgoing request at the function: routing host, path without the /fn/
+// prefix, X-Forwarded-*, and the W3C trace context of the gateway's span. ReverseProxy has
+// already removed hop-by-hop headers and the client's X-Forwarded-*.
+func rewrite(pr *httputil.ProxyRequest) {
+	t := pr.In.Context().Value(targetKey{}).(*target)
+	pr.Out.URL.Scheme, pr.Out.URL.Host = "http", t.host
+	pr.Out.URL.Path, pr.Out.URL.RawPath = t.path, t.rawPath
+	pr.Out.Host = t.host
+	pr.SetXForwarded()
+	pr.Out.Header.Del("Traceparent")
+	pr.Out.Header.Del("Tracestate")
+	w3c.Inject(pr.Out.Context(), propagation.HeaderCarrier(pr.Out.Header))
+}
+
+// splitFnPath splits an escaped /fn/ path into namespace, name and the escaped rest ("/" when
+// empty).
+func splitFnPath(escaped string) (ns, name, rest string, ok bool) {
+	p, ok := strings.CutPrefix(escaped, "/fn/")
+	if !ok {
+		return "", "", "", false
+	}
+	ns, p, ok = strings.Cut(p, "/")
+	if !ok {
+		return "", "", "", false
+	}
+	name, rest, _ = strings.Cut(p, "/")
+	if validName("", ns) != nil || validName("", name) != nil {
+		return "", "", "", false
+	}
+	return ns, name, "/" + rest, true
+}
+
+func (p *fnProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	ns, name, rest, ok := splitFnPath(r.URL.EscapedPath())
+	if !ok {
+		writeError(w, http.StatusNotFound, "no function here: call /fn/<namespace>/<function>[/path]")
+		return
+	}
+	route, err := p.router.Route(ns, name)
+	if err != nil {
+		if code, _ := statusOf(err); code == http.StatusNotFound {
+			writeError(w, http.StatusNotFound, err.Error())
+			return
+		}
+		p.log.ErrorContext(r.Context(), "route lookup failed", "namespace", ns, "function", name, "error", err)
+		writeError(w, http.StatusBadGateway, "route lookup failed")
+		return
+	}
+	if code, msg := p.refuse(r, ns, name, route); code != 0 {
+		if code == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", strconv.Itoa(int(p.cfg.RetryAfter.Seconds())))
+		}
+		writeError(w, code, msg)
+		return
+	}
+	key := ns + "/" + name
+	if !p.held.acquire(key, p.cfg.MaxHeldPerFunction, p.cfg.MaxHeld) {
+		p.rejected.Inc()
+		w.Header().Set("Retry-After", strconv.Itoa(int(p.cfg.RetryAfter.Seconds())))
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("too many requests in flight for function %s; retry later", key))
+		return
+	}
+	defer p.held.release(key)
+
+	path, err := url.PathUnescape(rest)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "malformed path escape")
+		return
+	}
+	ctx := context.WithValue(r.Context(), targetKey{}, &target{host: route.Host, path: path, rawPath: rest})
+	if route.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, route.Timeout+p.cfg.TimeoutMargin, errFunctionTimeout)
+		defer cancel()
+	}
+	sw, ok := w.(*statusWriter)
+	if !ok {
+		sw = &statusWriter{ResponseWriter: w}
+	}
+	defer func() { p.record(ctx, ns, name, start, sw.status) }()
+	p.rp.ServeHTTP(sw, r.WithContext(ctx))
+}
+
+// refuse decides whether a resolved function may be called now: 401/403 for a trigger that
+// requires auth, 503 while disabled or not deployed.
+func (p *fnProxy) refuse(r *http.Request, ns, name string, route Route) (int, string) {
+	if route.RequireAuth {
+		token, err := bearerToken(r)
+		if err != nil {
+			return http.StatusUnauthorized, err.Error()
+		}
+		id, err := p.auth.Authenticate(r.Context(), token)
+		if err != nil {
+			return http.StatusUnauthorized, err.Error()
+		}
+		if err := allowNamespace(id, ns); err != nil {
+			return http.StatusForbidden, err.Error()
+		}
+	}
+	switch {
+	case route.Disabled:
+		return http.StatusServiceUnavailable, fmt.Sprintf("function %s/%s is disabled: its http trigger is off", ns, name)
+	case route.Host == "":
+		return http.StatusServiceUnavailable, fmt.Sprintf("function %s/%s is not deployed yet; retry when its phase is Ready", ns, name)
+	}
+	return 0, ""
+}
+
+// proxyError answers a failed forward: 504 for the function's timeout, nothing for a client
+// that went away, 502 otherwise.
+func (p *fnProxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	ctx := r.Context()
+	switch {
+	case context.Cause(ctx) == errFunctionTimeout:
+		writeError(w, http.StatusGatewayTimeout, "the function did not answer within its timeout")
+	case errors.Is(ctx.Err(), context.Canceled):
+		if sw, ok := w.(*statusWriter); ok {
+			sw.status = statusClientClosed
+		}
+	default:
+		p.log.WarnContext(ctx, "Warning: forwarding to the function failed", "host", r.Host, "error", err)
+		writeError(w, http.StatusBadGateway, "the function could not be reached")
+	}
+}
+
+// statusClientClosed records invocations whose caller disconnected (nginx's 499).
+const statusClientClosed = 499
+
+// record sends the invocation to the history, off the request path (Recorder never blocks).
+func (p *fnProxy) record(ctx context.Context, ns, name string, start time.Time, status int) {
+	if p.rec == nil {
+		return
+	}
+	if status == 0 {
+		status = http.StatusOK
+	}
+	rec := history.Record{Namespace: ns, Function: name, Kind: history.KindHTTP, Start: start,
+		Duration: time.Since(start), HTTPStatus: status, Status: history.StatusSucceeded}
+	switch {
+	case status == http.StatusGatewayTimeout:
+		rec.Status, rec.Error = history.StatusTimeout, "timeout"
+	case status == statusClientClosed:
+		rec.Status, rec.Error = history.StatusFailed, "client closed the request"
+	case status >= 500:
+		rec.Status, rec.Error = history.StatusFailed, http.StatusText(status)
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		rec.TraceID = sc.TraceID().String()
+	}
+	p.rec.Record(rec)
+}
+
+// heldRequests counts requests in flight per function and in total.
+type heldRequests struct {
+	total       atomic.Int64
+	mu          sync.RWMutex
+	perFunction map[string]*atomic.Int64
+}
+
+func (h *heldRequests) counter(key string) *atomic.Int64 {
+	h.mu.RLock()
+	c := h.perFunction[key]
+	h.mu.RUnlock()
+	if c != nil {
+		return c
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c = h.perFunction[key]; c == nil {
+		c = new(atomic.Int64)
+		h.perFunction[key] = c
+	}
+	return c
+}
+
+func (h *heldRequests) acquire(key string, perFunction, total int64) bool {
+	if h.total.Add(1) > total {
+		h.total.Add(-1)
+		return false
+	}
+	if c := h.counter(key); c.Add(1) > perFunction {
+		c.Add(-1)
+		h.total.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (h *heldRequests) release(key string) {
+	h.counter(key).Add(-1)
+	h.total.Add(-1)
+}
+
+// statusWriter remembers the status code and keeps streaming (Flush) and upgrades working.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// writeError answers with the API's JSON error body.
+func writeError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(api.Error{Error: msg})
+}

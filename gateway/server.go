@@ -1,0 +1,181 @@
+// Package gateway is the sless front door: the /v1 REST API over a Backend, JWT tenancy, the
+// /fn/ invocation proxy, the console, invocation history, metrics and traces.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"sless.dev/sless/buildkit"
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/history"
+)
+
+// Config wires a Server. Backend and Auth are required.
+type Config struct {
+	Backend Backend
+	// Auth verifies Bearer tokens of /v1 and of /fn/ calls whose trigger requires auth.
+	Auth Authenticator
+	// Sources stores uploads and reads them back; without it upload and source answer 503.
+	Sources SourceStore
+	// Limits caps uploads. Default buildkit.DefaultLimits().
+	Limits buildkit.Limits
+	// CodeCheck reviews uploads before they are stored; nil turns the check off.
+	CodeCheck CodeChecker
+	// Recorder gets one record per /fn/ invocation; nil records nothing.
+	Recorder history.Recorder
+	// History reads invocations back; nil answers the invocations endpoint with 503.
+	History history.Reader
+	Proxy   ProxyConfig
+	// Registry receives the gateway's Prometheus metrics, served on /metrics. Default: a new
+	// registry with the Go and process collectors.
+	Registry *prometheus.Registry
+	Logger   *slog.Logger
+}
+
+// Server is the gateway's http.Handler.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	echo    *echo.Echo
+	proxy   *fnProxy
+	metrics *metrics
+}
+
+// New builds a Server from cfg.
+func New(cfg Config) (*Server, error) {
+	if cfg.Backend == nil || cfg.Auth == nil {
+		return nil, errors.New("gateway: Backend and Auth are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Limits == (buildkit.Limits{}) {
+		cfg.Limits = buildkit.DefaultLimits()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+		cfg.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "gateway")}
+	s.proxy = newFnProxy(cfg, s.log)
+	m, err := newMetrics(cfg.Registry, s.proxy.held.total.Load, cfg.Recorder)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
+	s.proxy.rejected = m.rejected
+	s.echo = s.routes()
+	return s, nil
+}
+
+// ServeHTTP sends /fn/ straight to the proxy (the hot path skips the router) and everything
+// else through echo, each wrapped in a span and request metrics.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/fn/") {
+		s.instrument("fn", s.proxy, w, r)
+		return
+	}
+	handler := "api"
+	if !strings.HasPrefix(r.URL.Path, "/v1/") {
+		handler = "other"
+	}
+	s.instrument(handler, s.echo, w, r)
+}
+
+func (s *Server) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
+	e.GET("/v1/openapi.yaml", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/yaml", openapiSpec) })
+	s.consoleRoutes(e)
+
+	v1 := e.Group("/v1", s.authenticate)
+	v1.GET("/whoami", s.whoami)
+	ns := v1.Group("/namespaces/:ns", s.authorizeNamespace)
+	ns.POST("/ensure", s.ensureNamespace)
+
+	ns.GET("/functions", s.listFunctions)
+	ns.POST("/functions", s.createFunction)
+	ns.GET("/functions/:name", s.getFunction)
+	ns.PUT("/functions/:name", s.updateFunction)
+	ns.DELETE("/functions/:name", s.deleteFunction)
+	ns.POST("/functions/:name/upload", s.uploadSource)
+	ns.GET("/functions/:name/source", s.getSource)
+	ns.GET("/functions/:name/invocations", s.listInvocations)
+
+	ns.GET("/triggers", s.listTriggers)
+	ns.POST("/triggers", s.createTrigger)
+	ns.GET("/triggers/:name", s.getTrigger)
+	ns.PATCH("/triggers/:name", s.updateTrigger)
+	ns.DELETE("/triggers/:name", s.deleteTrigger)
+
+	ns.GET("/jobs", s.listJobs)
+	ns.POST("/jobs", s.createJob)
+	ns.GET("/jobs/:name", s.getJob)
+	ns.PUT("/jobs/:name", s.updateJob)
+	ns.DELETE("/jobs/:name", s.deleteJob)
+	return e
+}
+
+// handleError is the one place errors become responses: user mistakes get their status and
+// field, anything unexpected a logged 500 without internals.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	code, body := s.errorResponse(c.Request().Context(), err)
+	if code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests {
+		c.Response().Header().Set("Retry-After", "5")
+	}
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(code)
+		return
+	}
+	_ = c.JSON(code, body)
+}
+
+func (s *Server) errorResponse(ctx context.Context, err error) (int, api.Error) {
+	var (
+		he *httpError
+		ee *echo.HTTPError
+		qe *history.QueryError
+	)
+	if code, field := statusOf(err); code != 0 {
+		return code, api.Error{Error: err.Error(), Field: field}
+	}
+	if ve, ok := buildkit.AsValidationError(err); ok {
+		return ve.StatusCode(), api.Error{Error: ve.Error(), Field: "source"}
+	}
+	switch {
+	case errors.As(err, &he):
+		if he.Code >= 500 {
+			s.log.ErrorContext(ctx, "request failed", "error", err)
+		}
+		return he.Code, api.Error{Error: he.Msg, Field: he.Field}
+	case errors.As(err, &qe):
+		return http.StatusBadRequest, api.Error{Error: qe.Error(), Field: qe.Field}
+	case errors.As(err, &ee):
+		msg, _ := ee.Message.(string)
+		if msg == "" {
+			msg = http.StatusText(ee.Code)
+		}
+		return ee.Code, api.Error{Error: msg}
+	case errors.Is(err, context.Canceled):
+		return 499, api.Error{Error: "request canceled"}
+	}
+	s.log.ErrorContext(ctx, "request failed", "error", err)
+	return http.StatusInternalServerError, api.Error{Error: "internal error; the gateway log has the details"}
+}
+
+// Routes lists the REST routes (for documentation checks).
+func (s *Server) Routes() []*echo.Route { return s.echo.Routes() }

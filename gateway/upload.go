@@ -1,0 +1,189 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"sless.dev/sless/buildkit"
+	"sless.dev/sless/gateway/api"
+)
+
+// SourceStore keeps uploads and reads them back; buildkit.Artifacts implements it over S3 or
+// a directory.
+type SourceStore interface {
+	SaveUpload(ctx context.Context, ns, name string, now time.Time, zipData []byte, bc *buildkit.BuildContext) (buildkit.Upload, error)
+	OpenSource(ctx context.Context, zipKey string) (*buildkit.Archive, error)
+}
+
+// Caps of the source viewer's answer: files beyond them are listed without content.
+const (
+	maxViewedFile  = 256 << 10
+	maxViewedTotal = 4 << 20
+)
+
+// uploadSource validates a zip for the function's runtime, optionally has it reviewed,
+// stores it with its build context and points the function at it, which starts a build.
+func (s *Server) uploadSource(c echo.Context) error {
+	ctx := c.Request().Context()
+	ns := c.Param("ns")
+	name, err := nameParam(c)
+	if err != nil {
+		return err
+	}
+	if s.cfg.Sources == nil {
+		return &httpError{Code: http.StatusServiceUnavailable, Msg: "uploads are not configured on this gateway (no artifact store)"}
+	}
+	fn, err := s.cfg.Backend.GetFunction(ctx, ns, name)
+	if err != nil {
+		return err
+	}
+	data, err := buildkit.ReadUpload(c.Request().Body, s.cfg.Limits)
+	if err != nil {
+		return err
+	}
+	src, err := buildkit.ValidateBytes(ctx, data, fn.Runtime, fn.Entrypoint, s.cfg.Limits)
+	if err != nil {
+		return err
+	}
+	if err := s.checkCode(ctx, ns, name, src); err != nil {
+		return err
+	}
+	bc, err := buildkit.NewBuildContext(ctx, src)
+	if err != nil {
+		return fmt.Errorf("build context of function %s/%s: %w", ns, name, err)
+	}
+	up, err := s.cfg.Sources.SaveUpload(ctx, ns, name, time.Now(), data, bc)
+	if err != nil {
+		return err
+	}
+	fn, err = s.cfg.Backend.UpdateFunction(ctx, ns, name, func(spec *api.FunctionSpec) error {
+		spec.Source = &api.Source{ContextKey: up.ContextKey, ArchiveKey: up.ZipKey, SHA256: up.Hash}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.log.InfoContext(ctx, "source uploaded", "namespace", ns, "function", name, "hash", up.Hash, "bytes", len(data))
+	return c.JSON(http.StatusOK, fn)
+}
+
+// checkCode runs the optional code review: an unsafe verdict rejects the upload, a failing
+// reviewer is logged and the upload proceeds.
+func (s *Server) checkCode(ctx context.Context, ns, name string, src *buildkit.Source) error {
+	if s.cfg.CodeCheck == nil {
+		return nil
+	}
+	files, err := reviewFiles(src)
+	if err != nil {
+		return err
+	}
+	v, err := s.cfg.CodeCheck.Check(ctx, files)
+	if err != nil {
+		s.log.WarnContext(ctx, "Warning: code check unavailable; upload proceeds unchecked", "namespace", ns, "function", name, "error", err)
+		return nil
+	}
+	if !v.Safe {
+		return &httpError{Code: http.StatusBadRequest, Field: "source", Msg: "the code check rejected the upload: " + v.Reason}
+	}
+	return nil
+}
+
+func (s *Server) getSource(c echo.Context) error {
+	ctx := c.Request().Context()
+	ns := c.Param("ns")
+	name, err := nameParam(c)
+	if err != nil {
+		return err
+	}
+	if s.cfg.Sources == nil {
+		return &httpError{Code: http.StatusServiceUnavailable, Msg: "sources are not available on this gateway (no artifact store)"}
+	}
+	fn, err := s.cfg.Backend.GetFunction(ctx, ns, name)
+	if err != nil {
+		return err
+	}
+	if fn.Source == nil {
+		return &httpError{Code: http.StatusNotFound, Msg: fmt.Sprintf("function %q has no uploaded source; upload a zip first", name)}
+	}
+	key := fn.Source.ArchiveKey
+	if key == "" {
+		if key, err = buildkit.ZipKeyForContext(fn.Source.ContextKey); err != nil {
+			return err
+		}
+	}
+	arch, err := s.cfg.Sources.OpenSource(ctx, key)
+	if errors.Is(err, buildkit.ErrNotFound) {
+		return &httpError{Code: http.StatusNotFound, Msg: fmt.Sprintf("the upload of function %q is gone from the artifact store; upload it again", name)}
+	}
+	if err != nil {
+		return err
+	}
+	files, err := viewFiles(arch)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, api.SourceFiles{Function: name, Key: key, Files: files})
+}
+
+// viewFiles returns the archive's text files with content, others listed only.
+func viewFiles(arch *buildkit.Archive) ([]api.SourceFile, error) {
+	out := make([]api.SourceFile, 0, len(arch.Files))
+	var total int64
+	for _, f := range arch.Files {
+		sf := api.SourceFile{Name: f.Name, Size: f.Size}
+		switch {
+		case f.Size > maxViewedFile:
+			sf.Omitted = "too large to show"
+		case total+f.Size > maxViewedTotal:
+			sf.Omitted = "the source is too large to show in full"
+		default:
+			data, err := readFile(f)
+			if err != nil {
+				return nil, err
+			}
+			if utf8.Valid(data) {
+				sf.Content = string(data)
+				total += f.Size
+			} else {
+				sf.Omitted = "binary file"
+			}
+		}
+		out = append(out, sf)
+	}
+	return out, nil
+}
+
+func readFile(f buildkit.File) ([]byte, error) {
+	rc, err := f.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(io.LimitReader(rc, maxViewedFile+1))
+}
+
+func (s *Server) listInvocations(c echo.Context) error {
+	name, err := nameParam(c)
+	if err != nil {
+		return err
+	}
+	if s.cfg.History == nil {
+		return &httpError{Code: http.StatusServiceUnavailable, Msg: "invocation history is not configured on this gateway (no database)"}
+	}
+	q, err := invocationQuery(c.Param("ns"), name, c.QueryParam("limit"), c.QueryParam("before"))
+	if err != nil {
+		return err
+	}
+	page, err := s.cfg.History.List(c.Request().Context(), q)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, invocationsOf(page))
+}

@@ -1,0 +1,309 @@
+package gateway
+
+import (
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"sless.dev/sless/gateway/api"
+)
+
+// Limits the API enforces; they mirror the CRD schema so both backends reject the same input.
+const (
+	maxTimeoutSec   = 900
+	minMemoryMB     = 32
+	maxMemoryMB     = 16384
+	maxReplicas     = 1000
+	maxScaleDownSec = 86400
+	maxTarget       = 100000
+	maxEnvVars      = 256
+	maxAttemptsCap  = 100
+	maxBackoffMs    = 3600000
+)
+
+var (
+	dnsLabel   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	envName    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	entrypoint = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_./-]*$`)
+	timezone   = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_+/-]*$`)
+	// cronParser accepts what the CRD and the dispatcher accept: five fields or a descriptor.
+	cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+)
+
+// validName checks a namespace or object name: a DNS-1123 label.
+func validName(field, name string) error {
+	if len(name) == 0 || len(name) > 63 || !dnsLabel.MatchString(name) {
+		return invalid(field, "%q is not a valid name: use at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+func validRuntime(field, rt string) error {
+	if !slices.Contains(api.Runtimes, rt) {
+		return invalid(field, "unknown runtime %q; use one of %s", rt, strings.Join(api.Runtimes, ", "))
+	}
+	return nil
+}
+
+func inRange(field string, v, lo, hi int64) error {
+	if v < lo || v > hi {
+		return invalid(field, "%d is out of range; use %d-%d", v, lo, hi)
+	}
+	return nil
+}
+
+func validTimeout(field string, v int32) error {
+	if v < 0 || v > maxTimeoutSec {
+		return invalid(field, "%d is out of range; use 1-%d seconds, or 0 for no limit", v, maxTimeoutSec)
+	}
+	return nil
+}
+
+func validEnv(field string, env map[string]string) error {
+	if len(env) > maxEnvVars {
+		return invalid(field, "%d variables; at most %d are allowed", len(env), maxEnvVars)
+	}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if !envName.MatchString(k) || strings.HasPrefix(k, "SLESS_") {
+			return invalid(field+"."+k, "invalid variable name %q: use [A-Za-z_][A-Za-z0-9_]* not starting with SLESS_ (reserved)", k)
+		}
+	}
+	return nil
+}
+
+func validEntrypoint(field, ep string) error {
+	if ep != "" && (len(ep) > 253 || !entrypoint.MatchString(ep)) {
+		return invalid(field, "invalid entrypoint %q: use module.function (e.g. handler.handle)", ep)
+	}
+	return nil
+}
+
+// defaultFunctionSpec holds the defaults of a new function (the CRD's defaults).
+func defaultFunctionSpec() api.FunctionSpec {
+	return api.FunctionSpec{MemoryMB: 128, MaxReplicas: 10, ScaleDownPeriodSec: 300, ScalingMetric: "concurrency", ScalingTarget: 100}
+}
+
+// applyFunctionFields sets the sent fields of f on spec.
+func applyFunctionFields(spec *api.FunctionSpec, f api.FunctionFields) {
+	setIf(&spec.Runtime, f.Runtime)
+	setIf(&spec.Entrypoint, f.Entrypoint)
+	setIf(&spec.EnvVars, f.EnvVars)
+	setIf(&spec.MemoryMB, f.MemoryMB)
+	setIf(&spec.TimeoutSec, f.TimeoutSec)
+	setIf(&spec.MinReplicas, f.MinReplicas)
+	setIf(&spec.MaxReplicas, f.MaxReplicas)
+	setIf(&spec.ScaleDownPeriodSec, f.ScaleDownPeriodSec)
+	setIf(&spec.ScalingMetric, f.ScalingMetric)
+	setIf(&spec.ScalingTarget, f.ScalingTarget)
+	setIf(&spec.Image, f.Image)
+}
+
+func setIf[T any](dst *T, src *T) {
+	if src != nil {
+		*dst = *src
+	}
+}
+
+// validateFunctionSpec checks a complete spec.
+func validateFunctionSpec(s api.FunctionSpec) error {
+	checks := []error{
+		validRuntime("runtime", s.Runtime),
+		validEntrypoint("entrypoint", s.Entrypoint),
+		validEnv("env_vars", s.EnvVars),
+		inRange("memory_mb", int64(s.MemoryMB), minMemoryMB, maxMemoryMB),
+		validTimeout("timeout_sec", s.TimeoutSec),
+		inRange("min_replicas", int64(s.MinReplicas), 0, maxReplicas),
+		inRange("max_replicas", int64(s.MaxReplicas), 1, maxReplicas),
+		inRange("scale_down_period_sec", int64(s.ScaleDownPeriodSec), 1, maxScaleDownSec),
+		inRange("scaling_target", int64(s.ScalingTarget), 1, maxTarget),
+	}
+	for _, err := range checks {
+		if err != nil {
+			return err
+		}
+	}
+	if s.MaxReplicas < s.MinReplicas {
+		return invalid("max_replicas", "%d is below min_replicas %d", s.MaxReplicas, s.MinReplicas)
+	}
+	if s.ScalingMetric != "concurrency" && s.ScalingMetric != "requestRate" {
+		return invalid("scaling_metric", "unknown metric %q; use concurrency or requestRate", s.ScalingMetric)
+	}
+	if len(s.Image) > 512 {
+		return invalid("image", "longer than 512 characters")
+	}
+	return nil
+}
+
+// defaultTriggerSpec holds the defaults of a new trigger of type typ.
+func defaultTriggerSpec(typ string) api.TriggerSpec {
+	s := api.TriggerSpec{Type: typ, Enabled: true}
+	if typ == api.TriggerEvent {
+		s.BrokerSecretKey, s.MaxAttempts, s.BackoffMs = "host", 3, 1000
+	}
+	return s
+}
+
+// applyTriggerFields sets the sent fields of f on spec; the type cannot change.
+func applyTriggerFields(spec *api.TriggerSpec, f api.TriggerFields) error {
+	if f.Type != nil && *f.Type != spec.Type {
+		return invalid("type", "type is immutable (%s); delete and re-create the trigger", spec.Type)
+	}
+	setIf(&spec.Function, f.Function)
+	setIf(&spec.Enabled, f.Enabled)
+	setIf(&spec.RequireAuth, f.RequireAuth)
+	setIf(&spec.Schedule, f.Schedule)
+	setIf(&spec.Timezone, f.Timezone)
+	setIf(&spec.Queue, f.Queue)
+	setIf(&spec.BrokerSecret, f.BrokerSecret)
+	setIf(&spec.BrokerSecretKey, f.BrokerSecretKey)
+	setIf(&spec.MaxAttempts, f.MaxAttempts)
+	setIf(&spec.BackoffMs, f.BackoffMs)
+	setIf(&spec.DeadLetterQueue, f.DeadLetterQueue)
+	return nil
+}
+
+// validateTriggerSpec checks a complete spec: the fields of its type are set and valid, the
+// fields of other types are not set.
+func validateTriggerSpec(s api.TriggerSpec) error {
+	if err := validName("function", s.Function); err != nil {
+		return err
+	}
+	cronSet := s.Schedule != "" || s.Timezone != ""
+	eventSet := s.Queue != "" || s.BrokerSecret != "" || s.DeadLetterQueue != ""
+	switch s.Type {
+	case api.TriggerHTTP:
+		if cronSet || eventSet {
+			return invalid(misplaced(s), "only cron and event triggers take this field; an http trigger has function, enabled and require_auth")
+		}
+		return nil
+	case api.TriggerCron:
+		if eventSet || s.RequireAuth {
+			return invalid(misplaced(s), "a cron trigger takes schedule and timezone only")
+		}
+		return validateCron(s.Schedule, s.Timezone)
+	case api.TriggerEvent:
+		if cronSet || s.RequireAuth {
+			return invalid(misplaced(s), "an event trigger takes queue, broker_secret and retry fields only")
+		}
+		return validateEvent(s)
+	}
+	return invalid("type", "unknown trigger type %q; use http, cron or event", s.Type)
+}
+
+// misplaced names the first set field that does not belong to s.Type.
+func misplaced(s api.TriggerSpec) string {
+	fields := []struct {
+		name  string
+		set   bool
+		types string
+	}{
+		{"schedule", s.Schedule != "", "cron"},
+		{"timezone", s.Timezone != "", "cron"},
+		{"queue", s.Queue != "", "event"},
+		{"broker_secret", s.BrokerSecret != "", "event"},
+		{"dead_letter_queue", s.DeadLetterQueue != "", "event"},
+		{"require_auth", s.RequireAuth, "http"},
+	}
+	for _, f := range fields {
+		if f.set && f.types != s.Type {
+			return f.name
+		}
+	}
+	return ""
+}
+
+// validateCron parses a schedule the way the cron firing will.
+func validateCron(schedule, tz string) error {
+	if schedule == "" {
+		return invalid("schedule", "a cron trigger needs a schedule, e.g. \"*/5 * * * *\" or @hourly")
+	}
+	if len(schedule) > 128 {
+		return invalid("schedule", "longer than 128 characters")
+	}
+	if strings.HasPrefix(schedule, "TZ=") || strings.HasPrefix(schedule, "CRON_TZ=") {
+		return invalid("schedule", "set the zone in timezone, not in the schedule")
+	}
+	if _, err := cronParser.Parse(schedule); err != nil {
+		return invalid("schedule", "invalid cron schedule %q: %v; use five fields (minute hour day-of-month month day-of-week) or a macro such as @daily", schedule, err)
+	}
+	if tz == "" {
+		return nil
+	}
+	if len(tz) > 64 || !timezone.MatchString(tz) {
+		return invalid("timezone", "invalid time zone %q: use an IANA name such as Europe/Berlin", tz)
+	}
+	if _, err := time.LoadLocation(tz); err != nil {
+		return invalid("timezone", "unknown time zone %q: use an IANA name such as Europe/Berlin", tz)
+	}
+	return nil
+}
+
+func validateEvent(s api.TriggerSpec) error {
+	switch {
+	case s.Queue == "" || len(s.Queue) > 255:
+		return invalid("queue", "an event trigger needs a queue name of 1-255 characters")
+	case s.BrokerSecret == "" || len(s.BrokerSecret) > 253:
+		return invalid("broker_secret", "an event trigger needs the name of a Secret holding the amqp:// URL")
+	case len(s.DeadLetterQueue) > 255:
+		return invalid("dead_letter_queue", "longer than 255 characters")
+	}
+	if err := inRange("max_attempts", int64(s.MaxAttempts), 1, maxAttemptsCap); err != nil {
+		return err
+	}
+	return inRange("backoff_ms", int64(s.BackoffMs), 0, maxBackoffMs)
+}
+
+// applyJobFields sets the sent fields of f on spec.
+func applyJobFields(spec *api.JobSpec, f api.JobFields) {
+	setIf(&spec.Function, f.Function)
+	setIf(&spec.Runtime, f.Runtime)
+	setIf(&spec.Entrypoint, f.Entrypoint)
+	setIf(&spec.EnvVars, f.EnvVars)
+	setIf(&spec.MemoryMB, f.MemoryMB)
+	setIf(&spec.TimeoutSec, f.TimeoutSec)
+	setIf(&spec.Image, f.Image)
+	setIf(&spec.Event, f.Event)
+	setIf(&spec.RunID, f.RunID)
+}
+
+// validateJobSpec checks a complete spec: it runs a function or carries its own code.
+func validateJobSpec(s api.JobSpec) error {
+	switch {
+	case s.Function != "" && s.Runtime != "":
+		return invalid("runtime", "set either function (run an existing function) or runtime with image (a self-contained job), not both")
+	case s.Function != "":
+		if s.Image != "" {
+			return invalid("image", "a job with function runs that function's image; remove image")
+		}
+		if err := validName("function", s.Function); err != nil {
+			return err
+		}
+	case s.Runtime != "":
+		if err := validRuntime("runtime", s.Runtime); err != nil {
+			return err
+		}
+		if s.Image == "" {
+			return invalid("image", "a self-contained job needs an image")
+		}
+	default:
+		return invalid("function", "set function (run an existing function) or runtime with image")
+	}
+	if s.MemoryMB != 0 {
+		if err := inRange("memory_mb", int64(s.MemoryMB), minMemoryMB, maxMemoryMB); err != nil {
+			return err
+		}
+	}
+	if s.RunID < 0 {
+		return invalid("run_id", "%d is negative; use 0 (create without running) or a higher number to run again", s.RunID)
+	}
+	for _, err := range []error{validEntrypoint("entrypoint", s.Entrypoint), validEnv("env_vars", s.EnvVars), validTimeout("timeout_sec", s.TimeoutSec)} {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
