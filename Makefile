@@ -16,6 +16,7 @@ build:
 ## generate: regenerate deepcopy code, CRDs and RBAC from the kubebuilder markers.
 generate:
 	$(GO) tool controller-gen object paths=./apis/... crd paths=./apis/... output:crd:artifacts:config=config/crd/bases
+	$(GO) tool controller-gen rbac:roleName=sless-operator paths=./reconcilers/... output:rbac:artifacts:config=config/rbac/operator
 
 ## verify-generated: fail when generated files are not what `make generate` produces.
 verify-generated: generate

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/go-logr/logr"
+	httpv1alpha1 "github.com/kedacore/http-add-on/operator/apis/http/v1alpha1"
+	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
+	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"sless.dev/sless/apis/scheme"
+	"sless.dev/sless/reconcilers"
+	"sless.dev/sless/scaling"
+)
+
+func init() { subcommands = append(subcommands, newOperatorCmd) }
+
+func newOperatorCmd() *cobra.Command {
+	var (
+		opts                           = scaling.DefaultOptions()
+		store                          storeFlags
+		metricsAddr, probeAddr         string
+		leaderElect                    bool
+		leaderElectionNamespace, level string
+	)
+	cmd := &cobra.Command{
+		Use:   "operator",
+		Short: "Run the controllers that turn Functions, Triggers and FunctionJobs into KEDA and Kubernetes objects",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := newLogger(cmd, level)
+			if err != nil {
+				return err
+			}
+			log.SetLogger(logr.FromSlogHandler(logger.Handler()))
+			if err := opts.Validate(); err != nil {
+				return err
+			}
+			cfg, err := ctrl.GetConfig()
+			if err != nil {
+				return fmt.Errorf("kubernetes configuration: %w", err)
+			}
+			s, err := scheme.New()
+			if err != nil {
+				return err
+			}
+			// Cache only what sless manages: the operator's memory stays flat however many
+			// unrelated Deployments, Services or Jobs the cluster runs.
+			managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{scaling.LabelManagedBy: "sless"})}
+			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+				Scheme:                  s,
+				Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+				HealthProbeBindAddress:  probeAddr,
+				LeaderElection:          leaderElect,
+				LeaderElectionID:        "sless-operator.sless.dev",
+				LeaderElectionNamespace: leaderElectionNamespace,
+				Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+					&appsv1.Deployment{}: managed, &corev1.Service{}: managed, &batchv1.Job{}: managed,
+					&batchv1.CronJob{}: managed, &httpv1alpha1.HTTPScaledObject{}: managed,
+					&kedav1alpha1.ScaledJob{}: managed, &kedav1alpha1.TriggerAuthentication{}: managed,
+				}},
+			})
+			if err != nil {
+				return fmt.Errorf("creating the manager: %w", err)
+			}
+			if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+				return err
+			}
+			if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+				return err
+			}
+			artifacts, err := store.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if err := reconcilers.Setup(cmd.Context(), mgr, reconcilers.Config{Options: opts, Artifacts: artifacts}); err != nil {
+				return err
+			}
+			logger.Info("operator starting", "version", version, "leaderElection", leaderElect)
+			return mgr.Start(cmd.Context())
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
+	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.BoolVar(&leaderElect, "leader-elect", true, "elect one active operator among replicas")
+	fs.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader lease (default: the pod's)")
+	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&opts.Domain, "domain", opts.Domain, "routing hosts are <name>.<namespace>.<domain>")
+	fs.StringVar(&opts.GatewayURL, "gateway-url", opts.GatewayURL, "external base URL of the gateway, for function URLs")
+	fs.StringVar(&opts.InterceptorURL, "interceptor-url", opts.InterceptorURL, "KEDA HTTP interceptor proxy that dispatcher jobs invoke through")
+	fs.StringVar(&opts.SlessImage, "sless-image", opts.SlessImage, "image of this binary, run by ScaledJobs and CronJobs")
+	fs.StringVar(&opts.HistorySecret, "history-secret", opts.HistorySecret, "Secret (key url) in tenant namespaces with the PostgreSQL URL dispatcher pods record to")
+	fs.DurationVar(&opts.ColdStartTimeout, "cold-start-timeout", opts.ColdStartTimeout, "how long the interceptor holds a request for a function at zero")
+	fs.StringVar(&opts.ImagePullSecret, "image-pull-secret", opts.ImagePullSecret, "pull Secret attached to function pods")
+	fs.StringVar(&opts.Build.Namespace, "build-namespace", opts.Build.Namespace, "namespace kaniko build Jobs run in")
+	fs.StringVar(&opts.Build.KanikoImage, "kaniko-image", opts.Build.KanikoImage, "kaniko executor image")
+	fs.StringVar(&opts.Build.Registry, "registry", opts.Build.Registry, "registry host[:port][/path] function images are pushed to")
+	fs.StringVar(&opts.Build.RegistrySecret, "registry-secret", opts.Build.RegistrySecret, "dockerconfigjson Secret in the build namespace used to push")
+	fs.StringVar(&opts.Build.S3Secret, "build-s3-secret", opts.Build.S3Secret, "Secret in the build namespace with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY for kaniko")
+	fs.DurationVar(&opts.Build.Deadline, "build-timeout", opts.Build.Deadline, "longest a build may run")
+	store.bind(fs, "/var/lib/sless/artifacts")
+	cmd.PreRun = func(*cobra.Command, []string) {
+		// kaniko reads contexts from the same bucket the gateway stores them in.
+		opts.Build.Bucket, opts.Build.S3Endpoint, opts.Build.S3Region = store.s3.Bucket, store.s3.Endpoint, store.s3.Region
+	}
+	return cmd
+}
+
+// newLogger builds the JSON slog logger every long-running component uses.
+func newLogger(cmd *cobra.Command, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: l})), nil
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/scaling"
+	"sless.dev/sless/test/testenv"
+)
+
+// TestOperatorCommand runs `sless operator` as users do (flags, kubeconfig, leader election,
+// probes) against a real API server and checks it drives a Function through its build.
+func TestOperatorCommand(t *testing.T) {
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: env.Config.CertData, ClientKeyData: env.Config.KeyData}
+	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	cfg.CurrentContext = "envtest"
+	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", kubeconfig)
+	for _, ns := range []string{"sless-system", "tenant"} {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	cmd := newOperatorCmd()
+	cmd.SetArgs([]string{"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0",
+		"--leader-election-namespace=sless-system", "--artifacts-dir=" + t.TempDir(), "--log-level=warn"})
+	cmd.SetErr(os.Stderr)
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+
+	fn := &v1.Function{
+		ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: "tenant"},
+		Spec: v1.FunctionSpec{CodeSpec: v1.CodeSpec{Runtime: v1.RuntimeNode20,
+			Source: &v1.SourceRef{ContextKey: "contexts/tenant/hello/1.tar.gz", SHA256: "ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12"}}},
+	}
+	if err := env.Client.Create(ctx, fn); err != nil {
+		t.Fatal(err)
+	}
+	job := &batchv1.Job{}
+	key := client.ObjectKey{Namespace: "sless-system", Name: scaling.BuildJobName("tenant", "hello", fn.Spec.Source.SHA256)}
+	deadline := time.Now().Add(30 * time.Second)
+	for env.Client.Get(ctx, key, job) != nil {
+		select {
+		case err := <-done:
+			t.Fatalf("operator exited: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the operator created no build job")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// A prebuilt function goes straight to its Deployment.
+	pre := &v1.Function{
+		ObjectMeta: metav1.ObjectMeta{Name: "pre", Namespace: "tenant"},
+		Spec:       v1.FunctionSpec{CodeSpec: v1.CodeSpec{Runtime: v1.RuntimeNode20, Image: "example.org/pre:1"}},
+	}
+	if err := env.Client.Create(ctx, pre); err != nil {
+		t.Fatal(err)
+	}
+	dep := &appsv1.Deployment{}
+	for env.Client.Get(ctx, client.ObjectKeyFromObject(pre), dep) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no deployment for a prebuilt function")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("operator stopped with %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("operator did not stop on cancel")
+	}
+}
