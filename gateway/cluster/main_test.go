@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,8 +54,17 @@ type harnessOptions struct {
 	historyDSN  string // default: a fresh database
 }
 
+// tracing installs the SDK tracer provider once, as `sless gateway` does, so requests get
+// trace ids.
+var tracing sync.Once
+
 func newHarness(t *testing.T, o harnessOptions) *harness {
 	t.Helper()
+	tracing.Do(func() {
+		if _, err := gateway.SetupTracing(context.Background(), "gateway-test"); err != nil {
+			t.Fatal(err)
+		}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if o.interceptor == "" {

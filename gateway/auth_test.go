@@ -1,0 +1,192 @@
+package gateway
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/golang-jwt/jwt/v5"
+
+	"sless.dev/sless/gateway/api"
+)
+
+var testHMACKey = []byte("unit-test-hmac-key-0123456789abcdef0123")
+
+func sign(t *testing.T, method jwt.SigningMethod, key any, kid string, claims jwt.MapClaims) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(method, claims)
+	if kid != "" {
+		tok.Header["kid"] = kid
+	}
+	s, err := tok.SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func claims(sub string, exp time.Duration) jwt.MapClaims {
+	c := jwt.MapClaims{"exp": time.Now().Add(exp).Unix()}
+	if sub != "" {
+		c["sub"] = sub
+	}
+	return c
+}
+
+func TestJWTAuthHMAC(t *testing.T) {
+	auth, err := NewJWTAuth(JWTConfig{HMACKey: testHMACKey, Leeway: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaKey, _ := rsa.GenerateKey(rand.Reader, 2048)
+	good := sign(t, jwt.SigningMethodHS256, testHMACKey, "", claims("alice", time.Hour))
+	parts := strings.Split(good, ".")
+	tampered := parts[0] + "." + jwtPart(t, `{"sub":"mallory","exp":`+itoa(time.Now().Add(time.Hour).Unix())+`}`) + "." + parts[2]
+	cases := []struct {
+		name, token string
+		ok          bool
+	}{
+		{"valid", good, true},
+		{"payload swapped under the old signature", tampered, false},
+		{"other key", sign(t, jwt.SigningMethodHS256, []byte("another-key-0123456789abcdef0123456789"), "", claims("alice", time.Hour)), false},
+		{"expired", sign(t, jwt.SigningMethodHS256, testHMACKey, "", claims("alice", -time.Minute)), false},
+		{"not yet valid", sign(t, jwt.SigningMethodHS256, testHMACKey, "", jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(time.Hour).Unix(), "nbf": time.Now().Add(time.Hour).Unix()}), false},
+		{"no exp", sign(t, jwt.SigningMethodHS256, testHMACKey, "", jwt.MapClaims{"sub": "alice"}), false},
+		{"no sub", sign(t, jwt.SigningMethodHS256, testHMACKey, "", claims("", time.Hour)), false},
+		{"alg none", sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, "", claims("alice", time.Hour)), false},
+		{"RS256 when only HMAC is configured", sign(t, jwt.SigningMethodRS256, rsaKey, "k", claims("alice", time.Hour)), false},
+		{"not a JWT", "abc.def", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id, err := auth.Authenticate(context.Background(), tc.token)
+			if tc.ok != (err == nil) {
+				t.Fatalf("Authenticate = %+v, %v; want ok=%v", id, err, tc.ok)
+			}
+			if tc.ok && (id.Subject != "alice" || id.Namespace != api.TenantNamespace("alice")) {
+				t.Fatalf("identity %+v", id)
+			}
+		})
+	}
+}
+
+func TestTenantNamespace(t *testing.T) {
+	// The predecessor's documented example: the same sub must map to the same namespace.
+	if got := api.TenantNamespace("019cc268-6c6a-781e-8613-4bed4ec7cd20"); got != "sless-ffd1f598c169b0ae" {
+		t.Fatalf("TenantNamespace = %s, want sless-ffd1f598c169b0ae", got)
+	}
+}
+
+// jwksServer serves a key set that the test can rotate, counting fetches.
+type jwksServer struct {
+	mu      sync.Mutex
+	keys    []jose.JSONWebKey
+	fetches atomic.Int32
+}
+
+func (s *jwksServer) set(keys ...jose.JSONWebKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keys = keys
+}
+
+func (s *jwksServer) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	s.fetches.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: s.keys})
+}
+
+func TestJWTAuthJWKSRotation(t *testing.T) {
+	rsa1, _ := rsa.GenerateKey(rand.Reader, 2048)
+	rsa2, _ := rsa.GenerateKey(rand.Reader, 2048)
+	ec1, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	pub := func(k any, kid, alg string) jose.JSONWebKey {
+		return jose.JSONWebKey{Key: k, KeyID: kid, Algorithm: alg, Use: "sig"}
+	}
+	ks := &jwksServer{}
+	ks.set(pub(&rsa1.PublicKey, "r1", "RS256"), pub(&ec1.PublicKey, "e1", "ES256"))
+	srv := httptest.NewServer(ks)
+	defer srv.Close()
+	auth, err := NewJWTAuth(JWTConfig{JWKSURL: srv.URL, JWKSMinRefresh: time.Nanosecond, JWKSRefresh: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	check := func(name, tok string, ok bool) {
+		t.Helper()
+		if _, err := auth.Authenticate(ctx, tok); ok != (err == nil) {
+			t.Fatalf("%s: err = %v, want ok=%v", name, err, ok)
+		}
+	}
+	check("RS256 with kid r1", sign(t, jwt.SigningMethodRS256, rsa1, "r1", claims("bob", time.Hour)), true)
+	check("ES256 with kid e1", sign(t, jwt.SigningMethodES256, ec1, "e1", claims("bob", time.Hour)), true)
+	check("r1's kid, signed by another key", sign(t, jwt.SigningMethodRS256, rsa2, "r1", claims("bob", time.Hour)), false)
+	check("ES256 token naming an RSA kid", sign(t, jwt.SigningMethodES256, ec1, "r1", claims("bob", time.Hour)), false)
+	check("no kid", sign(t, jwt.SigningMethodRS256, rsa1, "", claims("bob", time.Hour)), false)
+	check("HS256 when only a JWKS is configured", sign(t, jwt.SigningMethodHS256, testHMACKey, "", claims("bob", time.Hour)), false)
+	check("expired RS256", sign(t, jwt.SigningMethodRS256, rsa1, "r1", claims("bob", -time.Hour)), false)
+	fetches := ks.fetches.Load()
+	check("r1 again, from the cache", sign(t, jwt.SigningMethodRS256, rsa1, "r1", claims("bob", time.Hour)), true)
+	if ks.fetches.Load() != fetches {
+		t.Fatal("a known kid fetched the JWKS again")
+	}
+
+	// Rotation: the issuer publishes r2 and drops r1. A token with the new kid triggers a
+	// fetch and is accepted; r1 is gone after that fetch.
+	ks.set(pub(&rsa2.PublicKey, "r2", "RS256"))
+	check("rotated key r2", sign(t, jwt.SigningMethodRS256, rsa2, "r2", claims("bob", time.Hour)), true)
+	check("retired key r1", sign(t, jwt.SigningMethodRS256, rsa1, "r1", claims("bob", time.Hour)), false)
+}
+
+func TestJWTAuthUnknownKidIsRateLimited(t *testing.T) {
+	ks := &jwksServer{}
+	srv := httptest.NewServer(ks)
+	defer srv.Close()
+	auth, err := NewJWTAuth(JWTConfig{JWKSURL: srv.URL, JWKSMinRefresh: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := rsa.GenerateKey(rand.Reader, 2048)
+	for i := range 5 {
+		tok := sign(t, jwt.SigningMethodRS256, key, "forged-"+itoa(int64(i)), claims("eve", time.Hour))
+		if _, err := auth.Authenticate(context.Background(), tok); err == nil {
+			t.Fatal("a token with an unknown kid was accepted")
+		}
+	}
+	if n := ks.fetches.Load(); n != 1 {
+		t.Fatalf("%d JWKS fetches for 5 unknown kids, want 1 (rate-limited)", n)
+	}
+}
+
+func TestNewJWTAuthRejectsWeakConfig(t *testing.T) {
+	for name, cfg := range map[string]JWTConfig{
+		"nothing":      {},
+		"short key":    {HMACKey: []byte("short")},
+		"bad JWKS URL": {JWKSURL: "file:///etc/keys"},
+	} {
+		if _, err := NewJWTAuth(cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func jwtPart(t *testing.T, s string) string {
+	t.Helper()
+	return base64.RawURLEncoding.EncodeToString([]byte(s))
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

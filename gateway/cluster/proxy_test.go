@@ -1,0 +1,390 @@
+package cluster_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"sless.dev/sless/gateway"
+	"sless.dev/sless/gateway/api"
+)
+
+// upstream is a real HTTP server standing where the KEDA interceptor would be.
+type upstream struct {
+	*httptest.Server
+	release  chan struct{} // closed to let /block and /stream finish
+	started  chan string   // /hang, /block and /stream-in report arrival
+	canceled atomic.Int32  // /hang requests whose context ended
+	lastHost atomic.Value
+}
+
+type echoed struct {
+	Host, Path, RawPath, Query, Method, Body string
+	Header                                   http.Header
+}
+
+func newUpstream(t *testing.T) *upstream {
+	u := &upstream{release: make(chan struct{}), started: make(chan string, 100)}
+	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
+	t.Cleanup(func() {
+		select {
+		case <-u.release:
+		default:
+			close(u.release)
+		}
+		u.Server.Close()
+	})
+	return u
+}
+
+func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
+	u.lastHost.Store(r.Host)
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/hang"):
+		u.started <- "hang"
+		<-r.Context().Done()
+		u.canceled.Add(1)
+	case strings.HasSuffix(r.URL.Path, "/block"):
+		u.started <- "block"
+		<-u.release
+		_, _ = io.WriteString(w, "released")
+	case strings.HasSuffix(r.URL.Path, "/stream-out"):
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "first\n")
+		w.(http.Flusher).Flush()
+		<-u.release
+		_, _ = io.WriteString(w, "second\n")
+	case strings.HasSuffix(r.URL.Path, "/stream-in"):
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(r.Body, buf); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		u.started <- string(buf)
+		rest, _ := io.ReadAll(r.Body)
+		_, _ = io.WriteString(w, string(buf)+string(rest))
+	case strings.HasSuffix(r.URL.Path, "/fail"):
+		http.Error(w, "boom", http.StatusInternalServerError)
+	default:
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(echoed{Host: r.Host, Path: r.URL.Path, RawPath: r.URL.EscapedPath(), Query: r.URL.RawQuery,
+			Method: r.Method, Body: string(body), Header: r.Header})
+	}
+}
+
+// deploy creates a function and writes the status a reconciler would, then waits until /fn/
+// routes to it.
+func (h *harness) deploy(tn tenant, name string, timeoutSec int32) string {
+	h.t.Helper()
+	_, err := tn.c.CreateFunction(context.Background(), tn.ns, api.CreateFunction{Name: name, FunctionFields: api.FunctionFields{
+		Runtime: ptr("go1.23"), TimeoutSec: ptr(timeoutSec)}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	host := name + "." + tn.ns + ".fn.sless.test"
+	setStatus(h.t, tn.ns, name, host, true)
+	h.waitRoute(tn.ns, name, func(r gateway.Route) bool { return r.Host == host })
+	return h.URL + "/fn/" + tn.ns + "/" + name
+}
+
+func (h *harness) waitRoute(ns, name string, ok func(gateway.Route) bool) {
+	h.t.Helper()
+	waitFor(h.t, 10*time.Second, "route of "+ns+"/"+name, func() bool {
+		r, err := h.backend.Route(ns, name)
+		return err == nil && ok(r)
+	})
+}
+
+func TestProxyForwarding(t *testing.T) {
+	up := newUpstream(t)
+	h := newHarness(t, harnessOptions{interceptor: up.URL})
+	tn := h.tenant()
+	fnURL := h.deploy(tn, "echo", 30)
+
+	req, _ := http.NewRequest("PUT", fnURL+"/a/b%2Fc?x=1&y=two", strings.NewReader(`{"n":1}`))
+	req.Header.Set("Connection", "X-Hop")
+	req.Header.Set("X-Hop", "must not pass")
+	req.Header.Set("Keep-Alive", "timeout=5")
+	req.Header.Set("Proxy-Authorization", "Basic eDp5")
+	req.Header.Set("X-Forwarded-For", "6.6.6.6")
+	req.Header.Set("X-Custom", "kept")
+	req.Header.Set("Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got echoed
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("status %d, %v", resp.StatusCode, err)
+	}
+	checks := []struct {
+		what      string
+		got, want string
+	}{
+		{"Host", got.Host, "echo." + tn.ns + ".fn.sless.test"},
+		{"escaped path", got.RawPath, "/a/b%2Fc"},
+		{"query", got.Query, "x=1&y=two"},
+		{"method", got.Method, "PUT"},
+		{"body", got.Body, `{"n":1}`},
+		{"X-Custom", got.Header.Get("X-Custom"), "kept"},
+		{"X-Hop (named by Connection)", got.Header.Get("X-Hop"), ""},
+		{"Keep-Alive", got.Header.Get("Keep-Alive"), ""},
+		{"Proxy-Authorization", got.Header.Get("Proxy-Authorization"), ""},
+		{"X-Forwarded-For (client's value replaced)", got.Header.Get("X-Forwarded-For"), "127.0.0.1"},
+		{"X-Forwarded-Proto", got.Header.Get("X-Forwarded-Proto"), "http"},
+		{"X-Forwarded-Host", got.Header.Get("X-Forwarded-Host"), strings.TrimPrefix(h.URL, "http://")},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.what, c.got, c.want)
+		}
+	}
+	tp := got.Header.Get("Traceparent")
+	if !strings.HasPrefix(tp, "00-4bf92f3577b34da6a3ce929d0e0e4736-") || strings.Contains(tp, "00f067aa0ba902b7") {
+		t.Errorf("traceparent = %q, want the caller's trace continued with the gateway's span", tp)
+	}
+
+	// No sub-path: the function sees "/".
+	resp, err = http.Get(fnURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&got)
+	resp.Body.Close()
+	if got.Path != "/" || got.Header.Get("Traceparent") == "" {
+		t.Fatalf("bare call: path %q traceparent %q, want / and a fresh trace", got.Path, got.Header.Get("Traceparent"))
+	}
+}
+
+func TestProxyStreaming(t *testing.T) {
+	up := newUpstream(t)
+	h := newHarness(t, harnessOptions{interceptor: up.URL})
+	tn := h.tenant()
+	fnURL := h.deploy(tn, "stream", 0)
+
+	t.Run("response", func(t *testing.T) {
+		resp, err := http.Get(fnURL + "/stream-out")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		line := make(chan string, 1)
+		br := bufio.NewReader(resp.Body)
+		go func() { s, _ := br.ReadString('\n'); line <- s }()
+		select {
+		case s := <-line:
+			if s != "first\n" {
+				t.Fatalf("first chunk %q", s)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the first chunk did not arrive while the function was still writing: the response is buffered")
+		}
+		close(up.release)
+		rest, _ := io.ReadAll(br)
+		if string(rest) != "second\n" {
+			t.Fatalf("rest %q", rest)
+		}
+	})
+	t.Run("request", func(t *testing.T) {
+		pr, pw := io.Pipe()
+		done := make(chan string, 1)
+		go func() {
+			resp, err := http.Post(fnURL+"/stream-in", "text/plain", pr)
+			if err != nil {
+				done <- err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			done <- string(b)
+		}()
+		_, _ = io.WriteString(pw, "part1")
+		select {
+		case got := <-up.started:
+			if got != "part1" {
+				t.Fatalf("function read %q", got)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the function did not see the first part while the caller was still sending: the request is buffered")
+		}
+		_, _ = io.WriteString(pw, "+part2")
+		pw.Close()
+		if got := <-done; got != "part1+part2" {
+			t.Fatalf("echo %q", got)
+		}
+	})
+}
+
+func TestProxyTimeoutAndCancel(t *testing.T) {
+	up := newUpstream(t)
+	h := newHarness(t, harnessOptions{interceptor: up.URL, proxy: gateway.ProxyConfig{TimeoutMargin: 200 * time.Millisecond}})
+	tn := h.tenant()
+	limited := h.deploy(tn, "limited", 1)
+	unlimited := h.deploy(tn, "unlimited", 0)
+
+	start := time.Now()
+	code, e, _ := do(t, "GET", limited+"/hang", "", "", nil)
+	took := time.Since(start)
+	if code != http.StatusGatewayTimeout || e.Error == "" {
+		t.Fatalf("hanging function with timeout 1s: %d %+v, want 504", code, e)
+	}
+	if took < time.Second || took > 5*time.Second {
+		t.Fatalf("504 after %s, want about timeout 1s + margin 0.2s", took)
+	}
+	waitFor(t, 3*time.Second, "the upstream request to be canceled after the timeout", func() bool { return up.canceled.Load() == 1 })
+
+	// timeout 0 = no limit; a client that goes away cancels the upstream request.
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", unlimited+"/hang", nil)
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	<-up.started // the timed-out request's arrival
+	select {
+	case <-up.started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("request did not reach the function")
+	}
+	time.Sleep(1500 * time.Millisecond) // longer than the other function's timeout: no limit here
+	if up.canceled.Load() != 1 {
+		t.Fatal("a function with timeout 0 was cut off")
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("client error %v", err)
+	}
+	waitFor(t, 3*time.Second, "the client's disconnect to cancel the upstream request", func() bool { return up.canceled.Load() == 2 })
+}
+
+func TestProxyHeldRequestCap(t *testing.T) {
+	up := newUpstream(t)
+	h := newHarness(t, harnessOptions{interceptor: up.URL, proxy: gateway.ProxyConfig{MaxHeldPerFunction: 2, MaxHeld: 3}})
+	tn := h.tenant()
+	a, b := h.deploy(tn, "a", 0), h.deploy(tn, "b", 0)
+
+	var wg sync.WaitGroup
+	codes := make(chan int, 3)
+	hold := func(u string) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, _, _ := do(t, "GET", u+"/block", "", "", nil)
+			codes <- code
+		}()
+		select {
+		case <-up.started:
+		case <-time.After(5 * time.Second):
+			t.Fatal("held request did not reach the function")
+		}
+	}
+	hold(a)
+	hold(a)
+	code, _, hdr := do(t, "GET", a+"/block", "", "", nil)
+	if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" {
+		t.Fatalf("third request to a: %d (Retry-After %q), want 503 with Retry-After", code, hdr.Get("Retry-After"))
+	}
+	hold(b) // b has its own budget, within the total of 3
+	if code, _, _ := do(t, "GET", b+"/block", "", "", nil); code != http.StatusServiceUnavailable {
+		t.Fatalf("fourth request in total: %d, want 503", code)
+	}
+	metrics := readAll(t, get(t, h.URL+"/metrics"))
+	for _, want := range []string{"sless_gateway_fn_held_requests 3", "sless_gateway_fn_rejected_total 2"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	close(up.release)
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != 200 {
+			t.Fatalf("held request ended with %d", c)
+		}
+	}
+	if code, _, _ := do(t, "GET", a+"/echo", "", "", nil); code != 200 {
+		t.Fatalf("after release: %d", code)
+	}
+}
+
+func TestProxyAccess(t *testing.T) {
+	up := newUpstream(t)
+	h := newHarness(t, harnessOptions{interceptor: up.URL})
+	alice, bob := h.tenant(), h.tenant()
+	ctx := context.Background()
+	public := h.deploy(alice, "public", 0)
+	private := h.deploy(alice, "private", 0)
+	if _, err := alice.c.CreateTrigger(ctx, alice.ns, api.CreateTrigger{Name: "private-http", TriggerFields: api.TriggerFields{
+		Type: ptr("http"), Function: ptr("private"), RequireAuth: ptr(true)}}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitRoute(alice.ns, "private", func(r gateway.Route) bool { return r.RequireAuth })
+	if _, err := alice.c.CreateFunction(ctx, alice.ns, api.CreateFunction{Name: "building", FunctionFields: api.FunctionFields{Runtime: ptr("go1.23")}}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitRoute(alice.ns, "building", func(gateway.Route) bool { return true })
+
+	cases := []struct {
+		name, url, token string
+		code             int
+	}{
+		{"public without token", public, "", 200},
+		{"requireAuth without token", private, "", 401},
+		{"requireAuth with a forged token", private, forge(t, alice.sub), 401},
+		{"requireAuth with another tenant's token", private, bob.token, 403},
+		{"requireAuth with the owner's token", private, alice.token, 200},
+		{"unknown function", h.URL + "/fn/" + alice.ns + "/nope", "", 404},
+		{"no name", h.URL + "/fn/" + alice.ns, "", 404},
+		{"invalid namespace", h.URL + "/fn/NS/x", "", 404},
+		{"not deployed yet", h.URL + "/fn/" + alice.ns + "/building", "", 503},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if code, _, _ := do(t, "GET", tc.url+"/echo", tc.token, "", nil); code != tc.code {
+				t.Fatalf("status %d, want %d", code, tc.code)
+			}
+		})
+	}
+
+	// Disabling the only http trigger freezes the function's URL.
+	if _, err := alice.c.SetTriggerEnabled(ctx, alice.ns, "private-http", false); err != nil {
+		t.Fatal(err)
+	}
+	h.waitRoute(alice.ns, "private", func(r gateway.Route) bool { return r.Disabled })
+	if code, _, _ := do(t, "GET", private+"/echo", alice.token, "", nil); code != http.StatusServiceUnavailable {
+		t.Fatalf("disabled trigger: %d, want 503", code)
+	}
+	if err := alice.c.DeleteFunction(ctx, alice.ns, "public"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the deleted function's route to go", func() bool {
+		_, err := h.backend.Route(alice.ns, "public")
+		return err != nil
+	})
+}
+
+func get(t testing.TB, u string) io.Reader {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return strings.NewReader(string(b))
+}
