@@ -44,7 +44,9 @@ func (c call) run(ctx context.Context, body []byte, header http.Header) error {
 	}
 	c.recorder.Record(r)
 	span := trace.SpanFromContext(ctx)
-	span.SetAttributes(attribute.Int("http.response.status_code", status))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+	}
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, r.Status)

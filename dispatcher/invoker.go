@@ -55,6 +55,7 @@ func NewHTTPInvoker(target, host string, concurrency int) (*HTTPInvoker, error) 
 		MaxIdleConns:        max(concurrency, 2),
 		MaxIdleConnsPerHost: max(concurrency, 2),
 		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true, // only an error snippet is ever read
 	}
 	return &HTTPInvoker{URL: target, Host: host, Client: &http.Client{Transport: t}}, nil
 }

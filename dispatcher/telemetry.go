@@ -87,19 +87,20 @@ func startDeliverySpan(ctx context.Context, d *amqp.Delivery, queue string) (con
 	if carrier != nil {
 		producer = propagator.Extract(ctx, carrier)
 	}
-	opts := []trace.SpanStartOption{
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+	if sc := trace.SpanContextFromContext(producer); sc.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+	}
+	ctx, span := tracer.Start(producer, "process "+queue, opts...)
+	if span.IsRecording() { // attributes cost allocations a no-op tracer would throw away
+		span.SetAttributes(
 			attribute.String("messaging.system", "rabbitmq"),
 			attribute.String("messaging.operation.type", "process"),
 			attribute.String("messaging.destination.name", queue),
 			attribute.String("messaging.message.id", d.MessageId),
-		),
+		)
 	}
-	if sc := trace.SpanContextFromContext(producer); sc.IsValid() {
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
-	}
-	return tracer.Start(producer, "process "+queue, opts...)
+	return ctx, span
 }
 
 func traceIDOf(ctx context.Context) string {

@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -62,21 +63,25 @@ func main() {
 	dispLat := dispatcherLatency(bin, fn)
 
 	fmt.Printf("\nmessages=%d concurrency=%d latency: %d msgs at %d/s\n\n", *messages, *concurrency, *latencyN, *rate)
-	fmt.Println("| consumer | messages/s | ratio vs bare | latency p50 | latency p99 | peak RSS |")
-	fmt.Println("|---|---|---|---|---|---|")
-	fmt.Printf("| bare amqp091-go consume+ack | %.0f | 1.00 | %s | %s | – |\n", bare.rate, ms(bareLat.p50), ms(bareLat.p99))
-	fmt.Printf("| sless dispatcher → HTTP function | %.0f | %.2f | %s | %s | %.1f MB |\n", disp.rate, disp.rate/bare.rate, ms(dispLat.p50), ms(dispLat.p99), disp.rssMB)
+	fmt.Println("| consumer | messages/s | ratio vs bare | consumer CPU/msg | latency p50 | latency p99 | peak RSS (anon) |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	fmt.Printf("| bare amqp091-go consume+ack | %.0f | 1.00 | %s | %s | %s | – |\n", bare.rate, us(bare.cpuMsg), ms(bareLat.p50), ms(bareLat.p99))
+	fmt.Printf("| sless dispatcher → HTTP function | %.0f | %.2f | %s | %s | %s | %.1f MB (%.1f MB) |\n", disp.rate, disp.rate/bare.rate, us(disp.cpuMsg), ms(dispLat.p50), ms(dispLat.p99), disp.rssMB, disp.anonMB)
 	if hist != nil {
-		fmt.Printf("| sless dispatcher + PostgreSQL history | %.0f | %.2f | – | – | %.1f MB |\n", hist.rate, hist.rate/bare.rate, hist.rssMB)
+		fmt.Printf("| sless dispatcher + PostgreSQL history | %.0f | %.2f | %s | – | – | %.1f MB (%.1f MB) |\n", hist.rate, hist.rate/bare.rate, us(hist.cpuMsg), hist.rssMB, hist.anonMB)
 	}
 }
 
 type result struct {
-	rate  float64
-	rssMB float64
+	rate   float64
+	rssMB  float64       // peak resident set (VmHWM)
+	anonMB float64       // peak anonymous resident memory: the process's own heap and stacks
+	cpuMsg time.Duration // consumer CPU (user+system) per message
 }
 
 type latency struct{ p50, p99 time.Duration }
+
+func us(d time.Duration) string { return fmt.Sprintf("%.1f µs", float64(d.Nanoseconds())/1000) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
 
@@ -219,8 +224,9 @@ func bareThroughput() result {
 	defer deleteQueue(ch, q)
 	fill(ch, q, *messages)
 	_, cch := connect()
+	before := cpuSelf()
 	first, last, _ := bareConsume(cch, q, *messages)
-	return result{rate: float64(*messages-1) / last.Sub(first).Seconds()}
+	return result{rate: float64(*messages-1) / last.Sub(first).Seconds(), cpuMsg: (cpuSelf() - before) / time.Duration(*messages)}
 }
 
 func bareLatency() latency {
@@ -238,7 +244,7 @@ func bareLatency() latency {
 }
 
 // startDispatcher runs `sless dispatcher` on q and samples its peak RSS until it exits.
-func startDispatcher(bin, q string, fn *function, databaseURL string, extra ...string) (wait func() float64) {
+func startDispatcher(bin, q string, fn *function, databaseURL string, extra ...string) (wait func() (rssMB, anonMB float64, cpu time.Duration)) {
 	args := append([]string{"dispatcher", "--amqp-url", *amqpURL, "--queue", q, "--function", "bench/fn",
 		"--target-url", fn.url, "--concurrency", strconv.Itoa(*concurrency)}, extra...)
 	if databaseURL != "" {
@@ -247,7 +253,8 @@ func startDispatcher(bin, q string, fn *function, databaseURL string, extra ...s
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = io.Discard
 	must(cmd.Start())
-	var peak float64
+	var mu sync.Mutex
+	var peak, anon float64
 	done := make(chan struct{})
 	go func() {
 		for {
@@ -255,16 +262,21 @@ func startDispatcher(bin, q string, fn *function, databaseURL string, extra ...s
 			case <-done:
 				return
 			case <-time.After(50 * time.Millisecond):
-				peak = max(peak, vmHWM(cmd.Process.Pid))
+				st := procStatus(cmd.Process.Pid)
+				mu.Lock()
+				peak, anon = max(peak, st["VmHWM"]), max(anon, st["RssAnon"])
+				mu.Unlock()
 			}
 		}
 	}()
-	return func() float64 {
+	return func() (float64, float64, time.Duration) {
 		if err := cmd.Wait(); err != nil {
 			log.Fatalf("sless dispatcher: %v", err)
 		}
 		close(done)
-		return peak
+		mu.Lock()
+		defer mu.Unlock()
+		return peak, anon, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	}
 }
 
@@ -275,13 +287,13 @@ func dispatcherThroughput(bin string, fn *function, databaseURL string) result {
 	defer deleteQueue(ch, q)
 	fill(ch, q, *messages)
 	fn.reset()
-	rss := startDispatcher(bin, q, fn, databaseURL, "--exit-when-empty", "--idle-timeout", "1s")()
+	rss, anon, cpu := startDispatcher(bin, q, fn, databaseURL, "--exit-when-empty", "--idle-timeout", "1s")()
 	fn.mu.Lock()
 	defer fn.mu.Unlock()
 	if fn.count < *messages {
 		log.Fatalf("function saw %d of %d messages", fn.count, *messages)
 	}
-	return result{rate: float64(fn.count-1) / fn.last.Sub(fn.first).Seconds(), rssMB: rss}
+	return result{rate: float64(fn.count-1) / fn.last.Sub(fn.first).Seconds(), rssMB: rss, anonMB: anon, cpuMsg: cpu / time.Duration(*messages)}
 }
 
 func dispatcherLatency(bin string, fn *function) latency {
@@ -308,19 +320,28 @@ func percentiles(d []time.Duration) latency {
 	return latency{p50: at(0.50), p99: at(0.99)}
 }
 
-// vmHWM is the peak resident set of pid in MB (0 once it exited).
-func vmHWM(pid int) float64 {
+// cpuSelf is this process's CPU time so far (user+system).
+func cpuSelf() time.Duration {
+	var ru syscall.Rusage
+	must(syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procStatus reads the kB fields of /proc/<pid>/status in MB (empty once the process exited).
+func procStatus(pid int) map[string]float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0
+		return nil
 	}
+	out := map[string]float64{}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			return kb / 1024
+		k, v, ok := strings.Cut(line, ":")
+		if v, isKB := strings.CutSuffix(strings.TrimSpace(v), " kB"); ok && isKB {
+			kb, _ := strconv.ParseFloat(v, 64)
+			out[k] = kb / 1024
 		}
 	}
-	return 0
+	return out
 }
 
 func must(err error) {
