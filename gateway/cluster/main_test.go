@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +45,7 @@ type harness struct {
 	backend *cluster.Backend
 	history *history.Postgres
 	dbURL   string
+	store   buildkit.Store
 }
 
 type harnessOptions struct {
@@ -96,6 +98,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.store = store
 	auth, err := gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: hmacKey})
 	if err != nil {
 		t.Fatal(err)
@@ -224,10 +227,13 @@ func do(t testing.TB, method, u, tok, contentType string, body io.Reader) (int, 
 	defer resp.Body.Close()
 	var e api.Error
 	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 400 {
+	if resp.StatusCode >= 400 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		if err := json.Unmarshal(data, &e); err != nil {
 			t.Fatalf("%s %s: %d with a non-JSON error body %q", method, u, resp.StatusCode, data)
 		}
+	}
+	if resp.StatusCode >= 400 && e.Error == "" {
+		e.Error = string(data) // a function's own error body, passed through
 	}
 	return resp.StatusCode, e, resp.Header
 }

@@ -1,0 +1,207 @@
+package cluster_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func TestHistoryRecordsEveryInvocation(t *testing.T) {
+	up := newUpstream(t)
+	h := newHarness(t, harnessOptions{interceptor: up.URL})
+	tn := h.tenant()
+	fnURL := h.deploy(tn, "counted", 0)
+	const n = 25
+	for i := range n {
+		path := "/echo"
+		if i%5 == 0 {
+			path = "/fail"
+		}
+		do(t, "GET", fnURL+path, "", "", nil)
+	}
+	waitFor(t, 10*time.Second, "25 rows in PostgreSQL", func() bool { return countRows(t, h.dbURL, tn.ns) == n })
+
+	// Read back through the API in pages of 10.
+	var seen, failed int
+	before := ""
+	for page := 0; ; page++ {
+		p, err := tn.c.ListInvocations(context.Background(), tn.ns, "counted", 10, before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, inv := range p.Invocations {
+			seen++
+			if inv.Kind != "http" || inv.Function != "counted" || len(inv.TraceID) != 32 || inv.DurationMs <= 0 {
+				t.Fatalf("record %+v", inv)
+			}
+			if inv.HTTPStatus == 500 {
+				failed++
+				if inv.Status != "failed" {
+					t.Fatalf("500 recorded as %q", inv.Status)
+				}
+			} else if inv.Status != "succeeded" || inv.HTTPStatus != 200 {
+				t.Fatalf("record %+v", inv)
+			}
+		}
+		if p.Next == "" {
+			break
+		}
+		before = p.Next
+		if page > 5 {
+			t.Fatal("pagination does not end")
+		}
+	}
+	if seen != n || failed != n/5 {
+		t.Fatalf("read %d invocations (%d failed), want %d (%d failed)", seen, failed, n, n/5)
+	}
+	code, e, _ := do(t, "GET", h.URL+"/v1/namespaces/"+tn.ns+"/functions/counted/invocations?limit=abc", tn.token, "", nil)
+	if code != 400 || e.Field != "limit" {
+		t.Fatalf("bad limit: %d %+v", code, e)
+	}
+	code, e, _ = do(t, "GET", h.URL+"/v1/namespaces/"+tn.ns+"/functions/counted/invocations?before=garbage", tn.token, "", nil)
+	if code != 400 || e.Field != "before" {
+		t.Fatalf("bad cursor: %d %+v", code, e)
+	}
+}
+
+// TestHistoryDatabaseOutage stops the database link mid-test: invocations keep answering 200,
+// lost records are counted on /metrics, and the writer reconnects when the link is back.
+func TestHistoryDatabaseOutage(t *testing.T) {
+	dbURL := newDatabase(t)
+	link := newTCPLink(t, pgAddr(t))
+	u, _ := url.Parse(dbURL)
+	u.Host = link.addr
+	up := newUpstream(t)
+	h := newHarness(t, harnessOptions{interceptor: up.URL, historyDSN: u.String()})
+	tn := h.tenant()
+	fnURL := h.deploy(tn, "resilient", 0)
+
+	call := func(k int) {
+		for range k {
+			if code, _, _ := do(t, "GET", fnURL+"/echo", "", "", nil); code != 200 {
+				t.Fatalf("invocation answered %d", code)
+			}
+		}
+	}
+	call(5)
+	waitFor(t, 10*time.Second, "the first 5 rows", func() bool { return countRows(t, dbURL, tn.ns) == 5 })
+
+	link.stop()
+	start := time.Now()
+	call(20)
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("20 invocations took %s with the database down: the history is on the request path", took)
+	}
+	waitFor(t, 30*time.Second, "dropped records on /metrics", func() bool { return droppedMetric(t, h.URL) > 0 })
+
+	link.start()
+	call(5)
+	waitFor(t, 30*time.Second, "writes to resume after the database came back", func() bool { return countRows(t, dbURL, tn.ns) >= 10 })
+}
+
+var droppedRE = regexp.MustCompile(`(?m)^sless_gateway_history_dropped_total (\S+)$`)
+
+func droppedMetric(t *testing.T, base string) float64 {
+	m := droppedRE.FindStringSubmatch(readAll(t, get(t, base+"/metrics")))
+	if m == nil {
+		t.Fatal("/metrics lacks sless_gateway_history_dropped_total")
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
+}
+
+func countRows(t testing.TB, dsn, ns string) int {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	var n int
+	err = c.QueryRow(context.Background(), "SELECT count(*) FROM invocations WHERE namespace = $1", ns).Scan(&n)
+	if err != nil && !strings.Contains(err.Error(), "does not exist") { // table created by the first write
+		t.Fatal(err)
+	}
+	return n
+}
+
+func pgAddr(t *testing.T) string {
+	u, err := url.Parse(postgresURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
+
+// tcpLink forwards a loopback port to PostgreSQL; stop cuts every connection and refuses new
+// ones, like a database going down, and start brings it back on the same port.
+type tcpLink struct {
+	t      *testing.T
+	addr   string
+	target string
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  []net.Conn
+}
+
+func newTCPLink(t *testing.T, target string) *tcpLink {
+	l := &tcpLink{t: t, addr: freePort(t), target: target}
+	l.start()
+	t.Cleanup(l.stop)
+	return l
+}
+
+func (l *tcpLink) start() {
+	ln, err := net.Listen("tcp", l.addr)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	l.mu.Lock()
+	l.ln = ln
+	l.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go l.pipe(c)
+		}
+	}()
+}
+
+func (l *tcpLink) pipe(c net.Conn) {
+	s, err := net.Dial("tcp", l.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	l.mu.Lock()
+	l.conns = append(l.conns, c, s)
+	l.mu.Unlock()
+	go func() { _, _ = io.Copy(s, c); s.Close() }()
+	_, _ = io.Copy(c, s)
+	c.Close()
+}
+
+func (l *tcpLink) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ln != nil {
+		l.ln.Close()
+		l.ln = nil
+	}
+	for _, c := range l.conns {
+		c.Close()
+	}
+	l.conns = nil
+}
