@@ -181,7 +181,7 @@ func testHTTP(t *testing.T, hc handlerCase, art *Artifact) {
 		req, _ := out["request"].(map[string]interface{})
 		query, _ := req["query"].(map[string]interface{})
 		headers, _ := req["headers"].(map[string]interface{})
-		if req["method"] != "POST" || req["path"] != "/orders/42" || query["q"] != "a b" || headers["X-Custom"] != "yes" || req["traceparent"] != traceparent {
+		if req["method"] != "POST" || req["path"] != "/orders/42" || query["q"] != "a b" || headers["x-custom"] != "yes" || req["traceparent"] != traceparent {
 			t.Errorf("request metadata = %v", req)
 		}
 	}

@@ -4,8 +4,10 @@
 const http = require('node:http');
 const path = require('node:path');
 const fs = require('node:fs');
+const querystring = require('node:querystring');
 
 const HEALTH_PATH = '/healthz';
+const DRAIN_LIMIT = 64 << 20; // bytes of an oversized body read and dropped
 
 function envInt(key, def) {
   const raw = process.env[key];
@@ -108,11 +110,25 @@ function readBody(req) {
   });
 }
 
+// discardBody reads (a bounded amount of) an oversized body so the client, still sending,
+// gets the 413 instead of a broken pipe; beyond DRAIN_LIMIT the connection is dropped.
+function discardBody(req) {
+  let drained = 0;
+  req.removeAllListeners('data');
+  req.on('data', (chunk) => {
+    drained += chunk.length;
+    if (drained > DRAIN_LIMIT) req.socket.destroy();
+  });
+  req.resume();
+}
+
 function serve(fn) {
   let inFlight = 0;
+  const wantsRequest = fn.length >= 2;
   const server = http.createServer(async (req, res) => {
-    const url = new URL(req.url, 'http://function');
-    if (url.pathname === HEALTH_PATH && req.method === 'GET') {
+    const q = req.url.indexOf('?');
+    const pathname = q < 0 ? req.url : req.url.slice(0, q);
+    if (pathname === HEALTH_PATH && req.method === 'GET') {
       res.writeHead(200, { 'Content-Type': 'application/json' }).end('{"status":"ok"}');
       return;
     }
@@ -124,20 +140,21 @@ function serve(fn) {
     try {
       if (Number(req.headers['content-length'] || 0) > MAX_BODY) throw Object.assign(new Error('too large'), { tooLarge: true });
       const body = await readBody(req);
-      const headers = {};
-      for (const [k, v] of Object.entries(req.headers)) headers[k.replace(/(^|-)([a-z])/g, (m) => m.toUpperCase())] = v;
-      const request = { method: req.method, path: url.pathname, query: Object.fromEntries(url.searchParams), headers, traceparent };
+      const request = wantsRequest
+        ? { method: req.method, path: pathname, query: q < 0 ? {} : { ...querystring.parse(req.url.slice(q + 1)) }, headers: req.headers, traceparent }
+        : undefined;
       [status, ctype, payload] = await encode(invoke(fn, decodeEvent(body), request));
     } catch (err) {
       if (err.tooLarge) {
         [status, ctype, payload] = [413, 'application/json', errorJSON(`request body exceeds ${MAX_BODY} bytes`)];
+        discardBody(req);
       } else {
         [status, ctype, payload] = [400, 'application/json', errorJSON(`reading request body: ${err.message}`)];
+        res.setHeader('Connection', 'close');
       }
-      res.setHeader('Connection', 'close'); // an unread body makes the connection unusable
     }
     res.writeHead(status, { 'Content-Type': ctype, 'Content-Length': Buffer.byteLength(payload) }).end(payload);
-    log('info', 'invocation', { method: req.method, path: url.pathname, status, duration_ms: Date.now() - start, traceparent });
+    log('info', 'invocation', { method: req.method, path: pathname, status, duration_ms: Date.now() - start, traceparent });
   });
   const host = process.env.SLESS_HOST || '127.0.0.1';
   server.listen(envInt('PORT', 8080), host, () => {

@@ -3,11 +3,13 @@
 Standard library only, so it runs on any python:3.x image without installing anything.
 """
 import asyncio
+import collections
 import importlib
 import inspect
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -66,6 +68,7 @@ def load_handler():
         out = func(event, request) if wants_request else func(event)
         return asyncio.run(out) if is_async else out
 
+    call.wants_request = wants_request
     return call
 
 
@@ -84,8 +87,60 @@ def run_handler(call, event, request):
         return Outcome(error=f"{type(exc).__name__}: {exc}")
 
 
-def invoke(call, event, request):
-    """Runs the handler; after TIMEOUT the caller gets timed_out and the thread is abandoned."""
+class Ticket:
+    """One timed invocation: finish() and expire() race, whichever comes first wins."""
+    __slots__ = ("deadline", "on_timeout", "state", "lock")
+
+    def __init__(self, on_timeout):
+        self.deadline, self.on_timeout = time.monotonic() + TIMEOUT, on_timeout
+        self.state, self.lock = None, threading.Lock()
+
+    def finish(self):
+        """Returns True when the handler finished before the watchdog answered."""
+        with self.lock:
+            if self.state is None:
+                self.state = "finished"
+            return self.state == "finished"
+
+    def expire(self):
+        with self.lock:
+            if self.state is not None:
+                return
+            self.state = "expired"
+        self.on_timeout()
+
+
+class Watchdog:
+    """Answers 504 for invocations past TIMEOUT while their handlers run on, abandoned, on
+    their connection threads (Python cannot stop a thread). Every deadline is now + TIMEOUT,
+    so deadlines arrive in order and a FIFO replaces a timer per call."""
+
+    def __init__(self):
+        self.queue, self.cond = collections.deque(), threading.Condition()
+        threading.Thread(target=self.run, name="watchdog", daemon=True).start()
+
+    def watch(self, ticket):
+        with self.cond:
+            self.queue.append(ticket)
+            if len(self.queue) == 1:
+                self.cond.notify()
+
+    def run(self):
+        while True:
+            with self.cond:
+                while not self.queue:
+                    self.cond.wait()
+                ticket = self.queue[0]
+            delay = ticket.deadline - time.monotonic()
+            if ticket.state is None and delay > 0:
+                time.sleep(delay)  # later tickets have later deadlines
+            with self.cond:
+                self.queue.popleft()
+            ticket.expire()
+
+
+def invoke_job(call, event, request):
+    """Job mode: one call on a daemon thread, abandoned after TIMEOUT."""
     if TIMEOUT == 0:
         return run_handler(call, event, request)
     box = []
@@ -93,6 +148,10 @@ def invoke(call, event, request):
     worker.start()
     worker.join(TIMEOUT)
     return box[0] if box else Outcome(timed_out=True)
+
+
+def timeout_body():
+    return dumps({"error": f"function timed out after {TIMEOUT}s"})
 
 
 def decode_event(body):
@@ -112,7 +171,7 @@ def dumps(value):
 def encode(outcome):
     """Returns (status, content type, bytes) for an outcome."""
     if outcome.timed_out:
-        return 504, "application/json", dumps({"error": f"function timed out after {TIMEOUT}s"})
+        return 504, "application/json", timeout_body()
     if outcome.error is not None:
         return 500, "application/json", dumps({"error": outcome.error})
     if isinstance(outcome.value, str):
@@ -129,6 +188,7 @@ class BodyTooLarge(Exception):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are separate writes
     call = None
     server_version = "sless-python"
 
@@ -167,10 +227,22 @@ class Handler(BaseHTTPRequestHandler):
                 return
             left -= len(chunk)
 
-    def respond(self, status, ctype, payload):
+    def answer_timeout(self, path, start):
+        """Runs on the watchdog thread while the handler is still running on this one."""
+        try:
+            self.respond(504, "application/json", timeout_body(), close=True)
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # the client left
+        log("info", "invocation", method=self.command, path=path, status=504,
+            duration_ms=int((time.monotonic() - start) * 1000), traceparent=self.headers.get("traceparent", ""))
+
+    def respond(self, status, ctype, payload, close=False):
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(payload)))
+        if close:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(payload)
 
@@ -189,12 +261,22 @@ class Handler(BaseHTTPRequestHandler):
                 self.respond(status, ctype, payload)
                 self.discard_body()
             else:
-                request = {
-                    "method": self.command, "path": path, "traceparent": self.headers.get("traceparent", ""),
-                    "query": dict(parse_qsl(query, keep_blank_values=True)),
-                    "headers": {k.title(): v for k, v in self.headers.items()},
-                }
-                status, ctype, payload = encode(invoke(self.call, decode_event(body), request))
+                request = None
+                if self.call.wants_request:
+                    request = {
+                        "method": self.command, "path": path, "traceparent": self.headers.get("traceparent", ""),
+                        "query": dict(parse_qsl(query, keep_blank_values=True)),
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                    }
+                ticket = None
+                if TIMEOUT:
+                    ticket = Ticket(lambda: self.answer_timeout(path, start))
+                    self.server.watchdog.watch(ticket)
+                outcome = run_handler(self.call, decode_event(body), request)
+                if ticket is not None and not ticket.finish():
+                    self.close_connection = True  # the watchdog answered 504 and closed it
+                    return
+                status, ctype, payload = encode(outcome)
                 self.respond(status, ctype, payload)
         log("info", "invocation", method=self.command, path=path, status=status,
             duration_ms=int((time.monotonic() - start) * 1000), traceparent=self.headers.get("traceparent", ""))
@@ -228,6 +310,7 @@ def serve(call):
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True  # idle keep-alive connections must not block exit
     server.tracker = InFlight()
+    server.watchdog = Watchdog() if TIMEOUT else None
 
     def on_term(signum, _frame):
         log("info", "shutting down", signal=signum)
@@ -263,7 +346,7 @@ def run_job(call):
         outcome = Outcome(error=f"job event exceeds {MAX_BODY} bytes")
     else:
         traceparent = os.environ.get("TRACEPARENT", "")
-        outcome = invoke(call, decode_event(body), {"mode": "job", "traceparent": traceparent})
+        outcome = invoke_job(call, decode_event(body), {"mode": "job", "traceparent": traceparent})
     status, _, payload = encode(outcome)
     sys.stdout.buffer.write(payload + b"\n")
     sys.stdout.flush()

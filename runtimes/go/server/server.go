@@ -17,12 +17,17 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
 
-// handle is assigned by the generated bind.go; request carries the HTTP metadata.
-var handle func(event, request map[string]interface{}) interface{}
+// handle is assigned by the generated bind.go; request carries the HTTP metadata, built
+// only when the user's function takes it (wantsRequest).
+var (
+	handle       func(event, request map[string]interface{}) interface{}
+	wantsRequest bool
+)
 
 const healthPath = "/healthz"
 
@@ -142,7 +147,11 @@ func (w *wrapper) invoke(rw http.ResponseWriter, r *http.Request) int {
 		}
 		return writeError(rw, http.StatusBadRequest, "reading request body: "+err.Error())
 	}
-	res := call(decodeEvent(body), requestInfo(r), w.cfg.timeout)
+	var request map[string]interface{}
+	if wantsRequest {
+		request = requestInfo(r)
+	}
+	res := call(decodeEvent(body), request, w.cfg.timeout)
 	return writeResult(rw, res, w.cfg.timeout)
 }
 
@@ -165,7 +174,7 @@ func decodeEvent(body []byte) map[string]interface{} {
 func requestInfo(r *http.Request) map[string]interface{} {
 	headers := make(map[string]interface{}, len(r.Header))
 	for k, v := range r.Header {
-		headers[http.CanonicalHeaderKey(k)] = v[0]
+		headers[strings.ToLower(k)] = strings.Join(v, ", ")
 	}
 	query := make(map[string]interface{})
 	for k, v := range r.URL.Query() {

@@ -1,0 +1,2 @@
+'use strict';
+exports.handle = (event) => ({ message: `hello, ${event.name}` });

@@ -1,0 +1,2 @@
+def handle(event):
+    return {"message": f"hello, {event.get('name')}"}

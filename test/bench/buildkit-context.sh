@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Context preparation throughput (validate + deterministic tar.gz + hash) for a ~20 MiB source
+# zip vs a plain unzip+tar.gz copy of the same bytes, measured in one run, interleaved
+# (-count rounds). Prints medians and the throughput ratio (target >= 0.8).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+COUNT=${COUNT:-6}
+go test ./buildkit -run '^$' -bench '^(BenchmarkPrepareContext|BenchmarkUnzipTarBaseline)$' -benchtime 3x -count "$COUNT" |
+  tee /dev/stderr | awk '
+    /^Benchmark/ { name=$1; sub(/-[0-9]+$/, "", name); v[name]=v[name] " " $3 }
+    function median(s,   a, n, i, j, t) {
+      n = split(s, a, " ")
+      for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+      return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    END {
+      s = median(v["BenchmarkPrepareContext"]); b = median(v["BenchmarkUnzipTarBaseline"])
+      printf "median ns/op: sless %.0f, baseline %.0f; throughput ratio sless/baseline = %.2f\n", s, b, b / s
+    }'
