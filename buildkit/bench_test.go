@@ -100,7 +100,7 @@ func BenchmarkWrapper(b *testing.B) {
 	}
 	bare["go"] = []string{goBare}
 	for _, lang := range []struct{ name, runtime string }{{"go", "go1.23"}, {"python", "python3.11"}, {"node", "nodejs20"}} {
-		bc := buildContext(&testing.T{}, zipDir(b, "testdata/bench/"+lang.name), lang.runtime, "")
+		bc := buildContext(b, zipDir(b, "testdata/bench/"+lang.name), lang.runtime, "")
 		art, err := LocalBuild(context.Background(), bc.Data, lang.runtime, filepath.Join(b.TempDir(), lang.name))
 		if err != nil {
 			b.Fatal(err)

@@ -36,7 +36,7 @@ func readTarGz(t *testing.T, data []byte) (map[string]string, []*tar.Header) {
 	}
 }
 
-func buildContext(t *testing.T, zipData []byte, runtime, entry string) *BuildContext {
+func buildContext(t testing.TB, zipData []byte, runtime, entry string) *BuildContext {
 	t.Helper()
 	src, err := ValidateBytes(context.Background(), zipData, runtime, entry, DefaultLimits())
 	if err != nil {

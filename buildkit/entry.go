@@ -93,7 +93,7 @@ func checkNodeSource(src *Source) error {
 	} else if _, isValidation := AsValidationError(err); isValidation {
 		return err
 	}
-	for _, candidate := range []string{file + ".js", file + ".cjs", file + "/index.js"} {
+	for _, candidate := range []string{file + ".js", file + "/index.js"} {
 		if _, ok := src.Lookup(candidate); ok {
 			return nil
 		}
