@@ -17,8 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/jackc/pgx/v5"
+
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/gateway"
@@ -63,6 +66,7 @@ var tracing sync.Once
 func newHarness(t *testing.T, o harnessOptions) *harness {
 	t.Helper()
 	tracing.Do(func() {
+		ctrllog.SetLogger(logr.Discard())
 		if _, err := gateway.SetupTracing(context.Background(), "gateway-test"); err != nil {
 			t.Fatal(err)
 		}

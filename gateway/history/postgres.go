@@ -310,6 +310,12 @@ func (p *Postgres) List(ctx context.Context, q Query) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
+	p.mu.RLock()
+	closed := p.closed
+	p.mu.RUnlock()
+	if closed {
+		return Page{}, ErrClosed
+	}
 	if err := p.Migrate(ctx); err != nil {
 		return Page{}, err
 	}

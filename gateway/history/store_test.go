@@ -160,3 +160,17 @@ func FuzzParseCursor(f *testing.F) {
 		}
 	})
 }
+
+func TestListAfterClose(t *testing.T) {
+	p := openTestStore(t, newDatabase(t), PostgresOptions{})
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.List(context.Background(), Query{Namespace: "ns"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("List after Close: %v, want ErrClosed", err)
+	}
+	p.Record(Record{Namespace: "ns", Function: "f", Start: time.Now()})
+	if p.Dropped() != 1 {
+		t.Fatalf("Record after Close dropped %d, want 1 counted drop", p.Dropped())
+	}
+}
