@@ -154,6 +154,9 @@ func (c Config) validate() error {
 	if c.Invoker == nil {
 		errs = append(errs, &ConfigError{Field: "target-url", Reason: "no invoker configured"})
 	}
+	if c.Concurrency > 65535 {
+		errs = append(errs, &ConfigError{Field: "concurrency", Reason: fmt.Sprintf("%d is over the AMQP prefetch limit of 65535", c.Concurrency)})
+	}
 	if c.MaxMessages < 0 {
 		errs = append(errs, &ConfigError{Field: "max-messages", Reason: "must not be negative"})
 	}

@@ -194,3 +194,30 @@ func TestMaxMessagesBoundsTheBatch(t *testing.T) {
 	}
 	waitFor(t, "unprocessed messages back in the queue", 5*time.Second, func() bool { return depth(t, q) == 40 })
 }
+
+func TestRunRejectsBadConfig(t *testing.T) {
+	f := newFnServer(t, ok)
+	cases := map[string]struct {
+		mutate func(*dispatcher.Config)
+		field  string
+	}{
+		"bad url":         {func(c *dispatcher.Config) { c.URL = "http://broker" }, "amqp-url"},
+		"no queue":        {func(c *dispatcher.Config) { c.Queue = "" }, "queue"},
+		"dlq is queue":    {func(c *dispatcher.Config) { c.DeadLetterQueue = c.Queue }, "dead-letter-queue"},
+		"no function":     {func(c *dispatcher.Config) { c.Function = dispatcher.FunctionRef{} }, "function"},
+		"no invoker":      {func(c *dispatcher.Config) { c.Invoker = nil }, "target-url"},
+		"huge prefetch":   {func(c *dispatcher.Config) { c.Concurrency = 70000 }, "concurrency"},
+		"negative budget": {func(c *dispatcher.Config) { c.MaxMessages = -1 }, "max-messages"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg := config(t, "q", f)
+			tc.mutate(&cfg)
+			_, err := dispatcher.Run(context.Background(), cfg)
+			var ce *dispatcher.ConfigError
+			if !errors.As(err, &ce) || ce.Field != tc.field {
+				t.Fatalf("err = %v, want a ConfigError on %s", err, tc.field)
+			}
+		})
+	}
+}
