@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"sless.dev/sless/gateway"
+	"sless.dev/sless/gateway/cluster"
+	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/scaling"
+)
+
+func init() { subcommands = append(subcommands, newGatewayCmd) }
+
+// gatewayFlags are the settings of `sless gateway`; secrets come from the environment only.
+type gatewayFlags struct {
+	listen, level, interceptorURL, databaseURL string
+	jwksURL, issuer, audience, hmacKeyFile     string
+	insecureNoAuth                             bool
+	codeCheckURL, codeCheckModel               string
+	proxy                                      gateway.ProxyConfig
+	store                                      storeFlags
+}
+
+func newGatewayCmd() *cobra.Command {
+	var f gatewayFlags
+	cmd := &cobra.Command{
+		Use:   "gateway",
+		Short: "Serve the /v1 REST API, the /fn/ invocation proxy and the console",
+		Long: `Serves /v1 (REST API, JWT-authenticated), /fn/<namespace>/<function> (forwarded to the KEDA HTTP
+interceptor with the function's routing host), /console, /metrics and /healthz.
+Tokens are verified with an HS256 key (env SLESS_JWT_HMAC_KEY or --jwt-hmac-key-file) and/or the
+RS256/ES256 keys of --jwks-url. Traces are exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runGateway(cmd, f) },
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.listen, "listen", envOr("SLESS_LISTEN", ":8090"), "address to serve on (env SLESS_LISTEN)")
+	fs.StringVar(&f.level, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.interceptorURL, "interceptor-url", envOr("SLESS_INTERCEPTOR_URL", scaling.DefaultOptions().InterceptorURL), "KEDA HTTP interceptor proxy /fn/ requests go to (env SLESS_INTERCEPTOR_URL)")
+	fs.StringVar(&f.databaseURL, "database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL of the invocation history (env SLESS_DATABASE_URL); empty: no history")
+	fs.StringVar(&f.jwksURL, "jwks-url", os.Getenv("SLESS_JWKS_URL"), "JWKS URL of the token issuer, for RS256/ES256 tokens (env SLESS_JWKS_URL)")
+	fs.StringVar(&f.hmacKeyFile, "jwt-hmac-key-file", os.Getenv("SLESS_JWT_HMAC_KEY_FILE"), "file holding the HS256 key (or set SLESS_JWT_HMAC_KEY)")
+	fs.StringVar(&f.issuer, "jwt-issuer", os.Getenv("SLESS_JWT_ISSUER"), "required iss claim, if set")
+	fs.StringVar(&f.audience, "jwt-audience", os.Getenv("SLESS_JWT_AUDIENCE"), "required aud claim, if set")
+	fs.BoolVar(&f.insecureNoAuth, "insecure-no-auth", false, "accept every request without a token (local experiments only)")
+	fs.StringVar(&f.codeCheckURL, "code-check-url", os.Getenv("SLESS_CODE_CHECK_URL"), "OpenAI-compatible API base (…/v1) that reviews uploads; empty: no check. API key in SLESS_CODE_CHECK_API_KEY")
+	fs.StringVar(&f.codeCheckModel, "code-check-model", envOr("SLESS_CODE_CHECK_MODEL", "gpt-4o-mini"), "model of the code check")
+	fs.DurationVar(&f.proxy.TimeoutMargin, "timeout-margin", 5*time.Second, "added to a function's timeout before /fn/ answers 504")
+	fs.Int64Var(&f.proxy.MaxHeldPerFunction, "max-held-per-function", 1000, "requests in flight per function before /fn/ answers 503")
+	fs.Int64Var(&f.proxy.MaxHeld, "max-held", 10000, "requests in flight in total before /fn/ answers 503")
+	f.store.bind(fs, "/var/lib/sless/artifacts")
+	return cmd
+}
+
+func runGateway(cmd *cobra.Command, f gatewayFlags) error {
+	ctx := cmd.Context()
+	logger, err := newLogger(cmd, f.level)
+	if err != nil {
+		return err
+	}
+	log.SetLogger(logr.FromSlogHandler(logger.Handler()))
+	auth, err := f.authenticator(logger)
+	if err != nil {
+		return err
+	}
+	stopTracing, err := gateway.SetupTracing(ctx, "sless-gateway")
+	if err != nil {
+		return err
+	}
+	defer shutdownWithin(10*time.Second, stopTracing, logger, "trace export")
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubernetes configuration: %w", err)
+	}
+	backend, err := cluster.New(ctx, cfg, cluster.Options{InterceptorURL: f.interceptorURL, Logger: logger})
+	if err != nil {
+		return err
+	}
+	artifacts, err := f.store.open(ctx)
+	if err != nil {
+		return err
+	}
+	gcfg := gateway.Config{Backend: backend, Auth: auth, Sources: artifacts, Proxy: f.proxy, Logger: logger}
+	if f.codeCheckURL != "" {
+		gcfg.CodeCheck = &gateway.LLMChecker{URL: f.codeCheckURL, Model: f.codeCheckModel, APIKey: os.Getenv("SLESS_CODE_CHECK_API_KEY")}
+	}
+	if f.databaseURL != "" {
+		store, err := openHistory(ctx, f.databaseURL, logger)
+		if err != nil {
+			return err
+		}
+		defer shutdownWithin(10*time.Second, store.Close, logger, "invocation history flush")
+		gcfg.Recorder, gcfg.History = store, store
+	}
+	srv, err := gateway.New(gcfg)
+	if err != nil {
+		return err
+	}
+	return serveGateway(ctx, f.listen, srv, logger)
+}
+
+// authenticator builds the token verifier from the flags; no verifier is an error unless
+// --insecure-no-auth is given.
+func (f gatewayFlags) authenticator(logger *slog.Logger) (gateway.Authenticator, error) {
+	key := []byte(os.Getenv("SLESS_JWT_HMAC_KEY"))
+	if f.hmacKeyFile != "" {
+		data, err := os.ReadFile(f.hmacKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--jwt-hmac-key-file: %w", err)
+		}
+		key = trimNewline(data)
+	}
+	if f.insecureNoAuth {
+		if len(key) > 0 || f.jwksURL != "" {
+			return nil, errors.New("--insecure-no-auth contradicts the configured JWT key or JWKS URL; drop one")
+		}
+		logger.Warn("Warning: authentication is off (--insecure-no-auth); every caller may use every namespace")
+		return gateway.NoAuth{}, nil
+	}
+	if len(key) == 0 && f.jwksURL == "" {
+		return nil, errors.New("no token verification configured: set SLESS_JWT_HMAC_KEY, --jwt-hmac-key-file or --jwks-url (or --insecure-no-auth for local experiments)")
+	}
+	return gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: key, JWKSURL: f.jwksURL, Issuer: f.issuer, Audience: f.audience})
+}
+
+func trimNewline(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// openHistory starts the PostgreSQL history and applies its migrations; a database that is
+// down only costs history, never invocations, so that is a warning.
+func openHistory(ctx context.Context, url string, logger *slog.Logger) (*history.Postgres, error) {
+	store, err := history.OpenPostgres(url, history.PostgresOptions{Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	mctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := store.Migrate(mctx); err != nil {
+		logger.Warn("Warning: invocation history database unavailable at start; will retry in the background", "error", err)
+	}
+	return store, nil
+}
+
+// serveGateway serves until ctx ends, then drains in-flight requests.
+func serveGateway(ctx context.Context, addr string, h http.Handler, logger *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	// No write timeout: /fn/ streams and functions may run up to 15 minutes.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	logger.Info("gateway listening", "addr", ln.Addr().String(), "version", version)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("gateway draining")
+	shutdownWithin(30*time.Second, srv.Shutdown, logger, "draining requests")
+	return nil
+}
+
+func shutdownWithin(d time.Duration, stop func(context.Context) error, logger *slog.Logger, what string) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if err := stop(ctx); err != nil {
+		logger.Warn("Warning: shutdown incomplete", "step", what, "error", err)
+	}
+}
