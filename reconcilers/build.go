@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"sless.dev/sless/scaling"
 )
@@ -131,4 +133,29 @@ func newestPod(ctx context.Context, r client.Reader, job *batchv1.Job) *corev1.P
 		}
 	}
 	return newest
+}
+
+// finalize removes what owner references cannot — uploaded artifacts and build Jobs in the
+// platform namespace — then releases the object. label tells which kind obj is
+// (scaling.LabelFunction or scaling.LabelJob). Children in the object's namespace go with
+// their owner through garbage collection.
+func finalize(ctx context.Context, c client.Client, artifacts ArtifactDeleter, b builds, obj client.Object, label string) error {
+	if !controllerutil.ContainsFinalizer(obj, finalizer) {
+		return nil
+	}
+	ns, name := obj.GetNamespace(), obj.GetName()
+	if artifacts != nil {
+		if err := artifacts.DeleteFunction(ctx, ns, name); err != nil {
+			return fmt.Errorf("deleting artifacts of %s/%s: %w", ns, name, err)
+		}
+	}
+	if err := b.deleteAll(ctx, scaling.BuildTarget{Namespace: ns, Name: name, Label: label}); err != nil {
+		return err
+	}
+	controllerutil.RemoveFinalizer(obj, finalizer)
+	if err := c.Update(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing finalizer of %s/%s: %w", ns, name, err)
+	}
+	log.FromContext(ctx).Info("cleaned up", "namespace", ns, "name", name)
+	return nil
 }

@@ -10,11 +10,11 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -51,11 +51,12 @@ func (r *FunctionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !fn.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.finalize(ctx, fn)
+		return ctrl.Result{}, finalize(ctx, r.Client, r.Artifacts, r.builds, fn, scaling.LabelFunction)
 	}
 	if controllerutil.AddFinalizer(fn, finalizer) {
-		// The update event brings us back; status work waits for the finalizer to be in place.
-		return ctrl.Result{}, r.Update(ctx, fn)
+		if err := r.Update(ctx, fn); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding finalizer to function %s: %w", req.NamespacedName, err)
+		}
 	}
 	before := fn.DeepCopy()
 	err := r.reconcileFunction(ctx, fn)
@@ -198,33 +199,11 @@ func (r *FunctionReconciler) httpPaused(ctx context.Context, fn *v1.Function) (b
 	return httpTriggers > 0, nil
 }
 
-// finalize removes what owner references cannot: uploaded artifacts and build Jobs in the
-// platform namespace. Children in the function's namespace go with their owner.
-func (r *FunctionReconciler) finalize(ctx context.Context, fn *v1.Function) error {
-	if !controllerutil.ContainsFinalizer(fn, finalizer) {
-		return nil
-	}
-	if r.Artifacts != nil {
-		if err := r.Artifacts.DeleteFunction(ctx, fn.Namespace, fn.Name); err != nil {
-			return fmt.Errorf("deleting artifacts of function %s/%s: %w", fn.Namespace, fn.Name, err)
-		}
-	}
-	if err := r.builds.deleteAll(ctx, scaling.BuildTarget{Namespace: fn.Namespace, Name: fn.Name, Label: scaling.LabelFunction}); err != nil {
-		return err
-	}
-	controllerutil.RemoveFinalizer(fn, finalizer)
-	if err := r.Update(ctx, fn); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("removing finalizer of function %s/%s: %w", fn.Namespace, fn.Name, err)
-	}
-	log.FromContext(ctx).Info("function cleaned up")
-	return nil
-}
-
 // SetupWithManager watches Functions, their children, their build Jobs (by label: they live
 // in another namespace) and their http Triggers (which pause the HTTPScaledObject).
 func (r *FunctionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.Function{}).
+		For(&v1.Function{}, builder.WithPredicates(specChanged)).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		Owns(&httpv1alpha1.HTTPScaledObject{}).

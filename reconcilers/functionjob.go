@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -35,10 +36,12 @@ func (r *FunctionJobReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !fj.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.finalize(ctx, fj)
+		return ctrl.Result{}, finalize(ctx, r.Client, r.Artifacts, r.builds, fj, scaling.LabelJob)
 	}
 	if fj.Spec.FunctionRef == nil && controllerutil.AddFinalizer(fj, finalizer) {
-		return ctrl.Result{}, r.Update(ctx, fj)
+		if err := r.Update(ctx, fj); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding finalizer to function job %s: %w", req.NamespacedName, err)
+		}
 	}
 	before := fj.DeepCopy()
 	err := r.reconcileJob(ctx, fj)
@@ -190,30 +193,11 @@ func (r *FunctionJobReconciler) finish(fj *v1.FunctionJob, phase v1.JobPhase, re
 	setCondition(fj, &st.Conditions, v1.ConditionSucceeded, metav1.ConditionTrue, reason, summary)
 }
 
-func (r *FunctionJobReconciler) finalize(ctx context.Context, fj *v1.FunctionJob) error {
-	if !controllerutil.ContainsFinalizer(fj, finalizer) {
-		return nil
-	}
-	if r.Artifacts != nil {
-		if err := r.Artifacts.DeleteFunction(ctx, fj.Namespace, fj.Name); err != nil {
-			return fmt.Errorf("deleting artifacts of function job %s/%s: %w", fj.Namespace, fj.Name, err)
-		}
-	}
-	if err := r.builds.deleteAll(ctx, scaling.BuildTarget{Namespace: fj.Namespace, Name: fj.Name, Label: scaling.LabelJob}); err != nil {
-		return err
-	}
-	controllerutil.RemoveFinalizer(fj, finalizer)
-	if err := r.Update(ctx, fj); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("removing finalizer of function job %s/%s: %w", fj.Namespace, fj.Name, err)
-	}
-	return nil
-}
-
 // SetupWithManager watches FunctionJobs, their run Jobs, their build Jobs and the Functions
 // they reference.
 func (r *FunctionJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.FunctionJob{}).
+		For(&v1.FunctionJob{}, builder.WithPredicates(specChanged)).
 		Owns(&batchv1.Job{}).
 		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(buildOwner(scaling.LabelJob))).
 		Watches(&v1.Function{}, handler.EnqueueRequestsFromMapFunc(dependents(r.Client, &v1.FunctionJobList{}))).

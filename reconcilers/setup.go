@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
@@ -28,6 +29,11 @@ type Config struct {
 // functionRefIndex indexes Triggers and FunctionJobs by the Function they reference, so a
 // Function change wakes exactly its dependents (the predecessor's jobs hung without this).
 const functionRefIndex = "spec.functionRef.name"
+
+// specChanged lets through what the user changed (spec, labels, annotations, deletion, which
+// all bump the generation or metadata) but not the status writes a reconciler makes itself:
+// those would only cost another no-op reconcile.
+var specChanged = predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{})
 
 // finalizer guards cleanup that owner references cannot do: uploaded artifacts and build
 // Jobs in the platform namespace.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
@@ -127,7 +128,7 @@ func phaseOf(fn *v1.Function) v1.FunctionPhase {
 // SetupWithManager watches Triggers, their children, and the Functions they reference.
 func (r *TriggerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.Trigger{}).
+		For(&v1.Trigger{}, builder.WithPredicates(specChanged)).
 		Owns(&batchv1.CronJob{}).
 		Owns(&kedav1alpha1.ScaledJob{}).
 		Owns(&kedav1alpha1.TriggerAuthentication{}).
