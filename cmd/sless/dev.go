@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/spf13/cobra"
+
+	"sless.dev/sless/gateway"
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/gateway/local"
+)
+
+func init() { subcommands = append(subcommands, newDevCmd) }
+
+type devFlags struct {
+	dataDir, listen, amqpURL, databaseURL, examples, subject string
+	tokenTTL                                                 time.Duration
+	historySize                                              int
+	store                                                    storeFlags
+}
+
+func newDevCmd() *cobra.Command {
+	var f devFlags
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run the whole platform on this machine: REST API, /fn/ gateway, console, local builds and processes",
+		Long: `sless dev serves the same /v1 API, /fn/ gateway and /console as the cluster gateway,
+with functions built locally and run as processes on loopback (scale to zero, cold-start
+holding), cron and AMQP triggers, and state kept in the data directory across restarts.
+A signing key is generated into the data directory and a ready token is printed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runDev(cmd.Context(), f, cmd.OutOrStdout()) },
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.dataDir, "data-dir", envOr("SLESS_DATA_DIR", ".sless"), "directory for state, builds, artifacts and the dev signing key (env SLESS_DATA_DIR)")
+	fs.StringVar(&f.listen, "listen", envOr("SLESS_LISTEN", "127.0.0.1:8080"), "address to serve on; keep it on loopback (env SLESS_LISTEN)")
+	fs.StringVar(&f.amqpURL, "amqp-url", os.Getenv("SLESS_AMQP_URL"), "RabbitMQ URL for event triggers, amqp://user:pass@host:5672/ (env SLESS_AMQP_URL); none: event triggers stay inactive")
+	fs.StringVar(&f.databaseURL, "database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for the invocation history (env SLESS_DATABASE_URL); none: the newest --history-size records in memory")
+	fs.IntVar(&f.historySize, "history-size", history.DefaultMemoryCapacity, "invocations kept in memory without --database-url")
+	fs.StringVar(&f.examples, "deploy-examples", "", "deploy the example functions of this directory (hello-go, hello-python, hello-node) with http triggers and a cron trigger, then print their URLs")
+	fs.StringVar(&f.subject, "subject", "dev", "subject of the printed token; its tenant namespace is derived from it")
+	fs.DurationVar(&f.tokenTTL, "token-ttl", 30*24*time.Hour, "lifetime of the printed token")
+	f.store.bind(fs, "")
+	return cmd
+}
+
+func runDev(ctx context.Context, f devFlags, out io.Writer) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	dataDir, err := filepath.Abs(f.dataDir)
+	if err != nil {
+		return fmt.Errorf("--data-dir %q: %w", f.dataDir, err)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return fmt.Errorf("creating the data directory: %w", err)
+	}
+	key, err := devSigningKey(filepath.Join(dataDir, "dev-signing.key"))
+	if err != nil {
+		return err
+	}
+	auth, err := gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: key})
+	if err != nil {
+		return err
+	}
+	token, err := devToken(key, f.subject, f.tokenTTL)
+	if err != nil {
+		return err
+	}
+	if f.store.dir == "" {
+		f.store.dir = filepath.Join(dataDir, "artifacts")
+	}
+	artifacts, err := f.store.open(ctx)
+	if err != nil {
+		return err
+	}
+	rec, reader, closeHistory, err := openDevHistory(ctx, f, log)
+	if err != nil {
+		return err
+	}
+	defer closeHistory()
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", f.listen, err)
+	}
+	endpoint := "http://" + ln.Addr().String()
+	backend, err := local.New(local.Options{DataDir: dataDir, Artifacts: artifacts, GatewayURL: endpoint,
+		AMQPURL: f.amqpURL, Recorder: rec, Logger: log})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer backend.Close()
+	srv, err := gateway.New(gateway.Config{Backend: backend, Auth: auth, Sources: artifacts, Recorder: rec, History: reader, Logger: log})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	if err := writeSecret(filepath.Join(dataDir, "token"), []byte(token+"\n")); err != nil {
+		return err
+	}
+	printBanner(out, endpoint, token, api.TenantNamespace(f.subject), f)
+	if f.examples != "" {
+		if err := deployExamples(ctx, out, endpoint, token, api.TenantNamespace(f.subject), f.examples); err != nil {
+			log.Error("deploying the examples failed", "error", err)
+		}
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return fmt.Errorf("serving %s: %w", endpoint, err)
+	}
+	fmt.Fprintln(out, "stopping sless dev…")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(shutdownCtx); err != nil {
+		log.Warn("Warning: requests still in flight were cut off", "error", err)
+	}
+	return nil
+}
+
+func printBanner(out io.Writer, endpoint, token, ns string, f devFlags) {
+	broker := "off (start with --amqp-url to run event triggers)"
+	if f.amqpURL != "" {
+		broker = "on"
+	}
+	hist := "in memory"
+	if f.databaseURL != "" {
+		hist = "PostgreSQL"
+	}
+	fmt.Fprintf(out, `sless dev is running
+  API        %[1]s/v1   (OpenAPI: %[1]s/v1/openapi.yaml)
+  console    %[1]s/console
+  functions  %[1]s/fn/%[2]s/<name>
+  namespace  %[2]s
+  events     %[3]s
+  history    %[4]s
+  data       %[5]s
+
+export SLESS_ENDPOINT=%[1]s
+export SLESS_TOKEN=%[6]s
+`, endpoint, ns, broker, hist, f.dataDir, token)
+}
+
+// devSigningKey loads the HS256 key of the data directory, creating a random one on first
+// use. Tokens printed by earlier runs stay valid across restarts.
+func devSigningKey(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err == nil {
+		key, err := hex.DecodeString(strings.TrimSpace(string(data)))
+		if err != nil || len(key) < 32 {
+			return nil, fmt.Errorf("dev signing key %s is not 32+ hex-encoded bytes; delete it to generate a new one", path)
+		}
+		return key, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("reading the dev signing key: %w", err)
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, fmt.Errorf("generating the dev signing key: %w", err)
+	}
+	if err := writeSecret(path, []byte(hex.EncodeToString(key)+"\n")); err != nil {
+		return nil, err
+	}
+	return key, nil
+}
+
+func writeSecret(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// devToken signs a token the gateway verifies like any other JWT.
+func devToken(key []byte, subject string, ttl time.Duration) (string, error) {
+	now := time.Now()
+	claims := jwt.RegisteredClaims{Subject: subject, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl))}
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(key)
+	if err != nil {
+		return "", fmt.Errorf("signing the dev token: %w", err)
+	}
+	return s, nil
+}
+
+// openDevHistory picks PostgreSQL when configured, else the bounded in-memory store.
+func openDevHistory(ctx context.Context, f devFlags, log *slog.Logger) (history.Recorder, history.Reader, func(), error) {
+	if f.databaseURL == "" {
+		m := history.NewMemory(f.historySize)
+		return m, m, func() {}, nil
+	}
+	pg, err := history.OpenPostgres(f.databaseURL, history.PostgresOptions{Logger: log})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("--database-url: %w", err)
+	}
+	if err := pg.Migrate(ctx); err != nil {
+		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = pg.Close(closeCtx)
+		return nil, nil, nil, fmt.Errorf("--database-url: %w", err)
+	}
+	closeFn := func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := pg.Close(closeCtx); err != nil {
+			log.Warn("Warning: invocation history not fully written", "error", err)
+		}
+	}
+	return pg, pg, closeFn, nil
+}

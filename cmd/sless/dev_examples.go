@@ -1,0 +1,145 @@
+package main
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/client"
+)
+
+// devExamples are the functions `sless dev --deploy-examples` deploys: one per language.
+var devExamples = []struct{ dir, runtime string }{
+	{"hello-go", "go1.25"},
+	{"hello-python", "python3.11"},
+	{"hello-node", "nodejs20"},
+}
+
+// exampleCron is the cron trigger deployed with the examples.
+const (
+	exampleCron         = "hello-python-every-minute"
+	exampleCronFunction = "hello-python"
+	exampleReadyTimeout = 5 * time.Minute
+)
+
+// deployExamples deploys the examples through the REST API, exactly as a user or the
+// Terraform provider would, waits until they are Ready and prints how to call them.
+// Re-running it against a data directory that has them already just re-uploads the source.
+func deployExamples(ctx context.Context, out io.Writer, endpoint, token, ns, root string) error {
+	c, err := client.New(endpoint, token, nil)
+	if err != nil {
+		return err
+	}
+	if err := c.EnsureNamespace(ctx, ns); err != nil {
+		return err
+	}
+	for _, ex := range devExamples {
+		if err := deployExample(ctx, c, ns, filepath.Join(root, ex.dir), ex.dir, ex.runtime); err != nil {
+			return err
+		}
+	}
+	cronType, schedule := api.TriggerCron, "* * * * *"
+	_, err = c.CreateTrigger(ctx, ns, api.CreateTrigger{Name: exampleCron, TriggerFields: api.TriggerFields{
+		Type: &cronType, Function: ptr(exampleCronFunction), Schedule: &schedule}})
+	if err != nil && !client.IsConflict(err) {
+		return fmt.Errorf("cron trigger %s: %w", exampleCron, err)
+	}
+	fmt.Fprintln(out, "\nexamples (building may take a minute the first time):")
+	for _, ex := range devExamples {
+		fn, err := waitReady(ctx, c, ns, ex.dir)
+		if err != nil {
+			return err
+		}
+		if fn.Status.Phase == api.PhaseFailed {
+			fmt.Fprintf(out, "  %-13s FAILED: %s\n%s\n", ex.dir, fn.Status.Message, fn.Status.LastBuildError)
+			continue
+		}
+		fmt.Fprintf(out, "  %-13s %s\n", ex.dir, fn.Status.URL)
+	}
+	fmt.Fprintf(out, "  cron          %s fires %s every minute (see GET /v1/namespaces/%s/functions/%s/invocations)\n",
+		exampleCron, exampleCronFunction, ns, exampleCronFunction)
+	fmt.Fprintf(out, "\ntry: curl -s -X POST -d '{\"name\":\"you\"}' %s/fn/%s/hello-go\n", endpoint, ns)
+	return nil
+}
+
+func deployExample(ctx context.Context, c *client.Client, ns, dir, name, runtime string) error {
+	_, err := c.CreateFunction(ctx, ns, api.CreateFunction{Name: name, FunctionFields: api.FunctionFields{Runtime: &runtime}})
+	if err != nil && !client.IsConflict(err) {
+		return fmt.Errorf("function %s: %w", name, err)
+	}
+	data, err := zipDir(dir)
+	if err != nil {
+		return fmt.Errorf("example %s: %w", name, err)
+	}
+	if _, err := c.UploadSource(ctx, ns, name, bytes.NewReader(data)); err != nil {
+		return fmt.Errorf("uploading %s: %w", name, err)
+	}
+	httpType := api.TriggerHTTP
+	_, err = c.CreateTrigger(ctx, ns, api.CreateTrigger{Name: name + "-http", TriggerFields: api.TriggerFields{Type: &httpType, Function: &name}})
+	if err != nil && !client.IsConflict(err) {
+		return fmt.Errorf("http trigger of %s: %w", name, err)
+	}
+	return nil
+}
+
+// waitReady polls until the function is Ready or Failed for its latest source.
+func waitReady(ctx context.Context, c *client.Client, ns, name string) (api.Function, error) {
+	ctx, cancel := context.WithTimeout(ctx, exampleReadyTimeout)
+	defer cancel()
+	for {
+		fn, err := c.GetFunction(ctx, ns, name)
+		if err != nil {
+			return fn, err
+		}
+		if fn.Status.Ready || fn.Status.Phase == api.PhaseFailed {
+			return fn, nil
+		}
+		select {
+		case <-ctx.Done():
+			return fn, fmt.Errorf("function %s is not Ready after %s (phase %s)", name, exampleReadyTimeout, fn.Status.Phase)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// zipDir zips the regular files under dir with slash-separated relative names.
+func zipDir(dir string) ([]byte, error) {
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		w, err := zw.Create(filepath.ToSlash(rel))
+		if err != nil {
+			return err
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(w, f)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func ptr[T any](v T) *T { return &v }

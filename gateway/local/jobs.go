@@ -1,0 +1,143 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/history"
+	localpool "sless.dev/sless/scaling/local"
+)
+
+// jobRuns are the runs in progress, by job key, so a deleted or re-run job stops its run.
+type jobRuns struct {
+	mu sync.Mutex
+	m  map[string]context.CancelFunc
+}
+
+func (j *jobRuns) start(key string, cancel context.CancelFunc) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if old := j.m[key]; old != nil {
+		old()
+	}
+	j.m[key] = cancel
+}
+
+func (j *jobRuns) stop(key string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if c := j.m[key]; c != nil {
+		c()
+		delete(j.m, key)
+	}
+}
+
+// interruptJobs marks runs that were in progress when sless dev stopped as failed: a job runs
+// at most once per run_id.
+func (b *Backend) interruptJobs() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for key, r := range b.st.Jobs {
+		if r.Status.Phase != api.JobRunning {
+			continue
+		}
+		r.Status.Phase = api.JobFailed
+		r.Status.Error = "sless dev stopped while the job ran; raise run_id to run it again"
+		if err := b.commitLocked(func() {}); err != nil {
+			b.log.Error("persisting job status", "job", key, "error", err)
+		}
+	}
+}
+
+// reconcileJob runs a job once per run_id: 0 is Skipped; a raised run_id runs it again once
+// its function is Ready.
+func (b *Backend) reconcileJob(key string) {
+	_, span := tracer.Start(b.ctx, "local.reconcileJob", withKey(key))
+	defer span.End()
+	b.mu.RLock()
+	r, ok := b.st.Jobs[key]
+	var spec api.JobSpec
+	var st api.JobStatus
+	var dep deployment
+	var deployed bool
+	if ok {
+		spec, st = cloneJobSpec(r.Spec), r.Status
+		dep, deployed = b.deployed[objectKey(r.Namespace, spec.Function)]
+	}
+	b.mu.RUnlock()
+	switch {
+	case !ok:
+		b.jobs.stop(key)
+	case spec.RunID == 0:
+		b.setJobStatus(key, -1, func(s *api.JobStatus) { *s = api.JobStatus{Phase: api.JobSkipped} })
+	case st.ObservedRunID == spec.RunID && st.Phase != api.JobPending:
+		// this run_id has run or is running
+	case spec.Function == "":
+		b.setJobStatus(key, -1, func(s *api.JobStatus) {
+			*s = api.JobStatus{Phase: api.JobFailed, ObservedRunID: spec.RunID,
+				Error: "sless dev runs jobs of uploaded functions only; a self-contained job (runtime + image) needs the Kubernetes deployment: set function instead"}
+		})
+	case !deployed:
+		b.setJobStatus(key, -1, func(s *api.JobStatus) {
+			*s = api.JobStatus{Phase: api.JobPending, ObservedRunID: spec.RunID, Error: fmt.Sprintf("waiting for function %q to be Ready", spec.Function)}
+		})
+	default:
+		b.startJob(key, spec, dep.spec)
+	}
+}
+
+func (b *Backend) startJob(key string, spec api.JobSpec, run localpool.Spec) {
+	now := time.Now().UTC()
+	b.setJobStatus(key, -1, func(s *api.JobStatus) {
+		*s = api.JobStatus{Phase: api.JobRunning, ObservedRunID: spec.RunID, StartTime: &now}
+	})
+	ctx, cancel := context.WithCancel(b.ctx)
+	b.jobs.start(key, cancel)
+	ns, _ := splitKey(key)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		defer cancel()
+		res := localpool.RunJob(ctx, run, spec.Event)
+		done := now.Add(res.Duration)
+		rec := history.Record{Namespace: ns, Function: spec.Function, Trigger: jobName(key), Kind: history.KindJob,
+			Start: now, Duration: res.Duration, Status: history.StatusSucceeded}
+		b.setJobStatus(key, spec.RunID, func(s *api.JobStatus) {
+			s.Phase, s.CompletionTime, s.DurationMs = api.JobSucceeded, &done, res.Duration.Milliseconds()
+			s.Result, s.Output = res.Result, res.Output
+			if res.Err != nil {
+				s.Phase, s.Error = api.JobFailed, res.Err.Error()
+				rec.Status, rec.Error = history.StatusFailed, res.Err.Error()
+			}
+		})
+		b.opts.Recorder.Record(rec)
+		b.log.Info("job finished", "job", key, "runID", spec.RunID, "duration", res.Duration, "error", res.Err)
+	}()
+}
+
+func jobName(key string) string {
+	_, name := splitKey(key)
+	return name
+}
+
+// setJobStatus changes a job's status and persists it; runID >= 0 applies the change only
+// while the job still observes that run (a re-run or delete makes an old run's result moot).
+func (b *Backend) setJobStatus(key string, runID int64, change func(*api.JobStatus)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, ok := b.st.Jobs[key]
+	if !ok || (runID >= 0 && (r.Status.ObservedRunID != runID || r.Spec.RunID != runID)) {
+		return
+	}
+	old := r.Status
+	change(&r.Status)
+	if equalJSON(old, r.Status) {
+		return
+	}
+	if err := b.commitLocked(func() { r.Status = old }); err != nil {
+		b.log.Error("persisting job status", "job", key, "error", err)
+	}
+}

@@ -1,0 +1,217 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"sless.dev/sless/dispatcher"
+	"sless.dev/sless/gateway/api"
+)
+
+// invocationMargin is added to a function's timeout for cron and event invocations, as the
+// gateway does for /fn/, so the function's own timeout answer wins.
+const invocationMargin = 5 * time.Second
+
+// runnerConfig is everything a running cron or event trigger depends on; a change to any of
+// it restarts the runner.
+type runnerConfig struct {
+	Type, Schedule, Timezone, Queue, DeadLetterQueue string
+	MaxAttempts, BackoffMs                           int32
+	Host                                             string
+	Timeout                                          time.Duration
+}
+
+type runner struct {
+	cfg    runnerConfig
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// runners are the goroutines firing cron and event triggers, one per active trigger.
+type runners struct {
+	mu sync.Mutex
+	m  map[string]*runner
+}
+
+// set makes trigger key run cfg (nil: nothing), restarting it when cfg changed.
+func (rs *runners) set(parent context.Context, key string, cfg *runnerConfig, run func(ctx context.Context, cfg runnerConfig)) {
+	rs.mu.Lock()
+	old := rs.m[key]
+	if old != nil && cfg != nil && old.cfg == *cfg {
+		rs.mu.Unlock()
+		return
+	}
+	delete(rs.m, key)
+	var (
+		r   *runner
+		ctx context.Context
+	)
+	if cfg != nil && parent.Err() == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(parent)
+		r = &runner{cfg: *cfg, cancel: cancel, done: make(chan struct{})}
+		rs.m[key] = r
+	}
+	rs.mu.Unlock()
+	if old != nil {
+		old.cancel()
+		<-old.done
+	}
+	if r != nil {
+		go func() {
+			defer close(r.done)
+			run(ctx, r.cfg)
+		}()
+	}
+}
+
+func (rs *runners) stopAll() {
+	rs.mu.Lock()
+	all := rs.m
+	rs.m = map[string]*runner{}
+	rs.mu.Unlock()
+	for _, r := range all {
+		r.cancel()
+		<-r.done
+	}
+}
+
+// reconcileTrigger starts, restarts or stops the trigger's runner and writes its status.
+func (b *Backend) reconcileTrigger(key string) {
+	_, span := tracer.Start(b.ctx, "local.reconcileTrigger", withKey(key))
+	defer span.End()
+	b.mu.RLock()
+	r, ok := b.st.Triggers[key]
+	var spec api.TriggerSpec
+	var host string
+	var timeoutSec int32
+	if ok {
+		spec = r.Spec
+		fnKey := objectKey(r.Namespace, spec.Function)
+		host = b.deployed[fnKey].host
+		if fn := b.st.Functions[fnKey]; fn != nil {
+			timeoutSec = fn.Spec.TimeoutSec
+		}
+	}
+	b.mu.RUnlock()
+	if !ok {
+		b.runners.set(b.ctx, key, nil, nil)
+		return
+	}
+	ns, name := splitKey(key)
+	active, msg := b.triggerState(spec, host)
+	var cfg *runnerConfig
+	if active && spec.Type != api.TriggerHTTP {
+		cfg = &runnerConfig{Type: spec.Type, Schedule: spec.Schedule, Timezone: spec.Timezone, Queue: spec.Queue,
+			DeadLetterQueue: spec.DeadLetterQueue, MaxAttempts: spec.MaxAttempts, BackoffMs: spec.BackoffMs, Host: host}
+		if timeoutSec > 0 {
+			cfg.Timeout = time.Duration(timeoutSec)*time.Second + invocationMargin
+		}
+	}
+	ref := dispatcher.FunctionRef{Namespace: ns, Name: spec.Function}
+	b.runners.set(b.ctx, key, cfg, func(ctx context.Context, c runnerConfig) {
+		if c.Type == api.TriggerCron {
+			b.runCron(ctx, key, name, ref, c)
+		} else {
+			b.runEvents(ctx, key, name, ref, c)
+		}
+	})
+	b.setTriggerStatus(key, func(st *api.TriggerStatus) {
+		st.Active, st.Message, st.URL = active, msg, ""
+		if spec.Type == api.TriggerHTTP {
+			st.URL = b.functionURL(ns, spec.Function)
+		}
+	})
+}
+
+// triggerState says whether a trigger can be active and, when not, why.
+func (b *Backend) triggerState(spec api.TriggerSpec, host string) (bool, string) {
+	switch {
+	case !spec.Enabled:
+		return false, "enabled is false: frozen in place"
+	case spec.Type == api.TriggerEvent && b.opts.AMQPURL == "":
+		return false, "no AMQP broker configured: start sless dev with --amqp-url (or SLESS_AMQP_URL)"
+	case host == "":
+		return false, fmt.Sprintf("waiting for function %q to be Ready", spec.Function)
+	}
+	return true, ""
+}
+
+func (b *Backend) setTriggerStatus(key string, change func(*api.TriggerStatus)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, ok := b.st.Triggers[key]
+	if !ok {
+		return
+	}
+	old := r.Status
+	change(&r.Status)
+	if equalJSON(old, r.Status) {
+		return
+	}
+	if err := b.commitLocked(func() { r.Status = old }); err != nil {
+		b.log.Error("persisting trigger status", "trigger", key, "error", err)
+	}
+}
+
+// invoker calls a deployed function through the pool, as the gateway's /fn/ would.
+func (b *Backend) invoker(host string) dispatcher.Invoker {
+	return &dispatcher.HTTPInvoker{URL: "http://" + host + "/", Client: &http.Client{Transport: b.pool}}
+}
+
+// runCron fires at every tick of the schedule in its time zone. A tick that comes while the
+// previous firing still runs is skipped (the cluster CronJob's Forbid policy).
+func (b *Backend) runCron(ctx context.Context, key, trigger string, ref dispatcher.FunctionRef, cfg runnerConfig) {
+	loc := time.UTC
+	if cfg.Timezone != "" {
+		l, err := time.LoadLocation(cfg.Timezone)
+		if err != nil {
+			b.setTriggerStatus(key, func(st *api.TriggerStatus) { st.Active, st.Message = false, "timezone: " + err.Error() })
+			return
+		}
+		loc = l
+	}
+	sched, err := cron.ParseStandard(cfg.Schedule)
+	if err != nil {
+		b.setTriggerStatus(key, func(st *api.TriggerStatus) { st.Active, st.Message = false, "schedule: " + err.Error() })
+		return
+	}
+	inv := b.invoker(cfg.Host)
+	for {
+		next := sched.Next(time.Now().In(loc))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(next)):
+		}
+		err := dispatcher.Fire(ctx, dispatcher.FireConfig{
+			Function: ref, Trigger: trigger, Schedule: cfg.Schedule, Timezone: cfg.Timezone, Now: next,
+			Timeout: cfg.Timeout, Invoker: inv, Recorder: b.opts.Recorder, Logger: b.log,
+		})
+		if err != nil && ctx.Err() == nil {
+			b.log.Warn("Warning: cron firing failed", "trigger", key, "tick", next, "error", err)
+		}
+		fired := next.UTC()
+		b.setTriggerStatus(key, func(st *api.TriggerStatus) { st.LastFireTime = &fired })
+	}
+}
+
+// runEvents consumes the trigger's queue until ctx ends; dispatcher.Run reconnects by itself
+// and returns early only for configuration errors, which the trigger status then shows.
+func (b *Backend) runEvents(ctx context.Context, key, trigger string, ref dispatcher.FunctionRef, cfg runnerConfig) {
+	_, err := dispatcher.Run(ctx, dispatcher.Config{
+		URL: b.opts.AMQPURL, Queue: cfg.Queue, DeadLetterQueue: cfg.DeadLetterQueue, Function: ref, Trigger: trigger,
+		Retry:   dispatcher.RetryPolicy{MaxAttempts: int(cfg.MaxAttempts), Backoff: time.Duration(cfg.BackoffMs) * time.Millisecond},
+		Timeout: cfg.Timeout, Invoker: b.invoker(cfg.Host), Recorder: b.opts.Recorder, Logger: b.log,
+		ConnectionName: "sless dev " + key,
+	})
+	if err != nil && ctx.Err() == nil {
+		b.log.Error("event trigger stopped", "trigger", key, "error", err)
+		b.setTriggerStatus(key, func(st *api.TriggerStatus) { st.Active, st.Message = false, err.Error() })
+	}
+}

@@ -1,0 +1,106 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// jobMargin lets the wrapper report its own timeout before the process is killed.
+const jobMargin = 5 * time.Second
+
+// JobResult is one run of a function in job mode (SLESS_MODE=job).
+type JobResult struct {
+	// Result is what the handler returned (the wrapper's last line of stdout).
+	Result string
+	// Output is the tail of the process's log output.
+	Output   string
+	Duration time.Duration
+	// Err is set when the run failed: the handler's error, a timeout or a crash.
+	Err error
+}
+
+// RunJob runs spec's function once with event in job mode and waits for it. Only
+// spec.Artifact, Env and Timeout are used. The process runs in its own group, killed when ctx
+// ends or the timeout (plus a margin) passes.
+func RunJob(ctx context.Context, spec Spec, event []byte) JobResult {
+	ctx, span := tracer.Start(ctx, "local.job", trace.WithAttributes(attribute.String("sless.runtime", spec.Artifact.Runtime)))
+	defer span.End()
+	if spec.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, spec.Timeout+jobMargin)
+		defer cancel()
+	}
+	if len(event) == 0 {
+		event = []byte("{}")
+	}
+	art := spec.Artifact
+	cmd := exec.CommandContext(ctx, art.Command[0], art.Command[1:]...)
+	cmd.Dir = art.Dir
+	cmd.Env = append(processEnv(spec, "127.0.0.1", 0), "SLESS_MODE=job", "SLESS_EVENT="+string(event))
+	var stdout bytes.Buffer
+	logs := newTailBuffer(8 << 10)
+	cmd.Stdout, cmd.Stderr = &limitedBuffer{buf: &stdout, max: 1 << 20}, tailWriter{logs}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	start := time.Now()
+	err := cmd.Run()
+	res := JobResult{Duration: time.Since(start), Output: logs.String(), Result: lastLine(stdout.String())}
+	switch {
+	case ctx.Err() != nil:
+		res.Err = fmt.Errorf("job did not finish within its timeout of %s: killed", spec.Timeout)
+	case err != nil:
+		res.Err = jobError(res.Result, err)
+	}
+	if res.Err != nil {
+		span.SetStatus(codes.Error, res.Err.Error())
+	}
+	return res
+}
+
+// jobError prefers the wrapper's {"error": "..."} result over the bare exit status.
+func jobError(result string, exitErr error) error {
+	var body struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal([]byte(result), &body) == nil && body.Error != "" {
+		return errors.New(body.Error)
+	}
+	return fmt.Errorf("function process failed: %w", exitErr)
+}
+
+func lastLine(s string) string {
+	s = strings.TrimRight(s, "\r\n")
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+type tailWriter struct{ t *tailBuffer }
+
+func (w tailWriter) Write(p []byte) (int, error) { w.t.Write(p); return len(p), nil }
+
+// limitedBuffer keeps the first max bytes and discards the rest without failing the writer.
+type limitedBuffer struct {
+	buf *bytes.Buffer
+	max int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.max - l.buf.Len(); room > 0 {
+		l.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}

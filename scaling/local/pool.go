@@ -1,0 +1,298 @@
+// Package local runs functions as child processes on this machine for `sless dev`: the
+// local counterpart of the Deployment + HTTPScaledObject that KEDA scales in a cluster.
+//
+// Each function gets processes of its runtime wrapper on free loopback ports. The first
+// request to a function at zero is held until a process answers its health check (cold
+// start); concurrency above the target starts more processes up to the maximum; processes
+// idle for the scale-down period are stopped (MinProcs stay warm); a crashed process is
+// replaced and held requests are retried once. Every process runs in its own process group,
+// so stopping it (or the pool) leaves nothing behind.
+package local
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"sless.dev/sless/buildkit"
+)
+
+var tracer = otel.Tracer("sless.dev/sless/scaling/local")
+
+// Spec is how one function runs.
+type Spec struct {
+	// Artifact is the local build (command, directory, runtime environment).
+	Artifact *buildkit.Artifact
+	// Env is the function's own environment (Function env_vars).
+	Env map[string]string
+	// Timeout bounds one invocation inside the wrapper (SLESS_TIMEOUT_SECONDS); 0 = none.
+	Timeout time.Duration
+	// MinProcs stay running while idle; MaxProcs caps the processes (at least 1).
+	MinProcs, MaxProcs int
+	// Target is the number of concurrent requests per process above which another process
+	// starts (the concurrency scaling target; at least 1).
+	Target int
+	// ScaleDown is how long a process may stay idle before it is stopped.
+	ScaleDown time.Duration
+	// Disabled stops every process and refuses invocations (all http triggers are off).
+	Disabled bool
+}
+
+// Options tunes a Pool; zero values take the documented defaults.
+type Options struct {
+	Logger *slog.Logger
+	// StartTimeout bounds a cold start: process start until /healthz answers. Default 30s.
+	StartTimeout time.Duration
+	// StopGrace is how long a stopped process may drain after SIGTERM before SIGKILL.
+	// Default 5s.
+	StopGrace time.Duration
+	// Tick is how often idle processes are looked for and MinProcs ensured. Default 200ms.
+	Tick time.Duration
+	// Host is the loopback address processes listen on. Default 127.0.0.1.
+	Host string
+}
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 30 * time.Second
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = 5 * time.Second
+	}
+	if o.Tick <= 0 {
+		o.Tick = 200 * time.Millisecond
+	}
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	return o
+}
+
+// Errors an invocation can fail with before reaching a process.
+var (
+	ErrDisabled = errors.New("function is disabled")
+	ErrUnknown  = errors.New("no such function in the local pool")
+	ErrClosed   = errors.New("local pool is closed")
+)
+
+// StartError is a cold start that failed twice in a row (the held request was retried once).
+type StartError struct {
+	Function string
+	Err      error
+}
+
+func (e *StartError) Error() string {
+	return fmt.Sprintf("function %s could not be started: %v", e.Function, e.Err)
+}
+func (e *StartError) Unwrap() error { return e.Err }
+
+// Pool runs the processes of every deployed function. Its RoundTrip serves requests whose
+// Host is a function key given to Set.
+type Pool struct {
+	opts      Options
+	log       *slog.Logger
+	transport *http.Transport
+
+	mu     sync.RWMutex
+	fns    map[string]*function
+	closed bool
+	done   chan struct{}
+	wg     sync.WaitGroup
+}
+
+var _ http.RoundTripper = (*Pool)(nil)
+
+// New starts a pool; Close stops it and every process it runs.
+func New(opts Options) *Pool {
+	opts = opts.withDefaults()
+	p := &Pool{
+		opts: opts, log: opts.Logger.With("component", "local-pool"),
+		fns:  map[string]*function{},
+		done: make(chan struct{}),
+		transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+			MaxIdleConns:        1024,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     30 * time.Second,
+			DisableCompression:  true, // bodies pass through untouched
+		},
+	}
+	p.wg.Add(1)
+	go p.tickLoop()
+	return p
+}
+
+// Set deploys or updates the function served for key. A new artifact or environment
+// replaces the running processes (in-flight requests finish on the old ones).
+func (p *Pool) Set(key string, spec Spec) error {
+	if spec.Artifact == nil || len(spec.Artifact.Command) == 0 {
+		return fmt.Errorf("function %s: no artifact to run", key)
+	}
+	spec.MaxProcs = max(spec.MaxProcs, 1)
+	spec.MinProcs = min(max(spec.MinProcs, 0), spec.MaxProcs)
+	spec.Target = max(spec.Target, 1)
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	f := p.fns[key]
+	if f == nil {
+		f = newFunction(p, key)
+		p.fns[key] = f
+	}
+	p.mu.Unlock()
+	f.setSpec(spec)
+	return nil
+}
+
+// Remove stops the function's processes and forgets it.
+func (p *Pool) Remove(key string) {
+	p.mu.Lock()
+	f := p.fns[key]
+	delete(p.fns, key)
+	p.mu.Unlock()
+	if f != nil {
+		f.remove()
+	}
+}
+
+// Stats reports a function's processes; the zero value for an unknown key.
+type Stats struct {
+	Processes, Ready, InFlight int
+	PIDs                       []int
+}
+
+// Stats returns the current state of key's processes.
+func (p *Pool) Stats(key string) Stats {
+	f := p.lookup(key)
+	if f == nil {
+		return Stats{}
+	}
+	return f.stats()
+}
+
+// Close stops every process and waits for them to exit.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	close(p.done)
+	fns := p.fns
+	p.fns = map[string]*function{}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, f := range fns {
+		wg.Add(1)
+		go func() { defer wg.Done(); f.remove() }()
+	}
+	wg.Wait()
+	p.wg.Wait()
+	p.transport.CloseIdleConnections()
+}
+
+func (p *Pool) lookup(key string) *function {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.fns[key]
+}
+
+// tickLoop scales idle functions down and keeps MinProcs running.
+func (p *Pool) tickLoop() {
+	defer p.wg.Done()
+	t := time.NewTicker(p.opts.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.done:
+			return
+		case now := <-t.C:
+			p.mu.RLock()
+			fns := make([]*function, 0, len(p.fns))
+			for _, f := range p.fns {
+				fns = append(fns, f)
+			}
+			p.mu.RUnlock()
+			for _, f := range fns {
+				f.tick(now)
+			}
+		}
+	}
+}
+
+// RoundTrip forwards req to a process of the function named by req.Host, starting one when
+// needed. A request that could not be delivered (the process died before accepting the
+// connection) is retried once on another process; one the function received is not, since it
+// may have had effects.
+func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
+	key := hostOnly(req.Host)
+	if key == "" && req.URL != nil {
+		key = hostOnly(req.URL.Host)
+	}
+	f := p.lookup(key)
+	if f == nil {
+		closeBody(req)
+		return nil, fmt.Errorf("%w: %s", ErrUnknown, key)
+	}
+	ctx, span := tracer.Start(req.Context(), "local.invoke", trace.WithAttributes(attribute.String("sless.function", key)))
+	defer span.End()
+	for attempt := 1; ; attempt++ {
+		proc, cold, err := f.acquire(ctx)
+		if err != nil {
+			closeBody(req)
+			span.SetStatus(codes.Error, err.Error())
+			return nil, err
+		}
+		span.SetAttributes(attribute.Bool("sless.cold_start", cold), attribute.String("sless.process", proc.addr))
+		out := new(http.Request)
+		*out = *req
+		u := *req.URL
+		u.Scheme, u.Host = "http", proc.addr
+		out.URL = &u
+		resp, err := p.transport.RoundTrip(out.WithContext(ctx))
+		if err != nil {
+			f.release(proc)
+			f.reapIfDead(proc, deathWait)
+			var op *net.OpError
+			if attempt == 1 && errors.As(err, &op) && op.Op == "dial" && ctx.Err() == nil {
+				continue
+			}
+			span.SetStatus(codes.Error, err.Error())
+			return nil, fmt.Errorf("function %s: %w", key, err)
+		}
+		resp.Body = &releasingBody{ReadCloser: resp.Body, release: func() { f.release(proc) }}
+		return resp, nil
+	}
+}
+
+// deathWait is how long a failed request waits to learn whether its process died, so that
+// the next request is not sent to a process that is still exiting.
+const deathWait = 200 * time.Millisecond
+
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return hostport
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}

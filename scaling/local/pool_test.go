@@ -1,0 +1,325 @@
+package local
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"sless.dev/sless/buildkit"
+)
+
+// testHandler is a Python function whose event steers it: crash exits the process
+// mid-request, sleep holds the request, anything else echoes the pid.
+const testHandler = `import os, time
+
+def handle(event, request=None):
+    if event.get("crash"):
+        os._exit(3)
+    if event.get("sleep"):
+        time.sleep(event["sleep"])
+    return {"pid": os.getpid()}
+`
+
+// buildPython builds files as a python3.11 function into a temporary directory.
+func buildPython(dir string, files map[string]string) (*buildkit.Artifact, error) {
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for name, content := range files {
+		w, err := zw.Create(name)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := io.WriteString(w, content); err != nil {
+			return nil, err
+		}
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	src, err := buildkit.ValidateBytes(ctx, buf.Bytes(), "python3.11", "", buildkit.DefaultLimits())
+	if err != nil {
+		return nil, err
+	}
+	bc, err := buildkit.NewBuildContext(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	return buildkit.LocalBuild(ctx, bc.Data, "python3.11", filepath.Join(dir, "build-"+bc.Hash[:12]))
+}
+
+type harness struct {
+	pool *Pool
+	srv  *httptest.Server
+}
+
+// newHarness serves the pool behind a reverse proxy the way the gateway does: the request's
+// Host names the function.
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	p := New(Options{Logger: log, Tick: 20 * time.Millisecond, StopGrace: 2 * time.Second})
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			fn := pr.In.Header.Get("X-Fn")
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", fn, fn
+		},
+		Transport: p,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+		},
+	}
+	srv := httptest.NewServer(rp)
+	t.Cleanup(func() {
+		srv.Close()
+		p.Close()
+	})
+	return &harness{pool: p, srv: srv}
+}
+
+func (h *harness) call(t testing.TB, fn, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, h.srv.URL+"/", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Fn", fn)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+// shared is testHandler, built once in TestMain.
+var shared *buildkit.Artifact
+
+func sharedArtifact(testing.TB) *buildkit.Artifact { return shared }
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sless-pool-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	shared, err = buildPython(dir, map[string]string{"handler.py": testHandler})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "building the test function:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func TestColdStartAndScaleToZero(t *testing.T) {
+	h := newHarness(t)
+	spec := Spec{Artifact: sharedArtifact(t), MaxProcs: 3, Target: 10, ScaleDown: 300 * time.Millisecond}
+	if err := h.pool.Set("fn-a", spec); err != nil {
+		t.Fatal(err)
+	}
+	if s := h.pool.Stats("fn-a"); s.Processes != 0 {
+		t.Fatalf("min 0: want no process before the first request, got %+v", s)
+	}
+	code, body := h.call(t, "fn-a", `{}`)
+	if code != http.StatusOK || !strings.Contains(body, `"pid"`) {
+		t.Fatalf("cold request: %d %s", code, body)
+	}
+	pids := h.pool.Stats("fn-a").PIDs
+	if len(pids) != 1 {
+		t.Fatalf("want one process after a cold start, got %v", pids)
+	}
+	waitFor(t, "scale to zero", 5*time.Second, func() bool { return h.pool.Stats("fn-a").Processes == 0 })
+	waitFor(t, "the process to be gone from the OS", 2*time.Second, func() bool { return !alive(pids[0]) })
+	code, body = h.call(t, "fn-a", `{}`)
+	if code != http.StatusOK || strings.Contains(body, fmt.Sprint(pids[0])) {
+		t.Fatalf("second cold start: %d %s (old pid %d)", code, body, pids[0])
+	}
+}
+
+func TestConcurrentColdRequestsStayWithinMax(t *testing.T) {
+	h := newHarness(t)
+	spec := Spec{Artifact: sharedArtifact(t), MaxProcs: 4, Target: 2, ScaleDown: time.Minute}
+	if err := h.pool.Set("fn-b", spec); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		failed  []string
+		maxSeen int
+	)
+	stop := make(chan struct{})
+	go func() { // sample the process count while the burst runs
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+				n := h.pool.Stats("fn-b").Processes
+				mu.Lock()
+				maxSeen = max(maxSeen, n)
+				mu.Unlock()
+			}
+		}
+	}()
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, body := h.call(t, "fn-b", `{"sleep": 0.05}`)
+			if code != http.StatusOK {
+				mu.Lock()
+				failed = append(failed, fmt.Sprintf("%d %s", code, body))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	if len(failed) > 0 {
+		t.Fatalf("%d of 50 requests failed, first: %s", len(failed), failed[0])
+	}
+	if maxSeen > spec.MaxProcs {
+		t.Fatalf("saw %d processes, max is %d", maxSeen, spec.MaxProcs)
+	}
+	if maxSeen < 2 {
+		t.Fatalf("50 concurrent requests with target 2 should scale out; saw %d process(es)", maxSeen)
+	}
+}
+
+func TestCrashMidRequestThenRecover(t *testing.T) {
+	h := newHarness(t)
+	if err := h.pool.Set("fn-c", Spec{Artifact: sharedArtifact(t), MaxProcs: 2, Target: 10, ScaleDown: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	code, body := h.call(t, "fn-c", `{"crash": true}`)
+	if code != http.StatusBadGateway {
+		t.Fatalf("crashing request: want 502, got %d %s", code, body)
+	}
+	code, body = h.call(t, "fn-c", `{}`)
+	if code != http.StatusOK {
+		t.Fatalf("request after the crash: %d %s", code, body)
+	}
+}
+
+func TestMinProcsStayWarmAndCrashIsReplaced(t *testing.T) {
+	h := newHarness(t)
+	if err := h.pool.Set("fn-d", Spec{Artifact: sharedArtifact(t), MinProcs: 1, MaxProcs: 2, Target: 10, ScaleDown: 50 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the warm process", 5*time.Second, func() bool { return h.pool.Stats("fn-d").Ready == 1 })
+	first := h.pool.Stats("fn-d").PIDs[0]
+	time.Sleep(300 * time.Millisecond) // well past the scale-down period
+	if s := h.pool.Stats("fn-d"); s.Ready != 1 || s.PIDs[0] != first {
+		t.Fatalf("min 1 must keep the process warm: %+v (was pid %d)", s, first)
+	}
+	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a replacement process", 5*time.Second, func() bool {
+		s := h.pool.Stats("fn-d")
+		return s.Ready == 1 && s.PIDs[0] != first
+	})
+}
+
+func TestDisabledStopsProcessesAndRefuses(t *testing.T) {
+	h := newHarness(t)
+	spec := Spec{Artifact: sharedArtifact(t), MinProcs: 1, MaxProcs: 1, Target: 1, ScaleDown: time.Minute}
+	if err := h.pool.Set("fn-e", spec); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the warm process", 5*time.Second, func() bool { return h.pool.Stats("fn-e").Ready == 1 })
+	pid := h.pool.Stats("fn-e").PIDs[0]
+	spec.Disabled = true
+	if err := h.pool.Set("fn-e", spec); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the disabled function to stop", 5*time.Second, func() bool { return h.pool.Stats("fn-e").Processes == 0 && !alive(pid) })
+	if code, body := h.call(t, "fn-e", `{}`); code != http.StatusBadGateway || !strings.Contains(body, "disabled") {
+		t.Fatalf("disabled function: want 502 naming the reason, got %d %s", code, body)
+	}
+	spec.Disabled = false
+	if err := h.pool.Set("fn-e", spec); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := h.call(t, "fn-e", `{}`); code != http.StatusOK {
+		t.Fatalf("re-enabled: %d %s", code, body)
+	}
+}
+
+func TestStartFailureIsRetriedOnceThenReported(t *testing.T) {
+	h := newHarness(t)
+	broken, err := buildPython(t.TempDir(), map[string]string{"handler.py": "import no_such_module_sless\n\ndef handle(event):\n    return 1\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.pool.Set("fn-f", Spec{Artifact: broken, MaxProcs: 1, Target: 1, ScaleDown: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	code, body := h.call(t, "fn-f", `{}`)
+	if code != http.StatusBadGateway || !strings.Contains(body, "no_such_module_sless") {
+		t.Fatalf("want 502 with the start-up error, got %d %s", code, body)
+	}
+	if s := h.pool.Stats("fn-f"); s.Processes != 0 {
+		t.Fatalf("failed starts must not leave processes: %+v", s)
+	}
+}
+
+func TestUnknownFunction(t *testing.T) {
+	h := newHarness(t)
+	if code, _ := h.call(t, "nope", `{}`); code != http.StatusBadGateway {
+		t.Fatalf("unknown function: want 502, got %d", code)
+	}
+}
+
+func TestCloseLeavesNoProcess(t *testing.T) {
+	p := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := p.Set("fn-g", Spec{Artifact: sharedArtifact(t), MinProcs: 2, MaxProcs: 2, Target: 1, ScaleDown: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "two warm processes", 5*time.Second, func() bool { return p.Stats("fn-g").Ready == 2 })
+	pids := p.Stats("fn-g").PIDs
+	p.Close()
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Fatalf("process %d outlived Close", pid)
+		}
+	}
+	if err := p.Set("fn-g", Spec{Artifact: sharedArtifact(t)}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Set after Close: want ErrClosed, got %v", err)
+	}
+}

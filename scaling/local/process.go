@@ -1,0 +1,261 @@
+package local
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// process is one running instance of a function's wrapper. ready, stopping, inflight and
+// lastUsed belong to the function and are guarded by its mutex; the rest by mu.
+type process struct {
+	spec    Spec
+	opts    Options
+	log     *slog.Logger
+	addr    string
+	started time.Time
+	tail    *tailBuffer
+
+	ready, stopping, dead bool
+	inflight        int
+	lastUsed        time.Time
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	stopReq bool
+	exited  chan struct{} // closed once the process is gone (or never started)
+	exitErr error
+}
+
+func newProcess(spec Spec, opts Options, log *slog.Logger) *process {
+	return &process{spec: spec, opts: opts, log: log, tail: newTailBuffer(4096), exited: make(chan struct{})}
+}
+
+func (pr *process) pid() int {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.cmd == nil || pr.cmd.Process == nil {
+		return 0
+	}
+	return pr.cmd.Process.Pid
+}
+
+// start launches the wrapper on a free loopback port in its own process group.
+func (pr *process) start() error {
+	port, err := freePort(pr.opts.Host)
+	if err != nil {
+		pr.fail(err)
+		return err
+	}
+	pr.addr = net.JoinHostPort(pr.opts.Host, strconv.Itoa(port))
+	art := pr.spec.Artifact
+	cmd := exec.Command(art.Command[0], art.Command[1:]...)
+	cmd.Dir = art.Dir
+	cmd.Env = processEnv(pr.spec, pr.opts.Host, port)
+	out := &logWriter{log: pr.log, tail: pr.tail}
+	cmd.Stdout, cmd.Stderr = out, out
+	// Own group: stopping the function kills whatever it forked. Pdeathsig: if sless dev
+	// itself is killed, its functions die with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.started = time.Now()
+	if pr.stopReq {
+		pr.failLocked(errors.New("stopped before it started"))
+		return errors.New("stopped before it started")
+	}
+	if err := cmd.Start(); err != nil {
+		err = fmt.Errorf("starting %s: %w", art.Command[0], err)
+		pr.failLocked(err)
+		return err
+	}
+	pr.cmd = cmd
+	go func() {
+		err := cmd.Wait()
+		pr.mu.Lock()
+		pr.exitErr = err
+		pr.mu.Unlock()
+		close(pr.exited)
+	}()
+	return nil
+}
+
+func (pr *process) fail(err error) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.failLocked(err)
+}
+
+func (pr *process) failLocked(err error) {
+	pr.exitErr = err
+	close(pr.exited)
+}
+
+// processEnv is the wrapper's environment: a minimal base (no secrets of sless dev leak into
+// functions), the runtime's settings, the function's env vars, then the wrapper contract.
+func processEnv(spec Spec, host string, port int) []string {
+	env := []string{}
+	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG", "TZ"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	env = append(env, spec.Artifact.Env...)
+	keys := make([]string, 0, len(spec.Env))
+	for k := range spec.Env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+spec.Env[k])
+	}
+	return append(env, "PORT="+strconv.Itoa(port), "SLESS_HOST="+host,
+		"SLESS_TIMEOUT_SECONDS="+strconv.Itoa(int(spec.Timeout/time.Second)))
+}
+
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port on %s: %w", host, err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// healthClient never reuses connections: a probe must reach the new process.
+var healthClient = &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
+// waitHealthy polls /healthz until it answers 200, the process exits or timeout passes. The
+// first polls are 1 ms apart: the cold start budget of a Go function is tens of ms.
+func (pr *process) waitHealthy(timeout time.Duration) error {
+	url := "http://" + pr.addr + "/healthz"
+	deadline := time.Now().Add(timeout)
+	delay := time.Millisecond
+	for {
+		resp, err := healthClient.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-pr.exited:
+			return fmt.Errorf("process exited during start-up (%v); its output: %s", pr.wait(), pr.tail.String())
+		case <-time.After(delay):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no answer on %s within %s; its output: %s", url, timeout, pr.tail.String())
+		}
+		delay = min(delay*2, 20*time.Millisecond)
+	}
+}
+
+// wait blocks until the process is gone and returns how it ended.
+func (pr *process) wait() error {
+	<-pr.exited
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.exitErr
+}
+
+// stop sends SIGTERM to the process group and SIGKILL after grace.
+func (pr *process) stop(grace time.Duration) {
+	pr.mu.Lock()
+	pr.stopReq = true
+	cmd := pr.cmd
+	pr.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	pgid := cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-pr.exited:
+	case <-time.After(grace):
+		pr.log.Warn("Warning: function process ignored SIGTERM; killing it", "pid", pgid, "grace", grace)
+	}
+	// The wrapper may have left children in its group; none may outlive it.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	<-pr.exited
+}
+
+// logWriter sends a process's output to the log line by line and keeps its tail for error
+// messages.
+type logWriter struct {
+	log  *slog.Logger
+	tail *tailBuffer
+	mu   sync.Mutex
+	buf  []byte
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.tail.Write(p)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		if line := bytes.TrimSpace(w.buf[:i]); len(line) > 0 {
+			w.log.Info("function output", "line", string(line))
+		}
+		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) > 64<<10 { // a line without end: log what we have
+		w.log.Info("function output", "line", string(w.buf))
+		w.buf = w.buf[:0]
+	}
+	return len(p), nil
+}
+
+// tailBuffer keeps the last n bytes written.
+type tailBuffer struct {
+	mu  sync.Mutex
+	n   int
+	buf []byte
+}
+
+func newTailBuffer(n int) *tailBuffer { return &tailBuffer{n: n} }
+
+func (t *tailBuffer) Write(p []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.n; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(bytes.TrimSpace(t.buf))
+}
+
+// releasingBody gives the request slot back when the response body is closed, so streamed
+// responses count as in flight until they end.
+type releasingBody struct {
+	io.ReadCloser
+	once    sync.Once
+	release func()
+}
+
+func (b *releasingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.release)
+	return err
+}
