@@ -64,7 +64,9 @@ func (b *Backend) reconcileFunction(key string) {
 		return
 	}
 	art, built, err := b.artifact(ctx, fn.Runtime, fn.Source, func() {
-		b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) { st.Phase, st.Message = api.PhaseBuilding, "building "+short(fn.Source.SHA256) })
+		b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) {
+			st.Phase, st.Message = api.PhaseBuilding, "building "+short(fn.Source.SHA256)
+		})
 	})
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())

@@ -171,14 +171,14 @@ func (b *Backend) runCron(ctx context.Context, key, trigger string, ref dispatch
 	if cfg.Timezone != "" {
 		l, err := time.LoadLocation(cfg.Timezone)
 		if err != nil {
-			b.setTriggerStatus(key, func(st *api.TriggerStatus) { st.Active, st.Message = false, "timezone: " + err.Error() })
+			b.setTriggerStatus(key, func(st *api.TriggerStatus) { st.Active, st.Message = false, "timezone: "+err.Error() })
 			return
 		}
 		loc = l
 	}
 	sched, err := cron.ParseStandard(cfg.Schedule)
 	if err != nil {
-		b.setTriggerStatus(key, func(st *api.TriggerStatus) { st.Active, st.Message = false, "schedule: " + err.Error() })
+		b.setTriggerStatus(key, func(st *api.TriggerStatus) { st.Active, st.Message = false, "schedule: "+err.Error() })
 		return
 	}
 	inv := b.invoker(cfg.Host)

@@ -28,8 +28,8 @@ type process struct {
 	tail    *tailBuffer
 
 	ready, stopping, dead bool
-	inflight        int
-	lastUsed        time.Time
+	inflight              int
+	lastUsed              time.Time
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
