@@ -87,6 +87,7 @@ func run(n, workers int) error {
 		return err
 	}
 	baseline := time.Since(start)
+	fmt.Fprintf(os.Stderr, "baseline: %d functions + deployments written in %s\n", n, baseline.Round(time.Millisecond))
 
 	var apiCalls atomic.Int64
 	cfg := rest.CopyConfig(env.Config)
@@ -110,8 +111,13 @@ func run(n, workers int) error {
 	if err := parallel(n, workers, func(i int) error { return c.Create(ctx, function("bench", i)) }); err != nil {
 		return err
 	}
+	lastReport := time.Now()
 	for ready := 0; ready < n; {
 		time.Sleep(200 * time.Millisecond)
+		if time.Since(lastReport) > 10*time.Second {
+			fmt.Fprintf(os.Stderr, "%s: %d of %d Ready, %d reconciles\n", time.Since(start).Round(time.Second), ready, n, reconcileTotal()-reconcilesBefore)
+			lastReport = time.Now()
+		}
 		var list v1.FunctionList
 		if err := c.List(ctx, &list, client.InNamespace("bench")); err != nil {
 			return err
