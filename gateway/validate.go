@@ -227,6 +227,9 @@ func validateCron(schedule, tz string) error {
 	if strings.HasPrefix(schedule, "TZ=") || strings.HasPrefix(schedule, "CRON_TZ=") {
 		return invalid("schedule", "set the zone in timezone, not in the schedule")
 	}
+	if strings.HasPrefix(schedule, "@every") {
+		return invalid("schedule", "@every intervals are not supported; use five fields such as \"*/5 * * * *\"")
+	}
 	if _, err := cronParser.Parse(schedule); err != nil {
 		return invalid("schedule", "invalid cron schedule %q: %v; use five fields (minute hour day-of-month month day-of-week) or a macro such as @daily", schedule, err)
 	}
