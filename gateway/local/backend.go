@@ -29,8 +29,11 @@ import (
 
 // Options configures the local backend.
 type Options struct {
-	// DataDir holds the state file and the local builds.
+	// DataDir holds the state file and, unless BuildDir is set, the local builds.
 	DataDir string
+	// BuildDir holds local builds, one directory per runtime and content hash. Default
+	// DataDir/builds; several data directories may share one.
+	BuildDir string
 	// Artifacts is where uploads are stored (the gateway writes them; builds read them).
 	Artifacts buildkit.Artifacts
 	// GatewayURL is the public base URL shown in function and trigger URLs.
@@ -92,6 +95,9 @@ func New(opts Options) (*Backend, error) {
 	}
 	if opts.Pool.Logger == nil {
 		opts.Pool.Logger = opts.Logger
+	}
+	if opts.BuildDir == "" {
+		opts.BuildDir = filepath.Join(opts.DataDir, "builds")
 	}
 	if opts.Domain == "" {
 		opts.Domain = "fn.sless.local"

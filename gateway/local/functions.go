@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -223,11 +225,16 @@ func (b *Backend) artifact(ctx context.Context, runtime string, src *api.Source,
 	if err != nil {
 		return nil, false, err
 	}
-	dir := filepath.Join(b.opts.DataDir, "builds", runtime+"-"+short(src.SHA256))
+	dir := filepath.Join(b.opts.BuildDir, runtime+"-"+short(src.SHA256))
 	select {
 	case b.builds.sem <- struct{}{}:
 	case <-ctx.Done():
 		return nil, false, ctx.Err()
+	}
+	unlock, err := lockFile(dir + ".lock")
+	if err != nil {
+		<-b.builds.sem
+		return nil, false, err
 	}
 	type result struct {
 		art *buildkit.Artifact
@@ -235,7 +242,7 @@ func (b *Backend) artifact(ctx context.Context, runtime string, src *api.Source,
 	}
 	done := make(chan result, 1)
 	go func() {
-		defer func() { <-b.builds.sem }()
+		defer func() { unlock(); <-b.builds.sem }()
 		art, err := b.opts.Builder.Build(ctx, data, runtime, dir)
 		done <- result{art, err}
 	}()
@@ -287,4 +294,21 @@ func truncate(s string, n int) string {
 
 func withKey(key string) trace.SpanStartOption {
 	return trace.WithAttributes(attribute.String("sless.object", key))
+}
+
+// lockFile takes an exclusive flock on path, so data directories (and processes) sharing a
+// build directory never build into the same place at once.
+func lockFile(path string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("build directory: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("build lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("build lock %s: %w", path, err)
+	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }

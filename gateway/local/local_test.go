@@ -1,0 +1,363 @@
+package local_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/client"
+	"sless.dev/sless/gateway/history"
+)
+
+// steerable is a Python function whose event steers it: crash exits mid-request, sleep holds
+// the request; it answers with its pid.
+const steerable = `import os, time
+
+def handle(event, request=None):
+    if event.get("crash"):
+        os._exit(3)
+    if event.get("sleep"):
+        time.sleep(event["sleep"])
+    return {"pid": os.getpid(), "hello": event.get("name", "world")}
+`
+
+func amqpURL() string {
+	if u := os.Getenv("SLESS_TEST_AMQP_URL"); u != "" {
+		return u
+	}
+	return "amqp://guest:guest@127.0.0.1:5672/"
+}
+
+func databaseURL() string {
+	if u := os.Getenv("SLESS_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+// TestUploadInvokeScaleToZero: per runtime, upload → invoke from zero → scale to zero after
+// the scale-down period → invoke again (a new cold start).
+func TestUploadInvokeScaleToZero(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{})
+	cases := []struct {
+		name, runtime, example, want string
+	}{
+		{"hello-go", "go1.25", "hello-go", `"message":"hello, sless"`},
+		{"hello-python", "python3.11", "hello-python", `"message":"hello, sless"`},
+		{"hello-node", "nodejs20", "hello-node", `"message":"hello, sless"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.runtime, func(t *testing.T) {
+			fn := d.deploy(tc.name, tc.runtime, exampleFiles(t, tc.example), api.FunctionFields{ScaleDownPeriodSec: ptr[int32](1)})
+			if !fn.Status.Ready {
+				t.Fatalf("not Ready: %+v", fn.Status)
+			}
+			if s := d.stats(tc.name); s.Processes != 0 {
+				t.Fatalf("min_replicas 0: no process before the first request, got %+v", s)
+			}
+			code, body := d.invoke(tc.name, `{"name":"sless"}`)
+			if code != http.StatusOK || !strings.Contains(body, tc.want) {
+				t.Fatalf("first invocation: %d %s", code, body)
+			}
+			pids := d.stats(tc.name).PIDs
+			if len(pids) != 1 {
+				t.Fatalf("one process after the cold start, got %v", pids)
+			}
+			waitFor(t, "scale to zero", 10*time.Second, func() bool { return d.stats(tc.name).Processes == 0 && !alive(pids[0]) })
+			code, body = d.invoke(tc.name, `{"name":"sless"}`)
+			if code != http.StatusOK || !strings.Contains(body, tc.want) {
+				t.Fatalf("invocation after scale to zero: %d %s", code, body)
+			}
+			if again := d.stats(tc.name).PIDs; len(again) != 1 || again[0] == pids[0] {
+				t.Fatalf("want a new process after scale to zero, had %v now %v", pids, again)
+			}
+		})
+	}
+}
+
+func TestConcurrentColdRequests(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{})
+	const maxProcs = 3
+	d.deploy("burst", "python3.11", map[string]string{"handler.py": steerable},
+		api.FunctionFields{MaxReplicas: ptr[int32](maxProcs), ScalingTarget: ptr[int32](2)})
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		failed  []string
+		maxSeen int
+	)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+				mu.Lock()
+				maxSeen = max(maxSeen, d.stats("burst").Processes)
+				mu.Unlock()
+			}
+		}
+	}()
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, body := d.invoke("burst", `{"sleep": 0.05}`)
+			if code != http.StatusOK {
+				mu.Lock()
+				failed = append(failed, fmt.Sprintf("%d %s", code, body))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(done)
+	if len(failed) > 0 {
+		t.Fatalf("%d of 50 failed; first: %s", len(failed), failed[0])
+	}
+	if maxSeen > maxProcs || maxSeen < 2 {
+		t.Fatalf("processes seen: %d; want 2..%d", maxSeen, maxProcs)
+	}
+}
+
+func TestCrashMidRequestRecovers(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{})
+	d.deploy("crashy", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{})
+	if code, body := d.invoke("crashy", `{}`); code != http.StatusOK {
+		t.Fatalf("warm-up: %d %s", code, body)
+	}
+	code, body := d.invoke("crashy", `{"crash": true}`)
+	if code != http.StatusBadGateway {
+		t.Fatalf("crashing request: want 502, got %d %s", code, body)
+	}
+	if code, body := d.invoke("crashy", `{"name":"again"}`); code != http.StatusOK || !strings.Contains(body, "again") {
+		t.Fatalf("request after the crash: %d %s", code, body)
+	}
+	invs := d.invocations("crashy")
+	if len(invs) != 3 || invs[1].HTTPStatus != http.StatusBadGateway || invs[1].Status != history.StatusFailed {
+		t.Fatalf("history must show the crash as a failed invocation: %+v", invs)
+	}
+}
+
+// TestRestartKeepsEverything stops the stack and starts a new one on the same data
+// directory: functions, triggers and jobs are listed and the function answers.
+func TestRestartKeepsEverything(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	subject := "restart-" + randomHex(t)
+	d := startDev(t, devOptions{dataDir: dir, subject: subject})
+	ctx := context.Background()
+	d.deploy("keeper", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{EnvVars: &map[string]string{"A": "1"}})
+	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "keeper-http", TriggerFields: api.TriggerFields{
+		Type: ptr(api.TriggerHTTP), Function: ptr("keeper")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.client.CreateJob(ctx, d.ns, api.CreateJob{Name: "once", JobFields: api.JobFields{
+		Function: ptr("keeper"), Event: ptr(json.RawMessage(`{"name":"job"}`)), RunID: ptr[int64](1)}}); err != nil {
+		t.Fatal(err)
+	}
+	var job api.Job
+	waitFor(t, "the job to succeed", time.Minute, func() bool {
+		job, _ = d.client.GetJob(ctx, d.ns, "once")
+		return job.Status.Phase == api.JobSucceeded || job.Status.Phase == api.JobFailed
+	})
+	if job.Status.Phase != api.JobSucceeded || !strings.Contains(job.Status.Result, `"hello":"job"`) {
+		t.Fatalf("job: %+v", job.Status)
+	}
+	if code, _ := d.invoke("keeper", `{}`); code != http.StatusOK {
+		t.Fatalf("before restart: %d", code)
+	}
+	pids := d.stats("keeper").PIDs
+	d.stop()
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Fatalf("function process %d outlived the stop", pid)
+		}
+	}
+
+	d2 := startDev(t, devOptions{dataDir: dir, subject: subject})
+	fns, err := d2.client.ListFunctions(ctx, d2.ns)
+	if err != nil || len(fns) != 1 || fns[0].Name != "keeper" || fns[0].EnvVars["A"] != "1" {
+		t.Fatalf("functions after restart: %+v %v", fns, err)
+	}
+	fn := d2.waitSettled("keeper")
+	if !fn.Status.Ready {
+		t.Fatalf("after restart: %+v", fn.Status)
+	}
+	if code, body := d2.invoke("keeper", `{"name":"back"}`); code != http.StatusOK || !strings.Contains(body, "back") {
+		t.Fatalf("invocation after restart: %d %s", code, body)
+	}
+	tr, err := d2.client.GetTrigger(ctx, d2.ns, "keeper-http")
+	if err != nil || !tr.Status.Active {
+		t.Fatalf("trigger after restart: %+v %v", tr, err)
+	}
+	job2, err := d2.client.GetJob(ctx, d2.ns, "once")
+	if err != nil || job2.Status.Phase != api.JobSucceeded || job2.Status.ObservedRunID != 1 || job2.Status.Result != job.Status.Result {
+		t.Fatalf("job after restart must keep its result and not run again: %+v %v", job2.Status, err)
+	}
+}
+
+// TestEventTrigger publishes 100 messages to a real RabbitMQ queue and expects 100
+// successful event invocations, recorded in a real PostgreSQL and read through the API.
+func TestEventTrigger(t *testing.T) {
+	t.Parallel()
+	pg, err := history.OpenPostgres(databaseURL(), history.PostgresOptions{FlushInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pg.Close(context.Background()) })
+	d := startDev(t, devOptions{amqpURL: amqpURL(), recorder: pg})
+	ctx := context.Background()
+	d.deploy("consumer", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{})
+	queue := "sless-dev-test-" + randomHex(t)
+	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "from-queue", TriggerFields: api.TriggerFields{
+		Type: ptr(api.TriggerEvent), Function: ptr("consumer"), Queue: &queue, BrokerSecret: ptr("unused-in-dev"), BrokerSecretKey: ptr("url")}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the event trigger to be active", 30*time.Second, func() bool {
+		tr, err := d.client.GetTrigger(ctx, d.ns, "from-queue")
+		return err == nil && tr.Status.Active
+	})
+	conn, err := amqp.Dial(amqpURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = ch.QueueDelete(queue, false, false, false)
+		_, _ = ch.QueueDelete(queue+".dlq", false, false, false)
+	})
+	waitFor(t, "the consumer to declare the queue", 30*time.Second, func() bool {
+		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		if err != nil {
+			ch, _ = conn.Channel() // a failed passive declare closes the channel
+			return false
+		}
+		return q.Consumers > 0
+	})
+	for i := range 100 {
+		body := fmt.Sprintf(`{"name":"m%d"}`, i)
+		if err := ch.PublishWithContext(ctx, "", queue, false, false, amqp.Publishing{ContentType: "application/json", Body: []byte(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var events int
+	waitFor(t, "100 event invocations in the history", 90*time.Second, func() bool {
+		events = 0
+		for _, inv := range d.invocations("consumer") {
+			if inv.Kind == api.KindEvent && inv.Status == history.StatusSucceeded && inv.Trigger == "from-queue" {
+				events++
+			}
+		}
+		return events >= 100
+	})
+	if events != 100 {
+		t.Fatalf("want exactly 100 event invocations, got %d", events)
+	}
+}
+
+// TestCronTriggerFires uses the API's finest schedule, every minute (the REST API is the
+// cluster's: five fields, no seconds), so it may wait up to a minute; it runs in parallel.
+func TestCronTriggerFires(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{})
+	ctx := context.Background()
+	d.deploy("ticker", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{})
+	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "every-minute", TriggerFields: api.TriggerFields{
+		Type: ptr(api.TriggerCron), Function: ptr("ticker"), Schedule: ptr("* * * * *"), Timezone: ptr("Europe/Berlin")}}); err != nil {
+		t.Fatal(err)
+	}
+	var tr api.Trigger
+	waitFor(t, "a cron firing", 75*time.Second, func() bool {
+		tr, _ = d.client.GetTrigger(ctx, d.ns, "every-minute")
+		return tr.Status.LastFireTime != nil
+	})
+	if tick := *tr.Status.LastFireTime; tick.Second() != 0 || tick.Nanosecond() != 0 {
+		t.Fatalf("cron must fire at exact minute ticks, last fire %s", tick)
+	}
+	var invs []api.Invocation
+	waitFor(t, "the cron invocation in the history", 10*time.Second, func() bool {
+		invs = d.invocations("ticker")
+		return len(invs) > 0
+	})
+	if invs[0].Kind != api.KindCron || invs[0].Status != history.StatusSucceeded || invs[0].Trigger != "every-minute" {
+		t.Fatalf("cron invocation: %+v", invs[0])
+	}
+}
+
+// TestBadInputsDisturbNothing: a broken zip, an unknown runtime and a Go syntax error are 4xx
+// at upload; a Go type error is a Failed build with the compiler's message; a Python syntax error fails the cold start
+// with the interpreter's message; a healthy function keeps answering throughout.
+func TestBadInputsDisturbNothing(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{})
+	ctx := context.Background()
+	d.deploy("healthy", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{})
+	healthy := func(stage string) {
+		t.Helper()
+		if code, body := d.invoke("healthy", `{}`); code != http.StatusOK {
+			t.Fatalf("healthy function after %s: %d %s", stage, code, body)
+		}
+	}
+	healthy("start")
+
+	if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "cobol", FunctionFields: api.FunctionFields{Runtime: ptr("cobol85")}}); !isStatus(err, http.StatusBadRequest) {
+		t.Fatalf("unknown runtime: want 400, got %v", err)
+	}
+	if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "broken", FunctionFields: api.FunctionFields{Runtime: ptr("python3.11")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.client.UploadSource(ctx, d.ns, "broken", bytes.NewReader([]byte("PK\x03\x04 this is not a zip"))); !isStatus(err, http.StatusBadRequest) {
+		t.Fatalf("broken zip: want 400, got %v", err)
+	}
+	healthy("bad uploads")
+
+	goSyntax := "package handler\n\nfunc Handle(event map[string]interface{}) interface{} {\n\treturn event[\n}\n"
+	if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "go-syntax", FunctionFields: api.FunctionFields{Runtime: ptr("go1.25")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.client.UploadSource(ctx, d.ns, "go-syntax", bytes.NewReader(zipOf(t, map[string]string{"handler.go": goSyntax}))); !isStatus(err, http.StatusBadRequest) || !strings.Contains(err.Error(), "handler.go:5") {
+		t.Fatalf("Go syntax error: want 400 naming the line, got %v", err)
+	}
+	goType := "package handler\n\nfunc Handle(event map[string]interface{}) interface{} {\n\treturn notDefinedAnywhere\n}\n"
+	fn := d.deploy("go-compile", "go1.25", map[string]string{"handler.go": goType}, api.FunctionFields{})
+	if fn.Status.Phase != api.PhaseFailed || !strings.Contains(fn.Status.LastBuildError, "undefined: notDefinedAnywhere") {
+		t.Fatalf("Go compile error: want Failed with the compiler's message, got %+v", fn.Status)
+	}
+	if code, _ := d.invoke("go-compile", `{}`); code != http.StatusServiceUnavailable {
+		t.Fatalf("a function that never built: want 503, got %d", code)
+	}
+	d.deploy("py-syntax", "python3.11", map[string]string{"handler.py": "def handle(event):\n    return {\n"}, api.FunctionFields{})
+	code, body := d.invoke("py-syntax", `{}`)
+	if code != http.StatusBadGateway || !strings.Contains(body, "could not be reached") {
+		t.Fatalf("Python syntax error: want 502, got %d %s", code, body)
+	}
+	healthy("broken functions")
+}
+
+func isStatus(err error, code int) bool {
+	var ce *client.Error
+	return errors.As(err, &ce) && ce.StatusCode == code
+}

@@ -1,0 +1,265 @@
+package local_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"sless.dev/sless/buildkit"
+	"sless.dev/sless/gateway"
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/client"
+	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/gateway/local"
+	localpool "sless.dev/sless/scaling/local"
+)
+
+// buildDir is shared by every test: the same source is built once for the whole run.
+var buildDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sless-dev-builds")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	buildDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var hmacKey = []byte("local-backend-test-key-0123456789abcdef")
+
+// dev is one running `sless dev` stack (backend + gateway on a real socket) for a test.
+type dev struct {
+	t        testing.TB
+	dataDir  string
+	backend  *local.Backend
+	srv      *http.Server
+	endpoint string
+	client   *client.Client
+	token    string
+	ns       string
+	rec      history.Recorder
+	reader   history.Reader
+}
+
+type devOptions struct {
+	dataDir  string
+	amqpURL  string
+	subject  string
+	recorder interface {
+		history.Recorder
+		history.Reader
+	}
+}
+
+func startDev(t testing.TB, o devOptions) *dev {
+	t.Helper()
+	if o.dataDir == "" {
+		o.dataDir = t.TempDir()
+	}
+	if o.subject == "" {
+		o.subject = "test-" + randomHex(t)
+	}
+	if o.recorder == nil {
+		o.recorder = history.NewMemory(10000)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	store, err := buildkit.NewFSStore(filepath.Join(o.dataDir, "artifacts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	arts := buildkit.Artifacts{Store: store}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "http://" + ln.Addr().String()
+	b, err := local.New(local.Options{DataDir: o.dataDir, BuildDir: buildDir, Artifacts: arts, GatewayURL: endpoint,
+		AMQPURL: o.amqpURL, Recorder: o.recorder, Logger: log, Pool: localpool.Options{Tick: 50 * time.Millisecond, StopGrace: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: hmacKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(gateway.Config{Backend: b, Auth: auth, Sources: arts, Recorder: o.recorder, History: o.recorder, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: gw}
+	go srv.Serve(ln)
+	token := sign(t, o.subject)
+	c, err := client.New(endpoint, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &dev{t: t, dataDir: o.dataDir, backend: b, srv: srv, endpoint: endpoint, client: c, token: token,
+		ns: api.TenantNamespace(o.subject), rec: o.recorder, reader: o.recorder}
+	t.Cleanup(d.stop)
+	return d
+}
+
+// stop shuts the stack down like Ctrl-C does; safe to call twice.
+func (d *dev) stop() {
+	if d.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = d.srv.Shutdown(ctx)
+	d.backend.Close()
+	d.srv = nil
+}
+
+func sign(t testing.TB, sub string) string {
+	t.Helper()
+	claims := jwt.RegisteredClaims{Subject: sub, ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(hmacKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func randomHex(t testing.TB) string {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// deploy creates a function with fields, uploads files and waits until it is Ready (or
+// Failed when wantFailed).
+func (d *dev) deploy(name, runtime string, files map[string]string, fields api.FunctionFields) api.Function {
+	d.t.Helper()
+	fields.Runtime = &runtime
+	ctx := context.Background()
+	if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: name, FunctionFields: fields}); err != nil {
+		d.t.Fatalf("create %s: %v", name, err)
+	}
+	if _, err := d.client.UploadSource(ctx, d.ns, name, bytes.NewReader(zipOf(d.t, files))); err != nil {
+		d.t.Fatalf("upload %s: %v", name, err)
+	}
+	return d.waitSettled(name)
+}
+
+// waitSettled waits until the function is Ready or Failed for its latest spec.
+func (d *dev) waitSettled(name string) api.Function {
+	d.t.Helper()
+	var fn api.Function
+	waitFor(d.t, "function "+name+" to settle", 3*time.Minute, func() bool {
+		var err error
+		fn, err = d.client.GetFunction(context.Background(), d.ns, name)
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		return fn.Status.Ready || fn.Status.Phase == api.PhaseFailed
+	})
+	return fn
+}
+
+// invoke POSTs body to /fn/<ns>/<name>.
+func (d *dev) invoke(name, body string) (int, string) {
+	d.t.Helper()
+	resp, err := http.Post(d.endpoint+"/fn/"+d.ns+"/"+name, "application/json", strings.NewReader(body))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (d *dev) stats(name string) localpool.Stats {
+	return d.backend.Pool().Stats(name + "." + d.ns + ".fn.sless.local")
+}
+
+func (d *dev) invocations(name string) []api.Invocation {
+	d.t.Helper()
+	page, err := d.client.ListInvocations(context.Background(), d.ns, name, 500, "")
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return page.Invocations
+}
+
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func zipOf(t testing.TB, files map[string]string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for name, content := range files {
+		w, err := zw.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(w, content); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// exampleFiles reads one of the repository's examples/.
+func exampleFiles(t testing.TB, name string) map[string]string {
+	t.Helper()
+	root := filepath.Join("..", "..", "examples", name)
+	files := map[string]string{}
+	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		files[filepath.ToSlash(rel)] = string(data)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+func ptr[T any](v T) *T { return &v }
