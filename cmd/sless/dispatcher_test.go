@@ -67,6 +67,35 @@ func TestDispatcherFireExitCodes(t *testing.T) {
 	}
 }
 
+// TestDispatcherFireFromEnv configures fire mode only through SLESS_* variables, as a
+// CronJob pod with env from a Secret would.
+func TestDispatcherFireFromEnv(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.Header.Get("X-Sless-Trigger-Kind") != "cron" {
+			w.WriteHeader(http.StatusBadRequest)
+		}
+	}))
+	defer srv.Close()
+	t.Setenv("SLESS_FUNCTION", "ns/from-env")
+	t.Setenv("SLESS_SCHEDULE", "*/10 * * * *")
+	t.Setenv("SLESS_TARGET_URL", srv.URL)
+	t.Setenv("SLESS_MAX_ATTEMPTS", "1")
+	cmd := newDispatcherCmd()
+	cmd.SetArgs([]string{"fire"})
+	cmd.SetErr(io.Discard)
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("fire configured from env: %v", err)
+	}
+	t.Setenv("SLESS_MAX_ATTEMPTS", "three")
+	cmd = newDispatcherCmd()
+	cmd.SetArgs([]string{"fire"})
+	cmd.SetErr(io.Discard)
+	if err := cmd.ExecuteContext(context.Background()); err == nil || exitCode(err) != dispatcherExitConfig {
+		t.Fatalf("invalid SLESS_MAX_ATTEMPTS: err %v, want exit code %d", err, dispatcherExitConfig)
+	}
+}
+
 // dispatcherTestDatabase creates a uniquely named database on the test PostgreSQL
 // (SLESS_TEST_POSTGRES_URL, default the local server) and drops it after the test.
 func dispatcherTestDatabase(t *testing.T) string {
