@@ -208,3 +208,25 @@ func (p *tcpProxy) cut() {
 	}
 	p.conns = nil
 }
+
+// TestPostgresStartsWithDatabaseDown: a store opened while PostgreSQL is unreachable serves
+// Record at once, and migrates and writes once the database appears.
+func TestPostgresStartsWithDatabaseDown(t *testing.T) {
+	dsn := newDatabase(t)
+	proxy := startProxy(t, "127.0.0.1:5432")
+	url := proxy.url(t, dsn)
+	proxy.cut()
+	p := openTestStore(t, url, PostgresOptions{FlushInterval: 10 * time.Millisecond, WriteTimeout: time.Second})
+	p.Record(Record{Namespace: "ns", Function: "early", Kind: KindJob, Start: time.Now(), Status: StatusSucceeded})
+	waitFor(t, "the early record dropped while the database is down", 10*time.Second, func() bool { return p.Dropped() == 1 })
+	if err := p.Migrate(context.Background()); err == nil {
+		t.Fatal("Migrate succeeded without a database")
+	}
+	proxy.restore(t)
+	p.Record(Record{Namespace: "ns", Function: "late", Kind: KindJob, Start: time.Now(), Status: StatusSucceeded})
+	waitFor(t, "the late record written", 20*time.Second, func() bool { return p.Written() == 1 })
+	pg, err := p.List(context.Background(), Query{Namespace: "ns"})
+	if err != nil || len(pg.Records) != 1 || pg.Records[0].Function != "late" || pg.Records[0].Kind != KindJob {
+		t.Fatalf("List = %+v, %v; want the late job record", pg, err)
+	}
+}
