@@ -36,3 +36,12 @@ test: test-deps lint
 	@set -euo pipefail; \
 	export KUBEBUILDER_ASSETS=$$(bash test/tools/envtest.sh); \
 	for m in $(MODULES); do echo "== go test $$m"; (cd $$m && $(GO) test $(GOTEST_FLAGS) ./...) || exit 1; done
+
+## dev: build sless and run the whole platform on this machine (`sless dev`) with the examples
+## deployed (hello-go/python/node, http triggers, a cron trigger); prints their URLs and a
+## token. Ctrl-C stops everything, function processes included. SLESS_AMQP_URL and
+## SLESS_DATABASE_URL turn on event triggers and PostgreSQL history.
+.PHONY: dev
+dev:
+	$(GO) build -o $(BIN)/sless ./cmd/sless
+	exec $(BIN)/sless dev --data-dir .sless --deploy-examples examples
