@@ -51,7 +51,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 		if established {
 			delay = minReconnectDelay
 		}
-		d.log.Warn("Warning: RabbitMQ connection lost; reconnecting", "error", err, "retryIn", delay)
+		d.log.Warn("Warning: RabbitMQ connection failed or was lost; reconnecting", "error", err, "retryIn", delay)
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():

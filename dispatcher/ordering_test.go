@@ -47,7 +47,7 @@ func TestOutOfOrderCompletionsAckedOnce(t *testing.T) {
 			t.Fatalf("message %d invoked %d times, want once", i, c)
 		}
 	}
-	if st.Acked != n || strings.Contains(logs.String(), "connection lost") || strings.Contains(logs.String(), "ack failed") {
+	if st.Acked != n || strings.Contains(logs.String(), "reconnecting") || strings.Contains(logs.String(), "ack failed") {
 		t.Fatalf("stats %+v; logs:\n%s", st, logs.String())
 	}
 }
