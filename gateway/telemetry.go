@@ -68,17 +68,19 @@ func newMetrics(reg prometheus.Registerer, held func() int64, rec history.Record
 func (s *Server) instrument(handler string, h http.Handler, w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	ctx := w3c.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	ctx, span := tracer.Start(ctx, r.Method+" /"+handler, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+	ctx, span := tracer.Start(ctx, r.Method+" /"+handler, trace.WithSpanKind(trace.SpanKindServer))
 	sw := &statusWriter{ResponseWriter: w}
 	defer func() {
 		code := sw.status
 		if code == 0 {
 			code = http.StatusOK
 		}
-		span.SetAttributes(attribute.Int("http.response.status_code", code))
-		if code >= 500 {
-			span.SetStatus(codes.Error, http.StatusText(code))
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path),
+				attribute.Int("http.response.status_code", code))
+			if code >= 500 {
+				span.SetStatus(codes.Error, http.StatusText(code))
+			}
 		}
 		span.End()
 		s.metrics.requests.WithLabelValues(handler, strconv.Itoa(code)).Inc()
@@ -88,18 +90,21 @@ func (s *Server) instrument(handler string, h http.Handler, w http.ResponseWrite
 }
 
 // SetupTracing installs a global tracer provider so every request has a trace id (recorded in
-// the history and sent to functions as traceparent). Spans are exported over OTLP/gRPC when
+// the history and sent to functions as traceparent). Spans are recorded and exported over OTLP/gRPC when
 // OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set (the exporter reads
 // the standard OTEL_* variables) and OTEL_TRACES_EXPORTER is not "none". The returned func
 // flushes and stops it.
 func SetupTracing(ctx context.Context, service string) (func(context.Context) error, error) {
-	opts := []sdktrace.TracerProviderOption{}
+	// Without an exporter, spans are not recorded (they would go nowhere) but still carry
+	// fresh trace ids, unless the caller's traceparent asks for sampling.
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample()))}
 	if exportConfigured() {
 		exp, err := otlptracegrpc.New(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("OTLP trace exporter: %w", err)
 		}
-		opts = append(opts, sdktrace.WithBatcher(exp))
+		// The SDK's default sampler honours OTEL_TRACES_SAMPLER.
+		opts = []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp)}
 	}
 	res, err := sdkresource.Merge(sdkresource.Default(), sdkresource.NewSchemaless(attribute.String("service.name", service)))
 	if err != nil {
