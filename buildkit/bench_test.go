@@ -88,17 +88,19 @@ func BenchmarkUnzipTarBaseline(b *testing.B) {
 }
 
 // BenchmarkWrapper measures warm invocations through each runtime's wrapper and through a
-// bare server in the same language answering the same JSON (test/bench/buildkit/).
+// bare server in the same language answering the same JSON (test/bench/buildkit/). With
+// SLESS_BENCH_ROUNDS=n every variant runs n times, interleaved, so that load from other
+// processes hits wrapper and baseline alike (test/bench/buildkit-wrappers.sh).
 func BenchmarkWrapper(b *testing.B) {
-	bare := map[string][]string{
-		"python": {"python3", "../test/bench/buildkit/bare.py"},
-		"node":   {"node", "../test/bench/buildkit/bare.js"},
-	}
 	goBare := filepath.Join(b.TempDir(), "bare")
 	if out, err := exec.Command("go", "build", "-o", goBare, "../test/bench/buildkit/bare").CombinedOutput(); err != nil {
 		b.Fatalf("building the bare Go server: %v\n%s", err, out)
 	}
-	bare["go"] = []string{goBare}
+	type variant struct {
+		name     string
+		cmd, env []string
+	}
+	var variants []variant
 	for _, lang := range []struct{ name, runtime string }{{"go", "go1.23"}, {"python", "python3.11"}, {"node", "nodejs20"}} {
 		bc := buildContext(b, zipDir(b, "testdata/bench/"+lang.name), lang.runtime, "")
 		art, err := LocalBuild(context.Background(), bc.Data, lang.runtime, filepath.Join(b.TempDir(), lang.name))
@@ -106,11 +108,16 @@ func BenchmarkWrapper(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, timeout := range []string{"0", "30"} {
-			b.Run(lang.name+"/wrapper/timeout="+timeout, func(b *testing.B) {
-				loadTest(b, art.Command, append(art.Env, "SLESS_TIMEOUT_SECONDS="+timeout))
-			})
+			variants = append(variants, variant{lang.name + "/wrapper/timeout=" + timeout, art.Command, append(art.Env, "SLESS_TIMEOUT_SECONDS="+timeout)})
 		}
-		b.Run(lang.name+"/bare", func(b *testing.B) { loadTest(b, bare[lang.name], nil) })
+		bare := map[string][]string{"go": {goBare}, "python": {"python3", "../test/bench/buildkit/bare.py"}, "node": {"node", "../test/bench/buildkit/bare.js"}}
+		variants = append(variants, variant{lang.name + "/bare", bare[lang.name], nil})
+	}
+	rounds, _ := strconv.Atoi(os.Getenv("SLESS_BENCH_ROUNDS"))
+	for round := 0; round < max(rounds, 1); round++ {
+		for _, v := range variants {
+			b.Run(v.name, func(b *testing.B) { loadTest(b, v.cmd, v.env) })
+		}
 	}
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Context preparation throughput (validate + deterministic tar.gz + hash) for a ~20 MiB source
-# zip vs a plain unzip+tar.gz copy of the same bytes, measured in one run, interleaved
+# zip vs a plain unzip+tar.gz copy of the same bytes (same gzip level), measured in one run
 # (-count rounds). Prints medians and the throughput ratio (target >= 0.8).
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Warm-invocation throughput of each runtime wrapper (Go, Python, Node) vs a bare HTTP server
 # in the same language returning the same JSON (test/bench/buildkit/bare*), measured in one
-# run with interleaved rounds (-count). Prints medians and ratios (target >= 0.8).
+# run with interleaved rounds (SLESS_BENCH_ROUNDS). Prints medians and ratios (target >= 0.8).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 COUNT=${COUNT:-5}
 BENCHTIME=${BENCHTIME:-2s}
-go test ./buildkit -run '^$' -bench '^BenchmarkWrapper$' -benchtime "$BENCHTIME" -count "$COUNT" 2>/dev/null |
+SLESS_BENCH_ROUNDS="$COUNT" go test ./buildkit -run '^$' -bench '^BenchmarkWrapper$' -benchtime "$BENCHTIME" -timeout 30m 2>/dev/null |
   tee /dev/stderr | awk '
-    /^BenchmarkWrapper\// { name=$1; sub(/-[0-9]+$/, "", name); sub(/^BenchmarkWrapper\//, "", name); v[name]=v[name] " " $3 }
+    /^BenchmarkWrapper\// { name=$1; sub(/-[0-9]+$/, "", name); sub(/#[0-9]+$/, "", name); sub(/^BenchmarkWrapper\//, "", name); v[name]=v[name] " " $3 }
     function median(s,   a, n, i, j, t) {
       n = split(s, a, " ")
       for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }

@@ -18,6 +18,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -133,12 +134,19 @@ func (w *wrapper) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	status := w.invoke(rw, r)
+	if status := w.invoke(rw, r, start); status != 0 {
+		w.logInvocation(r, status, start)
+	}
+}
+
+func (w *wrapper) logInvocation(r *http.Request, status int, start time.Time) {
 	w.logger.Info("invocation", "method", r.Method, "path", r.URL.Path, "status", status,
 		"duration_ms", time.Since(start).Milliseconds(), "traceparent", r.Header.Get("Traceparent"))
 }
 
-func (w *wrapper) invoke(rw http.ResponseWriter, r *http.Request) int {
+// invoke runs the handler on the request's goroutine and answers; it returns the status, or
+// 0 when the timeout answered (and logged) first.
+func (w *wrapper) invoke(rw http.ResponseWriter, r *http.Request, start time.Time) int {
 	body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, w.cfg.maxBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -151,7 +159,36 @@ func (w *wrapper) invoke(rw http.ResponseWriter, r *http.Request) int {
 	if wantsRequest {
 		request = requestInfo(r)
 	}
-	res := call(decodeEvent(body), request, w.cfg.timeout)
+	if w.cfg.timeout == 0 {
+		return writeResult(rw, protect(decodeEvent(body), request), 0)
+	}
+	// The timer answers 504 itself while the handler runs on, abandoned: no goroutine
+	// hand-off per call. The mutex makes exactly one side write, and keeps ServeHTTP from
+	// returning while the timer still writes.
+	var mu sync.Mutex
+	answered := false
+	timer := time.AfterFunc(w.cfg.timeout, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if answered {
+			return
+		}
+		answered = true
+		rw.Header().Set("Connection", "close") // the connection stays busy until the handler returns
+		writeResult(rw, result{timedOut: true}, w.cfg.timeout)
+		if f, ok := rw.(http.Flusher); ok {
+			f.Flush()
+		}
+		w.logInvocation(r, http.StatusGatewayTimeout, start)
+	})
+	res := protect(decodeEvent(body), request)
+	mu.Lock()
+	defer mu.Unlock()
+	if answered {
+		return 0
+	}
+	answered = true
+	timer.Stop()
 	return writeResult(rw, res, w.cfg.timeout)
 }
 
@@ -192,8 +229,8 @@ type result struct {
 	timedOut bool
 }
 
-// call runs the handler; after the timeout the caller gets timedOut and the handler's
-// goroutine is abandoned (Go cannot stop it), its result discarded.
+// call runs the handler for a job; after the timeout the caller gets timedOut and the
+// handler's goroutine is abandoned (Go cannot stop it), its result discarded.
 func call(event, request map[string]interface{}, timeout time.Duration) result {
 	if timeout == 0 {
 		return protect(event, request)
@@ -231,19 +268,25 @@ func writeResult(rw http.ResponseWriter, res result, timeout time.Duration) int 
 		return writeError(rw, http.StatusInternalServerError, res.err.Error())
 	}
 	if s, ok := res.value.(string); ok {
-		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		rw.WriteHeader(http.StatusOK)
-		_, _ = io.WriteString(rw, s)
+		write(rw, http.StatusOK, "text/plain; charset=utf-8", []byte(s))
 		return http.StatusOK
 	}
 	out, err := json.Marshal(res.value)
 	if err != nil {
 		return writeError(rw, http.StatusInternalServerError, "result is not JSON-encodable: "+err.Error())
 	}
-	rw.Header().Set("Content-Type", "application/json")
-	rw.WriteHeader(http.StatusOK)
-	_, _ = rw.Write(out)
+	write(rw, http.StatusOK, "application/json", out)
 	return http.StatusOK
+}
+
+// write sends a complete response; Content-Length lets a flushed response finish before
+// the handler returns.
+func write(rw http.ResponseWriter, status int, ctype string, body []byte) {
+	h := rw.Header()
+	h.Set("Content-Type", ctype)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	rw.WriteHeader(status)
+	_, _ = rw.Write(body)
 }
 
 func writeError(rw http.ResponseWriter, status int, msg string) int {
@@ -253,9 +296,7 @@ func writeError(rw http.ResponseWriter, status int, msg string) int {
 
 func writeJSON(rw http.ResponseWriter, status int, v interface{}) {
 	out, _ := json.Marshal(v)
-	rw.Header().Set("Content-Type", "application/json")
-	rw.WriteHeader(status)
-	_, _ = rw.Write(out)
+	write(rw, status, "application/json", out)
 }
 
 // runJob handles SLESS_MODE=job: one event from SLESS_EVENT (or stdin), result to stdout
