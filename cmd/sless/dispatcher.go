@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"sless.dev/sless/dispatcher"
+	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/history"
 )
 
@@ -28,9 +28,9 @@ const (
 
 // dispatcherCommon are the flags both modes share.
 type dispatcherCommon struct {
-	function, trigger, targetURL, targetHost, databaseURL string
-	retry                                                 dispatcher.RetryPolicy
-	timeout                                               time.Duration
+	function, trigger, targetURL, targetHost, databaseURL, logLevel string
+	retry                                                           dispatcher.RetryPolicy
+	timeout                                                         time.Duration
 }
 
 func (c *dispatcherCommon) bind(fs *pflag.FlagSet) {
@@ -39,38 +39,61 @@ func (c *dispatcherCommon) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.targetURL, "target-url", "", "URL invocations are POSTed to: the KEDA HTTP interceptor, or http://<gateway>/fn/<ns>/<name> (required)")
 	fs.StringVar(&c.targetHost, "target-host", "", "Host header for the target, e.g. <name>.<ns>.fn.sless.local when the target is the interceptor")
 	fs.StringVar(&c.databaseURL, "database-url", "", "PostgreSQL URL for the invocation history (none: not recorded)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.IntVar(&c.retry.MaxAttempts, "max-attempts", 3, "attempts per message or tick, the first included")
 	fs.DurationVar(&c.retry.Backoff, "backoff", time.Second, "delay before the second attempt; doubles per attempt")
 	fs.DurationVar(&c.retry.MaxBackoff, "max-backoff", time.Minute, "cap on the delay between attempts")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "per-invocation timeout (the function's timeout plus a margin)")
 }
 
-// open resolves what both modes need: the function, the invoker and the history recorder
-// (closed by the returned func, flushing buffered records).
-func (c *dispatcherCommon) open(log *slog.Logger, concurrency int) (dispatcher.FunctionRef, dispatcher.Invoker, history.Recorder, func(), error) {
+// dispatcherRuntime is what both modes run with; stop flushes traces and buffered history.
+type dispatcherRuntime struct {
+	log      *slog.Logger
+	function dispatcher.FunctionRef
+	invoker  dispatcher.Invoker
+	recorder history.Recorder
+	stop     func()
+}
+
+// start reads SLESS_* fallbacks, then sets up logging, tracing (OTLP when OTEL_* is set), the
+// invoker and the history recorder.
+func (c *dispatcherCommon) start(cmd *cobra.Command, concurrency int) (*dispatcherRuntime, error) {
+	if err := dispatcherFlagsFromEnv(cmd.Flags()); err != nil {
+		return nil, &dispatcher.ConfigError{Field: "env", Reason: err.Error(), Err: err}
+	}
+	log, err := newLogger(cmd, c.logLevel)
+	if err != nil {
+		return nil, &dispatcher.ConfigError{Field: "log-level", Reason: err.Error(), Err: err}
+	}
+	log = log.With("component", "dispatcher")
 	fn, err := dispatcher.ParseFunctionRef(c.function)
 	if err != nil {
-		return fn, nil, nil, nil, err
+		return nil, err
 	}
 	inv, err := dispatcher.NewHTTPInvoker(c.targetURL, c.targetHost, concurrency)
 	if err != nil {
-		return fn, nil, nil, nil, err
+		return nil, err
 	}
+	stopTracing, err := gateway.SetupTracing(cmd.Context(), "sless-dispatcher")
+	if err != nil {
+		return nil, err
+	}
+	rt := &dispatcherRuntime{log: log, function: fn, invoker: inv,
+		stop: func() { shutdownWithin(10*time.Second, stopTracing, log, "trace export") }}
 	if c.databaseURL == "" {
-		return fn, inv, nil, func() {}, nil
+		return rt, nil
 	}
 	store, err := history.OpenPostgres(c.databaseURL, history.PostgresOptions{Logger: log})
 	if err != nil {
-		return fn, nil, nil, nil, &dispatcher.ConfigError{Field: "database-url", Reason: err.Error(), Err: err}
+		rt.stop()
+		return nil, &dispatcher.ConfigError{Field: "database-url", Reason: err.Error(), Err: err}
 	}
-	closeStore := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := store.Close(ctx); err != nil {
-			log.Warn("Warning: invocation history not fully written", "error", err)
-		}
+	rt.recorder = store
+	rt.stop = func() {
+		shutdownWithin(10*time.Second, store.Close, log, "invocation history")
+		shutdownWithin(10*time.Second, stopTracing, log, "trace export")
 	}
-	return fn, inv, store, closeStore, nil
+	return rt, nil
 }
 
 func newDispatcherCmd() *cobra.Command {
@@ -92,15 +115,11 @@ Every flag can also be set as SLESS_<FLAG> (e.g. SLESS_AMQP_URL, SLESS_DATABASE_
 Exit codes: 0 done, 1 failure, 2 configuration (flags, queue-argument mismatch, credentials).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := dispatcherFlagsFromEnv(cmd.Flags()); err != nil {
-				return &exitError{code: dispatcherExitConfig, err: err}
-			}
-			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil)).With("component", "dispatcher")
-			fn, inv, rec, closeRec, err := common.open(log, cfg.Concurrency)
+			rt, err := common.start(cmd, cfg.Concurrency)
 			if err != nil {
 				return dispatcherExit(err)
 			}
-			defer closeRec()
+			defer rt.stop()
 			if len(queueArgs) > 0 {
 				cfg.QueueArgs = amqp.Table{}
 			}
@@ -111,7 +130,7 @@ Exit codes: 0 done, 1 failure, 2 configuration (flags, queue-argument mismatch, 
 				}
 				cfg.QueueArgs[k] = v
 			}
-			cfg.Function, cfg.Trigger, cfg.Invoker, cfg.Recorder, cfg.Logger = fn, common.trigger, inv, rec, log
+			cfg.Function, cfg.Trigger, cfg.Invoker, cfg.Recorder, cfg.Logger = rt.function, common.trigger, rt.invoker, rt.recorder, rt.log
 			cfg.Retry, cfg.Timeout, cfg.MaxBodyBytes = common.retry, common.timeout, maxBody
 			cfg.ExitWhenEmpty, cfg.IdleTimeout, cfg.DrainTimeout = exitWhenEmpty, idleTimeout, drainTime
 			_, err = dispatcher.Run(cmd.Context(), cfg)
@@ -148,18 +167,14 @@ Every flag can also be set as SLESS_<FLAG>.
 Exit codes: 0 the function succeeded, 2 configuration, 3 the function failed on every attempt.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := dispatcherFlagsFromEnv(cmd.Flags()); err != nil {
-				return &exitError{code: dispatcherExitConfig, err: err}
-			}
-			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil)).With("component", "dispatcher-fire")
-			fn, inv, rec, closeRec, err := common.open(log, 1)
+			rt, err := common.start(cmd, 1)
 			if err != nil {
 				return dispatcherExit(err)
 			}
-			defer closeRec()
+			defer rt.stop()
 			return dispatcherExit(dispatcher.Fire(cmd.Context(), dispatcher.FireConfig{
-				Function: fn, Trigger: common.trigger, Schedule: schedule, Timezone: timezone,
-				Retry: common.retry, Timeout: common.timeout, Invoker: inv, Recorder: rec, Logger: log,
+				Function: rt.function, Trigger: common.trigger, Schedule: schedule, Timezone: timezone,
+				Retry: common.retry, Timeout: common.timeout, Invoker: rt.invoker, Recorder: rt.recorder, Logger: rt.log,
 			}))
 		},
 	}
