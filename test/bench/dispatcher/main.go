@@ -1,10 +1,11 @@
 // Command dispatcher benchmarks `sless dispatcher` against a bare amqp091-go consume+ack loop
 // on the same RabbitMQ, queue size and prefetch, in one run:
 //
-//	go run ./test/bench/dispatcher -messages 20000 -concurrency 16
+//	go run ./test/bench/dispatcher -messages 20000 -concurrency 16 -rounds 3
 //
-// Throughput: a queue filled with -messages is drained by each consumer; the rate counts from
-// the first to the last message handled (startup and the idle exit are excluded). Latency:
+// Throughput: a queue filled with -messages is drained by each consumer, alternating per
+// round; the rate counts from the first to the last message handled (startup and the idle
+// exit are excluded). Latency:
 // messages published at -rate/s, measured from publish to the function (dispatcher) or to the
 // delivery (bare loop). RSS: the dispatcher process's peak resident set (VmHWM).
 package main
@@ -40,6 +41,7 @@ var (
 	latencyN    = flag.Int("latency-messages", 3000, "messages of each latency run")
 	slessBin    = flag.String("sless", "", "sless binary (default: built from ./cmd/sless)")
 	databaseURL = flag.String("database-url", "", "also run the dispatcher recording history to this PostgreSQL")
+	rounds      = flag.Int("rounds", 3, "alternating bare/dispatcher throughput rounds")
 )
 
 func main() {
@@ -52,24 +54,54 @@ func main() {
 	fn := newFunction()
 	defer fn.srv.Close()
 
-	bare := bareThroughput()
-	disp := dispatcherThroughput(bin, fn, "")
-	var hist *result
-	if *databaseURL != "" {
-		r := dispatcherThroughput(bin, fn, *databaseURL)
-		hist = &r
+	// Rounds alternate bare and dispatcher on fresh queues so both see the same background
+	// load; the median of the per-round ratios is the headline figure.
+	var ratios []float64
+	var bare, disp, hist []result
+	for range *rounds {
+		b := bareThroughput()
+		d := dispatcherThroughput(bin, fn, "")
+		bare, disp = append(bare, b), append(disp, d)
+		ratios = append(ratios, d.rate/b.rate)
+		if *databaseURL != "" {
+			hist = append(hist, dispatcherThroughput(bin, fn, *databaseURL))
+		}
 	}
 	bareLat := bareLatency()
 	dispLat := dispatcherLatency(bin, fn)
 
-	fmt.Printf("\nmessages=%d concurrency=%d latency: %d msgs at %d/s\n\n", *messages, *concurrency, *latencyN, *rate)
-	fmt.Println("| consumer | messages/s | ratio vs bare | consumer CPU/msg | latency p50 | latency p99 | peak RSS (anon) |")
-	fmt.Println("|---|---|---|---|---|---|---|")
-	fmt.Printf("| bare amqp091-go consume+ack | %.0f | 1.00 | %s | %s | %s | – |\n", bare.rate, us(bare.cpuMsg), ms(bareLat.p50), ms(bareLat.p99))
-	fmt.Printf("| sless dispatcher → HTTP function | %.0f | %.2f | %s | %s | %s | %.1f MB (%.1f MB) |\n", disp.rate, disp.rate/bare.rate, us(disp.cpuMsg), ms(dispLat.p50), ms(dispLat.p99), disp.rssMB, disp.anonMB)
-	if hist != nil {
-		fmt.Printf("| sless dispatcher + PostgreSQL history | %.0f | %.2f | %s | – | – | %.1f MB (%.1f MB) |\n", hist.rate, hist.rate/bare.rate, us(hist.cpuMsg), hist.rssMB, hist.anonMB)
+	fmt.Printf("\nmessages=%d concurrency=%d rounds=%d; latency: %d msgs at %d/s\n\n", *messages, *concurrency, *rounds, *latencyN, *rate)
+	fmt.Println("| round | consumer | messages/s | ratio vs bare | consumer CPU/msg | peak RSS (anon) |")
+	fmt.Println("|---|---|---|---|---|---|")
+	for i := range bare {
+		fmt.Printf("| %d | bare amqp091-go consume+ack | %.0f | 1.00 | %s | – |\n", i+1, bare[i].rate, us(bare[i].cpuMsg))
+		fmt.Printf("| %d | sless dispatcher → HTTP function | %.0f | %.2f | %s | %.1f MB (%.1f MB) |\n", i+1, disp[i].rate, ratios[i], us(disp[i].cpuMsg), disp[i].rssMB, disp[i].anonMB)
+		if hist != nil {
+			h := hist[i]
+			fmt.Printf("| %d | sless dispatcher + PostgreSQL history | %.0f | %.2f | %s | %.1f MB (%.1f MB) |\n", i+1, h.rate, h.rate/bare[i].rate, us(h.cpuMsg), h.rssMB, h.anonMB)
+		}
 	}
+	fmt.Printf("\nmedian ratio %.2f; median CPU/msg bare %s, dispatcher %s\n", median(ratios),
+		us(time.Duration(median(cpuOf(bare)))), us(time.Duration(median(cpuOf(disp)))))
+	fmt.Printf("latency publish→handler: bare p50 %s p99 %s; dispatcher p50 %s p99 %s\n",
+		ms(bareLat.p50), ms(bareLat.p99), ms(dispLat.p50), ms(dispLat.p99))
+}
+
+func cpuOf(rs []result) []float64 {
+	out := make([]float64, len(rs))
+	for i, r := range rs {
+		out[i] = float64(r.cpuMsg)
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 type result struct {
