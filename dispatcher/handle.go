@@ -27,7 +27,13 @@ func (d *dispatcher) handle(work context.Context, stopping <-chan struct{}, ch *
 		return d.log.With("messageId", m.MessageId, "deliveryTag", m.DeliveryTag, "attempt", attempt)
 	}
 
-	if !waitUntil(retryAtOf(m.Headers), stopping, work.Done()) {
+	// A retry-at beyond the longest backoff (a clock jump, a forged header) is clamped so a
+	// message can never park in a prefetch slot indefinitely.
+	notBefore := retryAtOf(m.Headers)
+	if latest := time.Now().Add(d.cfg.Retry.MaxBackoff); notBefore.After(latest) {
+		notBefore = latest
+	}
+	if !waitUntil(notBefore, stopping, work.Done()) {
 		d.requeue(m)
 		return
 	}

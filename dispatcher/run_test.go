@@ -221,3 +221,19 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestForgedRetryAtIsClamped: a retry-at header far in the future waits at most MaxBackoff.
+func TestForgedRetryAtIsClamped(t *testing.T) {
+	q := newQueue(t)
+	publish(t, q, 1, func(int) amqp.Publishing {
+		return amqp.Publishing{Body: []byte(`{}`), Headers: amqp.Table{"x-sless-retry-at": time.Now().AddDate(100, 0, 0).UnixMilli()}}
+	})
+	f := newFnServer(t, ok)
+	cfg := config(t, q, f)
+	cfg.Retry.MaxBackoff = 200 * time.Millisecond
+	start := time.Now()
+	st := run(t, cfg)
+	if st.Acked != 1 || time.Since(start) > 10*time.Second {
+		t.Fatalf("stats %+v after %s; want the message invoked after at most the max backoff", st, time.Since(start))
+	}
+}
