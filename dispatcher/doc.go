@@ -13,7 +13,8 @@
 //     a dispatcher restart. Whoever takes the copy waits until retry-at before invoking;
 //   - the last attempt failed, or the message is poison: it is published (persistent) to the
 //     dead-letter queue with x-sless-last-error, x-sless-dead-letter-reason,
-//     x-sless-attempt, x-sless-source-queue and x-sless-dead-lettered-at, then acked;
+//     x-sless-attempt, x-sless-source-queue and x-sless-dead-lettered-at, then acked (the
+//     dead-letter queue is re-declared first, so a deleted one does not swallow the message);
 //   - the dispatcher stops or loses its connection first: nack with requeue (or the broker
 //     requeues it when the channel dies). Delivery is at-least-once; nothing is acked before
 //     its outcome is durable.

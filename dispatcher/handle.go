@@ -111,6 +111,14 @@ func (d *dispatcher) deadLetter(ctx context.Context, ch *amqp.Channel, m amqp.De
 	h[headerDeadReason] = reason
 	h[headerSourceQueue] = d.cfg.Queue
 	h[headerDeadAt] = time.Now().UTC().Format(time.RFC3339)
+	// The default exchange silently drops a message for a missing queue, so the dead-letter
+	// queue is re-declared (idempotent) in case it was deleted since the session began.
+	if _, err := ch.QueueDeclare(d.cfg.DeadLetterQueue, true, false, false, false, nil); err != nil {
+		d.log.Warn("Warning: declaring the dead-letter queue failed; the message returns to the queue",
+			"deadLetterQueue", d.cfg.DeadLetterQueue, "error", err)
+		d.requeue(m)
+		return
+	}
 	if d.publishThenAck(ctx, ch, d.cfg.DeadLetterQueue, m, republished(m, h, amqp.Persistent)) {
 		d.m.count(&d.m.deadLettered, d.m.deadLetteredC)
 	}

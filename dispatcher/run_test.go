@@ -237,3 +237,25 @@ func TestForgedRetryAtIsClamped(t *testing.T) {
 		t.Fatalf("stats %+v after %s; want the message invoked after at most the max backoff", st, time.Since(start))
 	}
 }
+
+// TestDeadLetterQueueDeletedMidRun: a dead-letter queue deleted while the dispatcher runs is
+// declared again before the dead letter is published, instead of the message vanishing.
+func TestDeadLetterQueueDeletedMidRun(t *testing.T) {
+	q := newQueue(t)
+	publish(t, q, 1, nil)
+	admin := channel(t, dial(t))
+	f := newFnServer(t, func(string, int) (int, time.Duration) {
+		if _, err := admin.QueueDelete(q+".dlq", false, false, false); err != nil {
+			t.Errorf("delete dead-letter queue: %v", err)
+		}
+		return http.StatusInternalServerError, 0
+	})
+	cfg := config(t, q, f)
+	cfg.Retry.MaxAttempts = 1
+	if st := run(t, cfg); st.DeadLettered != 1 {
+		t.Fatalf("stats %+v, want one dead letter", st)
+	}
+	if dead := drainQueue(t, q+".dlq"); len(dead) != 1 {
+		t.Fatalf("dead-letter queue holds %d messages, want 1", len(dead))
+	}
+}
