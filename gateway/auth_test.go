@@ -69,6 +69,7 @@ func TestJWTAuthHMAC(t *testing.T) {
 		{"alg none", sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, "", claims("alice", time.Hour)), false},
 		{"RS256 when only HMAC is configured", sign(t, jwt.SigningMethodRS256, rsaKey, "k", claims("alice", time.Hour)), false},
 		{"not a JWT", "abc.def", false},
+		{"empty", "", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

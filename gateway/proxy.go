@@ -178,11 +178,7 @@ func (p *fnProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // requires auth, 503 while disabled or not deployed.
 func (p *fnProxy) refuse(r *http.Request, ns, name string, route Route) (int, string) {
 	if route.RequireAuth {
-		token, err := bearerToken(r)
-		if err != nil {
-			return http.StatusUnauthorized, err.Error()
-		}
-		id, err := p.auth.Authenticate(r.Context(), token)
+		id, err := p.auth.Authenticate(r.Context(), bearerToken(r))
 		if err != nil {
 			return http.StatusUnauthorized, err.Error()
 		}

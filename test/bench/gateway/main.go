@@ -257,9 +257,21 @@ func heldMemory(up *upstream, pid int, u string) int64 {
 	return (during - before) / int64(*held)
 }
 
+// median takes the median of each measure across rounds independently.
 func median(rs []result) result {
-	slices.SortFunc(rs, func(a, b result) int { return int(a.rps - b.rps) })
-	return rs[len(rs)/2]
+	pick := func(f func(result) float64) float64 {
+		vs := make([]float64, len(rs))
+		for i, r := range rs {
+			vs[i] = f(r)
+		}
+		slices.Sort(vs)
+		return vs[len(vs)/2]
+	}
+	return result{
+		rps: pick(func(r result) float64 { return r.rps }),
+		p50: time.Duration(pick(func(r result) float64 { return float64(r.p50) })),
+		p99: time.Duration(pick(func(r result) float64 { return float64(r.p99) })),
+	}
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
