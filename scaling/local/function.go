@@ -240,6 +240,7 @@ func (f *function) stats() Stats {
 		s.Processes++
 		if pr.ready && !pr.stopping {
 			s.Ready++
+			s.Addrs = append(s.Addrs, pr.addr)
 		}
 		s.InFlight += pr.inflight
 		if pid := pr.pid(); pid > 0 {

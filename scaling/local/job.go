@@ -45,7 +45,8 @@ func RunJob(ctx context.Context, spec Spec, event []byte) JobResult {
 		event = []byte("{}")
 	}
 	art := spec.Artifact
-	cmd := exec.CommandContext(ctx, art.Command[0], art.Command[1:]...)
+	argv := resolveCommand(art.Command)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = art.Dir
 	cmd.Env = append(processEnv(spec, "127.0.0.1", 0), "SLESS_MODE=job", "SLESS_EVENT="+string(event))
 	var stdout bytes.Buffer

@@ -173,6 +173,8 @@ func (p *Pool) Remove(key string) {
 type Stats struct {
 	Processes, Ready, InFlight int
 	PIDs                       []int
+	// Addrs are the loopback addresses of the ready processes.
+	Addrs []string
 }
 
 // Stats returns the current state of key's processes.

@@ -1,0 +1,125 @@
+package local_test
+
+import (
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"sless.dev/sless/gateway/api"
+)
+
+var benchRuntimes = []struct{ runtime, example string }{
+	{"go1.25", "hello-go"},
+	{"nodejs20", "hello-node"},
+	{"python3.11", "hello-python"},
+}
+
+// BenchmarkColdStart measures first request → response through `sless dev` for a function
+// at zero (process start, health check, forward), b.N cold starts per runtime; run with
+// -benchtime=20x. Between samples the function scales to zero after its 1 s scale-down
+// period.
+func BenchmarkColdStart(b *testing.B) {
+	d := startDev(b, devOptions{})
+	for _, rt := range benchRuntimes {
+		d.deploy(rt.example, rt.runtime, exampleFiles(b, rt.example), api.FunctionFields{ScaleDownPeriodSec: ptr[int32](1)})
+	}
+	for _, rt := range benchRuntimes {
+		b.Run(rt.runtime, func(b *testing.B) {
+			samples := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				waitFor(b, "scale to zero", 30*time.Second, func() bool { return d.stats(rt.example).Processes == 0 })
+				b.StartTimer()
+				start := time.Now()
+				code, body := d.invoke(rt.example, `{"name":"bench"}`)
+				samples = append(samples, time.Since(start))
+				if code != http.StatusOK {
+					b.Fatalf("cold invocation: %d %s", code, body)
+				}
+			}
+			b.StopTimer()
+			slices.Sort(samples)
+			b.ReportMetric(ms(percentile(samples, 50)), "p50-ms")
+			b.ReportMetric(ms(percentile(samples, 95)), "p95-ms")
+			b.ReportMetric(ms(samples[len(samples)-1]), "max-ms")
+		})
+	}
+}
+
+// BenchmarkWarmThroughput compares requests per second to one warm function process called
+// directly with the same process called through `sless dev` (/fn/: gateway, auth-free route,
+// pool), in the same run: two alternating rounds of each, 8 concurrent clients. Run with
+// -benchtime=1x.
+func BenchmarkWarmThroughput(b *testing.B) {
+	const (
+		clients = 8
+		round   = 3 * time.Second
+	)
+	d := startDev(b, devOptions{})
+	for _, rt := range benchRuntimes {
+		d.deploy(rt.example, rt.runtime, exampleFiles(b, rt.example),
+			api.FunctionFields{MinReplicas: ptr[int32](1), MaxReplicas: ptr[int32](1)})
+	}
+	for _, rt := range benchRuntimes {
+		b.Run(rt.runtime, func(b *testing.B) {
+			waitFor(b, "the warm process", 30*time.Second, func() bool { return d.stats(rt.example).Ready == 1 })
+			direct := "http://" + d.stats(rt.example).Addrs[0] + "/"
+			viaDev := d.endpoint + "/fn/" + d.ns + "/" + rt.example
+			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * clients}}
+			var directN, devN int64
+			for range max(b.N, 1) * 2 {
+				directN += load(b, hc, direct, clients, round)
+				devN += load(b, hc, viaDev, clients, round)
+			}
+			secs := 2 * float64(max(b.N, 1)) * round.Seconds()
+			b.ReportMetric(float64(directN)/secs, "direct-rps")
+			b.ReportMetric(float64(devN)/secs, "dev-rps")
+			b.ReportMetric(float64(devN)/float64(directN), "ratio")
+		})
+	}
+}
+
+// load POSTs to url from n clients for d and returns the number of 200 answers.
+func load(b *testing.B, hc *http.Client, url string, n int, d time.Duration) int64 {
+	var ok, failed atomic.Int64
+	stop := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				resp, err := hc.Post(url, "application/json", strings.NewReader(`{"name":"bench"}`))
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					ok.Add(1)
+				} else {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if failed.Load() > 0 {
+		b.Fatalf("%d requests to %s failed", failed.Load(), url)
+	}
+	return ok.Load()
+}
+
+func percentile(sorted []time.Duration, p int) time.Duration {
+	i := (len(sorted)*p + 99) / 100
+	return sorted[max(0, min(len(sorted)-1, i-1))]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
