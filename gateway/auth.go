@@ -225,7 +225,6 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-
 // authorizeNamespace rejects a URL naming a namespace other than the caller's tenant.
 func (s *Server) authorizeNamespace(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
