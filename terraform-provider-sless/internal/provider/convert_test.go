@@ -1,0 +1,128 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"sless.dev/sless/gateway/api"
+)
+
+func TestTimeoutNullWhenUnset(t *testing.T) {
+	tests := []struct {
+		name  string
+		api   int32
+		prior types.Int64
+		want  types.Int64
+	}{
+		{"unset stays null", 0, types.Int64Null(), types.Int64Null()},
+		{"import of no limit is null", 0, types.Int64Unknown(), types.Int64Null()},
+		{"explicit 0 stays 0", 0, types.Int64Value(0), types.Int64Value(0)},
+		{"a limit", 30, types.Int64Null(), types.Int64Value(30)},
+		{"limit removed elsewhere", 0, types.Int64Value(30), types.Int64Null()},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := timeoutState(tc.api, tc.prior); !got.Equal(tc.want) {
+				t.Fatalf("timeoutState(%d, %v) = %v, want %v", tc.api, tc.prior, got, tc.want)
+			}
+		})
+	}
+	if n := *timeoutSeconds(types.Int64Null()); n != 0 {
+		t.Fatalf("null timeout sends %d, want 0 (no limit)", n)
+	}
+}
+
+func TestEnvState(t *testing.T) {
+	ctx := context.Background()
+	empty, _ := types.MapValueFrom(ctx, types.StringType, map[string]string{})
+	got, _ := envState(ctx, nil, types.MapNull(types.StringType))
+	if !got.IsNull() {
+		t.Fatalf("no variables and none configured: %v, want null", got)
+	}
+	got, _ = envState(ctx, nil, empty)
+	if !got.Equal(empty) {
+		t.Fatalf("no variables and {} configured: %v, want {}", got)
+	}
+	sent, _ := envVars(ctx, types.MapNull(types.StringType))
+	if sent == nil || len(*sent) != 0 {
+		t.Fatalf("null env_vars sends %v, want {} (clears them)", sent)
+	}
+}
+
+func TestEventState(t *testing.T) {
+	tests := []struct {
+		name  string
+		api   string
+		prior types.String
+		want  types.String
+	}{
+		{"reformatted by the server", `{"a":1,"b":[1,2]}`, types.StringValue("{\n  \"b\": [1, 2],\n  \"a\": 1\n}"), types.StringValue("{\n  \"b\": [1, 2],\n  \"a\": 1\n}")},
+		{"changed elsewhere", `{"a":2}`, types.StringValue(`{"a":1}`), types.StringValue(`{"a":2}`)},
+		{"none", ``, types.StringNull(), types.StringNull()},
+		{"imported", `{"a":1}`, types.StringNull(), types.StringValue(`{"a":1}`)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := eventState(json.RawMessage(tc.api), tc.prior); !got.Equal(tc.want) {
+				t.Fatalf("eventState = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFreshFailure(t *testing.T) {
+	t1 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	t2 := t1.Add(time.Minute)
+	failed := func(at time.Time, out string) api.FunctionStatus {
+		return api.FunctionStatus{Phase: api.PhaseFailed, LastBuildTime: &at, LastBuildError: out}
+	}
+	tests := []struct {
+		name      string
+		prev, cur api.FunctionStatus
+		want      bool
+	}{
+		{"ready is not a failure", api.FunctionStatus{Phase: api.PhasePending}, api.FunctionStatus{Phase: api.PhaseReady}, false},
+		{"first failure", api.FunctionStatus{Phase: api.PhaseBuilding}, failed(t1, "x"), true},
+		{"the old failure before the rebuild started", failed(t1, "x"), failed(t1, "x"), false},
+		{"a new failure with the same output", failed(t1, "x"), failed(t2, "x"), true},
+		{"a new failure with other output", failed(t1, "x"), failed(t1, "y"), true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := freshFailure(tc.prev, tc.cur); got != tc.want {
+				t.Fatalf("freshFailure = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestJobDone(t *testing.T) {
+	job := func(observed int64, phase string) api.Job {
+		return api.Job{Status: api.JobStatus{ObservedRunID: observed, Phase: phase}}
+	}
+	tests := []struct {
+		name  string
+		job   api.Job
+		runID int64
+		want  bool
+	}{
+		{"run 0 skipped", job(0, api.JobSkipped), 0, true},
+		{"run 0 not yet reconciled", job(0, ""), 0, false},
+		{"run 1 succeeded", job(1, api.JobSucceeded), 1, true},
+		{"run 1 failed", job(1, api.JobFailed), 1, true},
+		{"run 2 asked, run 1's result still shown", job(1, api.JobSucceeded), 2, false},
+		{"run 2 running", job(2, api.JobRunning), 2, false},
+		{"run 2 waiting for its function", job(2, api.JobPending), 2, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := jobDone(tc.job, tc.runID); got != tc.want {
+				t.Fatalf("jobDone = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,102 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"sless.dev/sless/gateway/client"
+)
+
+var _ datasource.DataSourceWithConfigure = (*functionDataSource)(nil)
+
+// NewFunctionDataSource is the sless_function data source.
+func NewFunctionDataSource() datasource.DataSource { return &functionDataSource{} }
+
+type functionDataSource struct {
+	client *apiClient
+}
+
+type functionDataModel struct {
+	ID        types.String `tfsdk:"id"`
+	Name      types.String `tfsdk:"name"`
+	Namespace types.String `tfsdk:"namespace"`
+	functionSettings
+	functionStatus
+	Ready types.Bool `tfsdk:"ready"`
+}
+
+func (d *functionDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_function"
+}
+
+func (d *functionDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	computed := func(desc string) schema.Int64Attribute {
+		return schema.Int64Attribute{Computed: true, MarkdownDescription: desc}
+	}
+	str := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, MarkdownDescription: desc}
+	}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Looks up a function of the tenant by name, e.g. one deployed by another configuration, to use its `url`.",
+		Attributes: map[string]schema.Attribute{
+			"name": schema.StringAttribute{
+				Required: true, MarkdownDescription: "Function name.", Validators: nameValidators(),
+			},
+			"id":                    str("`namespace/name`."),
+			"namespace":             str("Tenant namespace."),
+			"runtime":               str("Language runtime."),
+			"entrypoint":            str("Handler entry point (null for the runtime default)."),
+			"env_vars":              schema.MapAttribute{ElementType: types.StringType, Computed: true, MarkdownDescription: "Environment variables."},
+			"memory_mb":             computed("Memory limit in MiB."),
+			"timeout_sec":           computed("Invocation limit in seconds; null means no limit."),
+			"min_replicas":          computed("Instances kept when idle."),
+			"max_replicas":          computed("Upper bound of instances."),
+			"scale_down_period_sec": computed("Idle seconds before scaling down."),
+			"scaling_metric":        str("`concurrency` or `requestRate`."),
+			"scaling_target":        computed("Target of the scaling metric per instance."),
+			"url":                   str("URL that invokes the function."),
+			"image":                 str("Built image."),
+			"phase":                 str("Pending, Building, Ready or Failed."),
+			"ready":                 schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether the latest configuration is built and serving."},
+		},
+	}
+}
+
+func (d *functionDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	c, ok := clientFrom(req.ProviderData)
+	if !ok {
+		resp.Diagnostics.AddError("Unexpected provider data", fmt.Sprintf("got %T; this is a bug in the provider", req.ProviderData))
+		return
+	}
+	d.client = c
+}
+
+func (d *functionDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	var m functionDataModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := m.Name.ValueString()
+	fn, err := d.client.GetFunction(ctx, d.client.namespace, name)
+	if client.IsNotFound(err) {
+		resp.Diagnostics.AddError("Function not found", fmt.Sprintf("No function %s in namespace %s.", name, d.client.namespace))
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot read function "+name, err.Error())
+		return
+	}
+	settings, diags := functionSettingsFrom(ctx, fn, functionSettings{})
+	resp.Diagnostics.Append(diags...)
+	m.ID = objectID(fn.Namespace, fn.Name)
+	m.Namespace = types.StringValue(fn.Namespace)
+	m.functionSettings = settings
+	m.functionStatus = functionStatusFrom(fn)
+	m.Ready = types.BoolValue(fn.Status.Ready)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}

@@ -1,0 +1,80 @@
+package provider
+
+import (
+	"context"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"sless.dev/sless/gateway/api"
+)
+
+// functionSettings are the configurable attributes the sless_function resource and data
+// source share.
+type functionSettings struct {
+	Runtime            types.String `tfsdk:"runtime"`
+	Entrypoint         types.String `tfsdk:"entrypoint"`
+	EnvVars            types.Map    `tfsdk:"env_vars"`
+	MemoryMB           types.Int64  `tfsdk:"memory_mb"`
+	TimeoutSec         types.Int64  `tfsdk:"timeout_sec"`
+	MinReplicas        types.Int64  `tfsdk:"min_replicas"`
+	MaxReplicas        types.Int64  `tfsdk:"max_replicas"`
+	ScaleDownPeriodSec types.Int64  `tfsdk:"scale_down_period_sec"`
+	ScalingMetric      types.String `tfsdk:"scaling_metric"`
+	ScalingTarget      types.Int64  `tfsdk:"scaling_target"`
+}
+
+// functionStatus is what the platform reports about a function.
+type functionStatus struct {
+	URL   types.String `tfsdk:"url"`
+	Image types.String `tfsdk:"image"`
+	Phase types.String `tfsdk:"phase"`
+}
+
+// fields is the API request for s; unknown values (computed, not configured) are not sent,
+// so the server keeps its defaults.
+func (s functionSettings) fields(ctx context.Context) (api.FunctionFields, diag.Diagnostics) {
+	env, diags := envVars(ctx, s.EnvVars)
+	entrypoint := setString(s.Entrypoint)
+	if entrypoint == nil {
+		entrypoint = new(string)
+	}
+	return api.FunctionFields{
+		Runtime:            setString(s.Runtime),
+		Entrypoint:         entrypoint,
+		EnvVars:            env,
+		MemoryMB:           setInt32(s.MemoryMB),
+		TimeoutSec:         timeoutSeconds(s.TimeoutSec),
+		MinReplicas:        setInt32(s.MinReplicas),
+		MaxReplicas:        setInt32(s.MaxReplicas),
+		ScaleDownPeriodSec: setInt32(s.ScaleDownPeriodSec),
+		ScalingMetric:      setString(s.ScalingMetric),
+		ScalingTarget:      setInt32(s.ScalingTarget),
+	}, diags
+}
+
+// functionSettingsFrom maps fn's spec to attributes; prior is the state it replaces, which
+// decides between null and an explicit zero.
+func functionSettingsFrom(ctx context.Context, fn api.Function, prior functionSettings) (functionSettings, diag.Diagnostics) {
+	env, diags := envState(ctx, fn.EnvVars, prior.EnvVars)
+	return functionSettings{
+		Runtime:            types.StringValue(fn.Runtime),
+		Entrypoint:         stringOrNull(fn.Entrypoint),
+		EnvVars:            env,
+		MemoryMB:           types.Int64Value(int64(fn.MemoryMB)),
+		TimeoutSec:         timeoutState(fn.TimeoutSec, prior.TimeoutSec),
+		MinReplicas:        types.Int64Value(int64(fn.MinReplicas)),
+		MaxReplicas:        types.Int64Value(int64(fn.MaxReplicas)),
+		ScaleDownPeriodSec: types.Int64Value(int64(fn.ScaleDownPeriodSec)),
+		ScalingMetric:      types.StringValue(fn.ScalingMetric),
+		ScalingTarget:      types.Int64Value(int64(fn.ScalingTarget)),
+	}, diags
+}
+
+func functionStatusFrom(fn api.Function) functionStatus {
+	return functionStatus{
+		URL:   types.StringValue(fn.Status.URL),
+		Image: types.StringValue(fn.Status.Image),
+		Phase: types.StringValue(fn.Status.Phase),
+	}
+}

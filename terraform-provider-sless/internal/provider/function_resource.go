@@ -1,0 +1,392 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/resourcevalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/client"
+	"sless.dev/sless/terraform-provider-sless/internal/sourcezip"
+)
+
+// defaultBuildTimeoutSec bounds the wait for a build when build_timeout_sec is not set.
+const defaultBuildTimeoutSec = 600
+
+var (
+	_ resource.ResourceWithImportState      = (*functionResource)(nil)
+	_ resource.ResourceWithModifyPlan       = (*functionResource)(nil)
+	_ resource.ResourceWithConfigValidators = (*functionResource)(nil)
+)
+
+// NewFunctionResource is the sless_function resource.
+func NewFunctionResource() resource.Resource { return &functionResource{} }
+
+type functionResource struct {
+	client *apiClient
+}
+
+type functionModel struct {
+	ID        types.String `tfsdk:"id"`
+	Name      types.String `tfsdk:"name"`
+	Namespace types.String `tfsdk:"namespace"`
+	functionSettings
+	SourceDir       types.String `tfsdk:"source_dir"`
+	CodePath        types.String `tfsdk:"code_path"`
+	CodeHash        types.String `tfsdk:"code_hash"`
+	SourceHash      types.String `tfsdk:"source_hash"`
+	BuildTimeoutSec types.Int64  `tfsdk:"build_timeout_sec"`
+	functionStatus
+}
+
+func (r *functionResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_function"
+}
+
+func (r *functionResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	keep := []planmodifier.Int64{int64planmodifier.UseStateForUnknown()}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "A function: source code the platform builds for a runtime and serves over HTTP at `url`, " +
+			"scaled to zero when idle. `apply` uploads the code, waits until the build is Ready and fails with the " +
+			"compiler output when the build fails. Give the code as `source_dir` (zipped by the provider; any file change " +
+			"shows in the plan) or as a prepared zip in `code_path` with `code_hash`.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				Computed: true, MarkdownDescription: "`namespace/name`.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"name": schema.StringAttribute{
+				Required: true, MarkdownDescription: "Function name, a DNS label (lowercase letters, digits, `-`). Changing it replaces the function.",
+				Validators:    nameValidators(),
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"namespace": schema.StringAttribute{
+				Computed: true, MarkdownDescription: "Tenant namespace the function lives in (derived from the token).",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"runtime": schema.StringAttribute{
+				Required: true, MarkdownDescription: "Language runtime: one of " + quotedList(api.Runtimes) + ".",
+				Validators: runtimeValidators(),
+			},
+			"entrypoint": schema.StringAttribute{
+				Optional: true, MarkdownDescription: "Handler entry point, e.g. `handler.handle` (runtime default when unset).",
+			},
+			"source_dir": schema.StringAttribute{
+				Optional: true, MarkdownDescription: "Directory with the handler source. The provider zips it deterministically " +
+					"(sorted paths, fixed timestamps; `.git` and `.terraform` are left out) and hashes every file into `source_hash` at plan time.",
+			},
+			"code_path": schema.StringAttribute{
+				Optional: true, MarkdownDescription: "Path of a prepared zip of the source; requires `code_hash`.",
+				Validators: []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("code_hash"))},
+			},
+			"code_hash": schema.StringAttribute{
+				Optional: true, MarkdownDescription: "Hash of the code in `code_path`, e.g. `filesha256(\"handler.zip\")`; changing it uploads the zip again and rebuilds.",
+				Validators: []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("code_path"))},
+			},
+			"source_hash": schema.StringAttribute{
+				Computed: true, MarkdownDescription: "Content hash of `source_dir` (sha256 over paths, executable bits and contents), or `code_hash`.",
+			},
+			"env_vars": schema.MapAttribute{
+				ElementType: types.StringType, Optional: true,
+				MarkdownDescription: "Environment variables of the handler; names must not start with `SLESS_`. Changes apply in place without a rebuild.",
+				Validators:          []validator.Map{envCheck{}, mapvalidator.SizeAtMost(256)},
+			},
+			"memory_mb": schema.Int64Attribute{
+				Optional: true, Computed: true, MarkdownDescription: "Memory limit in MiB (32-16384; server default 128).",
+				Validators: []validator.Int64{int64validator.Between(32, 16384)}, PlanModifiers: keep,
+			},
+			"timeout_sec": schema.Int64Attribute{
+				Optional: true, MarkdownDescription: "Limit of one invocation in seconds, 1-900; `0` or unset means no limit (unset stays null in the state).",
+				Validators: timeoutValidators(),
+			},
+			"min_replicas": schema.Int64Attribute{
+				Optional: true, Computed: true, MarkdownDescription: "Instances kept running when idle; 0 (default) scales to zero, 1 or more keeps the function always on.",
+				Validators: []validator.Int64{int64validator.Between(0, 1000)}, PlanModifiers: keep,
+			},
+			"max_replicas": schema.Int64Attribute{
+				Optional: true, Computed: true, MarkdownDescription: "Upper bound of instances (1-1000; server default 10).",
+				Validators: []validator.Int64{int64validator.Between(1, 1000)}, PlanModifiers: keep,
+			},
+			"scale_down_period_sec": schema.Int64Attribute{
+				Optional: true, Computed: true, MarkdownDescription: "Idle seconds before scaling down (1-86400; server default 300).",
+				Validators: []validator.Int64{int64validator.Between(1, 86400)}, PlanModifiers: keep,
+			},
+			"scaling_metric": schema.StringAttribute{
+				Optional: true, Computed: true, MarkdownDescription: "`concurrency` (default: in-flight requests per instance) or `requestRate`.",
+				Validators:    []validator.String{stringvalidator.OneOf("concurrency", "requestRate")},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"scaling_target": schema.Int64Attribute{
+				Optional: true, Computed: true, MarkdownDescription: "Target value of `scaling_metric` per instance, e.g. the concurrency target (1-100000; server default 100).",
+				Validators: []validator.Int64{int64validator.Between(1, 100000)}, PlanModifiers: keep,
+			},
+			"build_timeout_sec": schema.Int64Attribute{
+				Optional: true, Computed: true, Default: int64default.StaticInt64(defaultBuildTimeoutSec),
+				MarkdownDescription: fmt.Sprintf("How long `apply` waits for the build to become Ready (default %d).", defaultBuildTimeoutSec),
+				Validators:          []validator.Int64{int64validator.Between(1, 86400)},
+			},
+			"url": schema.StringAttribute{
+				Computed: true, MarkdownDescription: "URL that invokes the function (`<endpoint>/fn/<namespace>/<name>`).",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"image": schema.StringAttribute{
+				Computed: true, MarkdownDescription: "Built image (or local artifact under `sless dev`).",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"phase": schema.StringAttribute{
+				Computed: true, MarkdownDescription: "Pending, Building, Ready or Failed.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+		},
+	}
+}
+
+func (r *functionResource) ConfigValidators(context.Context) []resource.ConfigValidator {
+	return []resource.ConfigValidator{
+		resourcevalidator.ExactlyOneOf(path.MatchRoot("source_dir"), path.MatchRoot("code_path")),
+	}
+}
+
+func (r *functionResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	c, ok := clientFrom(req.ProviderData)
+	if !ok {
+		resp.Diagnostics.AddError("Unexpected provider data", fmt.Sprintf("got %T; this is a bug in the provider", req.ProviderData))
+		return
+	}
+	r.client = c
+}
+
+// ModifyPlan hashes source_dir so that an edit of any file in it is a planned change, and
+// marks what a rebuild or restart may change as unknown.
+func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan functionModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	plan.SourceHash = plannedSourceHash(plan, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+	if resp.Diagnostics.HasError() || req.State.Raw.IsNull() || resp.Plan.Raw.Equal(req.State.Raw) {
+		return
+	}
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("image"), types.StringUnknown())...)
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("phase"), types.StringUnknown())...)
+}
+
+func plannedSourceHash(plan functionModel, diags *diag.Diagnostics) types.String {
+	switch {
+	case plan.SourceDir.IsUnknown():
+		return types.StringUnknown()
+	case !plan.SourceDir.IsNull():
+		h, err := sourcezip.Hash(plan.SourceDir.ValueString())
+		if err != nil {
+			diags.AddAttributeError(path.Root("source_dir"), "Cannot read source_dir", err.Error())
+			return types.StringUnknown()
+		}
+		return types.StringValue(h)
+	}
+	return plan.CodeHash
+}
+
+func (r *functionResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan functionModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := plan.Name.ValueString()
+	fields, diags := plan.fields(ctx)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	fn, err := r.client.CreateFunction(ctx, r.client.namespace, api.CreateFunction{Name: name, FunctionFields: fields})
+	if err != nil {
+		if client.IsConflict(err) {
+			resp.Diagnostics.AddError("Function already exists",
+				fmt.Sprintf("Function %s exists in namespace %s; adopt it with `terraform import <address> %s` or pick another name.", name, r.client.namespace, name))
+			return
+		}
+		resp.Diagnostics.AddError("Cannot create function "+name, err.Error())
+		return
+	}
+	// Recorded before the upload and build: if they fail, Terraform knows the function
+	// exists (tainted) and replaces it on the next apply instead of failing on a conflict.
+	resp.Diagnostics.Append(r.setState(ctx, &resp.State, plan, fn)...)
+	r.deploy(ctx, plan, &resp.State, &resp.Diagnostics)
+}
+
+func (r *functionResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state functionModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := plan.Name.ValueString()
+	fields, diags := plan.fields(ctx)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	fn, err := r.client.UpdateFunction(ctx, r.client.namespace, name, fields)
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot update function "+name, err.Error())
+		return
+	}
+	if plan.SourceHash.Equal(state.SourceHash) {
+		r.waitAndRecord(ctx, plan, fn.Status, &resp.State, &resp.Diagnostics)
+		return
+	}
+	r.deploy(ctx, plan, &resp.State, &resp.Diagnostics)
+}
+
+// deploy uploads the planned code, waits for the build and records the result. When the
+// upload or build fails the state keeps the previous source_hash, so the next plan retries.
+func (r *functionResource) deploy(ctx context.Context, plan functionModel, st *tfsdk.State, diags *diag.Diagnostics) {
+	name := plan.Name.ValueString()
+	zip, err := openCode(plan)
+	if err != nil {
+		diags.AddAttributeError(codeAttr(plan), "Cannot read the function's code", err.Error())
+		return
+	}
+	defer zip.Close()
+	tflog.Info(ctx, "uploading function source", map[string]any{"function": name, "source_hash": plan.SourceHash.ValueString()})
+	fn, err := r.client.UploadSource(ctx, r.client.namespace, name, zip)
+	if err != nil {
+		diags.AddError("Cannot upload the code of function "+name, err.Error())
+		return
+	}
+	r.waitAndRecord(ctx, plan, fn.Status, st, diags)
+}
+
+// waitAndRecord waits for Ready and writes the state; a failed build is the diagnostic.
+func (r *functionResource) waitAndRecord(ctx context.Context, plan functionModel, prev api.FunctionStatus, st *tfsdk.State, diags *diag.Diagnostics) {
+	name := plan.Name.ValueString()
+	timeout := time.Duration(plan.BuildTimeoutSec.ValueInt64()) * time.Second
+	fn, err := waitFunctionReady(ctx, r.client, name, prev, timeout)
+	if err != nil {
+		if be, ok := err.(*BuildError); ok {
+			diags.AddError("Function "+name+" failed to build", be.Output)
+		} else {
+			diags.AddError("Function "+name+" is not ready", err.Error())
+		}
+		return
+	}
+	diags.Append(r.setState(ctx, st, plan, fn)...)
+}
+
+func (r *functionResource) setState(ctx context.Context, st *tfsdk.State, plan functionModel, fn api.Function) diag.Diagnostics {
+	m, diags := functionModelFrom(ctx, fn, plan)
+	return append(diags, st.Set(ctx, &m)...)
+}
+
+// functionModelFrom is prior updated with what the API reports about fn.
+func functionModelFrom(ctx context.Context, fn api.Function, prior functionModel) (functionModel, diag.Diagnostics) {
+	settings, diags := functionSettingsFrom(ctx, fn, prior.functionSettings)
+	m := prior
+	m.ID = objectID(fn.Namespace, fn.Name)
+	m.Name = types.StringValue(fn.Name)
+	m.Namespace = types.StringValue(fn.Namespace)
+	m.functionSettings = settings
+	m.functionStatus = functionStatusFrom(fn)
+	if m.BuildTimeoutSec.IsNull() || m.BuildTimeoutSec.IsUnknown() {
+		m.BuildTimeoutSec = types.Int64Value(defaultBuildTimeoutSec)
+	}
+	if m.SourceHash.IsUnknown() {
+		m.SourceHash = types.StringNull()
+	}
+	return m, diags
+}
+
+func openCode(plan functionModel) (io.ReadCloser, error) {
+	if !plan.SourceDir.IsNull() {
+		data, err := sourcezip.Zip(plan.SourceDir.ValueString())
+		if err != nil {
+			return nil, err
+		}
+		return io.NopCloser(bytes.NewReader(data)), nil
+	}
+	f, err := os.Open(plan.CodePath.ValueString())
+	if err != nil {
+		return nil, fmt.Errorf("code_path: %w", err)
+	}
+	return f, nil
+}
+
+func codeAttr(plan functionModel) path.Path {
+	if !plan.SourceDir.IsNull() {
+		return path.Root("source_dir")
+	}
+	return path.Root("code_path")
+}
+
+func (r *functionResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state functionModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	fn, err := r.client.GetFunction(ctx, r.client.namespace, state.Name.ValueString())
+	if client.IsNotFound(err) {
+		tflog.Warn(ctx, "function is gone; removing it from the state", map[string]any{"function": state.Name.ValueString()})
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot read function "+state.Name.ValueString(), err.Error())
+		return
+	}
+	resp.Diagnostics.Append(r.setState(ctx, &resp.State, state, fn)...)
+}
+
+func (r *functionResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state functionModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := state.Name.ValueString()
+	err := r.client.DeleteFunction(ctx, r.client.namespace, name)
+	if err == nil {
+		err = waitGone(ctx, "function "+name, func() error {
+			_, err := r.client.GetFunction(ctx, r.client.namespace, name)
+			return err
+		})
+	}
+	if err != nil && !client.IsNotFound(err) {
+		resp.Diagnostics.AddError("Cannot delete function "+name, err.Error())
+	}
+}
+
+func (r *functionResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	name, err := importName(req.ID, r.client.namespace)
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid import ID", err.Error())
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+}

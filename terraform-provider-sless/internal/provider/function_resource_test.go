@@ -1,0 +1,185 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+
+	"sless.dev/sless/terraform-provider-sless/internal/sourcezip"
+)
+
+// goHandler is a Go handler answering with version and the GREETING variable.
+func goHandler(version string) string {
+	return fmt.Sprintf(`package handler
+
+import "os"
+
+func Handle(event map[string]interface{}) interface{} {
+	return %q + " " + os.Getenv("GREETING")
+}
+`, version)
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func functionConfig(name, dir, greeting string) string {
+	return fmt.Sprintf(`
+resource "sless_function" "test" {
+  name       = %[1]q
+  runtime    = "go1.23"
+  source_dir = %[2]q
+  env_vars   = { GREETING = %[3]q }
+}
+
+data "sless_function" "test" {
+  name = sless_function.test.name
+}
+`, name, dir, greeting)
+}
+
+// checkInvoke calls the function's url from the state and expects body.
+func checkInvoke(address, want string) resource.TestCheckFunc {
+	return func(s *terraform.State) error {
+		rs, ok := s.RootModule().Resources[address]
+		if !ok {
+			return fmt.Errorf("%s not in state", address)
+		}
+		status, body, err := invoke(rs.Primary.Attributes["url"])
+		if err != nil {
+			return err
+		}
+		if status != 200 || body != want {
+			return fmt.Errorf("invoking %s: %d %q, want 200 %q", rs.Primary.Attributes["url"], status, body, want)
+		}
+		return nil
+	}
+}
+
+// checkGone asserts that destroy left no function, trigger or job on the server.
+func checkGone(d *slessDev, t *testing.T) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		c := d.client(t)
+		ctx := context.Background()
+		fns, err := c.ListFunctions(ctx, c.namespace)
+		if err != nil {
+			return err
+		}
+		trs, err := c.ListTriggers(ctx, c.namespace)
+		if err != nil {
+			return err
+		}
+		jobs, err := c.ListJobs(ctx, c.namespace)
+		if err != nil {
+			return err
+		}
+		if len(fns)+len(trs)+len(jobs) > 0 {
+			return fmt.Errorf("left behind: %d functions, %d triggers, %d jobs", len(fns), len(trs), len(jobs))
+		}
+		return nil
+	}
+}
+
+func TestAccFunction(t *testing.T) {
+	d := sless(t)
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "handler.go"), goHandler("v1"))
+	hashOf := func() string {
+		h, err := sourcezip.Hash(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	v1Hash := hashOf()
+	const addr = "sless_function.test"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6Providers,
+		CheckDestroy:             checkGone(d, t),
+		Steps: []resource.TestStep{
+			{
+				Config: functionConfig("acc-fn", src, "hello"),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("phase"), knownvalue.StringExact("Ready")),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("source_hash"), knownvalue.StringExact(v1Hash)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("timeout_sec"), knownvalue.Null()),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("memory_mb"), knownvalue.Int64Exact(128)),
+					statecheck.ExpectKnownValue("data.sless_function.test", tfjsonpath.New("ready"), knownvalue.Bool(true)),
+				},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					checkInvoke(addr, "v1 hello"),
+					resource.TestCheckResourceAttrPair(addr, "url", "data.sless_function.test", "url"),
+					resource.TestMatchResourceAttr(addr, "url", regexp.MustCompile(`^http://127\.0\.0\.1:\d+/fn/sless-[0-9a-f]{16}/acc-fn$`)),
+				),
+			},
+			{
+				// An edit of a file under source_dir is a planned in-place change that rebuilds.
+				PreConfig: func() { writeFile(t, filepath.Join(src, "handler.go"), goHandler("v2")) },
+				Config:    functionConfig("acc-fn", src, "hello"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue(addr, tfjsonpath.New("source_hash"), knownvalue.StringFunc(func(v string) error {
+						if v == v1Hash {
+							return fmt.Errorf("source_hash did not change after an edit")
+						}
+						return nil
+					})),
+					plancheck.ExpectUnknownValue(addr, tfjsonpath.New("image")),
+				}},
+				Check: checkInvoke(addr, "v2 hello"),
+			},
+			{
+				// An environment change updates in place (no replacement, no new upload).
+				Config: functionConfig("acc-fn", src, "world"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+				}},
+				Check: checkInvoke(addr, "v2 world"),
+			},
+			{
+				Config:            functionConfig("acc-fn", src, "world"),
+				ResourceName:      addr,
+				ImportState:       true,
+				ImportStateId:     "acc-fn",
+				ImportStateVerify: true,
+				// The code's location and hash are configuration, not something the API knows.
+				ImportStateVerifyIgnore: []string{"source_dir", "source_hash"},
+			},
+			{
+				Config:   functionConfig("acc-fn", src, "world"),
+				PlanOnly: true, // steady state: nothing to do
+			},
+		},
+	})
+}
+
+func TestAccFunctionBuildError(t *testing.T) {
+	d := sless(t)
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "handler.go"), "package handler\n\nfunc Handle(event map[string]interface{}) interface{} {\n\treturn undefinedThing\n}\n")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6Providers,
+		CheckDestroy:             checkGone(d, t),
+		Steps: []resource.TestStep{{
+			Config:      functionConfig("acc-broken", src, "x"),
+			ExpectError: regexp.MustCompile(`(?s)failed to build.*handler\.go.*undefined: undefinedThing`),
+		}},
+	})
+}

@@ -1,0 +1,382 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/resourcevalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/client"
+)
+
+const defaultWaitTimeoutSec = 300
+
+var (
+	_ resource.ResourceWithImportState      = (*jobResource)(nil)
+	_ resource.ResourceWithModifyPlan       = (*jobResource)(nil)
+	_ resource.ResourceWithConfigValidators = (*jobResource)(nil)
+)
+
+// NewJobResource is the sless_job resource.
+func NewJobResource() resource.Resource { return &jobResource{} }
+
+type jobResource struct {
+	client *apiClient
+}
+
+type jobModel struct {
+	ID             types.String `tfsdk:"id"`
+	Name           types.String `tfsdk:"name"`
+	Namespace      types.String `tfsdk:"namespace"`
+	Function       types.String `tfsdk:"function"`
+	Runtime        types.String `tfsdk:"runtime"`
+	Image          types.String `tfsdk:"image"`
+	Entrypoint     types.String `tfsdk:"entrypoint"`
+	EnvVars        types.Map    `tfsdk:"env_vars"`
+	MemoryMB       types.Int64  `tfsdk:"memory_mb"`
+	TimeoutSec     types.Int64  `tfsdk:"timeout_sec"`
+	EventJSON      types.String `tfsdk:"event_json"`
+	RunID          types.Int64  `tfsdk:"run_id"`
+	WaitTimeoutSec types.Int64  `tfsdk:"wait_timeout_sec"`
+	jobResult
+}
+
+// jobResult is the outcome of the latest run; unknown in a plan that raises run_id.
+type jobResult struct {
+	Phase         types.String `tfsdk:"phase"`
+	ObservedRunID types.Int64  `tfsdk:"observed_run_id"`
+	Result        types.String `tfsdk:"result"`
+	Output        types.String `tfsdk:"output"`
+	Error         types.String `tfsdk:"error"`
+	DurationMs    types.Int64  `tfsdk:"duration_ms"`
+}
+
+func (r *jobResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_job"
+}
+
+func (r *jobResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	keepString := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
+	keepInt := []planmodifier.Int64{int64planmodifier.UseStateForUnknown()}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "A one-off run of a function with a JSON event. `run_id = 0` creates the job without running it; " +
+			"raising `run_id` runs it again and `apply` waits for the run to end (`wait_timeout_sec`). " +
+			"The job runs an existing `function`, or is self-contained with `runtime` and a prebuilt `image`.",
+		Attributes: map[string]schema.Attribute{
+			"id":        schema.StringAttribute{Computed: true, MarkdownDescription: "`namespace/name`.", PlanModifiers: keepString},
+			"namespace": schema.StringAttribute{Computed: true, MarkdownDescription: "Tenant namespace.", PlanModifiers: keepString},
+			"name": schema.StringAttribute{
+				Required: true, MarkdownDescription: "Job name, a DNS label. Changing it replaces the job.",
+				Validators: nameValidators(), PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"function": schema.StringAttribute{
+				Optional: true, MarkdownDescription: "Function to run; the job waits for it to be Ready.",
+				Validators: nameValidators(),
+			},
+			"runtime": schema.StringAttribute{
+				Optional: true, MarkdownDescription: "Self-contained job: runtime of `image`, one of " + quotedList(api.Runtimes) + ".",
+				Validators: append(runtimeValidators(), stringvalidator.AlsoRequires(path.MatchRoot("image"))),
+			},
+			"image": schema.StringAttribute{
+				Optional: true, MarkdownDescription: "Self-contained job: prebuilt image to run (with `runtime`).",
+				Validators: []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("runtime")), stringvalidator.LengthAtMost(512)},
+			},
+			"entrypoint": schema.StringAttribute{Optional: true, MarkdownDescription: "Handler entry point (the function's when unset)."},
+			"env_vars": schema.MapAttribute{
+				ElementType: types.StringType, Optional: true, MarkdownDescription: "Extra environment variables of the run.",
+				Validators: []validator.Map{envCheck{}, mapvalidator.SizeAtMost(256)},
+			},
+			"memory_mb": schema.Int64Attribute{
+				Optional: true, MarkdownDescription: "Memory limit in MiB (32-16384; the function's when unset).",
+				Validators: []validator.Int64{int64validator.Between(32, 16384)},
+			},
+			"timeout_sec": schema.Int64Attribute{
+				Optional: true, MarkdownDescription: "Limit of the run in seconds, 1-900; `0` or unset means no limit.",
+				Validators: timeoutValidators(),
+			},
+			"event_json": schema.StringAttribute{
+				Optional: true, MarkdownDescription: "Event passed to the handler, as JSON (e.g. `jsonencode({...})`).",
+				Validators: []validator.String{stringCheck{desc: "event JSON", check: checkJSON}},
+			},
+			"run_id": schema.Int64Attribute{
+				Optional: true, Computed: true, Default: int64default.StaticInt64(0),
+				MarkdownDescription: "`0` creates the job without running it; each higher value runs it again (in place). Lowering it replaces the job.",
+				Validators:          []validator.Int64{int64validator.AtLeast(0)},
+				PlanModifiers: []planmodifier.Int64{int64planmodifier.RequiresReplaceIf(func(_ context.Context, req planmodifier.Int64Request, resp *int64planmodifier.RequiresReplaceIfFuncResponse) {
+					resp.RequiresReplace = !req.StateValue.IsNull() && req.PlanValue.ValueInt64() < req.StateValue.ValueInt64()
+				}, "Lowering run_id replaces the job.", "Lowering `run_id` replaces the job.")},
+			},
+			"wait_timeout_sec": schema.Int64Attribute{
+				Optional: true, Computed: true, Default: int64default.StaticInt64(defaultWaitTimeoutSec),
+				MarkdownDescription: fmt.Sprintf("How long `apply` waits for a run to end, including a build (default %d).", defaultWaitTimeoutSec),
+				Validators:          []validator.Int64{int64validator.Between(1, 86400)},
+			},
+			"phase":           schema.StringAttribute{Computed: true, MarkdownDescription: "Pending, Building, Running, Succeeded, Failed or Skipped (run_id 0).", PlanModifiers: keepString},
+			"observed_run_id": schema.Int64Attribute{Computed: true, MarkdownDescription: "`run_id` the status describes.", PlanModifiers: keepInt},
+			"result":          schema.StringAttribute{Computed: true, MarkdownDescription: "What the handler returned (JSON, or the string it returned).", PlanModifiers: keepString},
+			"output":          schema.StringAttribute{Computed: true, MarkdownDescription: "Tail of the run's stdout and stderr.", PlanModifiers: keepString},
+			"error":           schema.StringAttribute{Computed: true, MarkdownDescription: "Why the run failed.", PlanModifiers: keepString},
+			"duration_ms":     schema.Int64Attribute{Computed: true, MarkdownDescription: "Run time in milliseconds.", PlanModifiers: keepInt},
+		},
+	}
+}
+
+func (r *jobResource) ConfigValidators(context.Context) []resource.ConfigValidator {
+	return []resource.ConfigValidator{
+		resourcevalidator.ExactlyOneOf(path.MatchRoot("function"), path.MatchRoot("runtime")),
+	}
+}
+
+func (r *jobResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	c, ok := clientFrom(req.ProviderData)
+	if !ok {
+		resp.Diagnostics.AddError("Unexpected provider data", fmt.Sprintf("got %T; this is a bug in the provider", req.ProviderData))
+		return
+	}
+	r.client = c
+}
+
+// ModifyPlan marks the run's outcome unknown when run_id changes: the apply runs it again.
+func (r *jobResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() || req.State.Raw.IsNull() {
+		return
+	}
+	var plan, state jobModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || plan.RunID.Equal(state.RunID) {
+		return
+	}
+	plan.jobResult = jobResult{
+		Phase: types.StringUnknown(), ObservedRunID: types.Int64Unknown(), Result: types.StringUnknown(),
+		Output: types.StringUnknown(), Error: types.StringUnknown(), DurationMs: types.Int64Unknown(),
+	}
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+// fields is the API request for m: every configurable field, so an update also clears what
+// was removed from the configuration.
+func (m jobModel) fields(ctx context.Context) (api.JobFields, diag.Diagnostics) {
+	str := func(v types.String) *string {
+		s := v.ValueString() // "" for null: clears the field
+		return &s
+	}
+	env, diags := envVars(ctx, m.EnvVars)
+	memory := int32(m.MemoryMB.ValueInt64())
+	runID := m.RunID.ValueInt64()
+	var event *json.RawMessage
+	if !m.EventJSON.IsNull() {
+		raw := json.RawMessage(m.EventJSON.ValueString())
+		event = &raw
+	}
+	return api.JobFields{
+		Function:   str(m.Function),
+		Runtime:    str(m.Runtime),
+		Image:      str(m.Image),
+		Entrypoint: str(m.Entrypoint),
+		EnvVars:    env,
+		MemoryMB:   &memory,
+		TimeoutSec: timeoutSeconds(m.TimeoutSec),
+		Event:      event,
+		RunID:      &runID,
+	}, diags
+}
+
+// jobModelFrom is prior updated with what the API reports about j.
+func jobModelFrom(ctx context.Context, j api.Job, prior jobModel) (jobModel, diag.Diagnostics) {
+	env, diags := envState(ctx, j.EnvVars, prior.EnvVars)
+	m := prior
+	m.ID = objectID(j.Namespace, j.Name)
+	m.Name = types.StringValue(j.Name)
+	m.Namespace = types.StringValue(j.Namespace)
+	m.Function = stringOrNull(j.Function)
+	m.Runtime = stringOrNull(j.Runtime)
+	m.Image = stringOrNull(j.Image)
+	m.Entrypoint = stringOrNull(j.Entrypoint)
+	m.EnvVars = env
+	m.MemoryMB = types.Int64Null()
+	if j.MemoryMB != 0 {
+		m.MemoryMB = types.Int64Value(int64(j.MemoryMB))
+	}
+	m.TimeoutSec = timeoutState(j.TimeoutSec, prior.TimeoutSec)
+	m.EventJSON = eventState(j.Event, prior.EventJSON)
+	m.RunID = types.Int64Value(j.RunID)
+	if m.WaitTimeoutSec.IsNull() || m.WaitTimeoutSec.IsUnknown() {
+		m.WaitTimeoutSec = types.Int64Value(defaultWaitTimeoutSec)
+	}
+	m.jobResult = jobResult{
+		Phase:         types.StringValue(j.Status.Phase),
+		ObservedRunID: types.Int64Value(j.Status.ObservedRunID),
+		Result:        types.StringValue(j.Status.Result),
+		Output:        types.StringValue(j.Status.Output),
+		Error:         types.StringValue(j.Status.Error),
+		DurationMs:    types.Int64Value(j.Status.DurationMs),
+	}
+	return m, diags
+}
+
+// eventState keeps the configured JSON text when the API's event means the same (the server
+// may re-encode it), so formatting never shows as a change.
+func eventState(event json.RawMessage, prior types.String) types.String {
+	if len(event) == 0 || string(event) == "null" {
+		if !prior.IsNull() && !prior.IsUnknown() && (prior.ValueString() == "null" || prior.ValueString() == "") {
+			return prior
+		}
+		return types.StringNull()
+	}
+	if !prior.IsNull() && !prior.IsUnknown() && sameJSON(event, []byte(prior.ValueString())) {
+		return prior
+	}
+	return types.StringValue(string(event))
+}
+
+func sameJSON(a, b []byte) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
+func (r *jobResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan jobModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := plan.Name.ValueString()
+	fields, diags := plan.fields(ctx)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	j, err := r.client.CreateJob(ctx, r.client.namespace, api.CreateJob{Name: name, JobFields: fields})
+	if err != nil {
+		if client.IsConflict(err) {
+			resp.Diagnostics.AddError("Job already exists",
+				fmt.Sprintf("Job %s exists in namespace %s; adopt it with `terraform import <address> %s` or pick another name.", name, r.client.namespace, name))
+			return
+		}
+		resp.Diagnostics.AddError("Cannot create job "+name, err.Error())
+		return
+	}
+	r.record(ctx, j, plan, &resp.State, &resp.Diagnostics)
+	r.waitRun(ctx, plan, &resp.State, &resp.Diagnostics)
+}
+
+// waitRun waits for the planned run to end and records it; a failed run is an error, with
+// the run recorded, so the next plan does not repeat it unless run_id is raised.
+func (r *jobResource) waitRun(ctx context.Context, plan jobModel, st *tfsdk.State, diags *diag.Diagnostics) {
+	name, runID := plan.Name.ValueString(), plan.RunID.ValueInt64()
+	j, err := waitJob(ctx, r.client, name, runID, time.Duration(plan.WaitTimeoutSec.ValueInt64())*time.Second)
+	if err != nil {
+		diags.AddError(fmt.Sprintf("Run %d of job %s did not finish", runID, name), err.Error())
+		return
+	}
+	r.record(ctx, j, plan, st, diags)
+	if j.Status.Phase == api.JobFailed {
+		diags.AddError(fmt.Sprintf("Run %d of job %s failed", runID, name), j.Status.Error+"\n\nOutput:\n"+j.Status.Output)
+	}
+}
+
+func (r *jobResource) record(ctx context.Context, j api.Job, prior jobModel, st *tfsdk.State, diags *diag.Diagnostics) {
+	m, d := jobModelFrom(ctx, j, prior)
+	diags.Append(d...)
+	diags.Append(st.Set(ctx, &m)...)
+}
+
+func (r *jobResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state jobModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	j, err := r.client.GetJob(ctx, r.client.namespace, state.Name.ValueString())
+	if client.IsNotFound(err) {
+		tflog.Warn(ctx, "job is gone; removing it from the state", map[string]any{"job": state.Name.ValueString()})
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot read job "+state.Name.ValueString(), err.Error())
+		return
+	}
+	r.record(ctx, j, state, &resp.State, &resp.Diagnostics)
+}
+
+// Update changes the job in place; a raised run_id runs it again and waits for that run.
+func (r *jobResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state jobModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := plan.Name.ValueString()
+	fields, diags := plan.fields(ctx)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	j, err := r.client.UpdateJob(ctx, r.client.namespace, name, fields)
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot update job "+name, err.Error())
+		return
+	}
+	if plan.RunID.Equal(state.RunID) {
+		// No new run: the planned outcome is the recorded one.
+		m, d := jobModelFrom(ctx, j, plan)
+		m.jobResult = state.jobResult
+		resp.Diagnostics.Append(d...)
+		resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+		return
+	}
+	r.waitRun(ctx, plan, &resp.State, &resp.Diagnostics)
+}
+
+func (r *jobResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state jobModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := state.Name.ValueString()
+	err := r.client.DeleteJob(ctx, r.client.namespace, name)
+	if err == nil {
+		err = waitGone(ctx, "job "+name, func() error {
+			_, err := r.client.GetJob(ctx, r.client.namespace, name)
+			return err
+		})
+	}
+	if err != nil && !client.IsNotFound(err) {
+		resp.Diagnostics.AddError("Cannot delete job "+name, err.Error())
+	}
+}
+
+func (r *jobResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	name, err := importName(req.ID, r.client.namespace)
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid import ID", err.Error())
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+}

@@ -1,0 +1,316 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/client"
+)
+
+var (
+	_ resource.ResourceWithImportState    = (*triggerResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*triggerResource)(nil)
+)
+
+// NewTriggerResource is the sless_trigger resource.
+func NewTriggerResource() resource.Resource { return &triggerResource{} }
+
+type triggerResource struct {
+	client *apiClient
+}
+
+type triggerModel struct {
+	ID              types.String `tfsdk:"id"`
+	Name            types.String `tfsdk:"name"`
+	Namespace       types.String `tfsdk:"namespace"`
+	Function        types.String `tfsdk:"function"`
+	Type            types.String `tfsdk:"type"`
+	Enabled         types.Bool   `tfsdk:"enabled"`
+	RequireAuth     types.Bool   `tfsdk:"require_auth"`
+	Schedule        types.String `tfsdk:"schedule"`
+	Timezone        types.String `tfsdk:"timezone"`
+	Queue           types.String `tfsdk:"queue"`
+	BrokerSecret    types.String `tfsdk:"broker_secret"`
+	BrokerSecretKey types.String `tfsdk:"broker_secret_key"`
+	MaxAttempts     types.Int64  `tfsdk:"max_attempts"`
+	BackoffMs       types.Int64  `tfsdk:"backoff_ms"`
+	DeadLetterQueue types.String `tfsdk:"dead_letter_queue"`
+	URL             types.String `tfsdk:"url"`
+	Active          types.Bool   `tfsdk:"active"`
+}
+
+func (r *triggerResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_trigger"
+}
+
+func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	keepString := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
+	keepInt := []planmodifier.Int64{int64planmodifier.UseStateForUnknown()}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "A trigger that invokes a function: `http` (its public URL), `cron` (exact ticks of `schedule`) " +
+			"or `event` (each message of an AMQP `queue`). `enabled = false` freezes it in place: an http function scales " +
+			"to zero and refuses calls, a cron trigger stops firing, an event trigger stops consuming.",
+		Attributes: map[string]schema.Attribute{
+			"id":        schema.StringAttribute{Computed: true, MarkdownDescription: "`namespace/name`.", PlanModifiers: keepString},
+			"namespace": schema.StringAttribute{Computed: true, MarkdownDescription: "Tenant namespace.", PlanModifiers: keepString},
+			"name": schema.StringAttribute{
+				Required: true, MarkdownDescription: "Trigger name, a DNS label. Changing it replaces the trigger.",
+				Validators: nameValidators(), PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"function": schema.StringAttribute{
+				Required: true, MarkdownDescription: "Name of the function it invokes; the trigger waits for a function that is not Ready yet.",
+				Validators: nameValidators(),
+			},
+			"type": schema.StringAttribute{
+				Required: true, MarkdownDescription: "`http`, `cron` or `event`. Changing it replaces the trigger.",
+				Validators:    []validator.String{stringvalidator.OneOf(api.TriggerHTTP, api.TriggerCron, api.TriggerEvent)},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"enabled": schema.BoolAttribute{
+				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
+				MarkdownDescription: "`false` freezes the trigger; toggling it updates in place (no re-create).",
+			},
+			"require_auth": schema.BoolAttribute{
+				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+				MarkdownDescription: "http only: callers must send a valid Bearer token.",
+			},
+			"schedule": schema.StringAttribute{
+				Optional: true, MarkdownDescription: "cron only: five fields (minute hour day-of-month month day-of-week) or a macro such as `@hourly`.",
+				Validators: []validator.String{stringCheck{desc: "cron schedule", check: checkSchedule}, stringvalidator.LengthAtMost(128)},
+			},
+			"timezone": schema.StringAttribute{
+				Optional: true, MarkdownDescription: "cron only: IANA zone the schedule is read in (default UTC), e.g. `Europe/Berlin`.",
+				Validators: []validator.String{stringCheck{desc: "time zone", check: checkTimezone}},
+			},
+			"queue": schema.StringAttribute{
+				Optional: true, MarkdownDescription: "event only: AMQP queue to consume.",
+				Validators: []validator.String{stringvalidator.LengthBetween(1, 255)},
+			},
+			"broker_secret": schema.StringAttribute{
+				Optional: true, MarkdownDescription: "event only: name of the Secret holding the broker's `amqp://` URL.",
+				Validators: []validator.String{stringvalidator.LengthBetween(1, 253)},
+			},
+			"broker_secret_key": schema.StringAttribute{
+				Optional: true, Computed: true, MarkdownDescription: "event only: key of the URL in the Secret (server default `host`).",
+				PlanModifiers: keepString,
+			},
+			"max_attempts": schema.Int64Attribute{
+				Optional: true, Computed: true, MarkdownDescription: "event only: deliveries of one message before it goes to the dead-letter queue (1-100; server default 3).",
+				Validators: []validator.Int64{int64validator.Between(1, 100)}, PlanModifiers: keepInt,
+			},
+			"backoff_ms": schema.Int64Attribute{
+				Optional: true, Computed: true, MarkdownDescription: "event only: delay before the first retry, doubled per attempt (0-3600000; server default 1000).",
+				Validators: []validator.Int64{int64validator.Between(0, 3600000)}, PlanModifiers: keepInt,
+			},
+			"dead_letter_queue": schema.StringAttribute{
+				Optional: true, MarkdownDescription: "event only: queue that receives messages whose attempts ran out.",
+				Validators: []validator.String{stringvalidator.LengthBetween(1, 255)},
+			},
+			"url":    schema.StringAttribute{Computed: true, MarkdownDescription: "http only: URL that invokes the function.", PlanModifiers: keepString},
+			"active": schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether the trigger is currently firing (enabled and its function Ready)."},
+		},
+	}
+}
+
+// ValidateConfig rejects fields that do not belong to the trigger's type at plan time.
+func (r *triggerResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m triggerModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() || m.Type.IsUnknown() {
+		return
+	}
+	resp.Diagnostics.Append(checkTriggerFields(m)...)
+}
+
+// checkTriggerFields checks that the fields of m's type are set and no others.
+func checkTriggerFields(m triggerModel) diag.Diagnostics {
+	var diags diag.Diagnostics
+	typ := m.Type.ValueString()
+	only := map[string]struct {
+		set  bool
+		typ  string
+		need bool
+	}{
+		"schedule":          {!m.Schedule.IsNull(), api.TriggerCron, true},
+		"timezone":          {!m.Timezone.IsNull(), api.TriggerCron, false},
+		"queue":             {!m.Queue.IsNull(), api.TriggerEvent, true},
+		"broker_secret":     {!m.BrokerSecret.IsNull(), api.TriggerEvent, true},
+		"broker_secret_key": {!m.BrokerSecretKey.IsNull(), api.TriggerEvent, false},
+		"max_attempts":      {!m.MaxAttempts.IsNull(), api.TriggerEvent, false},
+		"backoff_ms":        {!m.BackoffMs.IsNull(), api.TriggerEvent, false},
+		"dead_letter_queue": {!m.DeadLetterQueue.IsNull(), api.TriggerEvent, false},
+		"require_auth":      {!m.RequireAuth.IsNull() && m.RequireAuth.ValueBool(), api.TriggerHTTP, false},
+	}
+	for _, attr := range []string{"schedule", "timezone", "queue", "broker_secret", "broker_secret_key", "max_attempts", "backoff_ms", "dead_letter_queue", "require_auth"} {
+		f := only[attr]
+		switch {
+		case f.set && f.typ != typ:
+			diags.AddAttributeError(path.Root(attr), "Attribute does not apply to a "+typ+" trigger",
+				fmt.Sprintf("%s is a %s trigger setting; remove it or change type to %q.", attr, f.typ, f.typ))
+		case !f.set && f.need && f.typ == typ:
+			diags.AddAttributeError(path.Root(attr), "Missing "+attr, fmt.Sprintf("A %s trigger needs %s.", typ, attr))
+		}
+	}
+	return diags
+}
+
+func (r *triggerResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	c, ok := clientFrom(req.ProviderData)
+	if !ok {
+		resp.Diagnostics.AddError("Unexpected provider data", fmt.Sprintf("got %T; this is a bug in the provider", req.ProviderData))
+		return
+	}
+	r.client = c
+}
+
+// fields is the API request for m: every configurable field, so an update also clears what
+// was removed from the configuration.
+func (m triggerModel) fields() api.TriggerFields {
+	str := func(v types.String) *string {
+		s := v.ValueString() // "" for null: clears the field
+		return &s
+	}
+	enabled, requireAuth := m.Enabled.ValueBool(), m.RequireAuth.ValueBool()
+	return api.TriggerFields{
+		Type:            setString(m.Type),
+		Function:        setString(m.Function),
+		Enabled:         &enabled,
+		RequireAuth:     &requireAuth,
+		Schedule:        str(m.Schedule),
+		Timezone:        str(m.Timezone),
+		Queue:           str(m.Queue),
+		BrokerSecret:    str(m.BrokerSecret),
+		BrokerSecretKey: setString(m.BrokerSecretKey),
+		MaxAttempts:     setInt32(m.MaxAttempts),
+		BackoffMs:       setInt32(m.BackoffMs),
+		DeadLetterQueue: str(m.DeadLetterQueue),
+	}
+}
+
+// triggerModelFrom is the state of t.
+func triggerModelFrom(t api.Trigger) triggerModel {
+	return triggerModel{
+		ID:              objectID(t.Namespace, t.Name),
+		Name:            types.StringValue(t.Name),
+		Namespace:       types.StringValue(t.Namespace),
+		Function:        types.StringValue(t.Function),
+		Type:            types.StringValue(t.Type),
+		Enabled:         types.BoolValue(t.Enabled),
+		RequireAuth:     types.BoolValue(t.RequireAuth),
+		Schedule:        stringOrNull(t.Schedule),
+		Timezone:        stringOrNull(t.Timezone),
+		Queue:           stringOrNull(t.Queue),
+		BrokerSecret:    stringOrNull(t.BrokerSecret),
+		BrokerSecretKey: stringOrNull(t.BrokerSecretKey),
+		MaxAttempts:     types.Int64Value(int64(t.MaxAttempts)),
+		BackoffMs:       types.Int64Value(int64(t.BackoffMs)),
+		DeadLetterQueue: stringOrNull(t.DeadLetterQueue),
+		URL:             stringOrNull(t.Status.URL),
+		Active:          types.BoolValue(t.Status.Active),
+	}
+}
+
+func (r *triggerResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan triggerModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := plan.Name.ValueString()
+	t, err := r.client.CreateTrigger(ctx, r.client.namespace, api.CreateTrigger{Name: name, TriggerFields: plan.fields()})
+	if err != nil {
+		if client.IsConflict(err) {
+			resp.Diagnostics.AddError("Trigger already exists",
+				fmt.Sprintf("Trigger %s exists in namespace %s; adopt it with `terraform import <address> %s` or pick another name.", name, r.client.namespace, name))
+			return
+		}
+		resp.Diagnostics.AddError("Cannot create trigger "+name, err.Error())
+		return
+	}
+	r.record(ctx, t, &resp.State, &resp.Diagnostics)
+}
+
+func (r *triggerResource) record(ctx context.Context, t api.Trigger, st *tfsdk.State, diags *diag.Diagnostics) {
+	m := triggerModelFrom(t)
+	diags.Append(st.Set(ctx, &m)...)
+}
+
+func (r *triggerResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state triggerModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	t, err := r.client.GetTrigger(ctx, r.client.namespace, state.Name.ValueString())
+	if client.IsNotFound(err) {
+		tflog.Warn(ctx, "trigger is gone; removing it from the state", map[string]any{"trigger": state.Name.ValueString()})
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot read trigger "+state.Name.ValueString(), err.Error())
+		return
+	}
+	r.record(ctx, t, &resp.State, &resp.Diagnostics)
+}
+
+// Update patches the trigger in place; enabled, the function and the schedule all change
+// without a re-create.
+func (r *triggerResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan triggerModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := plan.Name.ValueString()
+	t, err := r.client.UpdateTrigger(ctx, r.client.namespace, name, plan.fields())
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot update trigger "+name, err.Error())
+		return
+	}
+	r.record(ctx, t, &resp.State, &resp.Diagnostics)
+}
+
+func (r *triggerResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state triggerModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := state.Name.ValueString()
+	err := r.client.DeleteTrigger(ctx, r.client.namespace, name)
+	if err == nil {
+		err = waitGone(ctx, "trigger "+name, func() error {
+			_, err := r.client.GetTrigger(ctx, r.client.namespace, name)
+			return err
+		})
+	}
+	if err != nil && !client.IsNotFound(err) {
+		resp.Diagnostics.AddError("Cannot delete trigger "+name, err.Error())
+	}
+}
+
+func (r *triggerResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	name, err := importName(req.ID, r.client.namespace)
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid import ID", err.Error())
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+}

@@ -1,0 +1,130 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/robfig/cron/v3"
+
+	"sless.dev/sless/gateway/api"
+)
+
+// These checks run at plan time and mirror what the API enforces, so a mistake is reported by
+// `terraform plan` with the attribute's path instead of half-way through an apply.
+
+var (
+	dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// cronParser accepts what the API and the cron firing accept: five fields or a descriptor.
+	cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+)
+
+// Limits of the API (gateway/validate.go).
+const maxTimeoutSec = 900
+
+func nameValidators() []validator.String {
+	return []validator.String{
+		stringvalidator.LengthBetween(1, 63),
+		stringvalidator.RegexMatches(dnsLabel, "must be lowercase letters, digits and '-', starting and ending with a letter or digit (a DNS label)"),
+	}
+}
+
+func runtimeValidators() []validator.String {
+	return []validator.String{stringvalidator.OneOf(api.Runtimes...)}
+}
+
+func timeoutValidators() []validator.Int64 {
+	return []validator.Int64{int64validator.Between(0, maxTimeoutSec)}
+}
+
+// checkSchedule reports why schedule is not a cron expression sless can fire, or nil.
+func checkSchedule(schedule string) error {
+	if strings.HasPrefix(schedule, "TZ=") || strings.HasPrefix(schedule, "CRON_TZ=") {
+		return fmt.Errorf("set the zone in timezone, not in the schedule")
+	}
+	if _, err := cronParser.Parse(schedule); err != nil {
+		return fmt.Errorf("invalid cron schedule %q: %v; use five fields (minute hour day-of-month month day-of-week) or a macro such as @daily", schedule, err)
+	}
+	return nil
+}
+
+// checkTimezone reports why tz is not an IANA zone name, or nil.
+func checkTimezone(tz string) error {
+	if tz == "" || strings.ContainsAny(tz, " .\\") || strings.HasPrefix(tz, "/") {
+		return fmt.Errorf("invalid time zone %q: use an IANA name such as Europe/Berlin", tz)
+	}
+	if _, err := time.LoadLocation(tz); err != nil {
+		return fmt.Errorf("unknown time zone %q: use an IANA name such as Europe/Berlin", tz)
+	}
+	return nil
+}
+
+// checkJSON reports why s is not one JSON value, or nil.
+func checkJSON(s string) error {
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return fmt.Errorf("not valid JSON: %v; use jsonencode({...})", err)
+	}
+	return nil
+}
+
+// checkEnvNames reports the first variable name the runtime would refuse, or nil.
+func checkEnvNames(env map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if !envName.MatchString(k) {
+			return fmt.Errorf("invalid variable name %q: use letters, digits and '_', not starting with a digit", k)
+		}
+		if strings.HasPrefix(k, "SLESS_") {
+			return fmt.Errorf("variable %q: the SLESS_ prefix is reserved for the platform", k)
+		}
+	}
+	return nil
+}
+
+// stringCheck adapts a check function to a schema validator.
+type stringCheck struct {
+	desc  string
+	check func(string) error
+}
+
+func (v stringCheck) Description(context.Context) string         { return v.desc }
+func (v stringCheck) MarkdownDescription(context.Context) string { return v.desc }
+
+func (v stringCheck) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if err := v.check(req.ConfigValue.ValueString()); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid "+v.desc, err.Error())
+	}
+}
+
+// envCheck validates env_vars' keys.
+type envCheck struct{}
+
+func (envCheck) Description(context.Context) string { return "environment variable names" }
+func (envCheck) MarkdownDescription(ctx context.Context) string {
+	return envCheck{}.Description(ctx)
+}
+
+func (envCheck) ValidateMap(ctx context.Context, req validator.MapRequest, resp *validator.MapResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	env := map[string]string{}
+	for k := range req.ConfigValue.Elements() {
+		env[k] = ""
+	}
+	if err := checkEnvNames(env); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid environment variable", err.Error())
+	}
+}

@@ -1,0 +1,161 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/client"
+)
+
+// pollInterval is how often waits ask the API; local builds finish in seconds, so a short
+// interval keeps `terraform apply` from idling.
+const pollInterval = 300 * time.Millisecond
+
+// BuildError is a function whose build failed; Output is the build log the server kept
+// (compiler messages).
+type BuildError struct {
+	Function, Output string
+}
+
+func (e *BuildError) Error() string {
+	return fmt.Sprintf("function %s failed to build:\n%s", e.Function, e.Output)
+}
+
+// TimeoutError is a wait that ran out of time; Last describes the last observed state.
+type TimeoutError struct {
+	What, Last, Setting string
+	After               time.Duration
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("%s did not finish within %s (last seen: %s); raise %s if this is expected", e.What, e.After, e.Last, e.Setting)
+}
+
+// poll calls check until it reports done, returns an error, or timeout passes; describe
+// names the last state for the timeout error.
+func poll(ctx context.Context, timeout time.Duration, check func() (done bool, last string, err error)) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for {
+		done, last, err := check()
+		if done || err != nil {
+			return last, err
+		}
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// waitFunctionReady waits until the function's latest configuration is Ready, or its build
+// failed (a *BuildError), or timeout passes (a *TimeoutError). prev is the status seen right
+// after the change was sent: the API does not say which generation a Failed phase belongs
+// to, so a Failed status counts only once it differs from prev (a new failure).
+func waitFunctionReady(ctx context.Context, c *apiClient, name string, prev api.FunctionStatus, timeout time.Duration) (api.Function, error) {
+	var fn api.Function
+	last, err := poll(ctx, timeout, func() (bool, string, error) {
+		var err error
+		fn, err = c.GetFunction(ctx, c.namespace, name)
+		if err != nil {
+			return false, "", fmt.Errorf("read function %s: %w", name, err)
+		}
+		last := fn.Status.Phase
+		if fn.Status.Message != "" {
+			last += ": " + fn.Status.Message
+		}
+		if freshFailure(prev, fn.Status) {
+			out := fn.Status.LastBuildError
+			if out == "" {
+				out = fn.Status.Message
+			}
+			return false, last, &BuildError{Function: name, Output: out}
+		}
+		if fn.Status.Phase != api.PhaseFailed {
+			prev = fn.Status // a later Failed is a new one
+		}
+		return fn.Status.Ready, last, nil
+	})
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return fn, &TimeoutError{What: "build of function " + name, Last: last, Setting: "build_timeout_sec", After: timeout}
+	}
+	return fn, err
+}
+
+// freshFailure reports whether cur is a Failed status that was not already there in prev.
+func freshFailure(prev, cur api.FunctionStatus) bool {
+	if cur.Phase != api.PhaseFailed {
+		return false
+	}
+	if prev.Phase != api.PhaseFailed {
+		return true
+	}
+	return cur.LastBuildError != prev.LastBuildError || cur.Message != prev.Message ||
+		!sameTime(cur.LastBuildTime, prev.LastBuildTime)
+}
+
+func sameTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}
+
+// jobDone reports whether the job's status describes the run with id runID and that run ended.
+func jobDone(j api.Job, runID int64) bool {
+	if j.Status.ObservedRunID != runID {
+		return false
+	}
+	switch j.Status.Phase {
+	case api.JobSucceeded, api.JobFailed:
+		return true
+	case api.JobSkipped:
+		return runID == 0
+	}
+	return false
+}
+
+// waitJob waits until the job's run runID ended (Succeeded or Failed; Skipped for run 0).
+func waitJob(ctx context.Context, c *apiClient, name string, runID int64, timeout time.Duration) (api.Job, error) {
+	var j api.Job
+	last, err := poll(ctx, timeout, func() (bool, string, error) {
+		var err error
+		j, err = c.GetJob(ctx, c.namespace, name)
+		if err != nil {
+			return false, "", fmt.Errorf("read job %s: %w", name, err)
+		}
+		return jobDone(j, runID), fmt.Sprintf("run %d %s", j.Status.ObservedRunID, j.Status.Phase), nil
+	})
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return j, &TimeoutError{What: fmt.Sprintf("run %d of job %s", runID, name), Last: last, Setting: "wait_timeout_sec", After: timeout}
+	}
+	return j, err
+}
+
+// deleteTimeout bounds the wait for an object to disappear after DELETE (the cluster
+// backend removes owned objects through finalizers first).
+const deleteTimeout = 2 * time.Minute
+
+// waitGone calls get until it answers 404.
+func waitGone(ctx context.Context, what string, get func() error) error {
+	_, err := poll(ctx, deleteTimeout, func() (bool, string, error) {
+		err := get()
+		switch {
+		case client.IsNotFound(err):
+			return true, "", nil
+		case err != nil:
+			return false, "", err
+		}
+		return false, "still present", nil
+	})
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return fmt.Errorf("%s still exists %s after DELETE", what, deleteTimeout)
+	}
+	return err
+}
