@@ -3,7 +3,6 @@
 Standard library only, so it runs on any python:3.x image without installing anything.
 """
 import asyncio
-import collections
 import importlib
 import inspect
 import json
@@ -87,56 +86,37 @@ def run_handler(call, event, request):
         return Outcome(error=f"{type(exc).__name__}: {exc}")
 
 
-class Ticket:
-    """One timed invocation: finish() and expire() race, whichever comes first wins."""
-    __slots__ = ("deadline", "on_timeout", "state", "lock")
-
-    def __init__(self, on_timeout):
-        self.deadline, self.on_timeout = time.monotonic() + TIMEOUT, on_timeout
-        self.state, self.lock = None, threading.Lock()
-
-    def finish(self):
-        """Returns True when the handler finished before the watchdog answered."""
-        with self.lock:
-            if self.state is None:
-                self.state = "finished"
-            return self.state == "finished"
-
-    def expire(self):
-        with self.lock:
-            if self.state is not None:
-                return
-            self.state = "expired"
-        self.on_timeout()
-
-
 class Watchdog:
     """Answers 504 for invocations past TIMEOUT while their handlers run on, abandoned, on
-    their connection threads (Python cannot stop a thread). Every deadline is now + TIMEOUT,
-    so deadlines arrive in order and a FIFO replaces a timer per call."""
+    their connection threads (Python cannot stop a thread). Per call it costs one dict insert
+    and one pop (atomic under the GIL: whoever pops an entry answers); a tick of TICK seconds
+    finds the expired ones, so a 504 comes at most TICK late."""
+
+    TICK = 0.05
 
     def __init__(self):
-        self.queue, self.cond = collections.deque(), threading.Condition()
+        self.in_flight, self.answering = {}, threading.Lock()
         threading.Thread(target=self.run, name="watchdog", daemon=True).start()
 
-    def watch(self, ticket):
-        with self.cond:
-            self.queue.append(ticket)
-            if len(self.queue) == 1:
-                self.cond.notify()
+    def start(self, handler, path, started):
+        self.in_flight[handler] = (time.monotonic() + TIMEOUT, path, started)
+
+    def finish(self, handler):
+        """True when the handler finished first, False when the watchdog answered."""
+        if self.in_flight.pop(handler, None) is not None:
+            return True
+        with self.answering:  # returns once the 504 is written
+            return False
 
     def run(self):
         while True:
-            with self.cond:
-                while not self.queue:
-                    self.cond.wait()
-                ticket = self.queue[0]
-            delay = ticket.deadline - time.monotonic()
-            if ticket.state is None and delay > 0:
-                time.sleep(delay)  # later tickets have later deadlines
-            with self.cond:
-                self.queue.popleft()
-            ticket.expire()
+            time.sleep(self.TICK)
+            now = time.monotonic()
+            for handler, (deadline, path, started) in list(self.in_flight.items()):
+                if deadline <= now:
+                    with self.answering:
+                        if self.in_flight.pop(handler, None) is not None:
+                            handler.answer_timeout(path, started)
 
 
 def invoke_job(call, event, request):
@@ -268,12 +248,11 @@ class Handler(BaseHTTPRequestHandler):
                         "query": dict(parse_qsl(query, keep_blank_values=True)),
                         "headers": {k.lower(): v for k, v in self.headers.items()},
                     }
-                ticket = None
-                if TIMEOUT:
-                    ticket = Ticket(lambda: self.answer_timeout(path, start))
-                    self.server.watchdog.watch(ticket)
+                watchdog = self.server.watchdog
+                if watchdog:
+                    watchdog.start(self, path, start)
                 outcome = run_handler(self.call, decode_event(body), request)
-                if ticket is not None and not ticket.finish():
+                if watchdog and not watchdog.finish(self):
                     self.close_connection = True  # the watchdog answered 504 and closed it
                     return
                 status, ctype, payload = encode(outcome)
