@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"sless.dev/sless/gateway/client"
 )
@@ -214,4 +215,18 @@ func invoke(url string) (int, string, error) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body), err
+}
+
+// checkRuns expects the job handler to have run n times (one line per run in runsFile).
+func checkRuns(runsFile string, n int) func(*terraform.State) error {
+	return func(*terraform.State) error {
+		data, err := os.ReadFile(runsFile)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if got := strings.Count(string(data), "run\n"); got != n {
+			return fmt.Errorf("the handler ran %d times, want %d", got, n)
+		}
+		return nil
+	}
 }

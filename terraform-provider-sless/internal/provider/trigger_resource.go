@@ -243,7 +243,16 @@ func (r *triggerResource) Create(ctx context.Context, req resource.CreateRequest
 		resp.Diagnostics.AddError("Cannot create trigger "+name, err.Error())
 		return
 	}
-	r.record(ctx, t, &resp.State, &resp.Diagnostics)
+	r.settle(ctx, t, api.TriggerStatus{}, &resp.State, &resp.Diagnostics)
+}
+
+// settle records t once its status reflects the change (or after a short wait).
+func (r *triggerResource) settle(ctx context.Context, t api.Trigger, prev api.TriggerStatus, st *tfsdk.State, diags *diag.Diagnostics) {
+	t, err := waitTriggerSettled(ctx, r.client, t, prev)
+	if err != nil {
+		diags.AddError("Cannot read trigger "+t.Name, err.Error())
+	}
+	r.record(ctx, t, st, diags)
 }
 
 func (r *triggerResource) record(ctx context.Context, t api.Trigger, st *tfsdk.State, diags *diag.Diagnostics) {
@@ -279,12 +288,17 @@ func (r *triggerResource) Update(ctx context.Context, req resource.UpdateRequest
 		return
 	}
 	name := plan.Name.ValueString()
+	before, err := r.client.GetTrigger(ctx, r.client.namespace, name)
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot read trigger "+name, err.Error())
+		return
+	}
 	t, err := r.client.UpdateTrigger(ctx, r.client.namespace, name, plan.fields())
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot update trigger "+name, err.Error())
 		return
 	}
-	r.record(ctx, t, &resp.State, &resp.Diagnostics)
+	r.settle(ctx, t, before.Status, &resp.State, &resp.Diagnostics)
 }
 
 func (r *triggerResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {

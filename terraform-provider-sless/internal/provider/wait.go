@@ -159,3 +159,36 @@ func waitGone(ctx context.Context, what string, get func() error) error {
 	}
 	return err
 }
+
+// triggerSettleTimeout bounds the wait for a trigger's status after a change. The status is
+// informational (the trigger proceeds by itself once its function is Ready), so running out
+// of time records what was seen instead of failing.
+const triggerSettleTimeout = 5 * time.Second
+
+// triggerSettled reports whether cur reflects a spec with the given enabled flag, prev being
+// the status before the change. The API has no observed generation for triggers, so this
+// reads the status itself: a disabled trigger is inactive with a reason; an enabled one is
+// active, or gives a new reason why not (e.g. its function is not Ready).
+func triggerSettled(enabled bool, prev, cur api.TriggerStatus) bool {
+	if !enabled {
+		return !cur.Active && cur.Message != ""
+	}
+	return cur.Active || cur.Message != "" && cur.Message != prev.Message
+}
+
+// waitTriggerSettled polls the trigger until triggerSettled or the settle timeout, and
+// returns the last trigger read.
+func waitTriggerSettled(ctx context.Context, c *apiClient, t api.Trigger, prev api.TriggerStatus) (api.Trigger, error) {
+	_, err := poll(ctx, triggerSettleTimeout, func() (bool, string, error) {
+		got, err := c.GetTrigger(ctx, c.namespace, t.Name)
+		if err != nil {
+			return false, "", fmt.Errorf("read trigger %s: %w", t.Name, err)
+		}
+		t = got
+		return triggerSettled(t.Enabled, prev, t.Status), "", nil
+	})
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return t, nil
+	}
+	return t, err
+}

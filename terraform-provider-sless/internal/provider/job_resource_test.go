@@ -1,0 +1,119 @@
+package provider
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+)
+
+// jobHandler echoes the event's n and counts its runs in a file, so a re-run is visible.
+const jobHandler = `package handler
+
+import (
+	"fmt"
+	"os"
+)
+
+func Handle(event map[string]interface{}) interface{} {
+	f, _ := os.OpenFile(os.Getenv("RUNS_FILE"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	fmt.Fprintln(f, "run")
+	f.Close()
+	fmt.Fprintln(os.Stderr, "processing", event["n"])
+	return map[string]interface{}{"n": event["n"], "ok": true}
+}
+`
+
+func jobConfig(dir, runsFile string, runID int) string {
+	return fmt.Sprintf(`
+resource "sless_function" "fn" {
+  name       = "acc-job-fn"
+  runtime    = "go1.23"
+  source_dir = %[1]q
+  env_vars   = { RUNS_FILE = %[2]q }
+}
+
+resource "sless_job" "test" {
+  name       = "acc-job"
+  function   = sless_function.fn.name
+  event_json = jsonencode({ n = 42 })
+  run_id     = %[3]d
+}
+`, dir, runsFile, runID)
+}
+
+func TestAccJob(t *testing.T) {
+	d := sless(t)
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "handler.go"), jobHandler)
+	runsFile := filepath.Join(t.TempDir(), "runs")
+	const addr = "sless_job.test"
+	reRun := resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+		plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+		plancheck.ExpectUnknownValue(addr, tfjsonpath.New("result")),
+	}}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6Providers,
+		CheckDestroy:             checkGone(d, t),
+		Steps: []resource.TestStep{
+			{
+				// run_id 0: created, not run.
+				Config: jobConfig(src, runsFile, 0),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("phase"), knownvalue.StringExact("Skipped")),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("result"), knownvalue.StringExact("")),
+				},
+				Check: checkRuns(runsFile, 0),
+			},
+			{
+				Config:           jobConfig(src, runsFile, 1),
+				ConfigPlanChecks: reRun,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("phase"), knownvalue.StringExact("Succeeded")),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("observed_run_id"), knownvalue.Int64Exact(1)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("result"), knownvalue.StringRegexp(regexp.MustCompile(`^\{"n":42,"ok":true\}\s*$`))),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("output"), knownvalue.StringRegexp(regexp.MustCompile(`processing 42`))),
+				},
+				Check: checkRuns(runsFile, 1),
+			},
+			{
+				Config:           jobConfig(src, runsFile, 2),
+				ConfigPlanChecks: reRun,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("phase"), knownvalue.StringExact("Succeeded")),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("observed_run_id"), knownvalue.Int64Exact(2)),
+				},
+				Check: checkRuns(runsFile, 2),
+			},
+			{
+				// Applying again without raising run_id does not run the job.
+				Config:   jobConfig(src, runsFile, 2),
+				PlanOnly: true,
+			},
+			{
+				Config:            jobConfig(src, runsFile, 2),
+				ResourceName:      addr,
+				ImportState:       true,
+				ImportStateId:     "acc-job",
+				ImportStateVerify: true,
+			},
+			{
+				// Lowering run_id starts over: the job is replaced and not run.
+				Config: jobConfig(src, runsFile, 0),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionDestroyBeforeCreate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("phase"), knownvalue.StringExact("Skipped")),
+				},
+				Check: checkRuns(runsFile, 2),
+			},
+		},
+	})
+}

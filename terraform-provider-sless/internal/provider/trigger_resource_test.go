@@ -1,0 +1,118 @@
+package provider
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+)
+
+func triggerConfig(dir string, enabled bool) string {
+	return fmt.Sprintf(`
+resource "sless_function" "fn" {
+  name       = "acc-trig-fn"
+  runtime    = "go1.23"
+  source_dir = %[1]q
+  env_vars   = { GREETING = "from trigger" }
+}
+
+resource "sless_trigger" "http" {
+  name     = "acc-http"
+  type     = "http"
+  function = sless_function.fn.name
+  enabled  = %[2]t
+}
+
+resource "sless_trigger" "cron" {
+  name     = "acc-cron"
+  type     = "cron"
+  function = sless_function.fn.name
+  schedule = "0 3 * * *"
+  timezone = "Europe/Berlin"
+  enabled  = %[2]t
+}
+`, dir, enabled)
+}
+
+// checkInvokeStatus calls the function's url and expects the HTTP status.
+func checkInvokeStatus(address string, want int) resource.TestCheckFunc {
+	return func(s *terraform.State) error {
+		url := s.RootModule().Resources[address].Primary.Attributes["url"]
+		status, body, err := invoke(url)
+		if err != nil {
+			return err
+		}
+		if status != want {
+			return fmt.Errorf("invoking %s: %d %q, want %d", url, status, body, want)
+		}
+		return nil
+	}
+}
+
+func TestAccTrigger(t *testing.T) {
+	d := sless(t)
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "handler.go"), goHandler("v1"))
+	inPlace := resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+		plancheck.ExpectResourceAction("sless_trigger.http", plancheck.ResourceActionUpdate),
+		plancheck.ExpectResourceAction("sless_trigger.cron", plancheck.ResourceActionUpdate),
+		plancheck.ExpectResourceAction("sless_function.fn", plancheck.ResourceActionNoop),
+	}}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6Providers,
+		CheckDestroy:             checkGone(d, t),
+		Steps: []resource.TestStep{
+			{
+				Config: triggerConfig(src, true),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("sless_trigger.http", tfjsonpath.New("enabled"), knownvalue.Bool(true)),
+					statecheck.ExpectKnownValue("sless_trigger.cron", tfjsonpath.New("schedule"), knownvalue.StringExact("0 3 * * *")),
+					statecheck.ExpectKnownValue("sless_trigger.cron", tfjsonpath.New("url"), knownvalue.Null()),
+				},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttrPair("sless_trigger.http", "url", "sless_function.fn", "url"),
+					checkInvoke("sless_function.fn", "v1 from trigger"),
+				),
+			},
+			{
+				// Disabling freezes the function in place: no re-create, calls are refused.
+				Config:           triggerConfig(src, false),
+				ConfigPlanChecks: inPlace,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("sless_trigger.http", tfjsonpath.New("enabled"), knownvalue.Bool(false)),
+					statecheck.ExpectKnownValue("sless_trigger.http", tfjsonpath.New("active"), knownvalue.Bool(false)),
+				},
+				Check: checkInvokeStatus("sless_trigger.http", http.StatusServiceUnavailable),
+			},
+			{
+				Config:           triggerConfig(src, true),
+				ConfigPlanChecks: inPlace,
+				Check:            checkInvoke("sless_function.fn", "v1 from trigger"),
+			},
+			{
+				Config:            triggerConfig(src, true),
+				ResourceName:      "sless_trigger.cron",
+				ImportState:       true,
+				ImportStateId:     "acc-cron",
+				ImportStateVerify: true,
+			},
+			{
+				Config:            triggerConfig(src, true),
+				ResourceName:      "sless_trigger.http",
+				ImportState:       true,
+				ImportStateVerify: true,
+				// The "namespace/name" form of the id works as well.
+				ImportStateIdFunc: func(s *terraform.State) (string, error) {
+					return s.RootModule().Resources["sless_trigger.http"].Primary.ID, nil
+				},
+			},
+		},
+	})
+}
