@@ -3,6 +3,9 @@ package local_test
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -54,8 +57,8 @@ func BenchmarkColdStart(b *testing.B) {
 
 // BenchmarkWarmThroughput compares requests per second to one warm function process called
 // directly with the same process called through `sless dev` (/fn/: gateway, auth-free route,
-// pool), in the same run: two alternating rounds of each, 8 concurrent clients. Run with
-// -benchtime=1x.
+// pool) and through a bare stdlib reverse proxy, in the same run: two alternating rounds of
+// each, 8 concurrent closed-loop clients. Run with -benchtime=1x.
 func BenchmarkWarmThroughput(b *testing.B) {
 	const (
 		clients = 8
@@ -69,20 +72,36 @@ func BenchmarkWarmThroughput(b *testing.B) {
 	for _, rt := range benchRuntimes {
 		b.Run(rt.runtime, func(b *testing.B) {
 			waitFor(b, "the warm process", 30*time.Second, func() bool { return d.stats(rt.example).Ready == 1 })
-			direct := "http://" + d.stats(rt.example).Addrs[0] + "/"
+			addr := d.stats(rt.example).Addrs[0]
+			direct := "http://" + addr + "/"
 			viaDev := d.endpoint + "/fn/" + d.ns + "/" + rt.example
+			bare := bareProxy(b, addr)
 			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * clients}}
-			var directN, devN int64
+			var directN, devN, bareN int64
 			for range max(b.N, 1) * 2 {
 				directN += load(b, hc, direct, clients, round)
 				devN += load(b, hc, viaDev, clients, round)
+				bareN += load(b, hc, bare, clients, round)
 			}
 			secs := 2 * float64(max(b.N, 1)) * round.Seconds()
 			b.ReportMetric(float64(directN)/secs, "direct-rps")
 			b.ReportMetric(float64(devN)/secs, "dev-rps")
-			b.ReportMetric(float64(devN)/float64(directN), "ratio")
+			b.ReportMetric(float64(bareN)/secs, "bare-proxy-rps")
+			b.ReportMetric(float64(devN)/float64(directN), "dev/direct")
+			b.ReportMetric(float64(devN)/float64(bareN), "dev/bare-proxy")
 		})
 	}
+}
+
+// bareProxy is the smallest possible extra hop, a stdlib reverse proxy to addr: it separates
+// the cost of any proxy hop from the cost of sless's gateway and pool.
+func bareProxy(b *testing.B, addr string) string {
+	target := &url.URL{Scheme: "http", Host: addr}
+	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
+		Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	srv := httptest.NewServer(rp)
+	b.Cleanup(srv.Close)
+	return srv.URL + "/"
 }
 
 // load POSTs to url from n clients for d and returns the number of 200 answers.
