@@ -304,7 +304,8 @@ func TestProxyHeldRequestCap(t *testing.T) {
 		t.Fatalf("fourth request in total: %d, want 503", code)
 	}
 	metrics := readAll(t, get(t, h.URL+"/metrics"))
-	for _, want := range []string{"sless_gateway_fn_held_requests 3", "sless_gateway_fn_rejected_total 2"} {
+	for _, want := range []string{"sless_gateway_fn_held_requests 3", "sless_gateway_fn_rejected_total 2",
+		`sless_gateway_requests_total{code="503",handler="fn"} 2`, `sless_gateway_request_duration_seconds_count{handler="fn"}`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
