@@ -82,9 +82,35 @@ func (f stateFile) load() (*state, error) {
 	if st.Version != stateVersion {
 		return nil, fmt.Errorf("dev state %s has version %d, this sless reads %d; move it away to start empty", f.path, st.Version, stateVersion)
 	}
+	if err := st.check(); err != nil {
+		return nil, fmt.Errorf("dev state %s is corrupt (%v); move it away to start empty", f.path, err)
+	}
 	return st, nil
 }
 
+// check rejects entries a hand edit could leave behind: null objects and keys that do not
+// match the object's namespace/name.
+func (st *state) check() error {
+	if st.Namespaces == nil {
+		st.Namespaces = map[string]bool{}
+	}
+	for key, r := range st.Functions {
+		if r == nil || key != objectKey(r.Namespace, r.Name) || r.Name == "" {
+			return fmt.Errorf("function entry %q does not name itself", key)
+		}
+	}
+	for key, r := range st.Triggers {
+		if r == nil || key != objectKey(r.Namespace, r.Name) || r.Name == "" {
+			return fmt.Errorf("trigger entry %q does not name itself", key)
+		}
+	}
+	for key, r := range st.Jobs {
+		if r == nil || key != objectKey(r.Namespace, r.Name) || r.Name == "" {
+			return fmt.Errorf("job entry %q does not name itself", key)
+		}
+	}
+	return nil
+}
 func (f stateFile) save(st *state) error {
 	data, err := json.MarshalIndent(st, "", " ")
 	if err != nil {
