@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,8 +15,18 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/jackc/pgx/v5"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "sless.dev/sless/apis/v1alpha1"
 
 	"sless.dev/sless/gateway"
+	"sless.dev/sless/gateway/api"
+	gwclient "sless.dev/sless/gateway/client"
+	"sless.dev/sless/test/testenv"
 )
 
 // TestGatewayAuthenticatorFlags checks that the gateway never starts without token
@@ -63,5 +77,137 @@ func TestGatewayAuthenticatorFlags(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGatewayCommand runs `sless gateway` as users do (flags, env, kubeconfig) against a real
+// API server and PostgreSQL: the API answers with a verified token, /fn/ reaches the function
+// through the interceptor address, the invocation lands in the history, and cancelling the
+// command drains and returns.
+func TestGatewayCommand(t *testing.T) {
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Stop()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: env.Config.CertData, ClientKeyData: env.Config.KeyData}
+	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	cfg.CurrentContext = "envtest"
+	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	key := strings.Repeat("s", 40)
+	t.Setenv("KUBECONFIG", kubeconfig)
+	t.Setenv("SLESS_JWT_HMAC_KEY", key)
+	dbURL := dispatcherTestDatabase(t)
+	interceptor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "host=%s path=%s", r.Host, r.URL.Path)
+	}))
+	defer interceptor.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := newGatewayCmd()
+	cmd.SetArgs([]string{"--listen=" + addr, "--interceptor-url=" + interceptor.URL, "--database-url=" + dbURL,
+		"--artifacts-dir=" + t.TempDir(), "--log-level=warn"})
+	cmd.SetErr(io.Discard)
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	base := "http://" + addr
+	waitOK(t, base+"/healthz", done)
+
+	tok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{Subject: "cmd-test",
+		ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}).SignedString([]byte(key))
+	c, err := gwclient.New(base, tok, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := api.TenantNamespace("cmd-test")
+	rt := "nodejs22"
+	if _, err := c.CreateFunction(ctx, ns, api.CreateFunction{Name: "hi", FunctionFields: api.FunctionFields{Runtime: &rt}}); err != nil {
+		t.Fatal(err)
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var fn v1.Function
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "hi"}, &fn); err != nil {
+			return err
+		}
+		fn.Status.Phase, fn.Status.RoutingHost, fn.Status.ObservedGeneration = v1.FunctionReady, "hi."+ns+".fn.test", fn.Generation
+		return env.Client.Status().Update(ctx, &fn)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fnURL := base + "/fn/" + ns + "/hi/world"
+	waitOK(t, fnURL, done)
+	resp, err := http.Get(fnURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := "host=hi." + ns + ".fn.test path=/world"; string(body) != want {
+		t.Fatalf("function saw %q, want %q", body, want)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		page, err := c.ListInvocations(ctx, ns, "hi", 0, "")
+		if err == nil && len(page.Invocations) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("invocations not recorded: %+v, %v", page, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("gateway exited with %v after cancel", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("gateway did not stop after cancel")
+	}
+	var n int
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM invocations WHERE namespace = $1", ns).Scan(&n); err != nil || n < 2 {
+		t.Fatalf("history rows after shutdown: %d, %v", n, err)
+	}
+}
+
+// waitOK polls u until it answers 200, failing early if the command exited.
+func waitOK(t *testing.T, u string, done <-chan error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			t.Fatalf("gateway exited: %v", err)
+		default:
+		}
+		if resp, err := http.Get(u); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not answer 200", u)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
