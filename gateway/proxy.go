@@ -69,6 +69,8 @@ type fnProxy struct {
 	rp       *httputil.ReverseProxy
 	held     heldRequests
 	rejected prometheus.Counter
+	// lastErrLog is the Unix second of the last forwarding-failure log line.
+	lastErrLog atomic.Int64
 }
 
 // target is what Rewrite needs to know about one proxied request.
@@ -207,7 +209,11 @@ func (p *fnProxy) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 			sw.status = statusClientClosed
 		}
 	default:
-		p.log.WarnContext(ctx, "Warning: forwarding to the function failed", "host", r.Host, "error", err)
+		// One line per second at most: an unreachable interceptor fails every request.
+		if now := time.Now().Unix(); p.lastErrLog.Swap(now) != now {
+			t := ctx.Value(targetKey{}).(*target)
+			p.log.WarnContext(ctx, "Warning: forwarding to the function failed; check the interceptor", "host", t.host, "error", err)
+		}
 		writeError(w, http.StatusBadGateway, "the function could not be reached")
 	}
 }

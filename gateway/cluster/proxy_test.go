@@ -389,3 +389,18 @@ func get(t testing.TB, u string) io.Reader {
 	b, _ := io.ReadAll(resp.Body)
 	return strings.NewReader(string(b))
 }
+
+// TestProxyInterceptorDown answers 502 with a JSON error when nothing listens at the
+// interceptor address, and records the failed invocation.
+func TestProxyInterceptorDown(t *testing.T) {
+	h := newHarness(t, harnessOptions{interceptor: "http://" + freePort(t)})
+	tn := h.tenant()
+	fnURL := h.deploy(tn, "orphan", 0)
+	for range 3 {
+		code, e, _ := do(t, "POST", fnURL, "", "application/json", strings.NewReader(`{}`))
+		if code != http.StatusBadGateway || !strings.Contains(e.Error, "could not be reached") {
+			t.Fatalf("%d %+v, want 502", code, e)
+		}
+	}
+	waitFor(t, 10*time.Second, "3 failed invocations recorded", func() bool { return countRows(t, h.dbURL, tn.ns) == 3 })
+}
