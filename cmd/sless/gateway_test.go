@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,11 +12,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/jackc/pgx/v5"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/retry"
@@ -82,7 +87,8 @@ func TestGatewayAuthenticatorFlags(t *testing.T) {
 
 // TestGatewayCommand runs `sless gateway` as users do (flags, env, kubeconfig) against a real
 // API server and PostgreSQL: the API answers with a verified token, /fn/ reaches the function
-// through the interceptor address, the invocation lands in the history, and cancelling the
+// through the interceptor address, the invocation lands in the history with the trace id of
+// the span exported to an OTLP collector (OTEL_* variables), and cancelling the
 // command drains and returns.
 func TestGatewayCommand(t *testing.T) {
 	env, err := testenv.Start()
@@ -100,6 +106,7 @@ func TestGatewayCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := strings.Repeat("s", 40)
+	spans := startCollector(t)
 	t.Setenv("KUBECONFIG", kubeconfig)
 	t.Setenv("SLESS_JWT_HMAC_KEY", key)
 	dbURL := dispatcherTestDatabase(t)
@@ -159,9 +166,11 @@ func TestGatewayCommand(t *testing.T) {
 		t.Fatalf("function saw %q, want %q", body, want)
 	}
 	deadline := time.Now().Add(10 * time.Second)
+	var traceID string
 	for {
 		page, err := c.ListInvocations(ctx, ns, "hi", 0, "")
 		if err == nil && len(page.Invocations) >= 2 {
+			traceID = page.Invocations[0].TraceID
 			break
 		}
 		if time.Now().After(deadline) {
@@ -177,6 +186,9 @@ func TestGatewayCommand(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("gateway did not stop after cancel")
+	}
+	if !spans.has("GET /fn", traceID) {
+		t.Fatalf("no exported GET /fn span with the recorded trace id %s (got %v)", traceID, spans.names())
 	}
 	var n int
 	conn, err := pgx.Connect(context.Background(), dbURL)
@@ -210,4 +222,59 @@ func waitOK(t *testing.T, u string, done <-chan error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// collector is an OTLP/gRPC trace receiver: the gateway exports its spans here when
+// OTEL_EXPORTER_OTLP_ENDPOINT points at it.
+type collector struct {
+	coltracepb.UnimplementedTraceServiceServer
+	mu    sync.Mutex
+	spans []*tracepb.Span
+}
+
+func (c *collector) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, rs := range req.ResourceSpans {
+		for _, ss := range rs.ScopeSpans {
+			c.spans = append(c.spans, ss.Spans...)
+		}
+	}
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+func (c *collector) has(name, traceID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.spans {
+		if s.Name == name && hex.EncodeToString(s.TraceId) == traceID {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *collector) names() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, s := range c.spans {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func startCollector(t *testing.T) *collector {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &collector{}
+	srv := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(srv, c)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+ln.Addr().String())
+	t.Setenv("OTEL_EXPORTER_OTLP_INSECURE", "true")
+	return c
 }
