@@ -117,7 +117,11 @@ func New(opts Options) (*Backend, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Backend{
+	var b *Backend
+	if opts.Pool.OnStart == nil {
+		opts.Pool.OnStart = func(host string, err error) { b.noteStart(host, err) }
+	}
+	b = &Backend{
 		opts: opts, log: opts.Logger.With("component", "dev-backend"), file: file, st: st,
 		pool: localpool.New(opts.Pool), deployed: map[string]deployment{},
 		builds: newBuilds(opts.MaxBuilds), ctx: ctx, cancel: cancel,

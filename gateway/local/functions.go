@@ -129,6 +129,39 @@ func (b *Backend) undeploy(key string) {
 	}
 }
 
+// startFailedPrefix begins the status message of a function whose last cold start failed.
+const startFailedPrefix = "the last start of the function process failed: "
+
+// noteStart shows a failed cold start (e.g. a Python syntax error, which no build step
+// catches) in the function's status message, and clears it once a start succeeds.
+func (b *Backend) noteStart(host string, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for key, d := range b.deployed {
+		if d.host != host {
+			continue
+		}
+		r := b.st.Functions[key]
+		if r == nil || r.Status.Phase != api.PhaseReady {
+			return
+		}
+		old := r.Status.Message
+		switch {
+		case err != nil:
+			r.Status.Message = truncate(startFailedPrefix+err.Error(), maxBuildError)
+		case strings.HasPrefix(old, startFailedPrefix):
+			r.Status.Message = ""
+		}
+		if r.Status.Message == old {
+			return
+		}
+		if err := b.commitLocked(func() { r.Status.Message = old }); err != nil {
+			b.log.Error("persisting function status", "function", key, "error", err)
+		}
+		return
+	}
+}
+
 // deleteArtifacts garbage-collects the uploads of a deleted function.
 func (b *Backend) deleteArtifacts(ctx context.Context, key string) {
 	ns, name := splitKey(key)

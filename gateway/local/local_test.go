@@ -354,10 +354,72 @@ func TestBadInputsDisturbNothing(t *testing.T) {
 	if code != http.StatusBadGateway || !strings.Contains(body, "could not be reached") {
 		t.Fatalf("Python syntax error: want 502, got %d %s", code, body)
 	}
+	waitFor(t, "the start-up error in the function status", 10*time.Second, func() bool {
+		fn, err := d.client.GetFunction(ctx, d.ns, "py-syntax")
+		return err == nil && strings.Contains(fn.Status.Message, "SyntaxError")
+	})
 	healthy("broken functions")
 }
 
 func isStatus(err error, code int) bool {
 	var ce *client.Error
 	return errors.As(err, &ce) && ce.StatusCode == code
+}
+
+// TestDisabledHTTPTriggerAndTimeout: enabled:false on the only http trigger answers 503 and
+// stops the processes in place; enabling it serves again. A timeout is enforced (504).
+func TestDisabledHTTPTriggerAndTimeout(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{})
+	ctx := context.Background()
+	d.deploy("gated", "python3.11", map[string]string{"handler.py": steerable},
+		api.FunctionFields{MinReplicas: ptr[int32](1), TimeoutSec: ptr[int32](1)})
+	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "gated-http", TriggerFields: api.TriggerFields{
+		Type: ptr(api.TriggerHTTP), Function: ptr("gated")}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the warm process (min_replicas 1)", 30*time.Second, func() bool { return d.stats("gated").Ready == 1 })
+	if code, body := d.invoke("gated", `{"sleep": 3}`); code != http.StatusGatewayTimeout {
+		t.Fatalf("timeout_sec 1 and a 3 s handler: want 504, got %d %s", code, body)
+	}
+	pid := d.stats("gated").PIDs[0]
+	if _, err := d.client.SetTriggerEnabled(ctx, d.ns, "gated-http", false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the trigger to report inactive", 10*time.Second, func() bool {
+		tr, err := d.client.GetTrigger(ctx, d.ns, "gated-http")
+		return err == nil && !tr.Status.Active && strings.Contains(tr.Status.Message, "enabled is false")
+	})
+	waitFor(t, "the processes to stop", 10*time.Second, func() bool { return d.stats("gated").Processes == 0 && !alive(pid) })
+	if code, _ := d.invoke("gated", `{}`); code != http.StatusServiceUnavailable {
+		t.Fatalf("disabled: want 503, got %d", code)
+	}
+	if _, err := d.client.SetTriggerEnabled(ctx, d.ns, "gated-http", true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the function to serve again", 30*time.Second, func() bool {
+		code, _ := d.invoke("gated", `{}`)
+		return code == http.StatusOK
+	})
+}
+
+// TestEventTriggerWithoutBroker: without --amqp-url an event trigger is accepted but
+// inactive, and its status says how to turn it on.
+func TestEventTriggerWithoutBroker(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{})
+	ctx := context.Background()
+	d.deploy("quiet", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{})
+	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "q", TriggerFields: api.TriggerFields{
+		Type: ptr(api.TriggerEvent), Function: ptr("quiet"), Queue: ptr("nowhere"), BrokerSecret: ptr("s"), BrokerSecretKey: ptr("url")}}); err != nil {
+		t.Fatal(err)
+	}
+	var tr api.Trigger
+	waitFor(t, "the trigger status", 10*time.Second, func() bool {
+		tr, _ = d.client.GetTrigger(ctx, d.ns, "q")
+		return strings.Contains(tr.Status.Message, "--amqp-url")
+	})
+	if tr.Status.Active {
+		t.Fatalf("an event trigger without a broker must be inactive: %+v", tr.Status)
+	}
 }

@@ -197,12 +197,13 @@ func (f *function) run(pr *process) {
 		err = pr.waitHealthy(f.pool.opts.StartTimeout)
 	}
 	f.mu.Lock()
-	if err == nil && !pr.stopping {
+	stopped := pr.stopping // stopped on purpose while starting: nothing to report
+	if err == nil && !stopped {
 		pr.ready, pr.lastUsed = true, time.Now()
 		log.Info("process ready", "pid", pr.pid(), "addr", pr.addr, "startup", time.Since(pr.started).Round(time.Millisecond))
 		f.broadcast()
 	}
-	if err != nil && !pr.stopping {
+	if err != nil && !stopped {
 		f.failures++
 		f.lastErr = err
 		log.Warn("Warning: function process failed to start", "error", err)
@@ -210,6 +211,9 @@ func (f *function) run(pr *process) {
 		f.broadcast()
 	}
 	f.mu.Unlock()
+	if on := f.pool.opts.OnStart; on != nil && !stopped {
+		on(f.key, err)
+	}
 	exitErr := pr.wait()
 	f.mu.Lock()
 	defer f.mu.Unlock()

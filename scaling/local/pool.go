@@ -59,6 +59,10 @@ type Options struct {
 	Tick time.Duration
 	// Host is the loopback address processes listen on. Default 127.0.0.1.
 	Host string
+	// OnStart, when set, learns how each cold start of a function ended (err nil: ready), so
+	// a start-up error (a Python syntax error, a missing module) can be shown to the user.
+	// It must not block.
+	OnStart func(key string, err error)
 }
 
 func (o Options) withDefaults() Options {
