@@ -46,7 +46,7 @@ RS256/ES256 keys of --jwks-url. Traces are exported over OTLP when OTEL_EXPORTER
 		RunE: func(cmd *cobra.Command, _ []string) error { return runGateway(cmd, f) },
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&f.listen, "listen", envOr("SLESS_LISTEN", ":8090"), "address to serve on (env SLESS_LISTEN)")
+	fs.StringVar(&f.listen, "listen", envOr("SLESS_LISTEN", ":8080"), "address to serve on (env SLESS_LISTEN)")
 	fs.StringVar(&f.level, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.interceptorURL, "interceptor-url", envOr("SLESS_INTERCEPTOR_URL", scaling.DefaultOptions().InterceptorURL), "KEDA HTTP interceptor proxy /fn/ requests go to (env SLESS_INTERCEPTOR_URL)")
 	fs.StringVar(&f.databaseURL, "database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL of the invocation history (env SLESS_DATABASE_URL); empty: no history")
