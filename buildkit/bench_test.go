@@ -33,7 +33,7 @@ func benchZip(b *testing.B) []byte {
 		}
 		entries = append(entries, zipEntry{name: fmt.Sprintf("src/pkg%02d/file%03d.py", i%16, i), body: buf.Bytes()})
 	}
-	for i := 0; i < 10; i++ { // 10 MiB of assets
+	for i := 0; i < 12; i++ { // 12 MiB of assets
 		entries = append(entries, zipEntry{name: fmt.Sprintf("assets/blob%d.bin", i), body: rnd[i<<20 : (i+1)<<20]})
 	}
 	return makeZip(b, entries...)

@@ -47,8 +47,8 @@ function loadHandler() {
 
 class TimeoutError extends Error {}
 
-// invoke resolves with the handler's value; after TIMEOUT it rejects with TimeoutError and the
-// handler's promise is abandoned (its eventual value is discarded).
+// invoke runs a job: it resolves with the handler's value; after TIMEOUT it rejects with
+// TimeoutError and the handler's promise is abandoned (its eventual value is discarded).
 function invoke(fn, event, request) {
   const run = new Promise((resolve) => resolve(fn(event, request)));
   if (TIMEOUT === 0) return run;
@@ -134,7 +134,10 @@ function serve(fn) {
     }
     const start = Date.now();
     const traceparent = req.headers.traceparent || '';
-    let status, ctype, payload;
+    const answer = (status, ctype, payload) => {
+      res.writeHead(status, { 'Content-Type': ctype, 'Content-Length': Buffer.byteLength(payload) }).end(payload);
+      log('info', 'invocation', { method: req.method, path: pathname, status, duration_ms: Date.now() - start, traceparent });
+    };
     inFlight++; // until the response is flushed: SIGTERM waits for it
     res.on('close', () => inFlight--);
     try {
@@ -143,18 +146,29 @@ function serve(fn) {
       const request = wantsRequest
         ? { method: req.method, path: pathname, query: q < 0 ? {} : { ...querystring.parse(req.url.slice(q + 1)) }, headers: req.headers, traceparent }
         : undefined;
-      [status, ctype, payload] = await encode(invoke(fn, decodeEvent(body), request));
+      // The timer answers 504 itself; the handler's promise is abandoned, its value dropped.
+      let timer;
+      if (TIMEOUT > 0) {
+        timer = setTimeout(() => {
+          timer = undefined;
+          answer(504, 'application/json', errorJSON(`function timed out after ${TIMEOUT}s`));
+        }, TIMEOUT * 1000);
+      }
+      const result = await encode(new Promise((resolve) => resolve(fn(decodeEvent(body), request))));
+      if (TIMEOUT > 0) {
+        if (timer === undefined) return;
+        clearTimeout(timer);
+      }
+      answer(...result);
     } catch (err) {
       if (err.tooLarge) {
-        [status, ctype, payload] = [413, 'application/json', errorJSON(`request body exceeds ${MAX_BODY} bytes`)];
+        answer(413, 'application/json', errorJSON(`request body exceeds ${MAX_BODY} bytes`));
         discardBody(req);
       } else {
-        [status, ctype, payload] = [400, 'application/json', errorJSON(`reading request body: ${err.message}`)];
         res.setHeader('Connection', 'close');
+        answer(400, 'application/json', errorJSON(`reading request body: ${err.message}`));
       }
     }
-    res.writeHead(status, { 'Content-Type': ctype, 'Content-Length': Buffer.byteLength(payload) }).end(payload);
-    log('info', 'invocation', { method: req.method, path: pathname, status, duration_ms: Date.now() - start, traceparent });
   });
   const host = process.env.SLESS_HOST || '127.0.0.1';
   server.listen(envInt('PORT', 8080), host, () => {
