@@ -126,3 +126,31 @@ func TestJobDone(t *testing.T) {
 		})
 	}
 }
+
+func TestTriggerSettled(t *testing.T) {
+	frozen := api.TriggerStatus{Message: "enabled is false: frozen in place"}
+	waiting := api.TriggerStatus{Message: `waiting for function "f" to be Ready`}
+	active := api.TriggerStatus{Active: true}
+	tests := []struct {
+		name      string
+		enabled   bool
+		prev, cur api.TriggerStatus
+		want      bool
+	}{
+		{"created, not reconciled yet", true, api.TriggerStatus{}, api.TriggerStatus{}, false},
+		{"created and active", true, api.TriggerStatus{}, active, true},
+		{"created, waiting for its function", true, api.TriggerStatus{}, waiting, true},
+		{"disabled, old status still active", false, active, active, false},
+		{"disabled and frozen", false, active, frozen, true},
+		{"enabled, old frozen status", true, frozen, frozen, false},
+		{"enabled, now waiting for its function", true, frozen, waiting, true},
+		{"enabled and active", true, frozen, active, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := triggerSettled(tc.enabled, tc.prev, tc.cur); got != tc.want {
+				t.Fatalf("triggerSettled = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -183,3 +183,53 @@ func TestAccFunctionBuildError(t *testing.T) {
 		}},
 	})
 }
+
+// TestAccFunctionCodePath deploys a prepared zip; a new code_hash uploads it again.
+func TestAccFunctionCodePath(t *testing.T) {
+	d := sless(t)
+	zipPath := filepath.Join(t.TempDir(), "handler.zip")
+	writeZip := func(version string) {
+		src := t.TempDir()
+		writeFile(t, filepath.Join(src, "handler.go"), goHandler(version))
+		data, err := sourcezip.Zip(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(zipPath, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config := fmt.Sprintf(`
+resource "sless_function" "zip" {
+  name        = "acc-zip"
+  runtime     = "go1.25"
+  code_path   = %[1]q
+  code_hash   = filesha256(%[1]q)
+  timeout_sec = 0
+  env_vars    = { GREETING = "zipped" }
+}
+`, zipPath)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6Providers,
+		CheckDestroy:             checkGone(d, t),
+		Steps: []resource.TestStep{
+			{
+				PreConfig: func() { writeZip("zip-v1") },
+				Config:    config,
+				ConfigStateChecks: []statecheck.StateCheck{
+					// An explicit 0 (no limit) stays 0; unset would stay null.
+					statecheck.ExpectKnownValue("sless_function.zip", tfjsonpath.New("timeout_sec"), knownvalue.Int64Exact(0)),
+				},
+				Check: checkInvoke("sless_function.zip", "zip-v1 zipped"),
+			},
+			{
+				PreConfig: func() { writeZip("zip-v2") },
+				Config:    config,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("sless_function.zip", plancheck.ResourceActionUpdate),
+				}},
+				Check: checkInvoke("sless_function.zip", "zip-v2 zipped"),
+			},
+		},
+	})
+}

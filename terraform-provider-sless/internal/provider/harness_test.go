@@ -124,7 +124,12 @@ func (d *slessDev) start() error {
 	if err != nil {
 		return err
 	}
-	d.cmd = exec.Command(bin, "dev", "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
+	// Event triggers consume from the machine's RabbitMQ (started by test/tools/deps.sh).
+	amqpURL := os.Getenv("SLESS_TEST_AMQP_URL")
+	if amqpURL == "" {
+		amqpURL = "amqp://guest:guest@127.0.0.1:5672/"
+	}
+	d.cmd = exec.Command(bin, "dev", "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--amqp-url", amqpURL)
 	d.cmd.Stderr = logFile
 	stdout, err := d.cmd.StdoutPipe()
 	if err != nil {

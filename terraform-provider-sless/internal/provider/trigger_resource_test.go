@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
@@ -14,7 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 )
 
-func triggerConfig(dir string, enabled bool) string {
+func triggerConfig(dir, queue string, enabled bool) string {
 	return fmt.Sprintf(`
 resource "sless_function" "fn" {
   name       = "acc-trig-fn"
@@ -38,7 +39,19 @@ resource "sless_trigger" "cron" {
   timezone = "Europe/Berlin"
   enabled  = %[2]t
 }
-`, dir, enabled)
+
+resource "sless_trigger" "events" {
+  name              = "acc-events"
+  type              = "event"
+  function          = sless_function.fn.name
+  queue             = %[3]q
+  broker_secret     = "rabbitmq"
+  max_attempts      = 2
+  backoff_ms        = 10
+  dead_letter_queue = "%[3]s-dead"
+  enabled           = %[2]t
+}
+`, dir, enabled, queue)
 }
 
 // checkInvokeStatus calls the function's url and expects the HTTP status.
@@ -60,7 +73,9 @@ func TestAccTrigger(t *testing.T) {
 	d := sless(t)
 	src := t.TempDir()
 	writeFile(t, filepath.Join(src, "handler.go"), goHandler("v1"))
+	queue := fmt.Sprintf("sless-tf-acc-%d", time.Now().UnixNano())
 	inPlace := resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+		plancheck.ExpectResourceAction("sless_trigger.events", plancheck.ResourceActionUpdate),
 		plancheck.ExpectResourceAction("sless_trigger.http", plancheck.ResourceActionUpdate),
 		plancheck.ExpectResourceAction("sless_trigger.cron", plancheck.ResourceActionUpdate),
 		plancheck.ExpectResourceAction("sless_function.fn", plancheck.ResourceActionNoop),
@@ -70,11 +85,14 @@ func TestAccTrigger(t *testing.T) {
 		CheckDestroy:             checkGone(d, t),
 		Steps: []resource.TestStep{
 			{
-				Config: triggerConfig(src, true),
+				Config: triggerConfig(src, queue, true),
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue("sless_trigger.http", tfjsonpath.New("enabled"), knownvalue.Bool(true)),
 					statecheck.ExpectKnownValue("sless_trigger.cron", tfjsonpath.New("schedule"), knownvalue.StringExact("0 3 * * *")),
 					statecheck.ExpectKnownValue("sless_trigger.cron", tfjsonpath.New("url"), knownvalue.Null()),
+					statecheck.ExpectKnownValue("sless_trigger.cron", tfjsonpath.New("active"), knownvalue.Bool(true)),
+					statecheck.ExpectKnownValue("sless_trigger.events", tfjsonpath.New("active"), knownvalue.Bool(true)),
+					statecheck.ExpectKnownValue("sless_trigger.events", tfjsonpath.New("broker_secret_key"), knownvalue.StringExact("host")),
 				},
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttrPair("sless_trigger.http", "url", "sless_function.fn", "url"),
@@ -83,28 +101,40 @@ func TestAccTrigger(t *testing.T) {
 			},
 			{
 				// Disabling freezes the function in place: no re-create, calls are refused.
-				Config:           triggerConfig(src, false),
+				Config:           triggerConfig(src, queue, false),
 				ConfigPlanChecks: inPlace,
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue("sless_trigger.http", tfjsonpath.New("enabled"), knownvalue.Bool(false)),
 					statecheck.ExpectKnownValue("sless_trigger.http", tfjsonpath.New("active"), knownvalue.Bool(false)),
+					statecheck.ExpectKnownValue("sless_trigger.cron", tfjsonpath.New("active"), knownvalue.Bool(false)),
+					statecheck.ExpectKnownValue("sless_trigger.events", tfjsonpath.New("active"), knownvalue.Bool(false)),
 				},
 				Check: checkInvokeStatus("sless_trigger.http", http.StatusServiceUnavailable),
 			},
 			{
-				Config:           triggerConfig(src, true),
+				Config:           triggerConfig(src, queue, true),
 				ConfigPlanChecks: inPlace,
-				Check:            checkInvoke("sless_function.fn", "v1 from trigger"),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("sless_trigger.events", tfjsonpath.New("active"), knownvalue.Bool(true)),
+				},
+				Check: checkInvoke("sless_function.fn", "v1 from trigger"),
 			},
 			{
-				Config:            triggerConfig(src, true),
+				Config:            triggerConfig(src, queue, true),
+				ResourceName:      "sless_trigger.events",
+				ImportState:       true,
+				ImportStateId:     "acc-events",
+				ImportStateVerify: true,
+			},
+			{
+				Config:            triggerConfig(src, queue, true),
 				ResourceName:      "sless_trigger.cron",
 				ImportState:       true,
 				ImportStateId:     "acc-cron",
 				ImportStateVerify: true,
 			},
 			{
-				Config:            triggerConfig(src, true),
+				Config:            triggerConfig(src, queue, true),
 				ResourceName:      "sless_trigger.http",
 				ImportState:       true,
 				ImportStateVerify: true,
