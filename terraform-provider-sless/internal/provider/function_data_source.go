@@ -76,6 +76,9 @@ func (d *functionDataSource) Configure(_ context.Context, req datasource.Configu
 }
 
 func (d *functionDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	if !d.client.configured(&resp.Diagnostics) {
+		return
+	}
 	var m functionDataModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
 	if resp.Diagnostics.HasError() {

@@ -212,6 +212,9 @@ func plannedSourceHash(plan functionModel, diags *diag.Diagnostics) types.String
 }
 
 func (r *functionResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	if !r.client.configured(&resp.Diagnostics) {
+		return
+	}
 	var plan functionModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
@@ -240,6 +243,9 @@ func (r *functionResource) Create(ctx context.Context, req resource.CreateReques
 }
 
 func (r *functionResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	if !r.client.configured(&resp.Diagnostics) {
+		return
+	}
 	var plan, state functionModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
@@ -345,6 +351,9 @@ func codeAttr(plan functionModel) path.Path {
 }
 
 func (r *functionResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	if !r.client.configured(&resp.Diagnostics) {
+		return
+	}
 	var state functionModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -364,6 +373,9 @@ func (r *functionResource) Read(ctx context.Context, req resource.ReadRequest, r
 }
 
 func (r *functionResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	if !r.client.configured(&resp.Diagnostics) {
+		return
+	}
 	var state functionModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -383,6 +395,9 @@ func (r *functionResource) Delete(ctx context.Context, req resource.DeleteReques
 }
 
 func (r *functionResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	if !r.client.configured(&resp.Diagnostics) {
+		return
+	}
 	name, err := importName(req.ID, r.client.namespace)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid import ID", err.Error())

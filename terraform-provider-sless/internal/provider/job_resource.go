@@ -258,6 +258,9 @@ func sameJSON(a, b []byte) bool {
 }
 
 func (r *jobResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	if !r.client.configured(&resp.Diagnostics) {
+		return
+	}
 	var plan jobModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
@@ -305,6 +308,9 @@ func (r *jobResource) record(ctx context.Context, j api.Job, prior jobModel, st 
 }
 
 func (r *jobResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	if !r.client.configured(&resp.Diagnostics) {
+		return
+	}
 	var state jobModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -325,6 +331,9 @@ func (r *jobResource) Read(ctx context.Context, req resource.ReadRequest, resp *
 
 // Update changes the job in place; a raised run_id runs it again and waits for that run.
 func (r *jobResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	if !r.client.configured(&resp.Diagnostics) {
+		return
+	}
 	var plan, state jobModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
@@ -354,6 +363,9 @@ func (r *jobResource) Update(ctx context.Context, req resource.UpdateRequest, re
 }
 
 func (r *jobResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	if !r.client.configured(&resp.Diagnostics) {
+		return
+	}
 	var state jobModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -373,6 +385,9 @@ func (r *jobResource) Delete(ctx context.Context, req resource.DeleteRequest, re
 }
 
 func (r *jobResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	if !r.client.configured(&resp.Diagnostics) {
+		return
+	}
 	name, err := importName(req.ID, r.client.namespace)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid import ID", err.Error())

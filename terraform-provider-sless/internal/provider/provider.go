@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
@@ -163,3 +164,14 @@ func clientFrom(data any) (*apiClient, bool) {
 // Address is the provider's source address; HCL declares it as
 // `source = "sless.dev/sless/sless"` and the dev_overrides CLI setting names it.
 const Address = "sless.dev/sless/sless"
+
+// configured reports whether the provider got its endpoint and token; they can be unknown
+// while planning when they come from another resource.
+func (c *apiClient) configured(diags *diag.Diagnostics) bool {
+	if c == nil {
+		diags.AddError("sless provider not configured",
+			"The provider's endpoint or token is not known yet (it depends on a resource that is not applied); apply that resource first, e.g. with -target.")
+		return false
+	}
+	return true
+}

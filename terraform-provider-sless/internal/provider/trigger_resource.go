@@ -227,6 +227,9 @@ func triggerModelFrom(t api.Trigger) triggerModel {
 }
 
 func (r *triggerResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	if !r.client.configured(&resp.Diagnostics) {
+		return
+	}
 	var plan triggerModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
@@ -261,6 +264,9 @@ func (r *triggerResource) record(ctx context.Context, t api.Trigger, st *tfsdk.S
 }
 
 func (r *triggerResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	if !r.client.configured(&resp.Diagnostics) {
+		return
+	}
 	var state triggerModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -282,6 +288,9 @@ func (r *triggerResource) Read(ctx context.Context, req resource.ReadRequest, re
 // Update patches the trigger in place; enabled, the function and the schedule all change
 // without a re-create.
 func (r *triggerResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	if !r.client.configured(&resp.Diagnostics) {
+		return
+	}
 	var plan triggerModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
@@ -302,6 +311,9 @@ func (r *triggerResource) Update(ctx context.Context, req resource.UpdateRequest
 }
 
 func (r *triggerResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	if !r.client.configured(&resp.Diagnostics) {
+		return
+	}
 	var state triggerModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -321,6 +333,9 @@ func (r *triggerResource) Delete(ctx context.Context, req resource.DeleteRequest
 }
 
 func (r *triggerResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	if !r.client.configured(&resp.Diagnostics) {
+		return
+	}
 	name, err := importName(req.ID, r.client.namespace)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid import ID", err.Error())
