@@ -126,6 +126,8 @@ func TestConcurrentColdRequests(t *testing.T) {
 	}
 	wg.Wait()
 	close(done)
+	mu.Lock() // the sampler may still be writing
+	defer mu.Unlock()
 	if len(failed) > 0 {
 		t.Fatalf("%d of 50 failed; first: %s", len(failed), failed[0])
 	}

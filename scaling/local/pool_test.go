@@ -210,6 +210,8 @@ func TestConcurrentColdRequestsStayWithinMax(t *testing.T) {
 	}
 	wg.Wait()
 	close(stop)
+	mu.Lock() // the sampler may still be writing
+	defer mu.Unlock()
 	if len(failed) > 0 {
 		t.Fatalf("%d of 50 requests failed, first: %s", len(failed), failed[0])
 	}
