@@ -132,9 +132,10 @@ func (a *JWTAuth) Authenticate(ctx context.Context, token string) (Identity, err
 type jwksCache struct {
 	cfg JWTConfig
 
-	mu      sync.Mutex
-	keys    jose.JSONWebKeySet
-	fetched time.Time
+	mu        sync.Mutex
+	keys      jose.JSONWebKeySet
+	fetched   time.Time // last successful fetch
+	attempted time.Time // last fetch, successful or not
 }
 
 func newJWKSCache(cfg JWTConfig) *jwksCache {
@@ -154,13 +155,19 @@ func newJWKSCache(cfg JWTConfig) *jwksCache {
 func (c *jwksCache) key(ctx context.Context, kid, alg string) (any, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	age := time.Since(c.fetched)
 	keys := c.keys.Key(kid)
-	if age > c.cfg.JWKSRefresh || (len(keys) == 0 && age > c.cfg.JWKSMinRefresh) {
-		if err := c.fetch(ctx); err != nil {
+	due := time.Since(c.fetched) > c.cfg.JWKSRefresh || len(keys) == 0
+	if due && time.Since(c.attempted) > c.cfg.JWKSMinRefresh {
+		c.attempted = time.Now()
+		err := c.fetch(ctx)
+		switch {
+		case err == nil:
+			keys = c.keys.Key(kid)
+		case len(keys) == 0:
 			return nil, err
+		default:
+			// The issuer is unreachable: keep verifying with the keys already known.
 		}
-		keys = c.keys.Key(kid)
 	}
 	for _, k := range keys {
 		if k.Algorithm != "" && k.Algorithm != alg {

@@ -191,3 +191,39 @@ func jwtPart(t *testing.T, s string) string {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestJWTAuthJWKSOutage keeps verifying with the known keys when the issuer's JWKS endpoint
+// fails, instead of locking every tenant out.
+func TestJWTAuthJWKSOutage(t *testing.T) {
+	key, _ := rsa.GenerateKey(rand.Reader, 2048)
+	ks := &jwksServer{}
+	ks.set(jose.JSONWebKey{Key: &key.PublicKey, KeyID: "k1", Algorithm: "RS256", Use: "sig"})
+	var down atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		ks.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	auth, err := NewJWTAuth(JWTConfig{JWKSURL: srv.URL, JWKSRefresh: time.Nanosecond, JWKSMinRefresh: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := sign(t, jwt.SigningMethodRS256, key, "k1", claims("carol", time.Hour))
+	if _, err := auth.Authenticate(context.Background(), tok); err != nil {
+		t.Fatal(err)
+	}
+	down.Store(true)
+	fetches := ks.fetches.Load()
+	if _, err := auth.Authenticate(context.Background(), tok); err != nil {
+		t.Fatalf("known key rejected while the JWKS endpoint is down: %v", err)
+	}
+	if _, err := auth.Authenticate(context.Background(), sign(t, jwt.SigningMethodRS256, key, "k2", claims("carol", time.Hour))); err == nil {
+		t.Fatal("an unknown kid was accepted while the JWKS endpoint is down")
+	}
+	if ks.fetches.Load() != fetches {
+		t.Fatal("the failing endpoint served keys")
+	}
+}
