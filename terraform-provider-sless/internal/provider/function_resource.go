@@ -3,6 +3,7 @@ package provider
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -295,7 +296,8 @@ func (r *functionResource) waitAndRecord(ctx context.Context, plan functionModel
 	timeout := time.Duration(plan.BuildTimeoutSec.ValueInt64()) * time.Second
 	fn, err := waitFunctionReady(ctx, r.client, name, prev, timeout)
 	if err != nil {
-		if be, ok := err.(*BuildError); ok {
+		var be *BuildError
+		if errors.As(err, &be) {
 			diags.AddError("Function "+name+" failed to build", be.Output)
 		} else {
 			diags.AddError("Function "+name+" is not ready", err.Error())

@@ -286,8 +286,9 @@ func (r *jobResource) Create(ctx context.Context, req resource.CreateRequest, re
 	r.waitRun(ctx, plan, &resp.State, &resp.Diagnostics)
 }
 
-// waitRun waits for the planned run to end and records it; a failed run is an error, with
-// the run recorded, so the next plan does not repeat it unless run_id is raised.
+// waitRun waits for the planned run to end and records it; a failed run is an error with the
+// run recorded. After an update the next plan does not repeat it unless run_id is raised;
+// after a create Terraform marks the job tainted, so the next apply creates and runs it anew.
 func (r *jobResource) waitRun(ctx context.Context, plan jobModel, st *tfsdk.State, diags *diag.Diagnostics) {
 	name, runID := plan.Name.ValueString(), plan.RunID.ValueInt64()
 	j, err := waitJob(ctx, r.client, name, runID, time.Duration(plan.WaitTimeoutSec.ValueInt64())*time.Second)

@@ -22,6 +22,9 @@ import (
 )
 
 func Handle(event map[string]interface{}) interface{} {
+	if event["fail"] == true {
+		panic("asked to fail")
+	}
 	f, _ := os.OpenFile(os.Getenv("RUNS_FILE"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	fmt.Fprintln(f, "run")
 	f.Close()
@@ -31,6 +34,10 @@ func Handle(event map[string]interface{}) interface{} {
 `
 
 func jobConfig(dir, runsFile string, runID int) string {
+	return jobConfigEvent(dir, runsFile, runID, "{ n = 42 }")
+}
+
+func jobConfigEvent(dir, runsFile string, runID int, event string) string {
 	return fmt.Sprintf(`
 resource "sless_function" "fn" {
   name       = "acc-job-fn"
@@ -42,10 +49,10 @@ resource "sless_function" "fn" {
 resource "sless_job" "test" {
   name       = "acc-job"
   function   = sless_function.fn.name
-  event_json = jsonencode({ n = 42 })
+  event_json = jsonencode(%[4]s)
   run_id     = %[3]d
 }
-`, dir, runsFile, runID)
+`, dir, runsFile, runID, event)
 }
 
 func TestAccJob(t *testing.T) {
@@ -115,5 +122,21 @@ func TestAccJob(t *testing.T) {
 				Check: checkRuns(runsFile, 2),
 			},
 		},
+	})
+}
+
+// TestAccJobFailure: a run that fails fails the apply with the handler's error and output.
+func TestAccJobFailure(t *testing.T) {
+	d := sless(t)
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "handler.go"), jobHandler)
+	runsFile := filepath.Join(t.TempDir(), "runs")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6Providers,
+		CheckDestroy:             checkGone(d, t),
+		Steps: []resource.TestStep{{
+			Config:      jobConfigEvent(src, runsFile, 1, "{ fail = true }"),
+			ExpectError: regexp.MustCompile(`(?s)Run 1 of job acc-job failed.*asked to fail`),
+		}},
 	})
 }
