@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -35,6 +36,8 @@ func (j *jobRuns) stop(key string) {
 	}
 }
 
+const errInterrupted = "sless dev stopped while the job ran; raise run_id to run it again"
+
 // interruptJobs marks runs that were in progress when sless dev stopped as failed: a job runs
 // at most once per run_id.
 func (b *Backend) interruptJobs() {
@@ -45,7 +48,7 @@ func (b *Backend) interruptJobs() {
 			continue
 		}
 		r.Status.Phase = api.JobFailed
-		r.Status.Error = "sless dev stopped while the job ran; raise run_id to run it again"
+		r.Status.Error = errInterrupted
 		if err := b.commitLocked(func() {}); err != nil {
 			b.log.Error("persisting job status", "job", key, "error", err)
 		}
@@ -110,6 +113,9 @@ func (b *Backend) startJob(key string, spec api.JobSpec, run localpool.Spec) {
 			s.Result, s.Output = res.Result, res.Output
 			if res.Err != nil {
 				s.Phase, s.Error = api.JobFailed, res.Err.Error()
+				if errors.Is(res.Err, context.Canceled) && b.ctx.Err() != nil {
+					s.Error = errInterrupted
+				}
 				rec.Status, rec.Error = history.StatusFailed, res.Err.Error()
 			}
 		})

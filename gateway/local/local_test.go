@@ -425,3 +425,42 @@ func TestEventTriggerWithoutBroker(t *testing.T) {
 		t.Fatalf("an event trigger without a broker must be inactive: %+v", tr.Status)
 	}
 }
+
+// TestRestartInterruptsRunningJob: a job running when sless dev stops is Failed, not re-run,
+// after the restart (at most once per run_id); raising run_id runs it again.
+func TestRestartInterruptsRunningJob(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	subject := "jobs-" + randomHex(t)
+	d := startDev(t, devOptions{dataDir: dir, subject: subject})
+	ctx := context.Background()
+	d.deploy("slow", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{})
+	if _, err := d.client.CreateJob(ctx, d.ns, api.CreateJob{Name: "long", JobFields: api.JobFields{
+		Function: ptr("slow"), Event: ptr(json.RawMessage(`{"sleep": 30}`)), RunID: ptr[int64](1)}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job to run", 30*time.Second, func() bool {
+		j, _ := d.client.GetJob(ctx, d.ns, "long")
+		return j.Status.Phase == api.JobRunning
+	})
+	d.stop()
+	d2 := startDev(t, devOptions{dataDir: dir, subject: subject})
+	j, err := d2.client.GetJob(ctx, d2.ns, "long")
+	if err != nil || j.Status.Phase != api.JobFailed || !strings.Contains(j.Status.Error, "raise run_id") {
+		t.Fatalf("interrupted job after restart: %+v %v", j.Status, err)
+	}
+	if _, err := d2.client.UpdateJob(ctx, d2.ns, "long", api.JobFields{Event: ptr(json.RawMessage(`{"name":"rerun"}`)), RunID: ptr[int64](2)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the re-run to succeed", time.Minute, func() bool {
+		j, _ = d2.client.GetJob(ctx, d2.ns, "long")
+		return j.Status.ObservedRunID == 2 && j.Status.Phase == api.JobSucceeded
+	})
+	if !strings.Contains(j.Status.Result, "rerun") {
+		t.Fatalf("re-run result: %+v", j.Status)
+	}
+	invs := d2.invocations("slow")
+	if len(invs) == 0 || invs[0].Kind != api.KindJob || invs[0].Trigger != "long" {
+		t.Fatalf("the job run must be in the history: %+v", invs)
+	}
+}

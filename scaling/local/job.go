@@ -59,8 +59,10 @@ func RunJob(ctx context.Context, spec Spec, event []byte) JobResult {
 	err := cmd.Run()
 	res := JobResult{Duration: time.Since(start), Output: logs.String(), Result: lastLine(stdout.String())}
 	switch {
-	case ctx.Err() != nil:
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		res.Err = fmt.Errorf("job did not finish within its timeout of %s: killed", spec.Timeout)
+	case ctx.Err() != nil:
+		res.Err = fmt.Errorf("job run stopped: %w", ctx.Err())
 	case err != nil:
 		res.Err = jobError(res.Result, err)
 	}
