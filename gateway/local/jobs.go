@@ -76,12 +76,14 @@ func (b *Backend) reconcileJob(key string) {
 		b.jobs.stop(key)
 	case spec.RunID == 0:
 		b.setJobStatus(key, -1, func(s *api.JobStatus) { *s = api.JobStatus{Phase: api.JobSkipped} })
-	case st.ObservedRunID == spec.RunID && st.Phase != api.JobPending:
+	case st.ObservedRunID == spec.RunID && st.Phase != api.JobPending && st.Phase != api.JobBuilding:
 		// this run_id has run or is running
+	case spec.Function == "" && spec.Source != nil:
+		b.runSelfContained(key, spec)
 	case spec.Function == "":
 		b.setJobStatus(key, -1, func(s *api.JobStatus) {
 			*s = api.JobStatus{Phase: api.JobFailed, ObservedRunID: spec.RunID,
-				Error: "sless dev runs jobs of uploaded functions only; a self-contained job (runtime + image) needs the Kubernetes deployment: set function instead"}
+				Error: "sless dev builds uploaded code only; a job with a prebuilt image needs the Kubernetes deployment: upload the job's code (POST .../jobs/{name}/upload) or set function"}
 		})
 	case !deployed:
 		b.setJobStatus(key, -1, func(s *api.JobStatus) {
@@ -90,6 +92,21 @@ func (b *Backend) reconcileJob(key string) {
 	default:
 		b.startJob(key, spec, dep.spec)
 	}
+}
+
+// runSelfContained builds the job's own uploaded code (cached by content hash like a
+// function's) and runs it.
+func (b *Backend) runSelfContained(key string, spec api.JobSpec) {
+	art, _, err := b.artifact(b.ctx, spec.Runtime, spec.Source, func() {
+		b.setJobStatus(key, -1, func(s *api.JobStatus) { *s = api.JobStatus{Phase: api.JobBuilding, ObservedRunID: spec.RunID} })
+	})
+	if err != nil {
+		b.setJobStatus(key, -1, func(s *api.JobStatus) {
+			*s = api.JobStatus{Phase: api.JobFailed, ObservedRunID: spec.RunID, Error: truncate("build failed: "+err.Error(), maxBuildError)}
+		})
+		return
+	}
+	b.startJob(key, spec, localpool.Spec{Artifact: art, Env: spec.EnvVars, Timeout: time.Duration(spec.TimeoutSec) * time.Second})
 }
 
 func (b *Backend) startJob(key string, spec api.JobSpec, run localpool.Spec) {
@@ -106,7 +123,11 @@ func (b *Backend) startJob(key string, spec api.JobSpec, run localpool.Spec) {
 		defer cancel()
 		res := localpool.RunJob(ctx, run, spec.Event)
 		done := now.Add(res.Duration)
-		rec := history.Record{Namespace: ns, Function: spec.Function, Trigger: jobName(key), Kind: history.KindJob,
+		fn := spec.Function
+		if fn == "" {
+			fn = jobName(key) // a self-contained job is its own function
+		}
+		rec := history.Record{Namespace: ns, Function: fn, Trigger: jobName(key), Kind: history.KindJob,
 			Start: now, Duration: res.Duration, Status: history.StatusSucceeded}
 		b.setJobStatus(key, spec.RunID, func(s *api.JobStatus) {
 			s.Phase, s.CompletionTime, s.DurationMs = api.JobSucceeded, &done, res.Duration.Milliseconds()

@@ -15,6 +15,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"sless.dev/sless/buildkit"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/gateway/history"
@@ -462,5 +463,42 @@ func TestRestartInterruptsRunningJob(t *testing.T) {
 	invs := d2.invocations("slow")
 	if len(invs) == 0 || invs[0].Kind != api.KindJob || invs[0].Trigger != "long" {
 		t.Fatalf("the job run must be in the history: %+v", invs)
+	}
+}
+
+// TestSelfContainedJob runs a job with its own uploaded code (stored the way the gateway's
+// job upload stores it): built like a function, run once, result recorded.
+func TestSelfContainedJob(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{})
+	ctx := context.Background()
+	zipData := zipOf(t, map[string]string{"handler.py": "def handle(event):\n    return {'sum': event['a'] + event['b']}\n"})
+	src, err := buildkit.ValidateBytes(ctx, zipData, "python3.11", "", buildkit.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := buildkit.NewBuildContext(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := d.arts.SaveUpload(ctx, d.ns, "adder", time.Now(), zipData, bc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.backend.CreateJob(ctx, d.ns, "adder", api.JobSpec{Runtime: "python3.11", RunID: 1, Event: json.RawMessage(`{"a": 2, "b": 3}`),
+		Source: &api.Source{ContextKey: up.ContextKey, ArchiveKey: up.ZipKey, SHA256: up.Hash}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j api.Job
+	waitFor(t, "the self-contained job", time.Minute, func() bool {
+		j, _ = d.client.GetJob(ctx, d.ns, "adder")
+		return j.Status.Phase == api.JobSucceeded || j.Status.Phase == api.JobFailed
+	})
+	if j.Status.Phase != api.JobSucceeded || j.Status.Result != `{"sum":5}` || j.Status.DurationMs <= 0 {
+		t.Fatalf("self-contained job: %+v", j.Status)
+	}
+	if invs := d.invocations("adder"); len(invs) != 1 || invs[0].Kind != api.KindJob {
+		t.Fatalf("job history: %+v", invs)
 	}
 }

@@ -59,6 +59,7 @@ type dev struct {
 	ns       string
 	rec      history.Recorder
 	reader   history.Reader
+	arts     buildkit.Artifacts
 }
 
 type devOptions struct {
@@ -117,7 +118,7 @@ func startDev(t testing.TB, o devOptions) *dev {
 		t.Fatal(err)
 	}
 	d := &dev{t: t, dataDir: o.dataDir, backend: b, srv: srv, endpoint: endpoint, client: c, token: token,
-		ns: api.TenantNamespace(o.subject), rec: o.recorder, reader: o.recorder}
+		ns: api.TenantNamespace(o.subject), rec: o.recorder, reader: o.recorder, arts: arts}
 	t.Cleanup(d.stop)
 	return d
 }
