@@ -111,6 +111,7 @@ func (s *Server) routes() *echo.Echo {
 	ns.PUT("/functions/:name", s.updateFunction)
 	ns.DELETE("/functions/:name", s.deleteFunction)
 	ns.POST("/functions/:name/upload", s.uploadSource)
+	ns.POST("/jobs/:name/upload", s.uploadJobSource)
 	ns.GET("/functions/:name/source", s.getSource)
 	ns.GET("/functions/:name/invocations", s.listInvocations)
 

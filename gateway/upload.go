@@ -37,41 +37,83 @@ func (s *Server) uploadSource(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if s.cfg.Sources == nil {
-		return &httpError{Code: http.StatusServiceUnavailable, Msg: "uploads are not configured on this gateway (no artifact store)"}
-	}
 	fn, err := s.cfg.Backend.GetFunction(ctx, ns, name)
 	if err != nil {
 		return err
 	}
-	data, err := buildkit.ReadUpload(c.Request().Body, s.cfg.Limits)
-	if err != nil {
-		return err
-	}
-	src, err := buildkit.ValidateBytes(ctx, data, fn.Runtime, fn.Entrypoint, s.cfg.Limits)
-	if err != nil {
-		return err
-	}
-	if err := s.checkCode(ctx, ns, name, src); err != nil {
-		return err
-	}
-	bc, err := buildkit.NewBuildContext(ctx, src)
-	if err != nil {
-		return fmt.Errorf("build context of function %s/%s: %w", ns, name, err)
-	}
-	up, err := s.cfg.Sources.SaveUpload(ctx, ns, name, time.Now(), data, bc)
+	src, err := s.storeUpload(c, ns, name, fn.Runtime, fn.Entrypoint)
 	if err != nil {
 		return err
 	}
 	fn, err = s.cfg.Backend.UpdateFunction(ctx, ns, name, func(spec *api.FunctionSpec) error {
-		spec.Source = &api.Source{ContextKey: up.ContextKey, ArchiveKey: up.ZipKey, SHA256: up.Hash}
+		spec.Source = src
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	s.log.InfoContext(ctx, "source uploaded", "namespace", ns, "function", name, "hash", up.Hash, "bytes", len(data))
 	return c.JSON(http.StatusOK, fn)
+}
+
+// uploadJobSource is uploadSource for a self-contained job: its code is built like a
+// function's, then the job runs.
+func (s *Server) uploadJobSource(c echo.Context) error {
+	ctx := c.Request().Context()
+	ns := c.Param("ns")
+	name, err := nameParam(c)
+	if err != nil {
+		return err
+	}
+	j, err := s.cfg.Backend.GetJob(ctx, ns, name)
+	if err != nil {
+		return err
+	}
+	if j.Function != "" {
+		return &httpError{Code: http.StatusConflict, Field: "function",
+			Msg: fmt.Sprintf("job %q runs function %q; upload code to that function instead", name, j.Function)}
+	}
+	src, err := s.storeUpload(c, ns, name, j.Runtime, j.Entrypoint)
+	if err != nil {
+		return err
+	}
+	j, err = s.cfg.Backend.UpdateJob(ctx, ns, name, func(spec *api.JobSpec) error {
+		spec.Source, spec.Image = src, ""
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, j)
+}
+
+// storeUpload reads the request's zip, validates it for runtime, optionally has it
+// reviewed, and stores it with its build context under ns/name.
+func (s *Server) storeUpload(c echo.Context, ns, name, runtime, entrypoint string) (*api.Source, error) {
+	ctx := c.Request().Context()
+	if s.cfg.Sources == nil {
+		return nil, &httpError{Code: http.StatusServiceUnavailable, Msg: "uploads are not configured on this gateway (no artifact store)"}
+	}
+	data, err := buildkit.ReadUpload(c.Request().Body, s.cfg.Limits)
+	if err != nil {
+		return nil, err
+	}
+	src, err := buildkit.ValidateBytes(ctx, data, runtime, entrypoint, s.cfg.Limits)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkCode(ctx, ns, name, src); err != nil {
+		return nil, err
+	}
+	bc, err := buildkit.NewBuildContext(ctx, src)
+	if err != nil {
+		return nil, fmt.Errorf("build context of %s/%s: %w", ns, name, err)
+	}
+	up, err := s.cfg.Sources.SaveUpload(ctx, ns, name, time.Now(), data, bc)
+	if err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "source uploaded", "namespace", ns, "name", name, "hash", up.Hash, "bytes", len(data))
+	return &api.Source{ContextKey: up.ContextKey, ArchiveKey: up.ZipKey, SHA256: up.Hash}, nil
 }
 
 // checkCode runs the optional code review: an unsafe verdict rejects the upload, a failing

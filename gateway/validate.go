@@ -277,7 +277,7 @@ func applyJobFields(spec *api.JobSpec, f api.JobFields) {
 func validateJobSpec(s api.JobSpec) error {
 	switch {
 	case s.Function != "" && s.Runtime != "":
-		return invalid("runtime", "set either function (run an existing function) or runtime with image (a self-contained job), not both")
+		return invalid("runtime", "set either function (run an existing function) or runtime (a self-contained job: upload its code or give an image), not both")
 	case s.Function != "":
 		if s.Image != "" {
 			return invalid("image", "a job with function runs that function's image; remove image")
@@ -289,11 +289,8 @@ func validateJobSpec(s api.JobSpec) error {
 		if err := validRuntime("runtime", s.Runtime); err != nil {
 			return err
 		}
-		if s.Image == "" {
-			return invalid("image", "a self-contained job needs an image")
-		}
 	default:
-		return invalid("function", "set function (run an existing function) or runtime with image")
+		return invalid("function", "set function (run an existing function) or runtime (a self-contained job)")
 	}
 	if s.MemoryMB != 0 {
 		if err := inRange("memory_mb", int64(s.MemoryMB), minMemoryMB, maxMemoryMB); err != nil {

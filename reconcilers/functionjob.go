@@ -104,6 +104,10 @@ func (r *FunctionJobReconciler) resolve(ctx context.Context, fj *v1.FunctionJob)
 	case code.Image != "":
 		st.Image = code.Image
 		return code, code.Image, "", nil
+	case code.Source == nil:
+		st.Phase = v1.JobPending
+		setCondition(fj, &st.Conditions, v1.ConditionSucceeded, metav1.ConditionUnknown, "AwaitingSource", "upload the job's code to build and run it")
+		return nil, "", "awaiting source", nil
 	case code.Source.SHA256 == st.BuiltSHA256 && st.Image != "":
 		return code, st.Image, "", nil
 	}

@@ -110,12 +110,17 @@ func TestSelfContainedJobBuildsThenRuns(t *testing.T) {
 	fj := &v1.FunctionJob{
 		ObjectMeta: metav1.ObjectMeta{Name: "oneoff", Namespace: ns},
 		Spec: v1.FunctionJobSpec{
-			CodeSpec: v1.CodeSpec{Runtime: v1.RuntimePython311, TimeoutSeconds: 20,
-				Source: &v1.SourceRef{ContextKey: "contexts/" + ns + "/oneoff/1.tar.gz", SHA256: sha("8")}},
-			RunID: 1,
+			CodeSpec: v1.CodeSpec{Runtime: v1.RuntimePython311, TimeoutSeconds: 20},
+			RunID:    1,
 		},
 	}
 	if err := env.Client.Create(ctx, fj); err != nil {
+		t.Fatal(err)
+	}
+	// Created before its code is uploaded: it waits, then builds once the source is set.
+	waiting := waitJobPhase(t, fj, v1.JobPending, 1)
+	waiting.Spec.Source = &v1.SourceRef{ContextKey: "contexts/" + ns + "/oneoff/1.tar.gz", SHA256: sha("8")}
+	if err := env.Client.Update(ctx, waiting); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKey{Namespace: opts.Build.Namespace, Name: scaling.BuildJobName(ns, "oneoff", sha("8"))}

@@ -19,10 +19,10 @@ const (
 )
 
 // FunctionJobSpec runs code once with an event: either an existing Function's code
-// (functionRef) or its own (runtime + source or image, built like a Function).
+// (functionRef) or its own (runtime + source or image, built like a Function). A
+// self-contained job created before its code is uploaded waits in Pending.
 // +kubebuilder:validation:XValidation:rule="has(self.functionRef) != has(self.runtime)",message="set exactly one of functionRef (run an existing function) or runtime with source or image (self-contained job)"
 // +kubebuilder:validation:XValidation:rule="!has(self.functionRef) || (!has(self.source) && !has(self.image))",message="source and image belong to self-contained jobs; a job with functionRef runs that function's image"
-// +kubebuilder:validation:XValidation:rule="!has(self.runtime) || has(self.source) || has(self.image)",message="a self-contained job needs source (upload code) or image",fieldPath=".source"
 type FunctionJobSpec struct {
 	// FunctionRef runs an existing Function's image with this job's event.
 	// +optional

@@ -99,9 +99,7 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 		{"trigger without function", trigger("t9", func(t *v1.Trigger) { t.Spec.FunctionRef.Name = "" }), "spec.functionRef.name"},
 		{"job with neither ref nor runtime", job("j1", func(j *v1.FunctionJob) { j.Spec.FunctionRef = nil }), "spec"},
 		{"job with ref and runtime", job("j2", func(j *v1.FunctionJob) { j.Spec.Runtime = v1.RuntimeNode20 }), "spec"},
-		{"self-contained job without source", job("j3", func(j *v1.FunctionJob) {
-			j.Spec.FunctionRef, j.Spec.Runtime = nil, v1.RuntimeNode20
-		}), "spec.source"},
+		{"job with ref and source", job("j3", func(j *v1.FunctionJob) { j.Spec.Source = validSource }), "spec"},
 		{"negative runID", job("j4", func(j *v1.FunctionJob) { j.Spec.RunID = -1 }), "spec.runID"},
 	}
 	for _, tc := range cases {

@@ -187,6 +187,13 @@ func (c *Client) UploadSource(ctx context.Context, ns, name string, zip io.Reade
 	return out, err
 }
 
+// UploadJobSource uploads a zip of a self-contained job's code; a build starts.
+func (c *Client) UploadJobSource(ctx context.Context, ns, name string, zip io.Reader) (api.Job, error) {
+	var out api.Job
+	err := c.do(ctx, http.MethodPost, nsPath(ns, "jobs", name, "upload"), nil, zip, &out)
+	return out, err
+}
+
 // GetSource returns the files of the function's latest upload.
 func (c *Client) GetSource(ctx context.Context, ns, name string) (api.SourceFiles, error) {
 	var out api.SourceFiles

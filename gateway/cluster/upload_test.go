@@ -230,3 +230,41 @@ func TestUploadCodeCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestJobUpload: a self-contained job is created first and gets its code by upload, like a
+// function; a job that runs a function refuses code of its own.
+func TestJobUpload(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	tn := h.tenant()
+	ctx := context.Background()
+	if _, err := tn.c.CreateJob(ctx, tn.ns, api.CreateJob{Name: "oneoff", JobFields: api.JobFields{
+		Runtime: ptr("python3.11"), RunID: ptr(int64(1))}}); err != nil {
+		t.Fatalf("self-contained job without code yet: %v", err)
+	}
+	j, err := tn.c.UploadJobSource(ctx, tn.ns, "oneoff", bytes.NewReader(zipOf(t, map[string]string{"handler.py": "def handle(event):\n    return event\n"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Source == nil || len(j.Source.SHA256) != 64 || !strings.HasPrefix(j.Source.ContextKey, "contexts/"+tn.ns+"/oneoff/") {
+		t.Fatalf("job source after upload: %+v", j.Source)
+	}
+	// The stored context is what the build reads.
+	if _, err := h.store.Get(ctx, j.Source.ContextKey); err != nil {
+		t.Fatalf("stored context: %v", err)
+	}
+	// A zip without the runtime's entry file is refused with what to fix.
+	code, body, _ := do(t, "POST", h.URL+"/v1/namespaces/"+tn.ns+"/jobs/oneoff/upload", tn.token, "application/zip",
+		bytes.NewReader(zipOf(t, map[string]string{"main.py": "x = 1\n"})))
+	if code != http.StatusBadRequest || !strings.Contains(body.Error, "handler.py") {
+		t.Fatalf("upload without handler.py: %d %+v", code, body)
+	}
+
+	if _, err := tn.c.CreateJob(ctx, tn.ns, api.CreateJob{Name: "byref", JobFields: api.JobFields{Function: ptr("somefn")}}); err != nil {
+		t.Fatal(err)
+	}
+	code, body, _ = do(t, "POST", h.URL+"/v1/namespaces/"+tn.ns+"/jobs/byref/upload", tn.token, "application/zip",
+		bytes.NewReader(zipOf(t, map[string]string{"handler.py": "def handle(e):\n    return e\n"})))
+	if code != http.StatusConflict || body.Field != "function" {
+		t.Fatalf("upload to a job with function: %d %+v", code, body)
+	}
+}
