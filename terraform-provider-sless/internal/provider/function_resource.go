@@ -1,12 +1,11 @@
 package provider
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"maps"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
@@ -28,7 +27,6 @@ import (
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
-	"sless.dev/sless/terraform-provider-sless/internal/sourcezip"
 )
 
 // defaultBuildTimeoutSec bounds the wait for a build when build_timeout_sec is not set.
@@ -52,11 +50,8 @@ type functionModel struct {
 	Name      types.String `tfsdk:"name"`
 	Namespace types.String `tfsdk:"namespace"`
 	functionSettings
-	SourceDir       types.String `tfsdk:"source_dir"`
-	CodePath        types.String `tfsdk:"code_path"`
-	CodeHash        types.String `tfsdk:"code_hash"`
-	SourceHash      types.String `tfsdk:"source_hash"`
-	BuildTimeoutSec types.Int64  `tfsdk:"build_timeout_sec"`
+	codeSource
+	BuildTimeoutSec types.Int64 `tfsdk:"build_timeout_sec"`
 	functionStatus
 }
 
@@ -65,101 +60,93 @@ func (r *functionResource) Metadata(_ context.Context, req resource.MetadataRequ
 }
 
 func (r *functionResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
-	keep := []planmodifier.Int64{int64planmodifier.UseStateForUnknown()}
+	attrs := functionAttributes()
+	maps.Copy(attrs, codeSourceAttributes("function"))
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "A function: source code the platform builds for a runtime and serves over HTTP at `url`, " +
 			"scaled to zero when idle. `apply` uploads the code, waits until the build is Ready and fails with the " +
 			"compiler output when the build fails. Give the code as `source_dir` (zipped by the provider; any file change " +
 			"shows in the plan) or as a prepared zip in `code_path` with `code_hash`.",
-		Attributes: map[string]schema.Attribute{
-			"id": schema.StringAttribute{
-				Computed: true, MarkdownDescription: "`namespace/name`.",
-				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
-			},
-			"name": schema.StringAttribute{
-				Required: true, MarkdownDescription: "Function name, a DNS label (lowercase letters, digits, `-`). Changing it replaces the function.",
-				Validators:    nameValidators(),
-				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-			},
-			"namespace": schema.StringAttribute{
-				Computed: true, MarkdownDescription: "Tenant namespace the function lives in (derived from the token).",
-				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
-			},
-			"runtime": schema.StringAttribute{
-				Required: true, MarkdownDescription: "Language runtime: one of " + quotedList(api.Runtimes) + ".",
-				Validators: runtimeValidators(),
-			},
-			"entrypoint": schema.StringAttribute{
-				Optional: true, MarkdownDescription: "Handler entry point, e.g. `handler.handle` (runtime default when unset).",
-			},
-			"source_dir": schema.StringAttribute{
-				Optional: true, MarkdownDescription: "Directory with the handler source. The provider zips it deterministically " +
-					"(sorted paths, fixed timestamps; `.git` and `.terraform` are left out) and hashes every file into `source_hash` at plan time.",
-			},
-			"code_path": schema.StringAttribute{
-				Optional: true, MarkdownDescription: "Path of a prepared zip of the source; requires `code_hash`.",
-				Validators: []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("code_hash"))},
-			},
-			"code_hash": schema.StringAttribute{
-				Optional: true, MarkdownDescription: "Hash of the code in `code_path`, e.g. `filesha256(\"handler.zip\")`; changing it uploads the zip again and rebuilds.",
-				Validators: []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("code_path"))},
-			},
-			"source_hash": schema.StringAttribute{
-				Computed: true, MarkdownDescription: "Content hash of `source_dir` (sha256 over paths, executable bits and contents), or `code_hash`.",
-			},
-			"env_vars": schema.MapAttribute{
-				ElementType: types.StringType, Optional: true,
-				MarkdownDescription: "Environment variables of the handler; names must not start with `SLESS_`. Changes apply in place without a rebuild.",
-				Validators:          []validator.Map{envCheck{}, mapvalidator.SizeAtMost(256)},
-			},
-			"memory_mb": schema.Int64Attribute{
-				Optional: true, Computed: true, MarkdownDescription: "Memory limit in MiB (32-16384; server default 128).",
-				Validators: []validator.Int64{int64validator.Between(32, 16384)}, PlanModifiers: keep,
-			},
-			"timeout_sec": schema.Int64Attribute{
-				Optional: true, MarkdownDescription: "Limit of one invocation in seconds, 1-900; `0` or unset means no limit (unset stays null in the state).",
-				Validators: timeoutValidators(),
-			},
-			"min_replicas": schema.Int64Attribute{
-				Optional: true, Computed: true, MarkdownDescription: "Instances kept running when idle; 0 (default) scales to zero, 1 or more keeps the function always on.",
-				Validators: []validator.Int64{int64validator.Between(0, 1000)}, PlanModifiers: keep,
-			},
-			"max_replicas": schema.Int64Attribute{
-				Optional: true, Computed: true, MarkdownDescription: "Upper bound of instances (1-1000; server default 10).",
-				Validators: []validator.Int64{int64validator.Between(1, 1000)}, PlanModifiers: keep,
-			},
-			"scale_down_period_sec": schema.Int64Attribute{
-				Optional: true, Computed: true, MarkdownDescription: "Idle seconds before scaling down (1-86400; server default 300).",
-				Validators: []validator.Int64{int64validator.Between(1, 86400)}, PlanModifiers: keep,
-			},
-			"scaling_metric": schema.StringAttribute{
-				Optional: true, Computed: true, MarkdownDescription: "`concurrency` (default: in-flight requests per instance) or `requestRate`.",
-				Validators:    []validator.String{stringvalidator.OneOf("concurrency", "requestRate")},
-				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
-			},
-			"scaling_target": schema.Int64Attribute{
-				Optional: true, Computed: true, MarkdownDescription: "Target value of `scaling_metric` per instance, e.g. the concurrency target (1-100000; server default 100).",
-				Validators: []validator.Int64{int64validator.Between(1, 100000)}, PlanModifiers: keep,
-			},
-			"build_timeout_sec": schema.Int64Attribute{
-				Optional: true, Computed: true, Default: int64default.StaticInt64(defaultBuildTimeoutSec),
-				MarkdownDescription: fmt.Sprintf("How long `apply` waits for the build to become Ready (default %d).", defaultBuildTimeoutSec),
-				Validators:          []validator.Int64{int64validator.Between(1, 86400)},
-			},
-			"url": schema.StringAttribute{
-				Computed: true, MarkdownDescription: "URL that invokes the function (`<endpoint>/fn/<namespace>/<name>`).",
-				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
-			},
-			"image": schema.StringAttribute{
-				Computed: true, MarkdownDescription: "Built image (or local artifact under `sless dev`).",
-				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
-			},
-			"phase": schema.StringAttribute{
-				Computed: true, MarkdownDescription: "Pending, Building, Ready or Failed.",
-				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
-			},
+		Attributes: attrs,
+	}
+}
+
+func functionAttributes() map[string]schema.Attribute {
+	keep := []planmodifier.Int64{int64planmodifier.UseStateForUnknown()}
+	attrs := map[string]schema.Attribute{
+		"id": schema.StringAttribute{
+			Computed: true, MarkdownDescription: "`namespace/name`.",
+			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+		},
+		"name": schema.StringAttribute{
+			Required: true, MarkdownDescription: "Function name, a DNS label (lowercase letters, digits, `-`). Changing it replaces the function.",
+			Validators:    nameValidators(),
+			PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+		},
+		"namespace": schema.StringAttribute{
+			Computed: true, MarkdownDescription: "Tenant namespace the function lives in (derived from the token).",
+			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+		},
+		"runtime": schema.StringAttribute{
+			Required: true, MarkdownDescription: "Language runtime: one of " + quotedList(api.Runtimes) + ".",
+			Validators: runtimeValidators(),
+		},
+		"entrypoint": schema.StringAttribute{
+			Optional: true, MarkdownDescription: "Handler entry point, e.g. `handler.handle` (runtime default when unset).",
+		},
+		"env_vars": schema.MapAttribute{
+			ElementType: types.StringType, Optional: true,
+			MarkdownDescription: "Environment variables of the handler; names must not start with `SLESS_`. Changes apply in place without a rebuild.",
+			Validators:          []validator.Map{envCheck{}, mapvalidator.SizeAtMost(256)},
+		},
+		"memory_mb": schema.Int64Attribute{
+			Optional: true, Computed: true, MarkdownDescription: "Memory limit in MiB (32-16384; server default 128).",
+			Validators: []validator.Int64{int64validator.Between(32, 16384)}, PlanModifiers: keep,
+		},
+		"timeout_sec": schema.Int64Attribute{
+			Optional: true, MarkdownDescription: "Limit of one invocation in seconds, 1-900; `0` or unset means no limit (unset stays null in the state).",
+			Validators: timeoutValidators(),
+		},
+		"min_replicas": schema.Int64Attribute{
+			Optional: true, Computed: true, MarkdownDescription: "Instances kept running when idle; 0 (default) scales to zero, 1 or more keeps the function always on.",
+			Validators: []validator.Int64{int64validator.Between(0, 1000)}, PlanModifiers: keep,
+		},
+		"max_replicas": schema.Int64Attribute{
+			Optional: true, Computed: true, MarkdownDescription: "Upper bound of instances (1-1000; server default 10).",
+			Validators: []validator.Int64{int64validator.Between(1, 1000)}, PlanModifiers: keep,
+		},
+		"scale_down_period_sec": schema.Int64Attribute{
+			Optional: true, Computed: true, MarkdownDescription: "Idle seconds before scaling down (1-86400; server default 300).",
+			Validators: []validator.Int64{int64validator.Between(1, 86400)}, PlanModifiers: keep,
+		},
+		"scaling_metric": schema.StringAttribute{
+			Optional: true, Computed: true, MarkdownDescription: "`concurrency` (default: in-flight requests per instance) or `requestRate`.",
+			Validators:    []validator.String{stringvalidator.OneOf("concurrency", "requestRate")},
+			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+		},
+		"scaling_target": schema.Int64Attribute{
+			Optional: true, Computed: true, MarkdownDescription: "Target value of `scaling_metric` per instance, e.g. the concurrency target (1-100000; server default 100).",
+			Validators: []validator.Int64{int64validator.Between(1, 100000)}, PlanModifiers: keep,
+		},
+		"build_timeout_sec": schema.Int64Attribute{
+			Optional: true, Computed: true, Default: int64default.StaticInt64(defaultBuildTimeoutSec),
+			MarkdownDescription: fmt.Sprintf("How long `apply` waits for the build to become Ready (default %d).", defaultBuildTimeoutSec),
+			Validators:          []validator.Int64{int64validator.Between(1, 86400)},
+		},
+		"url": schema.StringAttribute{
+			Computed: true, MarkdownDescription: "URL that invokes the function (`<endpoint>/fn/<namespace>/<name>`).",
+			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+		},
+		"image": schema.StringAttribute{
+			Computed: true, MarkdownDescription: "Built image (or local artifact under `sless dev`).",
+			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+		},
+		"phase": schema.StringAttribute{
+			Computed: true, MarkdownDescription: "Pending, Building, Ready or Failed.",
+			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 		},
 	}
+	return attrs
 }
 
 func (r *functionResource) ConfigValidators(context.Context) []resource.ConfigValidator {
@@ -188,28 +175,13 @@ func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	plan.SourceHash = plannedSourceHash(plan, &resp.Diagnostics)
+	plan.SourceHash = plan.plannedHash(&resp.Diagnostics)
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 	if resp.Diagnostics.HasError() || req.State.Raw.IsNull() || resp.Plan.Raw.Equal(req.State.Raw) {
 		return
 	}
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("image"), types.StringUnknown())...)
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("phase"), types.StringUnknown())...)
-}
-
-func plannedSourceHash(plan functionModel, diags *diag.Diagnostics) types.String {
-	switch {
-	case plan.SourceDir.IsUnknown():
-		return types.StringUnknown()
-	case !plan.SourceDir.IsNull():
-		h, err := sourcezip.Hash(plan.SourceDir.ValueString())
-		if err != nil {
-			diags.AddAttributeError(path.Root("source_dir"), "Cannot read source_dir", err.Error())
-			return types.StringUnknown()
-		}
-		return types.StringValue(h)
-	}
-	return plan.CodeHash
 }
 
 func (r *functionResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -275,19 +247,15 @@ func (r *functionResource) Update(ctx context.Context, req resource.UpdateReques
 // upload or build fails the state keeps the previous source_hash, so the next plan retries.
 func (r *functionResource) deploy(ctx context.Context, plan functionModel, st *tfsdk.State, diags *diag.Diagnostics) {
 	name := plan.Name.ValueString()
-	zip, err := openCode(plan)
-	if err != nil {
-		diags.AddAttributeError(codeAttr(plan), "Cannot read the function's code", err.Error())
-		return
-	}
-	defer zip.Close()
 	tflog.Info(ctx, "uploading function source", map[string]any{"function": name, "source_hash": plan.SourceHash.ValueString()})
-	fn, err := r.client.UploadSource(ctx, r.client.namespace, name, zip)
-	if err != nil {
-		diags.AddError("Cannot upload the code of function "+name, err.Error())
-		return
+	var fn api.Function
+	uploaded := plan.upload(func(zip io.Reader) (err error) {
+		fn, err = r.client.UploadSource(ctx, r.client.namespace, name, zip)
+		return err
+	}, diags)
+	if uploaded {
+		r.waitAndRecord(ctx, plan, fn.Status, st, diags)
 	}
-	r.waitAndRecord(ctx, plan, fn.Status, st, diags)
 }
 
 // waitAndRecord waits for Ready and writes the state; a failed build is the diagnostic.
@@ -328,28 +296,6 @@ func functionModelFrom(ctx context.Context, fn api.Function, prior functionModel
 		m.SourceHash = types.StringNull()
 	}
 	return m, diags
-}
-
-func openCode(plan functionModel) (io.ReadCloser, error) {
-	if !plan.SourceDir.IsNull() {
-		data, err := sourcezip.Zip(plan.SourceDir.ValueString())
-		if err != nil {
-			return nil, err
-		}
-		return io.NopCloser(bytes.NewReader(data)), nil
-	}
-	f, err := os.Open(plan.CodePath.ValueString())
-	if err != nil {
-		return nil, fmt.Errorf("code_path: %w", err)
-	}
-	return f, nil
-}
-
-func codeAttr(plan functionModel) path.Path {
-	if !plan.SourceDir.IsNull() {
-		return path.Root("source_dir")
-	}
-	return path.Root("code_path")
 }
 
 func (r *functionResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {

@@ -80,3 +80,28 @@ data "sless_function" "a" {
 		t.Fatalf("unclosed block: %v", err)
 	}
 }
+
+// FuzzExampleBlocks: any configuration text is cut without panicking, and every block cut
+// starts with its keyword line (after comments) and ends with its closing brace.
+func FuzzExampleBlocks(f *testing.F) {
+	f.Add("resource \"sless_function\" \"a\" {\n  name = \"a\"\n}\n")
+	f.Add("# c\nprovider \"sless\" {}\n")
+	f.Add("data \"x\" \"y\" {\n")
+	f.Fuzz(func(t *testing.T, config string) {
+		path := filepath.Join(t.TempDir(), "main.tf")
+		if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		blocks, err := exampleBlocks(path)
+		if err != nil {
+			return
+		}
+		for key, list := range blocks {
+			for _, b := range list {
+				if !strings.HasSuffix(b, "}") || !strings.Contains(b, strings.SplitN(key, " ", 2)[0]+" \"") {
+					t.Fatalf("block %s = %q", key, b)
+				}
+			}
+		}
+	})
+}
