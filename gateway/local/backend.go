@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"sless.dev/sless/buildkit"
@@ -73,6 +74,7 @@ type Backend struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	unlock func() // releases the data directory
 }
 
 var _ gateway.Backend = (*Backend)(nil)
@@ -111,9 +113,14 @@ func New(opts Options) (*Backend, error) {
 	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the data directory %s: %w", opts.DataDir, err)
 	}
+	unlock, err := lockDataDir(opts.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	file := stateFile{path: filepath.Join(opts.DataDir, "state.json")}
 	st, err := file.load()
 	if err != nil {
+		unlock()
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -126,6 +133,7 @@ func New(opts Options) (*Backend, error) {
 		pool: localpool.New(opts.Pool), deployed: map[string]deployment{},
 		builds: newBuilds(opts.MaxBuilds), ctx: ctx, cancel: cancel,
 		runners: runners{m: map[string]*runner{}}, jobs: jobRuns{m: map[string]context.CancelFunc{}},
+		unlock: unlock,
 	}
 	b.interruptJobs()
 	for key := range st.Functions {
@@ -147,6 +155,22 @@ func (b *Backend) Close() {
 	b.work.wait()
 	b.wg.Wait()
 	b.pool.Close()
+	b.unlock()
+}
+
+// lockDataDir makes sure one process at a time owns a data directory: two would overwrite
+// each other's state.
+func lockDataDir(dir string) (func(), error) {
+	path := filepath.Join(dir, "lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("locking the data directory: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("data directory %s is in use by another sless dev (%v); stop it or pass another --data-dir", dir, err)
+	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
 
 // Transport carries /fn/ requests to the process pool; the Host names the function.

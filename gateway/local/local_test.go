@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/gateway/local"
 )
 
 // steerable is a Python function whose event steers it: crash exits mid-request, sleep holds
@@ -501,4 +503,24 @@ func TestSelfContainedJob(t *testing.T) {
 	if invs := d.invocations("adder"); len(invs) != 1 || invs[0].Kind != api.KindJob {
 		t.Fatalf("job history: %+v", invs)
 	}
+}
+
+func TestDataDirIsExclusive(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d := startDev(t, devOptions{dataDir: dir})
+	store, err := buildkit.NewFSStore(filepath.Join(dir, "artifacts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = local.New(local.Options{DataDir: dir, Artifacts: buildkit.Artifacts{Store: store}})
+	if err == nil || !strings.Contains(err.Error(), "in use by another sless dev") {
+		t.Fatalf("a second backend on the same data directory: want a clear error, got %v", err)
+	}
+	d.stop()
+	b, err := local.New(local.Options{DataDir: dir, Artifacts: buildkit.Artifacts{Store: store}})
+	if err != nil {
+		t.Fatalf("after the first stopped: %v", err)
+	}
+	b.Close()
 }
