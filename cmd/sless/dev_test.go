@@ -120,6 +120,16 @@ func TestDevDeploysExamplesStopsCleanlyAndRestarts(t *testing.T) {
 			t.Fatalf("%s: %d %s", u[1], resp.StatusCode, body)
 		}
 	}
+	for _, path := range []string{"/console", "/v1/openapi.yaml", "/healthz"} {
+		resp, err := http.Get(vars["SLESS_ENDPOINT"] + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, resp.StatusCode)
+		}
+	}
 	if procs := childrenIn(dir); len(procs) != 3 {
 		t.Fatalf("want 3 function processes while running, got %v", procs)
 	}
