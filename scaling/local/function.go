@@ -146,7 +146,9 @@ func (f *function) release(pr *process) {
 	f.mu.Lock()
 	pr.inflight--
 	pr.lastUsed = time.Now()
-	f.broadcast()
+	if f.waiting > 0 { // the hot path: nobody waits, nothing to wake
+		f.broadcast()
+	}
 	f.mu.Unlock()
 }
 
