@@ -53,6 +53,19 @@ resource "sless_job" "greet_once" {
   run_id     = 1
 }
 
+# A self-contained job brings its own code (built like a function's) instead of a function.
+resource "sless_job" "report" {
+  name       = "hello-report"
+  runtime    = "go1.23"
+  source_dir = "${path.module}/hello"
+  env_vars = {
+    GREETING     = "Report"
+    DEFAULT_NAME = "ops"
+  }
+  event_json = jsonencode({})
+  run_id     = 1
+}
+
 # Another configuration can look the function up by name.
 data "sless_function" "hello" {
   name = sless_function.hello.name
@@ -64,6 +77,10 @@ output "url" {
 
 output "job_result" {
   value = sless_job.greet_once.result
+}
+
+output "report_result" {
+  value = sless_job.report.result
 }
 
 output "phase" {

@@ -84,6 +84,9 @@ func TestAccExampleWithDevOverrides(t *testing.T) {
 	if !strings.Contains(outputs["job_result"].Value, `"message":"Hello, Terraform"`) {
 		t.Errorf("job_result %q, want the greeting of the job's event", outputs["job_result"].Value)
 	}
+	if !strings.Contains(outputs["report_result"].Value, `"message":"Report, ops"`) {
+		t.Errorf("report_result %q, want the self-contained job's greeting", outputs["report_result"].Value)
+	}
 	status, body, err := invoke(outputs["url"].Value)
 	if err != nil || status != 200 || !strings.Contains(body, `"message":"Hello, world"`) {
 		t.Errorf("invoking %s: %d %q %v", outputs["url"].Value, status, body, err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"reflect"
 	"time"
 
@@ -34,6 +36,7 @@ var (
 	_ resource.ResourceWithImportState      = (*jobResource)(nil)
 	_ resource.ResourceWithModifyPlan       = (*jobResource)(nil)
 	_ resource.ResourceWithConfigValidators = (*jobResource)(nil)
+	_ resource.ResourceWithValidateConfig   = (*jobResource)(nil)
 )
 
 // NewJobResource is the sless_job resource.
@@ -57,6 +60,7 @@ type jobModel struct {
 	EventJSON      types.String `tfsdk:"event_json"`
 	RunID          types.Int64  `tfsdk:"run_id"`
 	WaitTimeoutSec types.Int64  `tfsdk:"wait_timeout_sec"`
+	codeSource
 	jobResult
 }
 
@@ -75,68 +79,75 @@ func (r *jobResource) Metadata(_ context.Context, req resource.MetadataRequest, 
 }
 
 func (r *jobResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
-	keepString := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
-	keepInt := []planmodifier.Int64{int64planmodifier.UseStateForUnknown()}
+	attrs := jobAttributes()
+	maps.Copy(attrs, codeSourceAttributes("job"))
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "A one-off run of a function with a JSON event. `run_id = 0` creates the job without running it; " +
 			"raising `run_id` runs it again and `apply` waits for the run to end (`wait_timeout_sec`). " +
-			"The job runs an existing `function`, or is self-contained with `runtime` and a prebuilt `image`.",
-		Attributes: map[string]schema.Attribute{
-			"id":        schema.StringAttribute{Computed: true, MarkdownDescription: "`namespace/name`.", PlanModifiers: keepString},
-			"namespace": schema.StringAttribute{Computed: true, MarkdownDescription: "Tenant namespace.", PlanModifiers: keepString},
-			"name": schema.StringAttribute{
-				Required: true, MarkdownDescription: "Job name, a DNS label. Changing it replaces the job.",
-				Validators: nameValidators(), PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-			},
-			"function": schema.StringAttribute{
-				Optional: true, MarkdownDescription: "Function to run; the job waits for it to be Ready.",
-				Validators: nameValidators(),
-			},
-			"runtime": schema.StringAttribute{
-				Optional: true, MarkdownDescription: "Self-contained job: runtime of `image`, one of " + quotedList(api.Runtimes) + ".",
-				Validators: append(runtimeValidators(), stringvalidator.AlsoRequires(path.MatchRoot("image"))),
-			},
-			"image": schema.StringAttribute{
-				Optional: true, MarkdownDescription: "Self-contained job: prebuilt image to run (with `runtime`).",
-				Validators: []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("runtime")), stringvalidator.LengthAtMost(512)},
-			},
-			"entrypoint": schema.StringAttribute{Optional: true, MarkdownDescription: "Handler entry point (the function's when unset)."},
-			"env_vars": schema.MapAttribute{
-				ElementType: types.StringType, Optional: true, MarkdownDescription: "Extra environment variables of the run.",
-				Validators: []validator.Map{envCheck{}, mapvalidator.SizeAtMost(256)},
-			},
-			"memory_mb": schema.Int64Attribute{
-				Optional: true, MarkdownDescription: "Memory limit in MiB (32-16384; the function's when unset).",
-				Validators: []validator.Int64{int64validator.Between(32, 16384)},
-			},
-			"timeout_sec": schema.Int64Attribute{
-				Optional: true, MarkdownDescription: "Limit of the run in seconds, 1-900; `0` or unset means no limit.",
-				Validators: timeoutValidators(),
-			},
-			"event_json": schema.StringAttribute{
-				Optional: true, MarkdownDescription: "Event passed to the handler, as JSON (e.g. `jsonencode({...})`).",
-				Validators: []validator.String{stringCheck{desc: "event JSON", check: checkJSON}},
-			},
-			"run_id": schema.Int64Attribute{
-				Optional: true, Computed: true, Default: int64default.StaticInt64(0),
-				MarkdownDescription: "`0` creates the job without running it; each higher value runs it again (in place). Lowering it replaces the job.",
-				Validators:          []validator.Int64{int64validator.AtLeast(0)},
-				PlanModifiers: []planmodifier.Int64{int64planmodifier.RequiresReplaceIf(func(_ context.Context, req planmodifier.Int64Request, resp *int64planmodifier.RequiresReplaceIfFuncResponse) {
-					resp.RequiresReplace = !req.StateValue.IsNull() && req.PlanValue.ValueInt64() < req.StateValue.ValueInt64()
-				}, "Lowering run_id replaces the job.", "Lowering `run_id` replaces the job.")},
-			},
-			"wait_timeout_sec": schema.Int64Attribute{
-				Optional: true, Computed: true, Default: int64default.StaticInt64(defaultWaitTimeoutSec),
-				MarkdownDescription: fmt.Sprintf("How long `apply` waits for a run to end, including a build (default %d).", defaultWaitTimeoutSec),
-				Validators:          []validator.Int64{int64validator.Between(1, 86400)},
-			},
-			"phase":           schema.StringAttribute{Computed: true, MarkdownDescription: "Pending, Building, Running, Succeeded, Failed or Skipped (run_id 0).", PlanModifiers: keepString},
-			"observed_run_id": schema.Int64Attribute{Computed: true, MarkdownDescription: "`run_id` the status describes.", PlanModifiers: keepInt},
-			"result":          schema.StringAttribute{Computed: true, MarkdownDescription: "What the handler returned (JSON, or the string it returned).", PlanModifiers: keepString},
-			"output":          schema.StringAttribute{Computed: true, MarkdownDescription: "Tail of the run's stdout and stderr.", PlanModifiers: keepString},
-			"error":           schema.StringAttribute{Computed: true, MarkdownDescription: "Why the run failed.", PlanModifiers: keepString},
-			"duration_ms":     schema.Int64Attribute{Computed: true, MarkdownDescription: "Run time in milliseconds.", PlanModifiers: keepInt},
+			"The job runs an existing `function`, or is self-contained: `runtime` with its own code (`source_dir`, or " +
+			"`code_path` + `code_hash`), built like a function's, or with a prebuilt `image`.",
+		Attributes: attrs,
+	}
+}
+
+func jobAttributes() map[string]schema.Attribute {
+	keepString := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
+	keepInt := []planmodifier.Int64{int64planmodifier.UseStateForUnknown()}
+	return map[string]schema.Attribute{
+		"id":        schema.StringAttribute{Computed: true, MarkdownDescription: "`namespace/name`.", PlanModifiers: keepString},
+		"namespace": schema.StringAttribute{Computed: true, MarkdownDescription: "Tenant namespace.", PlanModifiers: keepString},
+		"name": schema.StringAttribute{
+			Required: true, MarkdownDescription: "Job name, a DNS label. Changing it replaces the job.",
+			Validators: nameValidators(), PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 		},
+		"function": schema.StringAttribute{
+			Optional: true, MarkdownDescription: "Function to run; the job waits for it to be Ready.",
+			Validators: nameValidators(),
+		},
+		"runtime": schema.StringAttribute{
+			Optional: true, MarkdownDescription: "Self-contained job: the runtime its code (`source_dir` or `code_path`) is built for, or of `image`; one of " + quotedList(api.Runtimes) + ".",
+			Validators: runtimeValidators(),
+		},
+		"image": schema.StringAttribute{
+			Optional: true, MarkdownDescription: "Self-contained job: prebuilt image to run instead of uploaded code (cluster installs only; `sless dev` builds uploaded code).",
+			Validators: []validator.String{stringvalidator.LengthAtMost(512)},
+		},
+		"entrypoint": schema.StringAttribute{Optional: true, MarkdownDescription: "Handler entry point (the function's when unset)."},
+		"env_vars": schema.MapAttribute{
+			ElementType: types.StringType, Optional: true, MarkdownDescription: "Extra environment variables of the run.",
+			Validators: []validator.Map{envCheck{}, mapvalidator.SizeAtMost(256)},
+		},
+		"memory_mb": schema.Int64Attribute{
+			Optional: true, MarkdownDescription: "Memory limit in MiB (32-16384; the function's when unset).",
+			Validators: []validator.Int64{int64validator.Between(32, 16384)},
+		},
+		"timeout_sec": schema.Int64Attribute{
+			Optional: true, MarkdownDescription: "Limit of the run in seconds, 1-900; `0` or unset means no limit.",
+			Validators: timeoutValidators(),
+		},
+		"event_json": schema.StringAttribute{
+			Optional: true, MarkdownDescription: "Event passed to the handler, as JSON (e.g. `jsonencode({...})`).",
+			Validators: []validator.String{stringCheck{desc: "event JSON", check: checkJSON}},
+		},
+		"run_id": schema.Int64Attribute{
+			Optional: true, Computed: true, Default: int64default.StaticInt64(0),
+			MarkdownDescription: "`0` creates the job without running it; each higher value runs it again (in place). Lowering it replaces the job.",
+			Validators:          []validator.Int64{int64validator.AtLeast(0)},
+			PlanModifiers: []planmodifier.Int64{int64planmodifier.RequiresReplaceIf(func(_ context.Context, req planmodifier.Int64Request, resp *int64planmodifier.RequiresReplaceIfFuncResponse) {
+				resp.RequiresReplace = !req.StateValue.IsNull() && req.PlanValue.ValueInt64() < req.StateValue.ValueInt64()
+			}, "Lowering run_id replaces the job.", "Lowering `run_id` replaces the job.")},
+		},
+		"wait_timeout_sec": schema.Int64Attribute{
+			Optional: true, Computed: true, Default: int64default.StaticInt64(defaultWaitTimeoutSec),
+			MarkdownDescription: fmt.Sprintf("How long `apply` waits for a run to end, including a build (default %d).", defaultWaitTimeoutSec),
+			Validators:          []validator.Int64{int64validator.Between(1, 86400)},
+		},
+		"phase":           schema.StringAttribute{Computed: true, MarkdownDescription: "Pending, Building, Running, Succeeded, Failed or Skipped (run_id 0).", PlanModifiers: keepString},
+		"observed_run_id": schema.Int64Attribute{Computed: true, MarkdownDescription: "`run_id` the status describes.", PlanModifiers: keepInt},
+		"result":          schema.StringAttribute{Computed: true, MarkdownDescription: "What the handler returned (JSON, or the string it returned).", PlanModifiers: keepString},
+		"output":          schema.StringAttribute{Computed: true, MarkdownDescription: "Tail of the run's stdout and stderr.", PlanModifiers: keepString},
+		"error":           schema.StringAttribute{Computed: true, MarkdownDescription: "Why the run failed.", PlanModifiers: keepString},
+		"duration_ms":     schema.Int64Attribute{Computed: true, MarkdownDescription: "Run time in milliseconds.", PlanModifiers: keepInt},
 	}
 }
 
@@ -144,6 +155,41 @@ func (r *jobResource) ConfigValidators(context.Context) []resource.ConfigValidat
 	return []resource.ConfigValidator{
 		resourcevalidator.ExactlyOneOf(path.MatchRoot("function"), path.MatchRoot("runtime")),
 	}
+}
+
+// ValidateConfig checks that a job either runs a function or brings exactly one kind of code.
+func (r *jobResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m jobModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	resp.Diagnostics.Append(checkJobCode(m)...)
+}
+
+// checkJobCode: a function job takes no code or image; a self-contained one needs exactly
+// one of source_dir, code_path and image.
+func checkJobCode(m jobModel) diag.Diagnostics {
+	var diags diag.Diagnostics
+	given := map[string]bool{"source_dir": !m.SourceDir.IsNull(), "code_path": !m.CodePath.IsNull(), "image": !m.Image.IsNull()}
+	var set []string
+	for _, attr := range []string{"source_dir", "code_path", "image"} {
+		if given[attr] {
+			set = append(set, attr)
+		}
+	}
+	switch {
+	case !m.Function.IsNull() && len(set) > 0:
+		diags.AddAttributeError(path.Root(set[0]), "Code on a job that runs a function",
+			fmt.Sprintf("The job runs function %s, which has its own code; remove %s, or remove function and set runtime for a self-contained job.", m.Function.ValueString(), set[0]))
+	case !m.Runtime.IsNull() && len(set) == 0 && !m.SourceDir.IsUnknown() && !m.CodePath.IsUnknown() && !m.Image.IsUnknown():
+		diags.AddAttributeError(path.Root("runtime"), "Self-contained job without code",
+			"A job with runtime needs its code: set source_dir, or code_path with code_hash (or image on a cluster install).")
+	case len(set) > 1:
+		diags.AddAttributeError(path.Root(set[1]), "More than one kind of code",
+			fmt.Sprintf("Set one of source_dir, code_path and image; %s and %s are both set.", set[0], set[1]))
+	}
+	return diags
 }
 
 func (r *jobResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
@@ -155,20 +201,26 @@ func (r *jobResource) Configure(_ context.Context, req resource.ConfigureRequest
 	r.client = c
 }
 
-// ModifyPlan marks the run's outcome unknown when run_id changes: the apply runs it again.
+// ModifyPlan hashes the job's own code, and marks the run's outcome unknown when run_id
+// changes: the apply runs it again.
 func (r *jobResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if req.Plan.Raw.IsNull() || req.State.Raw.IsNull() {
+	if req.Plan.Raw.IsNull() {
 		return
 	}
 	var plan, state jobModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() || plan.RunID.Equal(state.RunID) {
+	if !req.State.Raw.IsNull() {
+		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	}
+	if resp.Diagnostics.HasError() {
 		return
 	}
-	plan.jobResult = jobResult{
-		Phase: types.StringUnknown(), ObservedRunID: types.Int64Unknown(), Result: types.StringUnknown(),
-		Output: types.StringUnknown(), Error: types.StringUnknown(), DurationMs: types.Int64Unknown(),
+	plan.SourceHash = plan.plannedHash(&resp.Diagnostics)
+	if !req.State.Raw.IsNull() && !plan.RunID.Equal(state.RunID) {
+		plan.jobResult = jobResult{
+			Phase: types.StringUnknown(), ObservedRunID: types.Int64Unknown(), Result: types.StringUnknown(),
+			Output: types.StringUnknown(), Error: types.StringUnknown(), DurationMs: types.Int64Unknown(),
+		}
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 }
@@ -223,6 +275,9 @@ func jobModelFrom(ctx context.Context, j api.Job, prior jobModel) (jobModel, dia
 	if m.WaitTimeoutSec.IsNull() || m.WaitTimeoutSec.IsUnknown() {
 		m.WaitTimeoutSec = types.Int64Value(defaultWaitTimeoutSec)
 	}
+	if m.SourceHash.IsUnknown() {
+		m.SourceHash = types.StringNull()
+	}
 	m.jobResult = jobResult{
 		Phase:         types.StringValue(j.Status.Phase),
 		ObservedRunID: types.Int64Value(j.Status.ObservedRunID),
@@ -272,6 +327,11 @@ func (r *jobResource) Create(ctx context.Context, req resource.CreateRequest, re
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	runID := *fields.RunID
+	if plan.has() {
+		// Created without a run: the run starts once the code is there (below).
+		*fields.RunID = 0
+	}
 	j, err := r.client.CreateJob(ctx, r.client.namespace, api.CreateJob{Name: name, JobFields: fields})
 	if err != nil {
 		if client.IsConflict(err) {
@@ -283,7 +343,26 @@ func (r *jobResource) Create(ctx context.Context, req resource.CreateRequest, re
 		return
 	}
 	r.record(ctx, j, plan, &resp.State, &resp.Diagnostics)
+	if plan.has() {
+		if !r.uploadCode(ctx, plan, &resp.Diagnostics) {
+			return
+		}
+		if _, err := r.client.UpdateJob(ctx, r.client.namespace, name, api.JobFields{RunID: &runID}); err != nil {
+			resp.Diagnostics.AddError(fmt.Sprintf("Cannot start run %d of job %s", runID, name), err.Error())
+			return
+		}
+	}
 	r.waitRun(ctx, plan, &resp.State, &resp.Diagnostics)
+}
+
+// uploadCode uploads a self-contained job's code.
+func (r *jobResource) uploadCode(ctx context.Context, plan jobModel, diags *diag.Diagnostics) bool {
+	name := plan.Name.ValueString()
+	tflog.Info(ctx, "uploading job source", map[string]any{"job": name, "source_hash": plan.SourceHash.ValueString()})
+	return plan.upload(func(zip io.Reader) error {
+		_, err := r.client.UploadJobSource(ctx, r.client.namespace, name, zip)
+		return err
+	}, diags)
 }
 
 // waitRun waits for the planned run to end and records it; a failed run is an error with the
@@ -345,6 +424,10 @@ func (r *jobResource) Update(ctx context.Context, req resource.UpdateRequest, re
 	fields, diags := plan.fields(ctx)
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
+		return
+	}
+	// New code goes first, so that a raised run_id runs it.
+	if plan.has() && !plan.SourceHash.Equal(state.SourceHash) && !r.uploadCode(ctx, plan, &resp.Diagnostics) {
 		return
 	}
 	j, err := r.client.UpdateJob(ctx, r.client.namespace, name, fields)

@@ -140,3 +140,57 @@ func TestAccJobFailure(t *testing.T) {
 		}},
 	})
 }
+
+func selfContainedJobConfig(dir string, runID int) string {
+	return fmt.Sprintf(`
+resource "sless_job" "own" {
+  name       = "acc-own-job"
+  runtime    = "go1.23"
+  source_dir = %[1]q
+  env_vars   = { GREETING = "self-contained" }
+  event_json = jsonencode({})
+  run_id     = %[2]d
+}
+`, dir, runID)
+}
+
+// TestAccJobSelfContained: a job with its own code is built and run; new code with a raised
+// run_id runs the new code.
+func TestAccJobSelfContained(t *testing.T) {
+	d := sless(t)
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "handler.go"), goHandler("own-v1"))
+	const addr = "sless_job.own"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: protoV6Providers,
+		CheckDestroy:             checkGone(d, t),
+		Steps: []resource.TestStep{
+			{
+				Config: selfContainedJobConfig(src, 1),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("phase"), knownvalue.StringExact("Succeeded")),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("result"), knownvalue.StringRegexp(regexp.MustCompile(`^"?own-v1 self-contained"?\s*$`))),
+				},
+			},
+			{
+				PreConfig: func() { writeFile(t, filepath.Join(src, "handler.go"), goHandler("own-v2")) },
+				Config:    selfContainedJobConfig(src, 2),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("observed_run_id"), knownvalue.Int64Exact(2)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("result"), knownvalue.StringRegexp(regexp.MustCompile(`^"?own-v2 self-contained"?\s*$`))),
+				},
+			},
+			{
+				Config:                  selfContainedJobConfig(src, 2),
+				ResourceName:            addr,
+				ImportState:             true,
+				ImportStateId:           "acc-own-job",
+				ImportStateVerify:       true,
+				ImportStateVerifyIgnore: []string{"source_dir", "source_hash"},
+			},
+		},
+	})
+}

@@ -115,6 +115,21 @@ func TestAccPlanTimeValidation(t *testing.T) {
   runtime = "go1.23"
   image = "x"
 }`, `Exactly one of these attributes must be configured: [function,runtime]`},
+		{"job with function and code", `resource "sless_job" "x" {
+  name = "j"
+  function = "f"
+  source_dir = "./src"
+}`, `Code on a job that runs a function`},
+		{"self-contained job without code", `resource "sless_job" "x" {
+  name = "j"
+  runtime = "python3.12"
+}`, `Self-contained job without code`},
+		{"self-contained job with two kinds of code", `resource "sless_job" "x" {
+  name = "j"
+  runtime = "python3.12"
+  source_dir = "./src"
+  image = "registry.example/job:1"
+}`, `More than one kind of code`},
 		{"negative run_id", `resource "sless_job" "x" {
   name = "j"
   function = "f"
