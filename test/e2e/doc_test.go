@@ -1,0 +1,14 @@
+//go:build e2e
+
+// Package e2e runs sless end to end on the real KEDA operator and HTTP add-on: etcd,
+// kube-apiserver, kube-controller-manager, KEDA, the add-on's interceptor/scaler/operator,
+// the sless operator and gateway, versitygw, RabbitMQ and PostgreSQL, with one stand-in — a
+// process kubelet that runs each Pod's containers as local processes.
+//
+// The test binary re-executes itself inside a private network and mount namespace (it must
+// run as root): the add-on binds 0.0.0.0 and components find each other by Service DNS names,
+// which a private /etc/hosts supplies. The machine's RabbitMQ and PostgreSQL are bridged in
+// through unix sockets. Run with `make test-e2e` or
+//
+//	go test -tags e2e -count=1 -v ./test/e2e/
+package e2e

@@ -1,0 +1,641 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"sless.dev/sless/apis/scheme"
+	v1 "sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/buildkit"
+	"sless.dev/sless/gateway"
+	"sless.dev/sless/gateway/cluster"
+	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/test/testenv"
+)
+
+// Fixed ports inside the private namespace. The add-on binds 0.0.0.0, so none of them may
+// be a port functions use (buildkit.DefaultPort), and the interceptor's admin and the
+// scaler's gRPC ports (both 9090 by default) are set apart.
+const (
+	interceptorProxyPort = 19080
+	// Service ports of the add-on's Services, as in its Helm chart.
+	interceptorProxySvcPort = 8080
+	interceptorAdminSvcPort = 9090
+	scalerSvcPort           = 9090
+	interceptorAdminPort    = 19090
+	scalerPort              = 19091
+	kedaMetricsPort         = 19100
+	kedaProbePort           = 19101
+	kedaMetricsSvcPort      = 19102
+	addonMetricsPort        = 19103
+	addonProbePort          = 19104
+	slessProbePort          = 19105
+	kcmPort                 = 19110
+	s3Port                  = 19200
+
+	slessImage  = "sless.e2e/sless:dev"
+	kanikoImage = "kaniko.e2e/executor:local"
+	registry    = "registry.e2e:5000"
+	bucket      = "sless"
+	s3Key       = "sless-e2e"
+	s3Secret    = "sless-e2e-secret"
+	hmacKey     = "e2e-signing-key-0123456789abcdef0123456789abcdef"
+)
+
+// ground is the running test ground.
+type ground struct {
+	dir        string
+	tools      map[string]string
+	log        *slog.Logger
+	env        *envtest.Environment
+	cfg        *rest.Config
+	kubeconfig string
+	client     client.Client
+	cs         kubernetes.Interface
+	hosts      *hostsFile
+	marks      *timeline
+	store      buildkit.Store
+	dbURL      string
+	gatewayURL string
+	images     sync.Map // image reference → *buildkit.Artifact
+	procs      []*component
+	kubelet    *kubelet
+	stops      []func()
+}
+
+// component is a platform process (KEDA, the add-on, kube-controller-manager, ...).
+type component struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (g *ground) spawn(name string, env []string, argv ...string) error {
+	logf, err := os.Create(filepath.Join(g.dir, "logs", name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "KUBECONFIG=" + g.kubeconfig}, env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	c := &component{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); logf.Close(); close(c.done) }()
+	g.procs = append(g.procs, c)
+	return nil
+}
+
+// stopComponents ends the platform processes newest first.
+func (g *ground) stopComponents() {
+	for i := len(g.procs) - 1; i >= 0; i-- {
+		c := g.procs[i]
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-c.done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+			<-c.done
+		}
+	}
+}
+
+// exited reports a component that died: the ground is then broken and its log says why.
+func (g *ground) exited() error {
+	for _, c := range g.procs {
+		select {
+		case <-c.done:
+			return fmt.Errorf("%s exited (%s); see %s", c.name, c.cmd.ProcessState, filepath.Join(g.dir, "logs", c.name+".log"))
+		default:
+		}
+	}
+	return nil
+}
+
+// startGround brings everything up; stop tears it down in reverse.
+func startGround(ctx context.Context, tools map[string]string, log *slog.Logger) (*ground, error) {
+	dir, err := os.MkdirTemp("", "sless-e2e-")
+	if err != nil {
+		return nil, err
+	}
+	g := &ground{dir: dir, tools: tools, log: log, marks: newTimeline()}
+	for _, d := range []string{"logs", "pods", "builds", "keda-certs", "s3"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return g, err
+		}
+	}
+	g.hosts = &hostsFile{path: filepath.Join(dir, "hosts"), names: map[string]string{}}
+	if err := enterNamespace(ctx, g.hosts.path); err != nil {
+		return g, err
+	}
+	if err := addAddress(nodeIP); err != nil {
+		return g, err
+	}
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"control plane", g.startControlPlane},
+		{"kubelet and services", g.startNode},
+		{"kube-controller-manager", g.startControllerManager},
+		{"KEDA and the HTTP add-on", g.startKEDA},
+		{"S3 and PostgreSQL", g.startStorage},
+		{"sless operator", g.startOperator},
+		{"gateway", g.startGateway},
+	}
+	for _, s := range steps {
+		start := time.Now()
+		if err := s.fn(ctx); err != nil {
+			return g, fmt.Errorf("starting %s: %w", s.name, err)
+		}
+		log.Info("ground step ready", "step", s.name, "took", time.Since(start).Round(time.Millisecond))
+	}
+	return g, nil
+}
+
+func (g *ground) stop() {
+	if g.kubelet != nil {
+		g.kubelet.stopAll()
+	}
+	for i := len(g.stops) - 1; i >= 0; i-- {
+		g.stops[i]()
+	}
+	g.stopComponents()
+	if g.env != nil {
+		if err := g.env.Stop(); err != nil {
+			g.log.Warn("stopping the control plane", "err", err)
+		}
+	}
+	if os.Getenv("SLESS_E2E_KEEP") == "" {
+		_ = os.RemoveAll(g.dir)
+	} else {
+		g.log.Info("kept the ground's files", "dir", g.dir)
+	}
+}
+
+func (g *ground) startControlPlane(ctx context.Context) error {
+	crds, err := testenv.CRDPaths()
+	if err != nil {
+		return err
+	}
+	// The KEDA operator also watches its eventing CRDs, which sless itself does not use.
+	for _, p := range crds {
+		if strings.HasPrefix(filepath.Base(p), "keda.sh_") {
+			more, _ := filepath.Glob(filepath.Join(filepath.Dir(p), "eventing.keda.sh_*.yaml"))
+			crds = append(crds, more...)
+			break
+		}
+	}
+	g.env = &envtest.Environment{BinaryAssetsDirectory: g.tools["envtest"], CRDDirectoryPaths: crds, ErrorIfCRDPathMissing: true,
+		ControlPlaneStopTimeout: time.Minute} // the API server drains for a while after SIGTERM
+	api := g.env.ControlPlane.GetAPIServer()
+	// The namespace has no default route to take an advertise address from, and 1.37
+	// refuses loopback with the default endpoint reconciler.
+	api.Configure().Set("advertise-address", nodeIP).Set("endpoint-reconciler-type", "none")
+	logf, err := os.Create(filepath.Join(g.dir, "logs", "kube-apiserver.log"))
+	if err != nil {
+		return err
+	}
+	api.Out, api.Err = logf, logf
+	if _, err := g.env.Start(); err != nil {
+		return err
+	}
+	user, err := g.env.AddUser(envtest.User{Name: "e2e-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return err
+	}
+	g.cfg = user.Config()
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return err
+	}
+	g.kubeconfig = filepath.Join(g.dir, "kubeconfig")
+	if err := os.WriteFile(g.kubeconfig, kc, 0o600); err != nil {
+		return err
+	}
+	s, err := scheme.New()
+	if err != nil {
+		return err
+	}
+	if g.client, err = client.New(g.cfg, client.Options{Scheme: s}); err != nil {
+		return err
+	}
+	if g.cs, err = kubernetes.NewForConfig(g.cfg); err != nil {
+		return err
+	}
+	for _, ns := range []string{"keda", "sless-system"} {
+		if err := g.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *ground) startNode(ctx context.Context) error {
+	if _, err := startServices(ctx, g.cs, g.hosts, g.log); err != nil {
+		return err
+	}
+	g.kubelet = newKubelet(g.cs, filepath.Join(g.dir, "pods"), g.runImage, g.marks, g.log)
+	return g.kubelet.start(ctx)
+}
+
+func (g *ground) startControllerManager(ctx context.Context) error {
+	err := g.spawn("kube-controller-manager", nil, filepath.Join(g.tools["envtest"], "kube-controller-manager"),
+		"--kubeconfig="+g.kubeconfig, "--authentication-kubeconfig="+g.kubeconfig, "--authorization-kubeconfig="+g.kubeconfig,
+		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(kcmPort),
+		// No node heartbeats from the stand-in kubelet, no service-account keys, no cloud.
+		"--controllers=*,-node-lifecycle-controller,-serviceaccount-token-controller",
+		"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10")
+	if err != nil {
+		return err
+	}
+	return g.waitHealthy(ctx, "https://127.0.0.1:"+strconv.Itoa(kcmPort)+"/healthz", 60*time.Second)
+}
+
+// platformService makes name.keda resolve and route to a platform process listening on
+// target on every address (as the add-on does), through a selector-less Service and its
+// slice. The Service port differs from target: a listener on the Service address cannot
+// share a port with a wildcard listener.
+func (g *ground) platformService(ctx context.Context, name string, port, target int32) error {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "keda"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "main", Port: port, TargetPort: intstr.FromInt32(target)}}}}
+	if err := g.client.Create(ctx, svc); err != nil {
+		return err
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "keda", Labels: map[string]string{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "sless-e2e"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{nodeIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("main"), Port: ptr.To(target)}},
+	}
+	return g.client.Create(ctx, slice)
+}
+
+func (g *ground) startKEDA(ctx context.Context) error {
+	for name, ports := range map[string][2]int32{
+		"keda-add-ons-http-interceptor-proxy": {interceptorProxySvcPort, interceptorProxyPort},
+		"keda-add-ons-http-interceptor-admin": {interceptorAdminSvcPort, interceptorAdminPort},
+		"keda-add-ons-http-external-scaler":   {scalerSvcPort, scalerPort},
+	} {
+		if err := g.platformService(ctx, name, ports[0], ports[1]); err != nil {
+			return err
+		}
+	}
+	certs := filepath.Join(g.dir, "keda-certs")
+	if err := writeCerts(certs); err != nil {
+		return err
+	}
+	bin := func(n string) string { return filepath.Join(g.tools["keda"], n) }
+	local := func(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
+	noOTel := "OTEL_PROM_EXPORTER_ENABLED=false"
+	if err := g.spawn("keda-operator", []string{"POD_NAMESPACE=keda", "KEDA_CLUSTER_OBJECT_NAMESPACE=keda", "WATCH_NAMESPACE="},
+		bin("keda-operator"), "--leader-elect=false", "--enable-cert-rotation=false", "--cert-dir="+certs, "--ca-dir="+certs,
+		"--metrics-bind-address="+local(kedaMetricsPort), "--health-probe-bind-address="+local(kedaProbePort),
+		"--metrics-service-bind-address="+local(kedaMetricsSvcPort), "--enable-webhook-patching=false", "--enable-apiservice-patching=false",
+		"--zap-log-level=info"); err != nil {
+		return err
+	}
+	if err := g.spawn("http-add-on-operator", []string{"KEDA_HTTP_OPERATOR_NAMESPACE=keda", "KEDA_HTTP_OPERATOR_WATCH_NAMESPACE=",
+		"KEDA_HTTP_OPERATOR_EXTERNAL_SCALER_SERVICE=keda-add-ons-http-external-scaler", "KEDA_HTTP_OPERATOR_EXTERNAL_SCALER_PORT=" + strconv.Itoa(scalerSvcPort)},
+		bin("http-operator"), "--leader-elect=false", "--metrics-bind-address="+local(addonMetricsPort), "--health-probe-bind-address="+local(addonProbePort)); err != nil {
+		return err
+	}
+	if err := g.spawn("http-add-on-scaler", []string{noOTel, "KEDA_HTTP_SCALER_PORT=" + strconv.Itoa(scalerPort),
+		"KEDA_HTTP_SCALER_TARGET_ADMIN_NAMESPACE=keda", "KEDA_HTTP_SCALER_TARGET_ADMIN_SERVICE=keda-add-ons-http-interceptor-admin",
+		"KEDA_HTTP_SCALER_TARGET_ADMIN_DEPLOYMENT=keda-add-ons-http-interceptor", "KEDA_HTTP_SCALER_TARGET_ADMIN_PORT=" + strconv.Itoa(interceptorAdminPort)},
+		bin("scaler")); err != nil {
+		return err
+	}
+	if err := g.spawn("http-add-on-interceptor", []string{noOTel, "KEDA_HTTP_PROXY_PORT=" + strconv.Itoa(interceptorProxyPort),
+		"KEDA_HTTP_ADMIN_PORT=" + strconv.Itoa(interceptorAdminPort), "KEDA_HTTP_READINESS_TIMEOUT=120s",
+		"KEDA_HTTP_SHUTDOWN_DELAY=0s", "KEDA_HTTP_DRAIN_TIMEOUT=2s", "KEDA_HTTP_WATCH_NAMESPACE="},
+		bin("interceptor")); err != nil {
+		return err
+	}
+	for _, u := range []string{"http://" + local(kedaProbePort) + "/readyz", "http://" + local(addonProbePort) + "/readyz"} {
+		if err := g.waitHealthy(ctx, u, 60*time.Second); err != nil {
+			return err
+		}
+	}
+	for _, p := range []int{interceptorProxyPort, interceptorAdminPort, scalerPort} {
+		if err := g.waitTCP(ctx, local(p), 60*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *ground) startStorage(ctx context.Context) error {
+	addr := "127.0.0.1:" + strconv.Itoa(s3Port)
+	err := g.spawn("versitygw", []string{"ROOT_ACCESS_KEY_ID=" + s3Key, "ROOT_SECRET_ACCESS_KEY=" + s3Secret, "VGW_REGION=us-east-1"},
+		g.tools["versitygw"], "--port", addr, "--quiet", "posix", filepath.Join(g.dir, "s3"))
+	if err != nil {
+		return err
+	}
+	if err := g.waitTCP(ctx, addr, 30*time.Second); err != nil {
+		return err
+	}
+	store, err := buildkit.NewS3Store(buildkit.S3Config{Endpoint: "http://" + addr, AccessKey: s3Key, SecretKey: s3Secret, Bucket: bucket})
+	if err != nil {
+		return err
+	}
+	if err := store.EnsureBucket(ctx); err != nil {
+		return err
+	}
+	g.store = store
+	g.dbURL, err = newDatabase(ctx)
+	if err != nil {
+		return err
+	}
+	g.stops = append(g.stops, func() { dropDatabase(g.dbURL) })
+	return nil
+}
+
+func (g *ground) startOperator(ctx context.Context) error {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sless-s3", Namespace: "sless-system"},
+		StringData: map[string]string{"AWS_ACCESS_KEY_ID": s3Key, "AWS_SECRET_ACCESS_KEY": s3Secret}}
+	if err := g.client.Create(ctx, secret); err != nil {
+		return err
+	}
+	err := g.spawn("sless-operator", []string{"AWS_ACCESS_KEY_ID=" + s3Key, "AWS_SECRET_ACCESS_KEY=" + s3Secret},
+		g.tools["sless"], "operator", "--leader-elect=false", "--metrics-bind-address=0",
+		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(slessProbePort),
+		"--interceptor-url=http://keda-add-ons-http-interceptor-proxy.keda:"+strconv.Itoa(interceptorProxySvcPort),
+		"--sless-image="+slessImage, "--kaniko-image="+kanikoImage, "--registry="+registry,
+		"--s3-endpoint=http://127.0.0.1:"+strconv.Itoa(s3Port), "--s3-bucket="+bucket,
+		"--history-secret=sless-history", "--build-timeout=5m")
+	if err != nil {
+		return err
+	}
+	return g.waitHealthy(ctx, "http://127.0.0.1:"+strconv.Itoa(slessProbePort)+"/readyz", 60*time.Second)
+}
+
+func (g *ground) startGateway(ctx context.Context) error {
+	if _, err := gateway.SetupTracing(ctx, "sless-e2e-gateway"); err != nil {
+		return err
+	}
+	b, err := cluster.New(ctx, g.cfg, cluster.Options{InterceptorURL: "http://127.0.0.1:" + strconv.Itoa(interceptorProxyPort), Logger: g.log})
+	if err != nil {
+		return err
+	}
+	h, err := history.OpenPostgres(g.dbURL, history.PostgresOptions{FlushInterval: 50 * time.Millisecond, WriteTimeout: 2 * time.Second, Logger: g.log})
+	if err != nil {
+		return err
+	}
+	g.stops = append(g.stops, func() {
+		c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_ = h.Close(c)
+	})
+	auth, err := gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: []byte(hmacKey)})
+	if err != nil {
+		return err
+	}
+	srv, err := gateway.New(gateway.Config{Backend: b, Auth: auth, Sources: buildkit.Artifacts{Store: g.store},
+		Recorder: h, History: h, Logger: g.log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	g.stops = append(g.stops, func() { _ = hs.Close() })
+	g.gatewayURL = "http://" + ln.Addr().String()
+	return nil
+}
+
+// runImage maps an image reference to what runs it on this machine.
+func (g *ground) runImage(ctx context.Context, pod *corev1.Pod, c *corev1.Container, env []string, logf *os.File) (container, error) {
+	switch c.Image {
+	case slessImage:
+		return startProcess(append(append([]string{g.tools["sless"]}, c.Command...), c.Args...), "", env, logf)
+	case kanikoImage:
+		return startTask(ctx, func(ctx context.Context) int { return g.kaniko(ctx, c.Args, logf) }), nil
+	}
+	v, ok := g.images.Load(c.Image)
+	if !ok {
+		return nil, fmt.Errorf("image %s was never built on this ground (ErrImagePull)", c.Image)
+	}
+	art := v.(*buildkit.Artifact)
+	return startProcess(append(append([]string{}, art.Command...), c.Args...), art.Dir, append(append([]string{}, art.Env...), env...), logf)
+}
+
+// kaniko stands in for the kaniko executor: the same context from the same bucket, built by
+// buildkit's local build, the result registered under the destination image reference.
+func (g *ground) kaniko(ctx context.Context, args []string, logf io.Writer) int {
+	fail := func(err error) int { fmt.Fprintln(logf, "error building image:", err); return 1 }
+	var ctxURL, dest string
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--context="); ok {
+			ctxURL = v
+		}
+		if v, ok := strings.CutPrefix(a, "--destination="); ok {
+			dest = v
+		}
+	}
+	key, ok := strings.CutPrefix(ctxURL, "s3://"+bucket+"/")
+	if !ok || dest == "" {
+		return fail(fmt.Errorf("want --context=s3://%s/... and --destination, got %q", bucket, args))
+	}
+	// <registry>/<ns>/<name>:<tag>: the runtime is the Function's (kaniko reads it from
+	// the Dockerfile's FROM; the local build needs it by name).
+	repo, _, _ := strings.Cut(strings.TrimPrefix(dest, registry+"/"), ":")
+	ns, name, _ := strings.Cut(repo, "/")
+	runtime, err := g.runtimeOf(ctx, ns, name)
+	if err != nil {
+		return fail(err)
+	}
+	rc, err := g.store.Get(ctx, key)
+	if err != nil {
+		return fail(err)
+	}
+	data, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		return fail(err)
+	}
+	b := buildkit.LocalBuilder{Logger: slog.New(slog.NewTextHandler(logf, nil))}
+	art, err := b.Build(ctx, data, runtime, filepath.Join(g.dir, "builds", strings.NewReplacer("/", "_", ":", "_").Replace(dest)))
+	if err != nil {
+		return fail(err)
+	}
+	g.images.Store(dest, art)
+	fmt.Fprintln(logf, "pushed", dest)
+	return 0
+}
+
+func (g *ground) runtimeOf(ctx context.Context, ns, name string) (string, error) {
+	var fn v1.Function
+	if err := g.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &fn); err == nil {
+		return string(fn.Spec.Runtime), nil
+	}
+	var fj v1.FunctionJob
+	if err := g.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &fj); err != nil {
+		return "", fmt.Errorf("no Function or FunctionJob %s/%s to build for: %w", ns, name, err)
+	}
+	return string(fj.Spec.Runtime), nil
+}
+
+func (g *ground) waitHealthy(ctx context.Context, url string, within time.Duration) error {
+	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: insecureTLS()}}
+	return g.poll(ctx, within, url, func() bool {
+		resp, err := c.Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+func (g *ground) waitTCP(ctx context.Context, addr string, within time.Duration) error {
+	return g.poll(ctx, within, addr, func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+}
+
+func (g *ground) poll(ctx context.Context, within time.Duration, what string, ok func() bool) error {
+	deadline := time.Now().Add(within)
+	for !ok() {
+		if err := g.exited(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready after %s", what, within)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// writeCerts makes the CA and serving/client certificate KEDA's gRPC metrics service loads
+// even with certificate rotation off.
+func writeCerts(dir string) error {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sless-e2e-ca"}, NotBefore: now.Add(-time.Hour),
+		NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "keda-operator"}, NotBefore: now.Add(-time.Hour),
+		NotAfter: now.Add(24 * time.Hour), DNSNames: []string{"keda-operator", "keda-operator.keda", "keda-operator.keda.svc", "localhost"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caTmpl, &key.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{
+		"ca.crt":  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		"tls.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		"tls.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+	}
+	for n, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, n), b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// postgresURL is the machine's PostgreSQL, bridged into the namespace at the same address.
+func postgresURL() string {
+	if u := os.Getenv("SLESS_TEST_POSTGRES_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+func newDatabase(ctx context.Context) (string, error) {
+	admin, err := pgx.Connect(ctx, postgresURL())
+	if err != nil {
+		return "", fmt.Errorf("PostgreSQL at %s (set SLESS_TEST_POSTGRES_URL): %w", postgresURL(), err)
+	}
+	defer admin.Close(ctx)
+	name := fmt.Sprintf("sless_e2e_%d", time.Now().UnixNano())
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", err
+	}
+	u := strings.Replace(postgresURL(), "/postgres?", "/"+name+"?", 1)
+	if u == postgresURL() {
+		return "", errors.New("SLESS_TEST_POSTGRES_URL must name the postgres database, e.g. .../postgres?sslmode=disable")
+	}
+	return u, nil
+}
+
+func dropDatabase(u string) {
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, postgresURL())
+	if err != nil {
+		return
+	}
+	defer c.Close(ctx)
+	name := u[strings.LastIndex(u, "/")+1:]
+	name, _, _ = strings.Cut(name, "?")
+	_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+}
+
+// insecureTLS is for health checks of components serving self-signed certificates.
+func insecureTLS() *tls.Config { return &tls.Config{InsecureSkipVerify: true} } //nolint:gosec // loopback health checks only

@@ -1,0 +1,251 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"sless.dev/sless/gateway/api"
+	slessclient "sless.dev/sless/gateway/client"
+	"sless.dev/sless/scaling"
+)
+
+// tenant is an identity on the gateway: its namespace and an API client.
+type tenant struct {
+	ns, token string
+	c         *slessclient.Client
+}
+
+func newTenant(t *testing.T) tenant {
+	t.Helper()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	sub := "e2e-" + hex.EncodeToString(b)
+	claims := jwt.RegisteredClaims{Subject: sub, ExpiresAt: jwt.NewNumericDate(time.Now().Add(2 * time.Hour))}
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(hmacKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := slessclient.New(g.gatewayURL, tok, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn := tenant{ns: api.TenantNamespace(sub), token: tok, c: c}
+	if err := c.EnsureNamespace(context.Background(), tn.ns); err != nil {
+		t.Fatal(err)
+	}
+	return tn
+}
+
+func zipOf(t *testing.T, files map[string]string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		w, err := zw.Create(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(w, files[n]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// deployFunction creates a function through the REST API, uploads its code and waits until
+// it is Ready, with KEDA's ScaledObject for it in place.
+func deployFunction(t *testing.T, tn tenant, name string, fields api.FunctionFields, files map[string]string) api.Function {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: name, FunctionFields: fields}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := tn.c.UploadSource(ctx, tn.ns, name, bytes.NewReader(zipOf(t, files))); err != nil {
+		t.Fatal(err)
+	}
+	var fn api.Function
+	waitFor(t, 3*time.Minute, "function "+name+" Ready", func() bool {
+		var err error
+		fn, err = tn.c.GetFunction(ctx, tn.ns, name)
+		if err == nil && fn.Status.Phase == "Failed" {
+			t.Fatalf("function %s failed: %s", name, fn.Status.Message)
+		}
+		return err == nil && fn.Status.Ready
+	})
+	t.Logf("%s: upload → Ready (build through the kaniko stand-in) in %s", name, time.Since(start).Round(time.Millisecond))
+	// The add-on turns the HTTPScaledObject into a ScaledObject, which KEDA must have taken
+	// up (Ready condition) before a request can wake the function.
+	waitFor(t, time.Minute, "KEDA ScaledObject for "+name+" ready", func() bool {
+		var so kedav1alpha1.ScaledObject
+		if err := g.client.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: name}, &so); err != nil {
+			return false
+		}
+		ready := so.Status.Conditions.GetReadyCondition()
+		return ready.IsTrue()
+	})
+	// Go's resolver rereads /etc/hosts at most every 5 s: a Service younger than that may not
+	// resolve yet in the interceptor, which a real cluster's DNS would not show.
+	var svc corev1.Service
+	if err := g.client.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: name}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(svc.CreationTimestamp.Add(7 * time.Second)))
+	return fn
+}
+
+// invoke sends one request through the gateway's /fn/ route.
+func invoke(t *testing.T, tn tenant, name, body string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, g.gatewayURL+"/fn/"+tn.ns+"/"+name, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 3 * time.Minute}).Do(req)
+	if err != nil {
+		t.Fatalf("invoke %s: %v", name, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func deployment(t *testing.T, ns, name string) *appsv1.Deployment {
+	t.Helper()
+	var d appsv1.Deployment
+	if err := g.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
+		t.Fatal(err)
+	}
+	return &d
+}
+
+// pods lists the function's pods that are not being deleted.
+func pods(t *testing.T, ns, name string) []corev1.Pod {
+	t.Helper()
+	var l corev1.PodList
+	if err := g.client.List(context.Background(), &l, client.InNamespace(ns), client.MatchingLabels{scaling.LabelFunction: name}); err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
+}
+
+// waitScaledToZero waits until KEDA has set replicas to 0 and every pod (and so every
+// process) is gone.
+func waitScaledToZero(t *testing.T, ns, name string, within time.Duration) {
+	t.Helper()
+	waitFor(t, within, name+" scaled to zero with no pods", func() bool {
+		d := deployment(t, ns, name)
+		return d.Spec.Replicas != nil && *d.Spec.Replicas == 0 && d.Status.Replicas == 0 && len(pods(t, ns, name)) == 0
+	})
+}
+
+func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if err := g.exited(); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// replicaWatch records when the Deployment's desired replicas change (KEDA's decisions).
+type replicaWatch struct {
+	mu      sync.Mutex
+	changes []replicaChange
+	stop    func()
+}
+
+type replicaChange struct {
+	at       time.Time
+	replicas int32
+}
+
+func watchReplicas(t *testing.T, ns, name string) *replicaWatch {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := g.cs.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw := &replicaWatch{stop: cancel}
+	go func() {
+		last := int32(-1)
+		for ev := range w.ResultChan() {
+			d, ok := ev.Object.(*appsv1.Deployment)
+			if !ok || ev.Type == watch.Deleted || d.Spec.Replicas == nil {
+				continue
+			}
+			if r := *d.Spec.Replicas; r != last {
+				last = r
+				rw.mu.Lock()
+				rw.changes = append(rw.changes, replicaChange{at: time.Now(), replicas: r})
+				rw.mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); w.Stop() })
+	return rw
+}
+
+// scaledUpAfter is when replicas first went above zero after t0.
+func (rw *replicaWatch) scaledUpAfter(t0 time.Time) (time.Time, bool) {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	for _, c := range rw.changes {
+		if c.at.After(t0) && c.replicas > 0 {
+			return c.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// podAfter finds the function's pod created after t0 and its kubelet marks.
+func podAfter(t *testing.T, ns, name string, t0 time.Time) (string, map[string]time.Time) {
+	t.Helper()
+	for _, p := range pods(t, ns, name) {
+		if !p.CreationTimestamp.Time.Before(t0.Truncate(time.Second)) {
+			key := p.Namespace + "/" + p.Name
+			return key, g.marks.get(key)
+		}
+	}
+	return "", nil
+}
+
+func fmtDur(d time.Duration) string {
+	return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+}

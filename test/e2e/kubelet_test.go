@@ -1,0 +1,591 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+)
+
+// container is one running container of a pod: a process, or for the kaniko image a build
+// run in the harness itself.
+type container interface {
+	// wait blocks until the container ends and returns its exit code.
+	wait() int
+	// stop asks the container to end and kills it after grace.
+	stop(grace time.Duration)
+}
+
+// imageRunner starts a container of image for pod; the harness maps image references to
+// programs (function artifacts, the sless binary, the local build standing in for kaniko).
+type imageRunner func(ctx context.Context, pod *corev1.Pod, c *corev1.Container, env []string, logf *os.File) (container, error)
+
+// kubelet is the one stand-in on the test ground: it schedules pods onto its node (there is
+// no kube-scheduler), runs their containers as local processes each with its own address on
+// lo, probes readiness, and writes pod status the way the real kubelet does, so Deployments,
+// ReplicaSets, EndpointSlices, Jobs, KEDA and the interceptor see real pod lifecycles.
+type kubelet struct {
+	cs     kubernetes.Interface
+	node   string
+	run    imageRunner
+	dir    string
+	log    *slog.Logger
+	marks  *timeline
+	mu     sync.Mutex
+	pods   map[types.UID]*podRun
+	nextIP int
+}
+
+type podRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	stopMu sync.Mutex
+	c      container
+	grace  time.Duration
+}
+
+const nodeIP = "10.244.0.1"
+
+func newKubelet(cs kubernetes.Interface, dir string, run imageRunner, marks *timeline, log *slog.Logger) *kubelet {
+	return &kubelet{cs: cs, node: "e2e-node", run: run, dir: dir, log: log.With("component", "kubelet"), marks: marks,
+		pods: map[types.UID]*podRun{}, nextIP: 10}
+}
+
+// start registers the node and handles pods until ctx ends.
+func (k *kubelet) start(ctx context.Context) error {
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: k.node, Labels: map[string]string{"kubernetes.io/hostname": k.node, "kubernetes.io/os": "linux"}},
+	}
+	if _, err := k.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("registering node: %w", err)
+	}
+	capacity := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("500")}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := k.cs.CoreV1().Nodes().Get(ctx, k.node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Status = corev1.NodeStatus{
+			Capacity: capacity, Allocatable: capacity,
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+				LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}},
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP}, {Type: corev1.NodeHostName, Address: k.node}},
+		}
+		_, err = k.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("node status: %w", err)
+	}
+	f := informers.NewSharedInformerFactory(k.cs, 0)
+	inf := f.Core().V1().Pods().Informer()
+	_, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { k.sync(ctx, o.(*corev1.Pod)) },
+		UpdateFunc: func(_, o any) { k.sync(ctx, o.(*corev1.Pod)) },
+		DeleteFunc: func(o any) {
+			if p, ok := o.(*corev1.Pod); ok {
+				k.stopPod(p.UID)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	f.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return errors.New("kubelet: pod informer did not sync")
+	}
+	return nil
+}
+
+// sync moves one pod towards what its spec asks for. Handlers run on the informer's
+// goroutine, so anything slow happens in the pod's own goroutine.
+func (k *kubelet) sync(ctx context.Context, p *corev1.Pod) {
+	switch {
+	case p.Spec.NodeName == "" && p.DeletionTimestamp == nil:
+		k.marks.mark(p.Namespace+"/"+p.Name, "created", p.CreationTimestamp.Time)
+		go k.bind(ctx, p)
+	case p.Spec.NodeName != k.node:
+	case p.DeletionTimestamp != nil:
+		go k.terminate(ctx, p)
+	case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
+	default:
+		k.mu.Lock()
+		_, known := k.pods[p.UID]
+		if !known {
+			runCtx, cancel := context.WithCancel(ctx)
+			r := &podRun{cancel: cancel, done: make(chan struct{}), grace: 30 * time.Second}
+			if g := p.Spec.TerminationGracePeriodSeconds; g != nil {
+				r.grace = time.Duration(*g) * time.Second
+			}
+			k.pods[p.UID] = r
+			go k.runPod(runCtx, p.DeepCopy(), r)
+		}
+		k.mu.Unlock()
+	}
+}
+
+// bind is the scheduler's job, done here: every pod goes to the one node.
+func (k *kubelet) bind(ctx context.Context, p *corev1.Pod) {
+	b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID},
+		Target: corev1.ObjectReference{Kind: "Node", Name: k.node}}
+	if err := k.cs.CoreV1().Pods(p.Namespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		k.log.Warn("binding pod failed", "pod", p.Namespace+"/"+p.Name, "err", err)
+	}
+}
+
+// terminate stops a pod being deleted and then removes it for good, as the kubelet does
+// after the grace period.
+func (k *kubelet) terminate(ctx context.Context, p *corev1.Pod) {
+	k.stopPod(p.UID)
+	err := k.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0)), Preconditions: &metav1.Preconditions{UID: &p.UID}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		k.log.Warn("final pod delete failed", "pod", p.Namespace+"/"+p.Name, "err", err)
+	}
+}
+
+func (k *kubelet) stopPod(uid types.UID) {
+	k.mu.Lock()
+	r := k.pods[uid]
+	k.mu.Unlock()
+	if r == nil {
+		return
+	}
+	// Cancel first so runPod does not restart what is being stopped.
+	r.cancel()
+	r.stopMu.Lock()
+	c := r.c
+	r.stopMu.Unlock()
+	if c != nil {
+		c.stop(r.grace)
+	}
+	<-r.done
+}
+
+// stopAll ends every pod's containers (the ground is going down).
+func (k *kubelet) stopAll() {
+	k.mu.Lock()
+	uids := make([]types.UID, 0, len(k.pods))
+	for uid := range k.pods {
+		uids = append(uids, uid)
+	}
+	k.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, uid := range uids {
+		wg.Add(1)
+		go func() { defer wg.Done(); k.stopPod(uid) }()
+	}
+	wg.Wait()
+}
+
+func (k *kubelet) allocIP() (string, error) {
+	k.mu.Lock()
+	// Never reused: a stale EndpointSlice entry must not reach another pod.
+	if k.nextIP > 250*250 {
+		k.mu.Unlock()
+		return "", errors.New("kubelet: pod addresses exhausted")
+	}
+	ip := fmt.Sprintf("10.244.%d.%d", 1+k.nextIP/250, 1+k.nextIP%250)
+	k.nextIP++
+	k.mu.Unlock()
+	return ip, addAddress(ip)
+}
+
+// runPod runs the pod's single container (sless renders no multi-container pods), restarting
+// it under restartPolicy Always, and keeps the pod's status current.
+func (k *kubelet) runPod(ctx context.Context, p *corev1.Pod, r *podRun) {
+	defer close(r.done)
+	key := p.Namespace + "/" + p.Name
+	log := k.log.With("pod", key)
+	ip, err := k.allocIP()
+	if err != nil {
+		log.Error("no address for pod", "err", err)
+		return
+	}
+	dir := filepath.Join(k.dir, string(p.UID))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		log.Error("pod directory", "err", err)
+		return
+	}
+	c := &p.Spec.Containers[0]
+	restarts := int32(0)
+	for {
+		exit, msg, started := k.runContainer(ctx, p, c, ip, dir, restarts, r)
+		if ctx.Err() != nil {
+			return
+		}
+		never := p.Spec.RestartPolicy == corev1.RestartPolicyNever || (p.Spec.RestartPolicy == corev1.RestartPolicyOnFailure && exit == 0)
+		term := &corev1.ContainerStateTerminated{ExitCode: int32(exit), Message: msg, Reason: "Completed", StartedAt: started, FinishedAt: metav1.Now()}
+		if exit != 0 {
+			term.Reason = "Error"
+		}
+		phase := corev1.PodRunning
+		if never {
+			phase = corev1.PodSucceeded
+			if exit != 0 {
+				phase = corev1.PodFailed
+			}
+		}
+		k.setStatus(ctx, p, func(st *corev1.PodStatus) {
+			st.Phase = phase
+			setPodReady(st, false)
+			st.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, ImageID: c.Image, RestartCount: restarts,
+				State: corev1.ContainerState{Terminated: term}}}
+		})
+		log.Info("container exited", "exit", exit, "restartPolicy", p.Spec.RestartPolicy)
+		if never {
+			return
+		}
+		restarts++
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// runContainer starts c once and returns its exit code, termination message and start time.
+func (k *kubelet) runContainer(ctx context.Context, p *corev1.Pod, c *corev1.Container, ip, dir string, restarts int32, r *podRun) (int, string, metav1.Time) {
+	key := p.Namespace + "/" + p.Name
+	termPath := filepath.Join(dir, "termination-log")
+	_ = os.Remove(termPath)
+	env, err := k.containerEnv(ctx, p, c, ip, termPath)
+	var run container
+	logf, ferr := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.log", c.Name, restarts)))
+	if ferr != nil {
+		err = errors.Join(err, ferr)
+	}
+	if err == nil {
+		defer logf.Close()
+		run, err = k.run(ctx, p, c, env, logf)
+	}
+	if err != nil {
+		k.log.Warn("container cannot start", "pod", key, "err", err)
+		k.setStatus(ctx, p, func(st *corev1.PodStatus) {
+			st.Phase = corev1.PodPending
+			st.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, RestartCount: restarts,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerError", Message: err.Error()}}}}
+		})
+		<-ctx.Done()
+		return 1, err.Error(), metav1.Now()
+	}
+	r.stopMu.Lock()
+	r.c = run
+	r.stopMu.Unlock()
+	if ctx.Err() != nil { // stopPod ran while this container was starting
+		run.stop(r.grace)
+	}
+	started := metav1.Now()
+	k.marks.mark(key, "started", started.Time)
+	ready := c.ReadinessProbe == nil
+	k.setStatus(ctx, p, func(st *corev1.PodStatus) {
+		st.Phase, st.HostIP, st.PodIP = corev1.PodRunning, nodeIP, ip
+		st.HostIPs, st.PodIPs = []corev1.HostIP{{IP: nodeIP}}, []corev1.PodIP{{IP: ip}}
+		if st.StartTime == nil {
+			st.StartTime = &started
+		}
+		setCondition(st, corev1.PodScheduled, true)
+		setCondition(st, corev1.PodInitialized, true)
+		setPodReady(st, ready)
+		st.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, ImageID: c.Image, RestartCount: restarts, Ready: ready,
+			Started: ptr.To(true), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}
+	})
+	exited := make(chan int, 1)
+	go func() { exited <- run.wait() }()
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	if c.ReadinessProbe != nil {
+		go k.probe(probeCtx, p, c, ip)
+	}
+	exit := <-exited
+	stopProbe()
+	return exit, terminationMessage(c, termPath, logf.Name(), exit), started
+}
+
+// probe runs c's HTTP readiness probe like the kubelet: the first probe right away, then
+// every periodSeconds; Ready flips after successThreshold successes or failureThreshold
+// failures.
+func (k *kubelet) probe(ctx context.Context, p *corev1.Pod, c *corev1.Container, ip string) {
+	pr := c.ReadinessProbe
+	if pr.HTTPGet == nil {
+		return
+	}
+	port := pr.HTTPGet.Port.IntValue()
+	if port == 0 {
+		for _, cp := range c.Ports {
+			if cp.Name == pr.HTTPGet.Port.StrVal {
+				port = int(cp.ContainerPort)
+			}
+		}
+	}
+	url := fmt.Sprintf("http://%s:%d%s", ip, port, pr.HTTPGet.Path)
+	period := time.Duration(max(pr.PeriodSeconds, 1)) * time.Second
+	timeout := time.Duration(max(pr.TimeoutSeconds, 1)) * time.Second
+	client := &http.Client{Timeout: timeout}
+	ready, fails := false, 0
+	if d := time.Duration(pr.InitialDelaySeconds) * time.Second; d > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+	}
+	for {
+		ok := false
+		if resp, err := client.Get(url); err == nil {
+			ok = resp.StatusCode >= 200 && resp.StatusCode < 400
+			resp.Body.Close()
+		}
+		switch {
+		case ok && !ready:
+			ready, fails = true, 0
+			k.marks.mark(p.Namespace+"/"+p.Name, "ready", time.Now())
+			k.setStatus(ctx, p, func(st *corev1.PodStatus) { setPodReady(st, true) })
+		case ok:
+			fails = 0
+		case ready:
+			if fails++; fails >= int(max(pr.FailureThreshold, 1)) {
+				ready = false
+				k.setStatus(ctx, p, func(st *corev1.PodStatus) { setPodReady(st, false) })
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(period):
+		}
+	}
+}
+
+// containerEnv resolves the container's environment the way the kubelet does (literal
+// values, Secret and ConfigMap references, the downward API) and maps in-pod facts onto
+// this machine: a wildcard listen address becomes the pod's own address, the termination
+// log path the pod's own file.
+func (k *kubelet) containerEnv(ctx context.Context, p *corev1.Pod, c *corev1.Container, ip, termPath string) ([]string, error) {
+	vals := map[string]string{}
+	var order []string
+	set := func(n, v string) {
+		if _, ok := vals[n]; !ok {
+			order = append(order, n)
+		}
+		vals[n] = v
+	}
+	for _, ef := range c.EnvFrom {
+		if ef.SecretRef == nil {
+			continue
+		}
+		s, err := k.cs.CoreV1().Secrets(p.Namespace).Get(ctx, ef.SecretRef.Name, metav1.GetOptions{})
+		if err != nil {
+			if apierrors.IsNotFound(err) && ptr.Deref(ef.SecretRef.Optional, false) {
+				continue
+			}
+			return nil, fmt.Errorf("secret %s for envFrom: %w", ef.SecretRef.Name, err)
+		}
+		for kk, v := range s.Data {
+			set(ef.Prefix+kk, string(v))
+		}
+	}
+	for _, e := range c.Env {
+		v, skip, err := k.envValue(ctx, p, e, ip)
+		if err != nil {
+			return nil, fmt.Errorf("env %s: %w", e.Name, err)
+		}
+		if !skip {
+			set(e.Name, v)
+		}
+	}
+	path := c.TerminationMessagePath
+	if path == "" {
+		path = corev1.TerminationMessagePathDefault
+	}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "GOCACHE=" + os.Getenv("GOCACHE"), "KUBERNETES_SERVICE_HOST=", "HOSTNAME=" + p.Name}
+	for _, n := range order {
+		v := vals[n]
+		switch {
+		case v == "0.0.0.0":
+			v = ip
+		case v == path:
+			v = termPath
+		}
+		env = append(env, n+"="+v)
+	}
+	return env, nil
+}
+
+func (k *kubelet) envValue(ctx context.Context, p *corev1.Pod, e corev1.EnvVar, ip string) (string, bool, error) {
+	src := e.ValueFrom
+	switch {
+	case src == nil:
+		return e.Value, false, nil
+	case src.SecretKeyRef != nil:
+		ref := src.SecretKeyRef
+		s, err := k.cs.CoreV1().Secrets(p.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) && ptr.Deref(ref.Optional, false) {
+			return "", true, nil
+		}
+		if err != nil {
+			return "", false, err
+		}
+		v, ok := s.Data[ref.Key]
+		if !ok && !ptr.Deref(ref.Optional, false) {
+			return "", false, fmt.Errorf("secret %s has no key %s", ref.Name, ref.Key)
+		}
+		return string(v), !ok, nil
+	case src.FieldRef != nil:
+		switch src.FieldRef.FieldPath {
+		case "metadata.name":
+			return p.Name, false, nil
+		case "metadata.namespace":
+			return p.Namespace, false, nil
+		case "status.podIP":
+			return ip, false, nil
+		}
+		return "", false, fmt.Errorf("field %s is not supported by the e2e kubelet", src.FieldRef.FieldPath)
+	}
+	return "", false, errors.New("unsupported valueFrom")
+}
+
+// terminationMessage is what the kubelet reports: the termination log, or with
+// FallbackToLogsOnError and a failure, the log's tail.
+func terminationMessage(c *corev1.Container, termPath, logPath string, exit int) string {
+	if b, err := os.ReadFile(termPath); err == nil && len(b) > 0 {
+		return tail(b, 4096)
+	}
+	if c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError && exit != 0 {
+		if b, err := os.ReadFile(logPath); err == nil {
+			return tail(b, 2048)
+		}
+	}
+	return ""
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func (k *kubelet) setStatus(ctx context.Context, p *corev1.Pod, mutate func(*corev1.PodStatus)) {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := k.cs.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.UID != p.UID {
+			return apierrors.NewNotFound(corev1.Resource("pods"), p.Name)
+		}
+		mutate(&cur.Status)
+		_, err = k.cs.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		k.log.Warn("pod status update failed", "pod", p.Namespace+"/"+p.Name, "err", err)
+	}
+}
+
+func setCondition(st *corev1.PodStatus, t corev1.PodConditionType, ok bool) {
+	s := corev1.ConditionFalse
+	if ok {
+		s = corev1.ConditionTrue
+	}
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == t {
+			if st.Conditions[i].Status != s {
+				st.Conditions[i].Status, st.Conditions[i].LastTransitionTime = s, metav1.Now()
+			}
+			return
+		}
+	}
+	st.Conditions = append(st.Conditions, corev1.PodCondition{Type: t, Status: s, LastTransitionTime: metav1.Now()})
+}
+
+func setPodReady(st *corev1.PodStatus, ok bool) {
+	setCondition(st, corev1.ContainersReady, ok)
+	setCondition(st, corev1.PodReady, ok)
+	for i := range st.ContainerStatuses {
+		st.ContainerStatuses[i].Ready = ok
+	}
+}
+
+// process is a container run as a local process in its own process group.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	code int
+}
+
+func startProcess(argv []string, dir string, env []string, logf *os.File) (*process, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		err := cmd.Wait()
+		p.code = cmd.ProcessState.ExitCode()
+		if err != nil && p.code == 0 {
+			p.code = 1
+		}
+		if p.code < 0 { // killed by a signal: report 128+signal like a container runtime
+			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+				p.code = 128 + int(ws.Signal())
+			}
+		}
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *process) wait() int { <-p.done; return p.code }
+
+func (p *process) stop(grace time.Duration) {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// task is a container run inside the harness (the kaniko stand-in).
+type task struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	code   int
+}
+
+func startTask(ctx context.Context, fn func(context.Context) int) *task {
+	ctx, cancel := context.WithCancel(ctx)
+	t := &task{cancel: cancel, done: make(chan struct{})}
+	go func() { t.code = fn(ctx); close(t.done) }()
+	return t
+}
+
+func (t *task) wait() int { <-t.done; return t.code }
+
+func (t *task) stop(time.Duration) { t.cancel(); <-t.done }

@@ -1,0 +1,109 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sless.dev/sless/test/testenv"
+)
+
+// g is the ground every journey runs on.
+var g *ground
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envInside) == "" {
+		tools, err := buildTools()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			os.Exit(1)
+		}
+		os.Exit(runOutside(tools))
+	}
+	os.Exit(runInside(m))
+}
+
+func runInside(m *testing.M) int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, cancel := context.WithCancel(context.Background())
+	start := time.Now()
+	var err error
+	g, err = startGround(ctx, insideTools(), log)
+	defer func() {
+		cancel() // informers and watches end before the API server is asked to stop
+		if g != nil {
+			g.stop()
+		}
+	}()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: ground:", err)
+		if g != nil {
+			dumpLogs(g.dir)
+		}
+		return 1
+	}
+	log.Info("ground ready", "took", time.Since(start).Round(time.Millisecond))
+	code := m.Run()
+	if code != 0 {
+		dumpLogs(g.dir)
+	}
+	return code
+}
+
+// dumpLogs prints the tail of every component log, so a failure in CI explains itself.
+func dumpLogs(dir string) {
+	files, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "==== %s (tail)\n%s\n", filepath.Base(f), tail(b, 3000))
+	}
+}
+
+// buildTools builds or finds every binary the ground runs (cached under
+// ~/.cache/sless-tools by the repository's scripts) and the sless binary itself.
+func buildTools() (map[string]string, error) {
+	root := testenv.RepoRoot()
+	script := func(name string, env ...string) (string, error) {
+		var out bytes.Buffer
+		cmd := exec.Command("bash", filepath.Join(root, "test", "tools", name))
+		cmd.Env, cmd.Stdout, cmd.Stderr = append(os.Environ(), env...), &out, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("test/tools/%s: %w", name, err)
+		}
+		return strings.TrimSpace(out.String()), nil
+	}
+	tools := map[string]string{}
+	var err error
+	if tools["envtest"], err = script("envtest.sh", "K8S_COMMANDS=kube-apiserver kube-controller-manager"); err != nil {
+		return nil, err
+	}
+	if tools["keda"], err = script("keda.sh"); err != nil {
+		return nil, err
+	}
+	if tools["versitygw"], err = script("versitygw.sh"); err != nil {
+		return nil, err
+	}
+	bin, err := os.MkdirTemp("", "sless-e2e-bin-")
+	if err != nil {
+		return nil, err
+	}
+	tools["sless"] = filepath.Join(bin, "sless")
+	cmd := exec.Command("go", "build", "-o", tools["sless"], "./cmd/sless")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("building sless: %w", err)
+	}
+	return tools, nil
+}
