@@ -24,8 +24,18 @@ const TIMEOUT = envInt('SLESS_TIMEOUT_SECONDS', 0);
 const MAX_BODY = envInt('SLESS_MAX_BODY_BYTES', 6 << 20);
 const SHUTDOWN_GRACE = envInt('SLESS_SHUTDOWN_SECONDS', 25);
 
+// log queues one JSON line on stderr; the queue is written once per event-loop turn, so a
+// busy server makes one write for many invocations. flushLogs() also runs before every exit.
+let logLines = [];
 function log(level, msg, fields) {
-  process.stderr.write(JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields }) + '\n');
+  logLines.push(JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields }));
+  if (logLines.length === 1) setImmediate(flushLogs);
+}
+
+function flushLogs() {
+  if (logLines.length === 0) return;
+  process.stderr.write(logLines.join('\n') + '\n');
+  logLines = [];
 }
 
 function loadHandler() {
@@ -180,7 +190,10 @@ function serve(fn) {
     server.closeIdleConnections();
     const deadline = Date.now() + SHUTDOWN_GRACE * 1000;
     const poll = setInterval(() => {
-      if (inFlight === 0 || Date.now() >= deadline) process.exit(0);
+      if (inFlight === 0 || Date.now() >= deadline) {
+        flushLogs();
+        process.exit(0);
+      }
     }, 20);
     poll.unref();
   };
@@ -212,6 +225,7 @@ async function runJob(fn) {
   const code = status === 200 ? 0 : 1;
   writeTerminationLog(payload);
   log('info', 'job finished', { exit_code: code, traceparent });
+  flushLogs();
   // exit only after stdout drained; abandoned timers of a timed-out handler must not keep the job alive
   process.stdout.write(payload + '\n', () => process.exit(code));
 }
