@@ -76,6 +76,8 @@ func (d *functionDataSource) Configure(_ context.Context, req datasource.Configu
 }
 
 func (d *functionDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	ctx, end := startSpan(ctx, "data.sless_function.read")
+	defer end(&resp.Diagnostics)
 	if !d.client.configured(&resp.Diagnostics) {
 		return
 	}

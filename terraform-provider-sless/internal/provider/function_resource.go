@@ -185,6 +185,8 @@ func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 }
 
 func (r *functionResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	ctx, end := startSpan(ctx, "sless_function.create")
+	defer end(&resp.Diagnostics)
 	if !r.client.configured(&resp.Diagnostics) {
 		return
 	}
@@ -216,6 +218,8 @@ func (r *functionResource) Create(ctx context.Context, req resource.CreateReques
 }
 
 func (r *functionResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	ctx, end := startSpan(ctx, "sless_function.update")
+	defer end(&resp.Diagnostics)
 	if !r.client.configured(&resp.Diagnostics) {
 		return
 	}
@@ -299,6 +303,8 @@ func functionModelFrom(ctx context.Context, fn api.Function, prior functionModel
 }
 
 func (r *functionResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	ctx, end := startSpan(ctx, "sless_function.read")
+	defer end(&resp.Diagnostics)
 	if !r.client.configured(&resp.Diagnostics) {
 		return
 	}
@@ -321,6 +327,8 @@ func (r *functionResource) Read(ctx context.Context, req resource.ReadRequest, r
 }
 
 func (r *functionResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	ctx, end := startSpan(ctx, "sless_function.delete")
+	defer end(&resp.Diagnostics)
 	if !r.client.configured(&resp.Diagnostics) {
 		return
 	}
@@ -343,6 +351,8 @@ func (r *functionResource) Delete(ctx context.Context, req resource.DeleteReques
 }
 
 func (r *functionResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	ctx, end := startSpan(ctx, "sless_function.import")
+	defer end(&resp.Diagnostics)
 	if !r.client.configured(&resp.Diagnostics) {
 		return
 	}

@@ -313,6 +313,8 @@ func sameJSON(a, b []byte) bool {
 }
 
 func (r *jobResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	ctx, end := startSpan(ctx, "sless_job.create")
+	defer end(&resp.Diagnostics)
 	if !r.client.configured(&resp.Diagnostics) {
 		return
 	}
@@ -388,6 +390,8 @@ func (r *jobResource) record(ctx context.Context, j api.Job, prior jobModel, st 
 }
 
 func (r *jobResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	ctx, end := startSpan(ctx, "sless_job.read")
+	defer end(&resp.Diagnostics)
 	if !r.client.configured(&resp.Diagnostics) {
 		return
 	}
@@ -411,6 +415,8 @@ func (r *jobResource) Read(ctx context.Context, req resource.ReadRequest, resp *
 
 // Update changes the job in place; a raised run_id runs it again and waits for that run.
 func (r *jobResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	ctx, end := startSpan(ctx, "sless_job.update")
+	defer end(&resp.Diagnostics)
 	if !r.client.configured(&resp.Diagnostics) {
 		return
 	}
@@ -447,6 +453,8 @@ func (r *jobResource) Update(ctx context.Context, req resource.UpdateRequest, re
 }
 
 func (r *jobResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	ctx, end := startSpan(ctx, "sless_job.delete")
+	defer end(&resp.Diagnostics)
 	if !r.client.configured(&resp.Diagnostics) {
 		return
 	}
@@ -469,6 +477,8 @@ func (r *jobResource) Delete(ctx context.Context, req resource.DeleteRequest, re
 }
 
 func (r *jobResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	ctx, end := startSpan(ctx, "sless_job.import")
+	defer end(&resp.Diagnostics)
 	if !r.client.configured(&resp.Diagnostics) {
 		return
 	}

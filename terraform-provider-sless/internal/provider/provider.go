@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"sless.dev/sless/gateway/client"
 )
@@ -79,6 +80,8 @@ func (p *slessProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp
 }
 
 func (p *slessProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
+	ctx, end := startSpan(ctx, "sless.configure")
+	defer end(&resp.Diagnostics)
 	var cfg providerModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
 	if resp.Diagnostics.HasError() {
@@ -95,7 +98,7 @@ func (p *slessProvider) Configure(ctx context.Context, req provider.ConfigureReq
 			"Set endpoint in the provider \"sless\" block or the "+EnvEndpoint+" environment variable to the gateway URL, e.g. http://127.0.0.1:8080 for `sless dev`.")
 		return
 	}
-	c, err := client.New(endpoint, token, &http.Client{Timeout: requestTimeout})
+	c, err := client.New(endpoint, token, &http.Client{Timeout: requestTimeout, Transport: otelhttp.NewTransport(http.DefaultTransport)})
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Invalid sless endpoint", err.Error())
 		return

@@ -227,6 +227,8 @@ func triggerModelFrom(t api.Trigger) triggerModel {
 }
 
 func (r *triggerResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	ctx, end := startSpan(ctx, "sless_trigger.create")
+	defer end(&resp.Diagnostics)
 	if !r.client.configured(&resp.Diagnostics) {
 		return
 	}
@@ -264,6 +266,8 @@ func (r *triggerResource) record(ctx context.Context, t api.Trigger, st *tfsdk.S
 }
 
 func (r *triggerResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	ctx, end := startSpan(ctx, "sless_trigger.read")
+	defer end(&resp.Diagnostics)
 	if !r.client.configured(&resp.Diagnostics) {
 		return
 	}
@@ -288,6 +292,8 @@ func (r *triggerResource) Read(ctx context.Context, req resource.ReadRequest, re
 // Update patches the trigger in place; enabled, the function and the schedule all change
 // without a re-create.
 func (r *triggerResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	ctx, end := startSpan(ctx, "sless_trigger.update")
+	defer end(&resp.Diagnostics)
 	if !r.client.configured(&resp.Diagnostics) {
 		return
 	}
@@ -311,6 +317,8 @@ func (r *triggerResource) Update(ctx context.Context, req resource.UpdateRequest
 }
 
 func (r *triggerResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	ctx, end := startSpan(ctx, "sless_trigger.delete")
+	defer end(&resp.Diagnostics)
 	if !r.client.configured(&resp.Diagnostics) {
 		return
 	}
@@ -333,6 +341,8 @@ func (r *triggerResource) Delete(ctx context.Context, req resource.DeleteRequest
 }
 
 func (r *triggerResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	ctx, end := startSpan(ctx, "sless_trigger.import")
+	defer end(&resp.Diagnostics)
 	if !r.client.configured(&resp.Diagnostics) {
 		return
 	}
