@@ -85,7 +85,7 @@ func pages(blocks map[string][]string) ([]page, error) {
 	out := []page{{
 		file: "index.md", title: meta.TypeName + " Provider", kind: "provider",
 		description: ps.Schema.MarkdownDescription, attrs: attrsOf(ps.Schema.Attributes),
-		examples: blocks["provider "+meta.TypeName],
+		examples: append(blocks["terraform"], blocks["provider "+meta.TypeName]...),
 	}}
 	for _, newRes := range p.Resources(ctx) {
 		r := newRes()
@@ -187,10 +187,10 @@ func typeName(t attr.Type) string {
 	return t.String()
 }
 
-var blockStart = regexp.MustCompile(`^(resource|data|provider) "([^"]+)"`)
+var blockStart = regexp.MustCompile(`^(resource|data|provider) "([^"]+)"|^(terraform) \{`)
 
 // exampleBlocks cuts the top-level blocks of a configuration, each with the comment lines
-// right above it, keyed by "resource TYPE", "data TYPE" or "provider NAME".
+// right above it, keyed by "resource TYPE", "data TYPE", "provider NAME" or "terraform".
 func exampleBlocks(path string) (map[string][]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -214,7 +214,7 @@ func exampleBlocks(path string) (map[string][]string, error) {
 			comments = append(comments, line)
 		case blockStart.MatchString(line):
 			m := blockStart.FindStringSubmatch(line)
-			key, cur, comments = m[1]+" "+m[2], append(comments, line), nil
+			key, cur, comments = strings.TrimSpace(m[1]+m[3]+" "+m[2]), append(comments, line), nil
 			if strings.HasSuffix(line, "{}") {
 				blocks[key] = append(blocks[key], strings.Join(cur, "\n"))
 				key, cur = "", nil

@@ -63,6 +63,7 @@ data "sless_function" "a" {
 		t.Fatal(err)
 	}
 	tests := map[string]string{
+		"terraform":               "terraform {\n  required_providers {}\n}",
 		"provider sless":          "# The provider.\nprovider \"sless\" {}",
 		"resource sless_function": "# Two lines\n# of comment.\nresource \"sless_function\" \"a\" {\n  name = \"a\"\n  env_vars = {\n    K = \"v\"\n  }\n}",
 		"data sless_function":     "data \"sless_function\" \"a\" {\n  name = \"a\"\n}",
@@ -98,7 +99,7 @@ func FuzzExampleBlocks(f *testing.F) {
 		}
 		for key, list := range blocks {
 			for _, b := range list {
-				if !strings.HasSuffix(b, "}") || !strings.Contains(b, strings.SplitN(key, " ", 2)[0]+" \"") {
+				if !strings.HasSuffix(b, "}") || !strings.Contains(b, strings.SplitN(key, " ", 2)[0]+" ") {
 					t.Fatalf("block %s = %q", key, b)
 				}
 			}
