@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
@@ -73,7 +72,9 @@ func TestAccTrigger(t *testing.T) {
 	d := sless(t)
 	src := t.TempDir()
 	writeFile(t, filepath.Join(src, "handler.go"), goHandler("v1"))
-	queue := fmt.Sprintf("sless-tf-acc-%d", time.Now().UnixNano())
+	// A fixed name: repeated runs reuse one queue on the shared broker instead of leaving
+	// a new one behind each time.
+	const queue = "sless-tf-acc-events"
 	inPlace := resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 		plancheck.ExpectResourceAction("sless_trigger.events", plancheck.ResourceActionUpdate),
 		plancheck.ExpectResourceAction("sless_trigger.http", plancheck.ResourceActionUpdate),
