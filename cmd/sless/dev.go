@@ -55,6 +55,7 @@ A signing key is generated into the data directory and a ready token is printed.
 	fs.StringVar(&f.subject, "subject", "dev", "subject of the printed token; its tenant namespace is derived from it")
 	fs.DurationVar(&f.tokenTTL, "token-ttl", 30*24*time.Hour, "lifetime of the printed token")
 	f.store.bind(fs, "")
+	fs.Lookup("artifacts-dir").Usage = "directory for uploads when no S3 endpoint is given (default <data-dir>/artifacts)"
 	return cmd
 }
 
