@@ -136,6 +136,11 @@ func New(opts Options) (*Backend, error) {
 		unlock: unlock,
 	}
 	b.interruptJobs()
+	for _, r := range st.Functions {
+		// Nothing runs yet: a function is Ready again only once this process has deployed it
+		// (the reconcile observes the generation again and persists that).
+		r.ObservedGeneration = 0
+	}
 	for key := range st.Functions {
 		b.kickFunction(key)
 	}
