@@ -2,14 +2,17 @@ package reconcilers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	httpv1alpha1 "github.com/kedacore/http-add-on/operator/apis/http/v1alpha1"
+	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,6 +36,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete;deletecollection
 // +kubebuilder:rbac:groups=http.keda.sh,resources=httpscaledobjects,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=keda.sh,resources=scaledobjects,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
@@ -81,7 +85,11 @@ func (r *FunctionReconciler) reconcileFunction(ctx context.Context, fn *v1.Funct
 	}
 	if st.Image == "" {
 		setCondition(fn, &st.Conditions, v1.ConditionDeployed, metav1.ConditionFalse, "NoImage", "no image built yet")
-	} else if err := r.reconcileWorkloads(ctx, fn); err != nil {
+	} else if err := r.reconcileWorkloads(ctx, fn); apierrors.IsConflict(err) {
+		// KEDA and the add-on write these children too (replicas, finalizers, status): a
+		// conflict is routine and retried at once, not a failed function.
+		return err
+	} else if err != nil {
 		setCondition(fn, &st.Conditions, v1.ConditionDeployed, metav1.ConditionFalse, "DeployFailed", err.Error())
 		setCondition(fn, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, "DeployFailed", err.Error())
 		st.Phase = v1.FunctionFailed
@@ -174,9 +182,43 @@ func (r *FunctionReconciler) reconcileWorkloads(ctx context.Context, fn *v1.Func
 		}); err != nil {
 		return err
 	}
-	_, err = ensure(ctx, r.Client, fn, scaling.MakeHTTPScaledObject(fn, paused, r.Options), &httpv1alpha1.HTTPScaledObject{}, nil,
-		func(live, desired *httpv1alpha1.HTTPScaledObject) { live.Spec = desired.Spec })
-	return err
+	if _, err := ensure(ctx, r.Client, fn, scaling.MakeHTTPScaledObject(fn, paused, r.Options), &httpv1alpha1.HTTPScaledObject{}, nil,
+		func(live, desired *httpv1alpha1.HTTPScaledObject) { live.Spec = desired.Spec }); err != nil {
+		return err
+	}
+	return r.syncScaledObjectPause(ctx, fn, paused)
+}
+
+// syncScaledObjectPause carries the paused-replicas annotation onto the ScaledObject the
+// add-on generates from the HTTPScaledObject (same name). The add-on (v0.15) copies
+// annotations only when it reconciles, which an annotation change does not trigger, and its
+// merge patch never removes one: without this a disabled http trigger would not pause KEDA
+// and a re-enabled one would stay paused (found by test/e2e on the real add-on).
+func (r *FunctionReconciler) syncScaledObjectPause(ctx context.Context, fn *v1.Function, paused bool) error {
+	so := &kedav1alpha1.ScaledObject{}
+	err := r.Get(ctx, client.ObjectKeyFromObject(fn), so)
+	if apierrors.IsNotFound(err) {
+		return nil // the add-on creates it with the HTTPScaledObject's annotations
+	}
+	if err != nil {
+		return fmt.Errorf("getting ScaledObject %s/%s: %w", fn.Namespace, fn.Name, err)
+	}
+	value, has := so.Annotations[scaling.AnnotationPausedReplicas]
+	if paused == (has && value == "0") && (paused || !has) {
+		return nil
+	}
+	var want any // JSON null removes the annotation
+	if paused {
+		want = "0"
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{scaling.AnnotationPausedReplicas: want}}})
+	if err != nil {
+		return err
+	}
+	if err := r.Patch(ctx, so, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("setting paused=%t on ScaledObject %s/%s: %w", paused, fn.Namespace, fn.Name, err)
+	}
+	return nil
 }
 
 // httpPaused reports whether the function's HTTP traffic is frozen: it has http triggers and
