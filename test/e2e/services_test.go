@@ -103,8 +103,29 @@ func (s *services) close(svc *corev1.Service) {
 	}
 }
 
-// dialEndpoint connects to one ready endpoint of the Service, round robin.
+// dialEndpoint connects to one ready endpoint of the Service, round robin. Callers that
+// watch EndpointSlices themselves (the interceptor) may see a pod ready a moment before this
+// proxy's informer does; like kube-proxy's rule sync, that gap is bridged here by waiting
+// briefly for the endpoint instead of refusing the connection.
 func (s *services) dialEndpoint(ns, name, portName string) (net.Conn, error) {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		targets, err := s.endpoints(ns, name, portName)
+		if err != nil {
+			return nil, err
+		}
+		if len(targets) > 0 {
+			return net.DialTimeout("tcp", targets[s.rr.Add(1)%uint64(len(targets))], 5*time.Second)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("service %s/%s has no ready endpoints", ns, name)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// endpoints lists the ready addresses of the Service's port.
+func (s *services) endpoints(ns, name, portName string) ([]string, error) {
 	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: name})
 	slices, err := s.slices.EndpointSlices(ns).List(sel)
 	if err != nil {
@@ -130,10 +151,7 @@ func (s *services) dialEndpoint(ns, name, portName string) (net.Conn, error) {
 			}
 		}
 	}
-	if len(targets) == 0 {
-		return nil, fmt.Errorf("service %s/%s has no ready endpoints", ns, name)
-	}
-	return net.DialTimeout("tcp", targets[s.rr.Add(1)%uint64(len(targets))], 5*time.Second)
+	return targets, nil
 }
 
 // timeline records when things happened to named objects, for the cold-start split.
