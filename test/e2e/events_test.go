@@ -1,0 +1,158 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"sless.dev/sless/gateway/api"
+)
+
+// recordingPython appends every event it gets to $E2E_OUT (one JSON line; small appends are
+// atomic) and fails on events asking for it.
+const recordingPython = `import json, os
+
+def handle(event, request=None):
+    if event.get("fail"):
+        raise RuntimeError("asked to fail")
+    with open(os.environ["E2E_OUT"], "a") as f:
+        f.write(json.dumps(event) + "\n")
+    return {"ok": True}
+`
+
+const amqpURL = "amqp://guest:guest@127.0.0.1:5672/"
+
+// tenantSecrets gives the tenant's namespace the broker URL and the history database, as an
+// operator of the platform would.
+func tenantSecrets(t *testing.T, tn tenant) {
+	t.Helper()
+	for name, data := range map[string]map[string]string{
+		"broker": {"host": amqpURL}, "sless-history": {"url": g.dbURL},
+	} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tn.ns}, StringData: data}
+		if err := g.client.Create(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func amqpChannel(t *testing.T) *amqp.Channel {
+	t.Helper()
+	conn, err := amqp.Dial(amqpURL)
+	if err != nil {
+		t.Fatalf("RabbitMQ through the namespace bridge: %v", err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+func queueDepth(t *testing.T, ch *amqp.Channel, q string) int {
+	t.Helper()
+	st, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
+	if err != nil {
+		t.Fatalf("queue %s: %v", q, err)
+	}
+	return st.Messages
+}
+
+// readEvents counts the ids the function recorded.
+func readEvents(t *testing.T, path string) map[int]int {
+	t.Helper()
+	seen := map[int]int{}
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return seen
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var ev struct{ ID int }
+		if json.Unmarshal(sc.Bytes(), &ev) == nil {
+			seen[ev.ID]++
+		}
+	}
+	return seen
+}
+
+// TestEventTrigger is journey 3: messages on a RabbitMQ queue → KEDA's rabbitmq scaler
+// starts dispatcher Jobs (ScaledJob) → each message is invoked through the interceptor,
+// which wakes the function at zero, exactly once and acked → the queue drains; a failing
+// function's messages go to the dead-letter queue after the retries.
+func TestEventTrigger(t *testing.T) {
+	const total = 200
+	tn := newTenant(t)
+	tenantSecrets(t, tn)
+	ctx := context.Background()
+	out := filepath.Join(t.TempDir(), "events.jsonl")
+	fields := helloFields(5)
+	fields.EnvVars = &map[string]string{"E2E_OUT": out}
+	deployFunction(t, tn, "consumer", fields, map[string]string{"handler.py": recordingPython})
+
+	ch := amqpChannel(t)
+	queue := "e2e-" + tn.ns
+	dlq := queue + "-dead"
+	t.Cleanup(func() {
+		_, _ = ch.QueueDelete(queue, false, false, false)
+		_, _ = ch.QueueDelete(dlq, false, false, false)
+	})
+	if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tn.c.CreateTrigger(ctx, tn.ns, api.CreateTrigger{Name: "orders", TriggerFields: api.TriggerFields{
+		Type: ptr.To("event"), Function: ptr.To("consumer"), Queue: ptr.To(queue), BrokerSecret: ptr.To("broker"),
+		MaxAttempts: ptr.To(int32(2)), BackoffMs: ptr.To(int32(100)), DeadLetterQueue: ptr.To(dlq)}}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for i := 0; i < total; i++ {
+		body := fmt.Sprintf(`{"id": %d}`, i)
+		if i%50 == 7 { // four poison messages
+			body = fmt.Sprintf(`{"id": %d, "fail": true}`, i)
+		}
+		if err := ch.PublishWithContext(ctx, "", queue, false, false, amqp.Publishing{ContentType: "application/json", Body: []byte(body), DeliveryMode: amqp.Persistent}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const poison = 4
+	waitFor(t, 4*time.Minute, "every message handled", func() bool {
+		return len(readEvents(t, out)) == total-poison && queueDepth(t, ch, queue) == 0 && queueDepth(t, ch, dlq) == poison
+	})
+	t.Logf("%d messages: KEDA-started dispatcher jobs drained the queue in %s", total, time.Since(start).Round(time.Millisecond))
+	for id, n := range readEvents(t, out) {
+		if n != 1 || id%50 == 7 {
+			t.Errorf("message %d handled %d times", id, n)
+		}
+	}
+	inv, err := tn.c.ListInvocations(ctx, tn.ns, "consumer", 500, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := 0
+	for _, i := range inv.Invocations {
+		if i.Kind == "event" {
+			events++
+		}
+	}
+	if events < total-poison {
+		t.Errorf("history has %d event invocations, want at least %d", events, total-poison)
+	}
+}
