@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -246,14 +247,15 @@ func (r *FunctionReconciler) httpPaused(ctx context.Context, fn *v1.Function) (b
 func (r *FunctionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.Function{}, builder.WithPredicates(specChanged)).
-		Owns(&appsv1.Deployment{}).
-		Owns(&corev1.Service{}).
-		Owns(&httpv1alpha1.HTTPScaledObject{}).
-		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(buildOwner(scaling.LabelFunction))).
+		Owns(&appsv1.Deployment{}, builder.WithPredicates(notCreated)).
+		Owns(&corev1.Service{}, builder.WithPredicates(notCreated)).
+		Owns(&httpv1alpha1.HTTPScaledObject{}, builder.WithPredicates(notCreated)).
+		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(buildOwner(scaling.LabelFunction)), builder.WithPredicates(notCreated)).
 		Watches(&v1.Trigger{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			t := o.(*v1.Trigger)
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: t.Namespace, Name: t.Spec.FunctionRef.Name}}}
 		})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
 		Named("function").
 		Complete(r)
 }

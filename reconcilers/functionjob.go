@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -202,9 +203,10 @@ func (r *FunctionJobReconciler) finish(fj *v1.FunctionJob, phase v1.JobPhase, re
 func (r *FunctionJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.FunctionJob{}, builder.WithPredicates(specChanged)).
-		Owns(&batchv1.Job{}).
-		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(buildOwner(scaling.LabelJob))).
+		Owns(&batchv1.Job{}, builder.WithPredicates(notCreated)).
+		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(buildOwner(scaling.LabelJob)), builder.WithPredicates(notCreated)).
 		Watches(&v1.Function{}, handler.EnqueueRequestsFromMapFunc(dependents(r.Client, &v1.FunctionJobList{}))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
 		Named("functionjob").
 		Complete(r)
 }

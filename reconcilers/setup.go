@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -24,6 +25,8 @@ type ArtifactDeleter interface {
 type Config struct {
 	Options   scaling.Options
 	Artifacts ArtifactDeleter
+	// Workers is the number of objects of one kind reconciled at once (default 4).
+	Workers int
 }
 
 // functionRefIndex indexes Triggers and FunctionJobs by the Function they reference, so a
@@ -35,6 +38,10 @@ const functionRefIndex = "spec.functionRef.name"
 // those would only cost another no-op reconcile.
 var specChanged = predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{})
 
+// notCreated drops the create events of children and build Jobs: the reconciler made them
+// and already knows; updates (drift, Job completion) and deletions still wake it.
+var notCreated = predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }}
+
 // finalizer guards cleanup that owner references cannot do: uploaded artifacts and build
 // Jobs in the platform namespace.
 const finalizer = "sless.dev/cleanup"
@@ -43,6 +50,9 @@ const finalizer = "sless.dev/cleanup"
 func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if err := cfg.Options.Validate(); err != nil {
 		return err
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
 	}
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &v1.Trigger{}, functionRefIndex, func(o client.Object) []string {

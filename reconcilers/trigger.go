@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
@@ -129,10 +130,11 @@ func phaseOf(fn *v1.Function) v1.FunctionPhase {
 func (r *TriggerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.Trigger{}, builder.WithPredicates(specChanged)).
-		Owns(&batchv1.CronJob{}).
-		Owns(&kedav1alpha1.ScaledJob{}).
-		Owns(&kedav1alpha1.TriggerAuthentication{}).
+		Owns(&batchv1.CronJob{}, builder.WithPredicates(notCreated)).
+		Owns(&kedav1alpha1.ScaledJob{}, builder.WithPredicates(notCreated)).
+		Owns(&kedav1alpha1.TriggerAuthentication{}, builder.WithPredicates(notCreated)).
 		Watches(&v1.Function{}, handler.EnqueueRequestsFromMapFunc(dependents(r.Client, &v1.TriggerList{}))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
 		Named("trigger").
 		Complete(r)
 }

@@ -29,6 +29,7 @@ func init() { subcommands = append(subcommands, newOperatorCmd) }
 func newOperatorCmd() *cobra.Command {
 	var (
 		opts                           = scaling.DefaultOptions()
+		workers                        int
 		store                          storeFlags
 		metricsAddr, probeAddr         string
 		leaderElect                    bool
@@ -84,7 +85,7 @@ func newOperatorCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := reconcilers.Setup(cmd.Context(), mgr, reconcilers.Config{Options: opts, Artifacts: artifacts}); err != nil {
+			if err := reconcilers.Setup(cmd.Context(), mgr, reconcilers.Config{Options: opts, Artifacts: artifacts, Workers: workers}); err != nil {
 				return err
 			}
 			logger.Info("operator starting", "version", version, "leaderElection", leaderElect)
@@ -97,6 +98,7 @@ func newOperatorCmd() *cobra.Command {
 	fs.BoolVar(&leaderElect, "leader-elect", true, "elect one active operator among replicas")
 	fs.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader lease (default: the pod's)")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	fs.IntVar(&workers, "workers", 4, "objects of one kind reconciled at once")
 	fs.StringVar(&opts.Domain, "domain", opts.Domain, "routing hosts are <name>.<namespace>.<domain>")
 	fs.StringVar(&opts.GatewayURL, "gateway-url", opts.GatewayURL, "external base URL of the gateway, for function URLs")
 	fs.StringVar(&opts.InterceptorURL, "interceptor-url", opts.InterceptorURL, "KEDA HTTP interceptor proxy that dispatcher jobs invoke through")

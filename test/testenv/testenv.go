@@ -98,6 +98,9 @@ func Start() (*Env, error) {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                s,
 	}
+	// envtest's default service range is a /24; a cluster-sized one lets scale tests create
+	// thousands of function Services.
+	e.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/12")
 	cfg, err := e.Start()
 	if err != nil {
 		return nil, fmt.Errorf("start envtest with assets from %s: %w", assets, err)

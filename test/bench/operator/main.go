@@ -114,19 +114,24 @@ func run(n, workers int) error {
 	lastReport := time.Now()
 	for ready := 0; ready < n; {
 		time.Sleep(200 * time.Millisecond)
-		if time.Since(lastReport) > 10*time.Second {
-			fmt.Fprintf(os.Stderr, "%s: %d of %d Ready, %d reconciles\n", time.Since(start).Round(time.Second), ready, n, reconcileTotal()-reconcilesBefore)
-			lastReport = time.Now()
-		}
 		var list v1.FunctionList
 		if err := c.List(ctx, &list, client.InNamespace("bench")); err != nil {
 			return err
 		}
 		ready = 0
+		phases := map[v1.FunctionPhase]int{}
+		var sample string
 		for _, f := range list.Items {
+			phases[f.Status.Phase]++
 			if f.Status.Phase == v1.FunctionReady && f.Status.ObservedGeneration == f.Generation {
 				ready++
+			} else if sample == "" && len(f.Status.Conditions) > 0 {
+				sample = f.Name + ": " + f.Status.Conditions[len(f.Status.Conditions)-1].Message
 			}
+		}
+		if time.Since(lastReport) > 10*time.Second {
+			fmt.Fprintf(os.Stderr, "%s: %d of %d Ready %v, %d reconciles; e.g. %s\n", time.Since(start).Round(time.Second), ready, n, phases, reconcileTotal()-reconcilesBefore, sample)
+			lastReport = time.Now()
 		}
 		if time.Since(start) > 10*time.Minute {
 			return fmt.Errorf("only %d of %d functions Ready after 10 minutes", ready, n)
@@ -152,6 +157,7 @@ func run(n, workers int) error {
 	fmt.Printf("reconciles per function       %.2f\n", float64(reconciles)/float64(n))
 	fmt.Printf("API requests per function     %.2f\n", float64(calls)/float64(n))
 	fmt.Printf("steady-state reconciles/s     %.2f\n", steady)
+	fmt.Printf("reconciles by controller      %s\n", reconcileBreakdown())
 	fmt.Printf("heap in use after GC          %.1f MB (bench process: operator + clients)\n", float64(ms.HeapInuse)/1e6)
 	return nil
 }
@@ -243,3 +249,30 @@ func isSless(m *dto.Metric) bool {
 	return false
 }
 
+
+// reconcileBreakdown lists reconcile counts by controller and result.
+func reconcileBreakdown() string {
+	mfs, _ := metrics.Registry.Gather()
+	var parts []string
+	for _, mf := range mfs {
+		if mf.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range mf.Metric {
+			if !isSless(m) || m.GetCounter().GetValue() == 0 {
+				continue
+			}
+			var ctrlName, result string
+			for _, l := range m.Label {
+				switch l.GetName() {
+				case "controller":
+					ctrlName = l.GetValue()
+				case "result":
+					result = l.GetValue()
+				}
+			}
+			parts = append(parts, fmt.Sprintf("%s/%s=%d", ctrlName, result, int64(m.GetCounter().GetValue())))
+		}
+	}
+	return strings.Join(parts, " ")
+}
