@@ -129,6 +129,10 @@ func (b *Backend) startJob(key string, spec api.JobSpec, run localpool.Spec) {
 		}
 		rec := history.Record{Namespace: ns, Function: fn, Trigger: jobName(key), Kind: history.KindJob,
 			Start: now, Duration: res.Duration, Status: history.StatusSucceeded}
+		if res.Err != nil {
+			rec.Status, rec.Error = history.StatusFailed, res.Err.Error()
+		}
+		b.opts.Recorder.Record(rec) // before the status: whoever sees Succeeded finds the record
 		b.setJobStatus(key, spec.RunID, func(s *api.JobStatus) {
 			s.Phase, s.CompletionTime, s.DurationMs = api.JobSucceeded, &done, res.Duration.Milliseconds()
 			s.Result, s.Output = res.Result, res.Output
@@ -137,10 +141,8 @@ func (b *Backend) startJob(key string, spec api.JobSpec, run localpool.Spec) {
 				if errors.Is(res.Err, context.Canceled) && b.ctx.Err() != nil {
 					s.Error = errInterrupted
 				}
-				rec.Status, rec.Error = history.StatusFailed, res.Err.Error()
 			}
 		})
-		b.opts.Recorder.Record(rec)
 		b.log.Info("job finished", "job", key, "runID", spec.RunID, "duration", res.Duration, "error", res.Err)
 	}()
 }
