@@ -153,7 +153,11 @@ func TestCrashMidRequestRecovers(t *testing.T) {
 	if code, body := d.invoke("crashy", `{"name":"again"}`); code != http.StatusOK || !strings.Contains(body, "again") {
 		t.Fatalf("request after the crash: %d %s", code, body)
 	}
-	invs := d.invocations("crashy")
+	var invs []api.Invocation
+	waitFor(t, "3 recorded invocations", 5*time.Second, func() bool { // recorded after the answer
+		invs = d.invocations("crashy")
+		return len(invs) >= 3
+	})
 	if len(invs) != 3 || invs[1].HTTPStatus != http.StatusBadGateway || invs[1].Status != history.StatusFailed {
 		t.Fatalf("history must show the crash as a failed invocation: %+v", invs)
 	}
