@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/gateway/api"
@@ -48,6 +50,7 @@ type Server struct {
 	echo    *echo.Echo
 	proxy   *fnProxy
 	metrics *metrics
+	tracer  trace.Tracer
 }
 
 // New builds a Server from cfg.
@@ -65,7 +68,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Registry = prometheus.NewRegistry()
 		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "gateway")}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "gateway"), tracer: otel.Tracer(tracerName)}
 	s.proxy = newFnProxy(cfg, s.log)
 	m, err := newMetrics(cfg.Registry, s.proxy.held.total.Load, cfg.Recorder)
 	if err != nil {

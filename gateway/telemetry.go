@@ -21,7 +21,10 @@ import (
 	"sless.dev/sless/gateway/history"
 )
 
-var tracer = otel.Tracer("sless.dev/sless/gateway")
+// tracerName names the gateway's spans. The tracer is taken from the global provider when a
+// Server is built, not at package init: a tracer obtained earlier stays bound to whichever
+// provider was installed first (the OTel global delegates only once).
+const tracerName = "sless.dev/sless/gateway"
 
 // metrics are the gateway's Prometheus series.
 type metrics struct {
@@ -68,7 +71,7 @@ func newMetrics(reg prometheus.Registerer, held func() int64, rec history.Record
 func (s *Server) instrument(handler string, h http.Handler, w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	ctx := w3c.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	ctx, span := tracer.Start(ctx, r.Method+" /"+handler, trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := s.tracer.Start(ctx, r.Method+" /"+handler, trace.WithSpanKind(trace.SpanKindServer))
 	sw := &statusWriter{ResponseWriter: w}
 	defer func() {
 		code := sw.status

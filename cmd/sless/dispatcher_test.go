@@ -2,22 +2,21 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"os"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"sless.dev/sless/test/pgtest"
 )
 
 // TestDispatcherFireExitCodes runs `sless dispatcher fire` as the CronJob does, against a real
 // function server and a real PostgreSQL, and checks the exit code and the recorded row.
 func TestDispatcherFireExitCodes(t *testing.T) {
-	dbURL := dispatcherTestDatabase(t)
+	dbURL := pgtest.NewDatabase(t, "sless_dispatcher_test")
 	cases := []struct {
 		name     string
 		status   int
@@ -94,35 +93,4 @@ func TestDispatcherFireFromEnv(t *testing.T) {
 	if err := cmd.ExecuteContext(context.Background()); err == nil || exitCode(err) != dispatcherExitConfig {
 		t.Fatalf("invalid SLESS_MAX_ATTEMPTS: err %v, want exit code %d", err, dispatcherExitConfig)
 	}
-}
-
-// dispatcherTestDatabase creates a uniquely named database on the test PostgreSQL
-// (SLESS_TEST_POSTGRES_URL, default the local server) and drops it after the test.
-func dispatcherTestDatabase(t *testing.T) string {
-	t.Helper()
-	admin := "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-	if u := os.Getenv("SLESS_TEST_POSTGRES_URL"); u != "" {
-		admin = u
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "sless_dispatcher_test_" + hex.EncodeToString(b)
-	exec := func(sql string) {
-		c, err := pgx.Connect(context.Background(), admin)
-		if err != nil {
-			t.Fatalf("connect to PostgreSQL at %s: %v", admin, err)
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	exec("CREATE DATABASE " + name)
-	t.Cleanup(func() { exec("DROP DATABASE " + name + " WITH (FORCE)") })
-	u, err := url.Parse(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
 }

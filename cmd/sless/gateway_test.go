@@ -31,6 +31,7 @@ import (
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	gwclient "sless.dev/sless/gateway/client"
+	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testenv"
 )
 
@@ -109,7 +110,7 @@ func TestGatewayCommand(t *testing.T) {
 	spans := startCollector(t)
 	t.Setenv("KUBECONFIG", kubeconfig)
 	t.Setenv("SLESS_JWT_HMAC_KEY", key)
-	dbURL := dispatcherTestDatabase(t)
+	dbURL := pgtest.NewDatabase(t, "sless_gateway_cmd_test")
 	interceptor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "host=%s path=%s", r.Host, r.URL.Path)
 	}))

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"sless.dev/sless/test/pgtest"
 )
 
 func TestHistoryRecordsEveryInvocation(t *testing.T) {
@@ -135,7 +137,7 @@ func countRows(t testing.TB, dsn, ns string) int {
 }
 
 func pgAddr(t *testing.T) string {
-	u, err := url.Parse(postgresURL())
+	u, err := url.Parse(pgtest.URL())
 	if err != nil {
 		t.Fatal(err)
 	}

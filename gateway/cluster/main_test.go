@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/jackc/pgx/v5"
 
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -29,6 +27,7 @@ import (
 	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/gateway/cluster"
 	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testenv"
 )
 
@@ -170,45 +169,8 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-// postgresURL is the real PostgreSQL the tests use; each harness gets its own database.
-func postgresURL() string {
-	if u := os.Getenv("SLESS_TEST_POSTGRES_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-}
-
-// newDatabase creates a uniquely named database, dropped when the test ends.
-func newDatabase(t testing.TB) string {
-	t.Helper()
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, postgresURL())
-	if err != nil {
-		t.Fatalf("connect to PostgreSQL at %s (set SLESS_TEST_POSTGRES_URL): %v", postgresURL(), err)
-	}
-	defer admin.Close(ctx)
-	name := "sless_gateway_test_" + randomHex(6)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), postgresURL())
-		if err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(postgresURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
+// newDatabase gives the test its own database on the real PostgreSQL.
+func newDatabase(t testing.TB) string { return pgtest.NewDatabase(t, "sless_gateway_test") }
 
 // do sends a raw request (for cases the typed client cannot express) and returns the status
 // and the decoded error body, if any.

@@ -283,7 +283,6 @@ func isSless(m *dto.Metric) bool {
 	return false
 }
 
-
 // reconcileBreakdown lists reconcile counts by controller and result.
 func reconcileBreakdown() string {
 	mfs, _ := metrics.Registry.Gather()
