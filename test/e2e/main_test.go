@@ -27,7 +27,9 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			os.Exit(1)
 		}
-		os.Exit(runOutside(tools))
+		code := runOutside(tools)
+		_ = os.RemoveAll(filepath.Dir(tools["sless"]))
+		os.Exit(code)
 	}
 	os.Exit(runInside(m))
 }
@@ -95,6 +97,9 @@ func buildTools() (map[string]string, error) {
 	if tools["versitygw"], err = script("versitygw.sh"); err != nil {
 		return nil, err
 	}
+	if tools["terraform"], err = script("terraform.sh"); err != nil {
+		return nil, err
+	}
 	bin, err := os.MkdirTemp("", "sless-e2e-bin-")
 	if err != nil {
 		return nil, err
@@ -104,6 +109,13 @@ func buildTools() (map[string]string, error) {
 	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("building sless: %w", err)
+	}
+	// The provider in a directory of its own, for the CLI's dev_overrides.
+	tools["terraform-provider"] = filepath.Join(bin, "provider", "terraform-provider-sless")
+	cmd = exec.Command("go", "build", "-o", tools["terraform-provider"], ".")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = filepath.Join(root, "terraform-provider-sless"), os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("building the Terraform provider: %w", err)
 	}
 	return tools, nil
 }
