@@ -131,6 +131,10 @@ func (b LocalBuilder) buildIn(ctx context.Context, rt Runtime, work, final strin
 	case LanguagePython:
 		art.Command = []string{"python3", filepath.Join(final, "server", "server.py")}
 		art.Env = []string{"SLESS_HANDLER=" + dockerfileArg(dockerfile, "HANDLER"), "PYTHONUNBUFFERED=1"}
+		// As in the Dockerfile: a syntax error fails the build with the compiler's message.
+		if err := b.run(ctx, rt, work, nil, "python3", "-m", "compileall", "-q", "handler"); err != nil {
+			return nil, err
+		}
 		if hasRequirements(filepath.Join(work, "handler", "requirements.txt")) {
 			// From handler/, like the Dockerfile: relative paths in requirements.txt are the user's.
 			if err := b.run(ctx, rt, filepath.Join(work, "handler"), nil, "python3", "-m", "pip", "install", "--disable-pip-version-check", "--no-input",

@@ -21,6 +21,13 @@ HEALTH_PATH = "/healthz"
 DRAIN_LIMIT = 64 << 20  # bytes of an oversized body read and dropped before closing
 
 
+
+class _Server(ThreadingHTTPServer):
+    # The default listen backlog of 5 resets bursts of new connections (a proxy opening many
+    # at once after a cold start).
+    request_queue_size = 128
+
+
 def env_int(key, default):
     raw = os.environ.get(key, "")
     if raw == "":
@@ -294,7 +301,7 @@ class Handler(BaseHTTPRequestHandler):
 def serve(call):
     Handler.call = staticmethod(call)
     host, port = os.environ.get("SLESS_HOST", "127.0.0.1"), env_int("PORT", 8080)
-    server = ThreadingHTTPServer((host, port), Handler)
+    server = _Server((host, port), Handler)
     server.daemon_threads = True  # idle keep-alive connections must not block exit
     server.active = set()  # handlers answering an invocation; set.add/discard are atomic
     server.watchdog = Watchdog() if TIMEOUT else None
