@@ -1,5 +1,3 @@
-//go:build e2e
-
 // Package e2e runs sless end to end on the real KEDA operator and HTTP add-on: etcd,
 // kube-apiserver, kube-controller-manager, KEDA, the add-on's interceptor/scaler/operator,
 // the sless operator and gateway, versitygw, RabbitMQ and PostgreSQL, with one stand-in — a
@@ -10,5 +8,7 @@
 // which a private /etc/hosts supplies. The machine's RabbitMQ and PostgreSQL are bridged in
 // through unix sockets. Run with `make test-e2e` or
 //
-//	go test -tags e2e -count=1 -v ./test/e2e/
+//	go test -tags e2e -count=1 -timeout 30m -v ./test/e2e/
+//
+// Without the e2e build tag the package is empty, so `go test ./...` does not run it.
 package e2e
