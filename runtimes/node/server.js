@@ -69,6 +69,31 @@ function invoke(fn, event, request) {
   return Promise.race([run, deadline]).finally(() => clearTimeout(timer));
 }
 
+// Timed invocations in flight, swept by one shared timer: a setTimeout/clearTimeout pair per
+// request cost more than the rest of the wrapper's work on a warm call. A 504 may come up to
+// SWEEP_MS late.
+const SWEEP_MS = 25;
+const pending = new Set();
+let sweeper;
+
+function watch(entry) {
+  pending.add(entry);
+  if (sweeper !== undefined) return;
+  sweeper = setInterval(() => {
+    const now = Date.now();
+    for (const e of pending) {
+      if (now >= e.deadline) {
+        pending.delete(e);
+        e.expire();
+      }
+    }
+    if (pending.size === 0) {
+      clearInterval(sweeper);
+      sweeper = undefined;
+    }
+  }, SWEEP_MS);
+}
+
 function decodeEvent(body) {
   if (body.length === 0) return {};
   const text = body.toString();
@@ -183,19 +208,24 @@ function serve(fn) {
       const request = wantsRequest
         ? { method: req.method, path: pathname, query: q < 0 ? {} : { ...querystring.parse(req.url.slice(q + 1)) }, headers: req.headers, traceparent }
         : undefined;
-      // The timer answers 504 itself; the handler's promise is abandoned, its value dropped.
-      let timer;
+      // The watchdog answers 504 itself; the handler's promise is abandoned, its value dropped.
+      let watched;
       if (TIMEOUT > 0) {
-        timer = setTimeout(() => {
-          timer = undefined;
-          answer(504, 'application/json', errorJSON(`function timed out after ${TIMEOUT}s`));
-        }, TIMEOUT * 1000);
+        watched = {
+          deadline: start + TIMEOUT * 1000,
+          expired: false,
+          expire() {
+            this.expired = true;
+            answer(504, 'application/json', errorJSON(`function timed out after ${TIMEOUT}s`));
+          },
+        };
+        watch(watched);
       }
       let result = call(fn, decodeEvent(body), request);
       if (result instanceof Promise) result = await result;
       if (TIMEOUT > 0) {
-        if (timer === undefined) return;
-        clearTimeout(timer);
+        if (watched.expired) return;
+        pending.delete(watched);
         // A synchronous handler blocks the timer: it still gets its 504, only late.
         if (Date.now() - start > TIMEOUT * 1000) result = encodeError(new TimeoutError(`function timed out after ${TIMEOUT}s`));
       }
