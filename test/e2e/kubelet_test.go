@@ -124,7 +124,6 @@ func (k *kubelet) start(ctx context.Context) error {
 func (k *kubelet) sync(ctx context.Context, p *corev1.Pod) {
 	switch {
 	case p.Spec.NodeName == "" && p.DeletionTimestamp == nil:
-		k.marks.mark(p.Namespace+"/"+p.Name, "created", p.CreationTimestamp.Time)
 		go k.bind(ctx, p)
 	case p.Spec.NodeName != k.node:
 	case p.DeletionTimestamp != nil:
@@ -419,7 +418,8 @@ func (k *kubelet) containerEnv(ctx context.Context, p *corev1.Pod, c *corev1.Con
 	if path == "" {
 		path = corev1.TerminationMessagePathDefault
 	}
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "GOCACHE=" + os.Getenv("GOCACHE"), "KUBERNETES_SERVICE_HOST=", "HOSTNAME=" + p.Name}
+	// A container sees only its spec's environment; PATH and HOME stand in for the image's.
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "HOSTNAME=" + p.Name}
 	for _, n := range order {
 		v := vals[n]
 		switch {

@@ -176,24 +176,13 @@ func (t *timeline) mark(key, what string, when time.Time) {
 	}
 }
 
-// get returns the keys with prefix, each with its marks.
+// get returns a copy of the marks recorded for key.
 func (t *timeline) get(key string) map[string]time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := map[string]time.Time{}
 	for k, v := range t.at[key] {
 		out[k] = v
-	}
-	return out
-}
-
-// keys lists every recorded key.
-func (t *timeline) keys() []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]string, 0, len(t.at))
-	for k := range t.at {
-		out = append(out, k)
 	}
 	return out
 }
