@@ -3,13 +3,24 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"sless.dev/sless/gateway/api"
+	slessclient "sless.dev/sless/gateway/client"
 )
 
 // coldStart is one request to a function at zero, split at the moments the ground records.
@@ -84,4 +95,129 @@ func coldStartTable(runs []coldStart) string {
 func percentile(ds []time.Duration, p int) time.Duration {
 	i := (p*len(ds)+99)/100 - 1
 	return ds[max(0, min(i, len(ds)-1))]
+}
+
+// pidPython answers with its process id: a new pid is a new process, i.e. a cold start.
+const pidPython = `import os
+
+def handle(event, request=None):
+    return {"pid": os.getpid()}
+`
+
+// TestColdStartSlessDev measures `sless dev`'s cold start in the same run, for comparison:
+// the same Python function at zero processes, one request through its /fn/ route after each
+// idle scale-down (a new pid proves the process was started for the request).
+func TestColdStartSlessDev(t *testing.T) {
+	n := 10
+	if v, err := strconv.Atoi(os.Getenv("SLESS_E2E_COLD_STARTS")); err == nil && v > 0 {
+		n = v
+	}
+	endpoint, token := startSlessDev(t)
+	c, err := slessclient.New(endpoint, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	id, err := c.WhoAmI(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.EnsureNamespace(ctx, id.Namespace); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateFunction(ctx, id.Namespace, api.CreateFunction{Name: "cold", FunctionFields: helloFields(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.UploadSource(ctx, id.Namespace, "cold", bytes.NewReader(zipOf(t, map[string]string{"handler.py": pidPython}))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Minute, "sless dev function Ready", func() bool {
+		fn, err := c.GetFunction(ctx, id.Namespace, "cold")
+		return err == nil && fn.Status.Ready
+	})
+	call := func() int {
+		resp, err := http.Post(endpoint+"/fn/"+id.Namespace+"/cold", "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct{ PID int }
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK || out.PID == 0 {
+			t.Fatalf("sless dev invoke: %d %v", resp.StatusCode, err)
+		}
+		return out.PID
+	}
+	last := call()
+	var totals []time.Duration
+	for i := 0; i < n; i++ {
+		time.Sleep(1500 * time.Millisecond) // scale-down period 1 s plus the pool's 200 ms tick
+		t0 := time.Now()
+		pid := call()
+		totals = append(totals, time.Since(t0))
+		if pid == last {
+			t.Fatalf("run %d: the same process (pid %d) answered; sless dev did not scale to zero", i, pid)
+		}
+		last = pid
+	}
+	sort.Slice(totals, func(i, j int) bool { return totals[i] < totals[j] })
+	t.Logf("sless dev cold start, request → response over %d runs: p50 %s, p95 %s, max %s", n,
+		fmtDur(percentile(totals, 50)), fmtDur(percentile(totals, 95)), fmtDur(totals[len(totals)-1]))
+}
+
+// startSlessDev runs `sless dev` (the binary under test) with a private data directory and
+// returns the endpoint and token it prints.
+func startSlessDev(t *testing.T) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command(g.tools["sless"], "dev", "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
+	logf, err := os.Create(filepath.Join(dir, "sless-dev.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = logf
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+	})
+	type banner struct{ endpoint, token string }
+	found := make(chan banner, 1)
+	go func() {
+		var b banner
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "export SLESS_ENDPOINT="); ok {
+				b.endpoint = v
+			}
+			if v, ok := strings.CutPrefix(sc.Text(), "export SLESS_TOKEN="); ok {
+				b.token = v
+			}
+			if b.endpoint != "" && b.token != "" {
+				found <- b
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case b := <-found:
+		return b.endpoint, b.token
+	case <-time.After(60 * time.Second):
+		t.Fatalf("sless dev printed no endpoint and token within 60 s; see %s", logf.Name())
+	}
+	return "", ""
 }
