@@ -70,6 +70,8 @@ func newOperatorCmd() *cobra.Command {
 					&appsv1.Deployment{}: managed, &corev1.Service{}: managed, &batchv1.Job{}: managed,
 					&batchv1.CronJob{}: managed, &httpv1alpha1.HTTPScaledObject{}: managed,
 					&kedav1alpha1.ScaledJob{}: managed, &kedav1alpha1.TriggerAuthentication{}: managed,
+					// The add-on copies the HTTPScaledObject's labels onto the ScaledObject it generates.
+					&kedav1alpha1.ScaledObject{}: managed,
 				}},
 			})
 			if err != nil {

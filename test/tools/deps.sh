@@ -33,7 +33,9 @@ fi
 
 # Tools built from source once and cached (a cache hit takes milliseconds). One at a time:
 # each link peaks near 2.5 GB and the machine has 2 cores.
-for tool in envtest.sh versitygw.sh terraform.sh; do
+# kube-controller-manager and KEDA + the HTTP add-on serve the e2e suite (make test-e2e).
+export K8S_COMMANDS="kube-apiserver kube-controller-manager"
+for tool in envtest.sh versitygw.sh terraform.sh keda.sh; do
   t0=$(date +%s)
   bash "$here/$tool" >/dev/null
   log "$tool ready ($(( $(date +%s) - t0 ))s)"
