@@ -30,7 +30,7 @@ const (
 )
 
 // contextGzipLevel favours speed: a context is transport between the upload and kaniko,
-// unpacked once, and the upload response waits for it (docs/benchmarks-buildkit.md).
+// unpacked once, and the upload response waits for it (docs/benchmarks.md).
 const contextGzipLevel = gzip.BestSpeed
 
 // contextModTime is the mtime of every tar entry: a fixed value keeps the hash stable.
