@@ -338,28 +338,14 @@ func (r *functionResource) Delete(ctx context.Context, req resource.DeleteReques
 		return
 	}
 	name := state.Name.ValueString()
-	err := r.client.DeleteFunction(ctx, r.client.namespace, name)
-	if err == nil {
-		err = waitGone(ctx, "function "+name, func() error {
+	deleteAndWait(ctx, &resp.Diagnostics, "function", name,
+		func() error { return r.client.DeleteFunction(ctx, r.client.namespace, name) },
+		func() error {
 			_, err := r.client.GetFunction(ctx, r.client.namespace, name)
 			return err
 		})
-	}
-	if err != nil && !client.IsNotFound(err) {
-		resp.Diagnostics.AddError("Cannot delete function "+name, err.Error())
-	}
 }
 
 func (r *functionResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	ctx, end := startSpan(ctx, "sless_function.import")
-	defer end(&resp.Diagnostics)
-	if !r.client.configured(&resp.Diagnostics) {
-		return
-	}
-	name, err := importName(req.ID, r.client.namespace)
-	if err != nil {
-		resp.Diagnostics.AddError("Invalid import ID", err.Error())
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+	importByName(ctx, "sless_function", r.client, req, resp)
 }

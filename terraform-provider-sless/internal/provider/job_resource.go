@@ -464,28 +464,14 @@ func (r *jobResource) Delete(ctx context.Context, req resource.DeleteRequest, re
 		return
 	}
 	name := state.Name.ValueString()
-	err := r.client.DeleteJob(ctx, r.client.namespace, name)
-	if err == nil {
-		err = waitGone(ctx, "job "+name, func() error {
+	deleteAndWait(ctx, &resp.Diagnostics, "job", name,
+		func() error { return r.client.DeleteJob(ctx, r.client.namespace, name) },
+		func() error {
 			_, err := r.client.GetJob(ctx, r.client.namespace, name)
 			return err
 		})
-	}
-	if err != nil && !client.IsNotFound(err) {
-		resp.Diagnostics.AddError("Cannot delete job "+name, err.Error())
-	}
 }
 
 func (r *jobResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	ctx, end := startSpan(ctx, "sless_job.import")
-	defer end(&resp.Diagnostics)
-	if !r.client.configured(&resp.Diagnostics) {
-		return
-	}
-	name, err := importName(req.ID, r.client.namespace)
-	if err != nil {
-		resp.Diagnostics.AddError("Invalid import ID", err.Error())
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+	importByName(ctx, "sless_job", r.client, req, resp)
 }

@@ -328,28 +328,14 @@ func (r *triggerResource) Delete(ctx context.Context, req resource.DeleteRequest
 		return
 	}
 	name := state.Name.ValueString()
-	err := r.client.DeleteTrigger(ctx, r.client.namespace, name)
-	if err == nil {
-		err = waitGone(ctx, "trigger "+name, func() error {
+	deleteAndWait(ctx, &resp.Diagnostics, "trigger", name,
+		func() error { return r.client.DeleteTrigger(ctx, r.client.namespace, name) },
+		func() error {
 			_, err := r.client.GetTrigger(ctx, r.client.namespace, name)
 			return err
 		})
-	}
-	if err != nil && !client.IsNotFound(err) {
-		resp.Diagnostics.AddError("Cannot delete trigger "+name, err.Error())
-	}
 }
 
 func (r *triggerResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	ctx, end := startSpan(ctx, "sless_trigger.import")
-	defer end(&resp.Diagnostics)
-	if !r.client.configured(&resp.Diagnostics) {
-		return
-	}
-	name, err := importName(req.ID, r.client.namespace)
-	if err != nil {
-		resp.Diagnostics.AddError("Invalid import ID", err.Error())
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+	importByName(ctx, "sless_trigger", r.client, req, resp)
 }
