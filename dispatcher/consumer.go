@@ -90,7 +90,8 @@ func (d *dispatcher) session(ctx context.Context) (done, established bool, err e
 		return false, false, fmt.Errorf("consume queue %s: %w", d.cfg.Queue, err)
 	}
 	d.log.Info("consuming", "prefetch", d.cfg.Concurrency)
-	s := &session{d: d, ch: ch, tag: tag, deliveries: deliveries, connClosed: connClosed, stopping: make(chan struct{})}
+	s := &session{d: d, ch: ch, tag: tag, deliveries: deliveries, connClosed: connClosed, stopping: make(chan struct{}),
+		acker: newAcker(ch, d.log, d.cfg.Concurrency)}
 	// In-flight invocations outlive ctx: a stop request drains them instead of cutting them off.
 	s.work, s.abort = context.WithCancel(context.WithoutCancel(ctx))
 	defer s.abort()
@@ -118,6 +119,7 @@ func dialer(ctx context.Context) func(network, addr string) (net.Conn, error) {
 type session struct {
 	d          *dispatcher
 	ch         *amqp.Channel
+	acker      *acker
 	tag        string
 	deliveries <-chan amqp.Delivery
 	connClosed chan *amqp.Error
@@ -136,8 +138,7 @@ func (s *session) loop(ctx context.Context) (bool, error) {
 		select {
 		case m, ok := <-s.deliveries:
 			if !ok { // the channel or connection closed under us: the broker requeues the unacked
-				s.abort()
-				s.wg.Wait()
+				s.cut()
 				return false, fmt.Errorf("delivery channel of queue %s closed: %w", d.cfg.Queue, s.closeReason())
 			}
 			s.start(m)
@@ -156,8 +157,7 @@ func (s *session) loop(ctx context.Context) (bool, error) {
 			}
 			q, err := s.ch.QueueDeclarePassive(d.cfg.Queue, true, false, false, false, nil)
 			if err != nil {
-				s.abort()
-				s.wg.Wait()
+				s.cut()
 				return false, fmt.Errorf("check queue %s for messages: %w", d.cfg.Queue, err)
 			}
 			if q.Messages == 0 {
@@ -169,13 +169,21 @@ func (s *session) loop(ctx context.Context) (bool, error) {
 	}
 }
 
+// cut aborts in-flight invocations after the channel failed; the broker requeues what they
+// leave unacked.
+func (s *session) cut() {
+	s.abort()
+	s.wg.Wait()
+	s.acker.close()
+}
+
 func (s *session) start(m amqp.Delivery) {
 	s.d.taken++
 	s.d.m.count(&s.d.m.consumed, s.d.m.consumedC)
 	s.d.m.flight(1)
 	s.wg.Go(func() {
 		defer s.d.m.flight(-1)
-		s.d.handle(s.work, s.stopping, s.ch, m)
+		s.d.handle(s.work, s.stopping, s.ch, s.acker, m)
 	})
 }
 
@@ -192,7 +200,7 @@ func (s *session) drain(finishRest bool) error {
 			s.start(m)
 			continue
 		}
-		d.requeue(m)
+		d.requeue(s.acker, m)
 	}
 	finished := make(chan struct{})
 	go func() { s.wg.Wait(); close(finished) }()
@@ -204,6 +212,7 @@ func (s *session) drain(finishRest bool) error {
 		s.abort()
 		<-finished
 	}
+	s.acker.close()
 	if err := s.ch.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
 		return fmt.Errorf("close channel: %w", err)
 	}

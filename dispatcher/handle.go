@@ -17,8 +17,9 @@ const publishTimeout = 30 * time.Second
 
 // handle takes one delivery to exactly one of: ack (function succeeded), republish for retry
 // + ack, dead-letter + ack, or nack with requeue (stopping, or the republish failed), so a
-// message is never acked before its successor copy is safely in the broker.
-func (d *dispatcher) handle(work context.Context, stopping <-chan struct{}, ch *amqp.Channel, m amqp.Delivery) {
+// message is never acked before its successor copy is safely in the broker. The acker sends
+// the ack or nack.
+func (d *dispatcher) handle(work context.Context, stopping <-chan struct{}, ch *amqp.Channel, a *acker, m amqp.Delivery) {
 	attempt := attemptOf(m.Headers)
 	ctx, span := startDeliverySpan(work, &m, d.cfg.Queue)
 	defer span.End()
@@ -34,7 +35,7 @@ func (d *dispatcher) handle(work context.Context, stopping <-chan struct{}, ch *
 		notBefore = latest
 	}
 	if !waitUntil(notBefore, stopping, work.Done()) {
-		d.requeue(m)
+		d.requeue(a, m)
 		return
 	}
 	body, err := EventBody(m.ContentType, m.Body, d.cfg.MaxBodyBytes)
@@ -46,26 +47,23 @@ func (d *dispatcher) handle(work context.Context, stopping <-chan struct{}, ch *
 		r.Start, r.Status, r.Error, r.TraceID = time.Now(), history.StatusFailed, err.Error(), traceIDOf(ctx)
 		d.cfg.Recorder.Record(r)
 		log().Warn("Warning: message cannot be delivered; dead-lettering it", "reason", err)
-		d.deadLetter(ctx, ch, m, attempt, err)
+		d.deadLetter(ctx, ch, a, m, attempt, err)
 		return
 	}
 	err = d.call.run(ctx, body, InvocationHeader(&m, d.cfg.Queue, d.cfg.Trigger, attempt))
 	switch {
 	case err == nil:
-		if ackErr := m.Ack(false); ackErr != nil {
-			log().Warn("Warning: ack failed after a successful invocation; the broker will redeliver", "error", ackErr)
-			return
-		}
+		a.ack(m.DeliveryTag)
 		d.m.count(&d.m.acked, d.m.ackedC)
 	case work.Err() != nil:
 		log().Info("invocation aborted by stop or connection loss; message returns to the queue", "error", err)
-		d.requeue(m)
+		d.requeue(a, m)
 	case attempt < d.cfg.Retry.MaxAttempts:
 		log().Info("invocation failed; scheduling a retry", "error", err, "retryIn", d.cfg.Retry.delay(attempt))
-		d.retry(ctx, ch, m, attempt, err)
+		d.retry(ctx, ch, a, m, attempt, err)
 	default:
 		log().Warn("Warning: invocation failed on the last attempt; dead-lettering the message", "error", err)
-		d.deadLetter(ctx, ch, m, attempt, err)
+		d.deadLetter(ctx, ch, a, m, attempt, err)
 	}
 }
 
@@ -88,18 +86,18 @@ func waitUntil(t time.Time, stopping <-chan struct{}, aborted <-chan struct{}) b
 }
 
 // retry republishes m with the next attempt number and its earliest run time, then acks it.
-func (d *dispatcher) retry(ctx context.Context, ch *amqp.Channel, m amqp.Delivery, attempt int, cause error) {
+func (d *dispatcher) retry(ctx context.Context, ch *amqp.Channel, a *acker, m amqp.Delivery, attempt int, cause error) {
 	h := copyTable(m.Headers)
 	h[headerAttempt] = int32(attempt + 1)
 	h[headerRetryAt] = time.Now().Add(d.cfg.Retry.delay(attempt)).UnixMilli()
 	h[headerLastError] = cleanValue(cause.Error())
-	if d.publishThenAck(ctx, ch, d.cfg.Queue, m, republished(m, h, m.DeliveryMode)) {
+	if d.publishThenAck(ctx, ch, a, d.cfg.Queue, m, republished(m, h, m.DeliveryMode)) {
 		d.m.count(&d.m.retried, d.m.retriedC)
 	}
 }
 
 // deadLetter publishes m to the dead-letter queue with why it failed, then acks it.
-func (d *dispatcher) deadLetter(ctx context.Context, ch *amqp.Channel, m amqp.Delivery, attempt int, cause error) {
+func (d *dispatcher) deadLetter(ctx context.Context, ch *amqp.Channel, a *acker, m amqp.Delivery, attempt int, cause error) {
 	h := copyTable(m.Headers)
 	h[headerAttempt] = int32(attempt)
 	h[headerLastError] = cleanValue(cause.Error())
@@ -116,10 +114,10 @@ func (d *dispatcher) deadLetter(ctx context.Context, ch *amqp.Channel, m amqp.De
 	if _, err := ch.QueueDeclare(d.cfg.DeadLetterQueue, true, false, false, false, nil); err != nil {
 		d.log.Warn("Warning: declaring the dead-letter queue failed; the message returns to the queue",
 			"deadLetterQueue", d.cfg.DeadLetterQueue, "error", err)
-		d.requeue(m)
+		d.requeue(a, m)
 		return
 	}
-	if d.publishThenAck(ctx, ch, d.cfg.DeadLetterQueue, m, republished(m, h, amqp.Persistent)) {
+	if d.publishThenAck(ctx, ch, a, d.cfg.DeadLetterQueue, m, republished(m, h, amqp.Persistent)) {
 		d.m.count(&d.m.deadLettered, d.m.deadLetteredC)
 	}
 }
@@ -127,19 +125,16 @@ func (d *dispatcher) deadLetter(ctx context.Context, ch *amqp.Channel, m amqp.De
 // publishThenAck publishes p to queue, waits for the broker's confirm, and only then acks m;
 // if the publish is not confirmed m is requeued, so the message exists in the broker at every
 // moment (a duplicate is possible, a loss is not).
-func (d *dispatcher) publishThenAck(ctx context.Context, ch *amqp.Channel, queue string, m amqp.Delivery, p amqp.Publishing) bool {
+func (d *dispatcher) publishThenAck(ctx context.Context, ch *amqp.Channel, a *acker, queue string, m amqp.Delivery, p amqp.Publishing) bool {
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
 	err := publishConfirmed(ctx, ch, queue, p)
 	if err != nil {
 		d.log.Warn("Warning: republishing failed; the message returns to the queue", "targetQueue", queue, "error", err)
-		d.requeue(m)
+		d.requeue(a, m)
 		return false
 	}
-	if err := m.Ack(false); err != nil {
-		d.log.Warn("Warning: ack after republish failed; the broker will redeliver (a duplicate)", "error", err)
-		return false
-	}
+	a.ack(m.DeliveryTag)
 	return true
 }
 
@@ -158,10 +153,8 @@ func publishConfirmed(ctx context.Context, ch *amqp.Channel, queue string, p amq
 	return nil
 }
 
-func (d *dispatcher) requeue(m amqp.Delivery) {
-	if err := m.Nack(false, true); err != nil {
-		d.log.Debug("nack failed; the broker requeues unacked messages of a closed channel", "error", err)
-	}
+func (d *dispatcher) requeue(a *acker, m amqp.Delivery) {
+	a.requeue(m.DeliveryTag)
 	d.m.count(&d.m.requeued, d.m.requeuedC)
 }
 

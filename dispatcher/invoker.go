@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -39,7 +40,8 @@ const errorBodyLen = 1024
 type HTTPInvoker struct {
 	URL    string
 	Host   string
-	Client *http.Client
+	Client *http.Client // for https targets and targets behind a proxy
+	fast   *http1Client // for the rest
 }
 
 // NewHTTPInvoker validates target and returns an invoker whose connection pool keeps
@@ -57,11 +59,31 @@ func NewHTTPInvoker(target, host string, concurrency int) (*HTTPInvoker, error) 
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true, // only an error snippet is ever read
 	}
-	return &HTTPInvoker{URL: target, Host: host, Client: &http.Client{Transport: t}}, nil
+	inv := &HTTPInvoker{URL: target, Host: host, Client: &http.Client{Transport: t}}
+	if proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u}); u.Scheme == "http" && proxy == nil && err == nil {
+		addr := u.Host
+		if u.Port() == "" {
+			addr = net.JoinHostPort(u.Hostname(), "80")
+		}
+		inv.fast = &http1Client{addr: addr, host: cmp.Or(host, u.Host), target: u.RequestURI(),
+			dialer:      net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second},
+			idleTimeout: 30 * time.Second, maxIdle: max(concurrency, 2)}
+	}
+	return inv, nil
 }
 
 // Invoke posts body with header; ctx bounds the whole exchange.
 func (i *HTTPInvoker) Invoke(ctx context.Context, body []byte, header http.Header) (int, error) {
+	if i.fast != nil {
+		status, snippet, err := i.fast.post(ctx, body, header)
+		if err != nil {
+			return 0, fmt.Errorf("invoke %s: %w", i.URL, err)
+		}
+		if status < 200 || status > 299 {
+			return status, &FunctionError{Status: status, Body: cleanValue(string(snippet))}
+		}
+		return status, nil
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, i.URL, bytes.NewReader(body))
 	if err != nil {
 		return 0, fmt.Errorf("build request to %s: %w", i.URL, err)

@@ -1,0 +1,193 @@
+package dispatcher_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"sless.dev/sless/dispatcher"
+)
+
+// connServer is a function server that counts the connections it accepted and can close them
+// all, as a server's idle timeout would.
+type connServer struct {
+	*httptest.Server
+	accepted atomic.Int64
+	mu       sync.Mutex
+	conns    map[net.Conn]bool
+}
+
+func newConnServer(t *testing.T, h http.HandlerFunc) *connServer {
+	s := &connServer{conns: map[net.Conn]bool{}}
+	s.Server = httptest.NewUnstartedServer(h)
+	s.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		switch st {
+		case http.StateNew:
+			s.accepted.Add(1)
+			s.conns[c] = true
+		case http.StateClosed, http.StateHijacked:
+			delete(s.conns, c)
+		}
+	}
+	s.Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *connServer) closeConns() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.Close()
+	}
+}
+
+func invoke(t *testing.T, inv *dispatcher.HTTPInvoker, body string, h http.Header) (int, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if h == nil {
+		h = http.Header{}
+	}
+	return inv.Invoke(ctx, []byte(body), h)
+}
+
+// TestHTTPInvoker covers what the dispatcher's own HTTP/1.1 client must get right against a
+// real net/http server: framing of every kind of answer, connection reuse, stale
+// connections, error snippets and cancellation.
+func TestHTTPInvoker(t *testing.T) {
+	t.Run("posts body, headers and host; reuses one connection", func(t *testing.T) {
+		var got atomic.Value
+		s := newConnServer(t, func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			got.Store(r.Method + " " + r.Host + " " + r.URL.RequestURI() + " " + r.Header.Get("X-Amqp-Message-Id") + " " + r.Header.Get("Content-Type") + " " + string(b))
+			_, _ = w.Write([]byte(`{"ok":true}`))
+		})
+		inv, err := dispatcher.NewHTTPInvoker(s.URL+"/fn/team-a/resize?x=1", "resize.team-a.fn.example", 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 50 {
+			h := http.Header{"X-Amqp-Message-Id": {"m1"}, "Content-Type": {"application/json"}}
+			if status, err := invoke(t, inv, `{"n":1}`, h); err != nil || status != 200 {
+				t.Fatalf("call %d: status %d, %v", i, status, err)
+			}
+		}
+		want := `POST resize.team-a.fn.example /fn/team-a/resize?x=1 m1 application/json {"n":1}`
+		if g := got.Load(); g != want {
+			t.Fatalf("server saw %q, want %q", g, want)
+		}
+		if n := s.accepted.Load(); n != 1 {
+			t.Fatalf("%d connections for 50 sequential calls, want 1 kept alive", n)
+		}
+	})
+
+	t.Run("non-2xx answers are errors with the body's first bytes", func(t *testing.T) {
+		s := newConnServer(t, func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "bad order "+strings.Repeat("x", 5000), http.StatusUnprocessableEntity)
+		})
+		inv, _ := dispatcher.NewHTTPInvoker(s.URL, "", 1)
+		for range 2 {
+			status, err := invoke(t, inv, `{}`, nil)
+			var fe *dispatcher.FunctionError
+			if status != 422 || !errors.As(err, &fe) || !strings.HasPrefix(fe.Body, "bad order xxx") || len(fe.Body) > 1024 {
+				t.Fatalf("status %d, error %v", status, err)
+			}
+		}
+		if n := s.accepted.Load(); n != 1 {
+			t.Fatalf("an error answer closed the connection (%d connections)", n)
+		}
+	})
+
+	t.Run("chunked, empty, large and connection-close answers", func(t *testing.T) {
+		var calls atomic.Int64
+		s := newConnServer(t, func(w http.ResponseWriter, r *http.Request) {
+			switch calls.Add(1) % 4 {
+			case 0: // chunked: flushed before the end
+				_, _ = w.Write([]byte("part one "))
+				w.(http.Flusher).Flush()
+				_, _ = w.Write([]byte("part two"))
+			case 1:
+				w.WriteHeader(http.StatusNoContent)
+			case 2: // over the 1 MiB the client reads: the connection is dropped, not misread
+				_, _ = w.Write([]byte(strings.Repeat("y", 3<<20)))
+			case 3:
+				w.Header().Set("Connection", "close")
+				_, _ = w.Write([]byte("bye"))
+			}
+		})
+		inv, _ := dispatcher.NewHTTPInvoker(s.URL, "", 1)
+		for i := range 12 {
+			if status, err := invoke(t, inv, `{}`, nil); err != nil || status/100 != 2 {
+				t.Fatalf("call %d: status %d, %v", i, status, err)
+			}
+		}
+		if n := s.accepted.Load(); n < 2 || n > 7 {
+			t.Fatalf("%d connections for 12 calls", n)
+		}
+	})
+
+	t.Run("connections the server closed while idle are replaced without a failed call", func(t *testing.T) {
+		var calls atomic.Int64
+		s := newConnServer(t, func(w http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			_, _ = w.Write([]byte(`{}`))
+		})
+		inv, _ := dispatcher.NewHTTPInvoker(s.URL, "", 2)
+		for i := range 5 {
+			if status, err := invoke(t, inv, `{}`, nil); err != nil || status != 200 {
+				t.Fatalf("call %d: status %d, %v", i, status, err)
+			}
+			s.closeConns()
+			time.Sleep(20 * time.Millisecond)
+		}
+		if calls.Load() != 5 {
+			t.Fatalf("handler ran %d times for 5 calls", calls.Load())
+		}
+	})
+
+	t.Run("cancellation ends a call to a function that never answers", func(t *testing.T) {
+		release := make(chan struct{})
+		s := newConnServer(t, func(w http.ResponseWriter, r *http.Request) { <-release })
+		defer close(release)
+		inv, _ := dispatcher.NewHTTPInvoker(s.URL, "", 1)
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := inv.Invoke(ctx, []byte(`{}`), http.Header{})
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+			t.Fatalf("error %v after %s", err, time.Since(start))
+		}
+	})
+
+	t.Run("nothing listening is an error naming the target", func(t *testing.T) {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		addr := ln.Addr().String()
+		ln.Close()
+		inv, _ := dispatcher.NewHTTPInvoker("http://"+addr+"/", "", 1)
+		if _, err := invoke(t, inv, `{}`, nil); err == nil || !strings.Contains(err.Error(), addr) {
+			t.Fatalf("error %v", err)
+		}
+	})
+
+	t.Run("a header that would break the request is refused", func(t *testing.T) {
+		s := newConnServer(t, func(w http.ResponseWriter, r *http.Request) {})
+		inv, _ := dispatcher.NewHTTPInvoker(s.URL, "", 1)
+		if _, err := invoke(t, inv, `{}`, http.Header{"X-Evil": {"a\r\nInjected: 1"}}); err == nil {
+			t.Fatal("accepted a header value with CRLF")
+		}
+		if s.accepted.Load() != 0 {
+			t.Fatal("a refused request reached the server")
+		}
+	})
+}
