@@ -11,7 +11,7 @@ MODULES := $(shell find . -name go.mod -not -path './node_modules/*' -not -path 
 all: build
 
 build:
-	$(GO) build -o $(BIN)/sless ./cmd/sless
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/sless ./cmd/sless
 
 ## generate: regenerate deepcopy code, CRDs and RBAC from the kubebuilder markers.
 generate:
@@ -50,5 +50,5 @@ test-e2e: test-deps
 ## SLESS_DATABASE_URL turn on event triggers and PostgreSQL history.
 .PHONY: dev
 dev:
-	$(GO) build -o $(BIN)/sless ./cmd/sless
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/sless ./cmd/sless
 	exec $(BIN)/sless dev --data-dir .sless --deploy-examples examples

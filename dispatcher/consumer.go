@@ -93,7 +93,12 @@ func (d *dispatcher) session(ctx context.Context) (done, established bool, err e
 	s := &session{d: d, ch: ch, tag: tag, deliveries: deliveries, connClosed: connClosed, stopping: make(chan struct{}),
 		acker: newAcker(ch, d.log, d.cfg.Concurrency)}
 	// In-flight invocations outlive ctx: a stop request drains them instead of cutting them off.
-	s.work, s.abort = context.WithCancel(context.WithoutCancel(ctx))
+	s.workCtx, s.abort = context.WithCancel(context.WithoutCancel(ctx))
+	s.queue = make(chan amqp.Delivery, d.cfg.Concurrency)
+	defer close(s.queue)
+	for range d.cfg.Concurrency {
+		go s.work()
+	}
 	defer s.abort()
 	done, err = s.loop(ctx)
 	return done, true, err
@@ -123,7 +128,8 @@ type session struct {
 	tag        string
 	deliveries <-chan amqp.Delivery
 	connClosed chan *amqp.Error
-	work       context.Context
+	workCtx    context.Context
+	queue      chan amqp.Delivery // to the workers
 	abort      context.CancelFunc
 	stopping   chan struct{} // closed on a stop request: pending retry waits give up
 	wg         sync.WaitGroup
@@ -181,10 +187,20 @@ func (s *session) start(m amqp.Delivery) {
 	s.d.taken++
 	s.d.m.count(&s.d.m.consumed, s.d.m.consumedC)
 	s.d.m.flight(1)
-	s.wg.Go(func() {
-		defer s.d.m.flight(-1)
-		s.d.handle(s.work, s.stopping, s.ch, s.acker, m)
-	})
+	s.wg.Add(1)
+	s.queue <- m
+}
+
+// work is one of the session's Concurrency workers. Long-lived workers rather than a
+// goroutine per message: their stacks have grown to the invocation path's depth once.
+// The queue never blocks the consumer: the broker delivers at most prefetch = Concurrency
+// unacked messages, and a worker takes the next one only after settling its own.
+func (s *session) work() {
+	for m := range s.queue {
+		s.d.handle(s.workCtx, s.stopping, s.ch, s.acker, m)
+		s.d.m.flight(-1)
+		s.wg.Done()
+	}
 }
 
 // drain cancels the consumer and waits for in-flight work. Deliveries that were already on
