@@ -226,7 +226,7 @@ type JobStatus struct {
 	CompletionTime *time.Time `json:"completion_time,omitempty"`
 	DurationMs     int64      `json:"duration_ms,omitempty"`
 	Result         string     `json:"result,omitempty"`
-	Output         string     `json:"output,omitempty"`
+	Output         string     `json:"output,omitempty"` // tail of what the run printed (stdout and stderr)
 	Error          string     `json:"error,omitempty"`
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -23,7 +24,8 @@ const jobMargin = 5 * time.Second
 type JobResult struct {
 	// Result is what the handler returned (the wrapper's last line of stdout).
 	Result string
-	// Output is the tail of the process's log output.
+	// Output is the tail of everything the process printed, stdout and stderr in arrival
+	// order, as a pod's log would show it (the result line included).
 	Output   string
 	Duration time.Duration
 	// Err is set when the run failed: the handler's error, a timeout or a crash.
@@ -51,7 +53,8 @@ func RunJob(ctx context.Context, spec Spec, event []byte) JobResult {
 	cmd.Env = append(processEnv(spec, "127.0.0.1", 0), "SLESS_MODE=job", "SLESS_EVENT="+string(event))
 	var stdout bytes.Buffer
 	logs := newTailBuffer(8 << 10)
-	cmd.Stdout, cmd.Stderr = &limitedBuffer{buf: &stdout, max: 1 << 20}, tailWriter{logs}
+	cmd.Stdout = io.MultiWriter(&limitedBuffer{buf: &stdout, max: 1 << 20}, tailWriter{logs})
+	cmd.Stderr = tailWriter{logs}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
