@@ -98,17 +98,17 @@ func (c *http1Client) put(conn *http1Conn) {
 
 // exchange runs one request on conn and returns it to the pool when it can carry another.
 func (c *http1Client) exchange(ctx context.Context, conn *http1Conn, reused bool, body []byte, header http.Header) (status int, snippet []byte, err error) {
+	// Cancellation unblocks the read or write through a deadline in the past; a connection
+	// that may have got that deadline is not reused.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	keep := false
 	defer func() {
-		if keep {
+		if stopped := stop(); keep && stopped {
 			c.put(conn)
 		} else {
 			conn.Close()
 		}
 	}()
-	// Cancellation unblocks the read or write through a deadline in the past.
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
 
 	conn.buf = c.appendRequest(conn.buf[:0], body, header)
 	if _, err := conn.Write(conn.buf); err != nil {
