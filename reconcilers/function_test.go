@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
@@ -87,12 +88,8 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 	time.Sleep(time.Second) // let the events of the last writes settle
 	before := versions()
 	// Touch an unrelated annotation on the Deployment: a reconcile runs and must write nothing back.
-	dep := &appsv1.Deployment{}
-	_ = get(t, key, dep)
-	dep.Annotations["touched"] = "yes"
-	if err := env.Client.Update(context.Background(), dep); err != nil {
-		t.Fatal(err)
-	}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	update(t, dep, func() { dep.Annotations["touched"] = "yes" })
 	before = strings.Replace(before, "*v1.Deployment="+dep.ResourceVersion, "", 1)
 	time.Sleep(2 * time.Second)
 	_ = get(t, key, dep)
@@ -130,10 +127,9 @@ func TestBuildFailureThenNewSourceRecovers(t *testing.T) {
 		t.Fatalf("%d build jobs after a failure, want 1", n)
 	}
 
-	got.Spec.Source = &v1.SourceRef{ContextKey: "contexts/" + ns + "/broken/2.tar.gz", SHA256: sha("d")}
-	if err := env.Client.Update(context.Background(), got); err != nil {
-		t.Fatal(err)
-	}
+	update(t, got, func() {
+		got.Spec.Source = &v1.SourceRef{ContextKey: "contexts/" + ns + "/broken/2.tar.gz", SHA256: sha("d")}
+	})
 	finishJob(t, waitBuildJob(t, ns, "broken", "d"), true, "")
 	fixed := waitFunction(t, fn, v1.FunctionReady)
 	if fixed.Status.LastBuildError != "" || fixed.Status.BuiltSHA256 != sha("d") {
@@ -144,11 +140,10 @@ func TestBuildFailureThenNewSourceRecovers(t *testing.T) {
 func TestEnvChangeRollsDeploymentWithoutRebuild(t *testing.T) {
 	ns := newNamespace(t)
 	fn := readyFunction(t, ns, "envy", "e")
-	fn.Spec.Env = map[string]string{"GREETING": "bonjour", "EXTRA": "1"}
-	fn.Spec.Scale.MaxReplicas = 7
-	if err := env.Client.Update(context.Background(), fn); err != nil {
-		t.Fatal(err)
-	}
+	update(t, fn, func() {
+		fn.Spec.Env = map[string]string{"GREETING": "bonjour", "EXTRA": "1"}
+		fn.Spec.Scale.MaxReplicas = 7
+	})
 	key := client.ObjectKeyFromObject(fn)
 	eventually(t, "deployment env updated", func() error {
 		dep := &appsv1.Deployment{}
@@ -175,11 +170,7 @@ func TestEnvChangeRollsDeploymentWithoutRebuild(t *testing.T) {
 		return nil
 	})
 	// Removing a variable must reach the Deployment too (a derivative comparison alone misses it).
-	_ = get(t, key, fn)
-	fn.Spec.Env = map[string]string{"GREETING": "bonjour"}
-	if err := env.Client.Update(context.Background(), fn); err != nil {
-		t.Fatal(err)
-	}
+	update(t, fn, func() { fn.Spec.Env = map[string]string{"GREETING": "bonjour"} })
 	eventually(t, "removed variable gone", func() error {
 		dep := &appsv1.Deployment{}
 		_ = get(t, key, dep)
@@ -191,11 +182,7 @@ func TestEnvChangeRollsDeploymentWithoutRebuild(t *testing.T) {
 		return nil
 	})
 	// The same source uploaded again (same hash) does not rebuild either.
-	_ = get(t, key, fn)
-	fn.Spec.Source.ContextKey = "contexts/" + ns + "/envy/2.tar.gz"
-	if err := env.Client.Update(context.Background(), fn); err != nil {
-		t.Fatal(err)
-	}
+	update(t, fn, func() { fn.Spec.Source.ContextKey = "contexts/" + ns + "/envy/2.tar.gz" })
 	waitFunction(t, fn, v1.FunctionReady)
 	time.Sleep(500 * time.Millisecond)
 	if n := len(buildJobs(t, ns, "envy", scaling.LabelFunction)); n != 1 {
@@ -208,18 +195,9 @@ func TestKEDAOwnsReplicas(t *testing.T) {
 	ns := newNamespace(t)
 	fn := readyFunction(t, ns, "scaled", "f")
 	key := client.ObjectKeyFromObject(fn)
-	dep := &appsv1.Deployment{}
-	_ = get(t, key, dep)
-	three := int32(3)
-	dep.Spec.Replicas = &three // what KEDA's HPA would do
-	if err := env.Client.Update(context.Background(), dep); err != nil {
-		t.Fatal(err)
-	}
-	_ = get(t, key, fn)
-	fn.Spec.Env = map[string]string{"X": "y"} // forces a Deployment update
-	if err := env.Client.Update(context.Background(), fn); err != nil {
-		t.Fatal(err)
-	}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	update(t, dep, func() { dep.Spec.Replicas = ptr.To[int32](3) })     // what KEDA's HPA would do
+	update(t, fn, func() { fn.Spec.Env = map[string]string{"X": "y"} }) // forces a Deployment update
 	eventually(t, "env applied with replicas kept", func() error {
 		_ = get(t, key, dep)
 		if dep.Spec.Template.Spec.Containers[0].Env[0].Name != "X" {

@@ -55,11 +55,7 @@ func TestFunctionJobRunIDLifecycle(t *testing.T) {
 	waitJobPhase(t, fj, v1.JobSkipped, 0)
 
 	// runID 1 before the function exists: waits, then runs by itself once it is Ready.
-	_ = get(t, client.ObjectKeyFromObject(fj), fj)
-	fj.Spec.RunID = 1
-	if err := env.Client.Update(ctx, fj); err != nil {
-		t.Fatal(err)
-	}
+	update(t, fj, func() { fj.Spec.RunID = 1 })
 	waitJobPhase(t, fj, v1.JobPending, 1)
 	fn := readyFunction(t, ns, "worker", "7")
 	waitJobPhase(t, fj, v1.JobRunning, 1)
@@ -84,10 +80,7 @@ func TestFunctionJobRunIDLifecycle(t *testing.T) {
 	}
 
 	// Raising runID runs again; a failing run reports the handler's error.
-	got.Spec.RunID = 2
-	if err := env.Client.Update(ctx, got); err != nil {
-		t.Fatal(err)
-	}
+	update(t, got, func() { got.Spec.RunID = 2 })
 	fj.Spec.RunID = 2
 	second := runJob(t, fj)
 	if second.Name == job.Name {
@@ -119,10 +112,9 @@ func TestSelfContainedJobBuildsThenRuns(t *testing.T) {
 	}
 	// Created before its code is uploaded: it waits, then builds once the source is set.
 	waiting := waitJobPhase(t, fj, v1.JobPending, 1)
-	waiting.Spec.Source = &v1.SourceRef{ContextKey: "contexts/" + ns + "/oneoff/1.tar.gz", SHA256: sha("8")}
-	if err := env.Client.Update(ctx, waiting); err != nil {
-		t.Fatal(err)
-	}
+	update(t, waiting, func() {
+		waiting.Spec.Source = &v1.SourceRef{ContextKey: "contexts/" + ns + "/oneoff/1.tar.gz", SHA256: sha("8")}
+	})
 	key := client.ObjectKey{Namespace: opts.Build.Namespace, Name: scaling.BuildJobName(ns, "oneoff", sha("8"))}
 	build := &batchv1.Job{}
 	eventually(t, "build job", func() error { return get(t, key, build) })

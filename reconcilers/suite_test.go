@@ -3,6 +3,7 @@ package reconcilers_test
 import (
 	"context"
 	"fmt"
+	"k8s.io/client-go/util/retry"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -121,6 +122,22 @@ func eventually(t *testing.T, what string, cond func() error) {
 func get(t *testing.T, key client.ObjectKey, obj client.Object) error {
 	t.Helper()
 	return env.Client.Get(context.Background(), key, obj)
+}
+
+// update applies mutate to the latest version of obj and writes it, retrying when a
+// reconciler wrote in between (its status patches bump the resourceVersion too).
+func update(t *testing.T, obj client.Object, mutate func()) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		mutate()
+		return env.Client.Update(context.Background(), obj)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func sha(seed string) string { return strings.Repeat(seed, 64)[:64] }

@@ -126,13 +126,7 @@ func TestEnabledFreezesInPlace(t *testing.T) {
 
 	setEnabled := func(tr *v1.Trigger, enabled bool) {
 		t.Helper()
-		if err := get(t, client.ObjectKeyFromObject(tr), tr); err != nil {
-			t.Fatal(err)
-		}
-		tr.Spec.Enabled = ptr.To(enabled)
-		if err := env.Client.Update(ctx, tr); err != nil {
-			t.Fatal(err)
-		}
+		update(t, tr, func() { tr.Spec.Enabled = ptr.To(enabled) })
 	}
 	frozen := func(want bool) func() error {
 		return func() error {
