@@ -58,23 +58,19 @@ func (a *acker) run() {
 	held := false
 	for {
 		select {
-		case s, ok := <-a.in:
-			if !ok {
+		case s, open := <-a.in:
+		batch: // take whatever else is ready too: it rides in the same frame
+			for open {
+				a.decide(s)
+				select {
+				case s, open = <-a.in:
+				default:
+					break batch
+				}
+			}
+			if !open {
 				a.flush(true)
 				return
-			}
-			a.decide(s)
-			for more := true; more; { // take whatever else is ready: it rides in the same frame
-				select {
-				case s, ok := <-a.in:
-					if !ok {
-						a.flush(true)
-						return
-					}
-					a.decide(s)
-				default:
-					more = false
-				}
 			}
 			if a.flush(false) && !held {
 				hold.Reset(holdNonContiguous)
