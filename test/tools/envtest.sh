@@ -42,8 +42,8 @@ if [ ${#need_build[@]} -gt 0 ]; then
   ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
   # One link at a time: each peaks near 2.5 GB.
   for c in "${need_build[@]}"; do
-    (cd "$work" && go build -trimpath -ldflags "$ldflags" -o "$OUT/$c.tmp" "k8s.io/kubernetes/cmd/$c" >&2)
-    mv "$OUT/$c.tmp" "$OUT/$c"
+    (cd "$work" && go build -trimpath -ldflags "$ldflags" -o "$OUT/$c.tmp.$$" "k8s.io/kubernetes/cmd/$c" >&2)
+    mv "$OUT/$c.tmp.$$" "$OUT/$c"
     log "built $OUT/$c"
   done
 fi
@@ -52,8 +52,8 @@ if [ ! -x "$OUT/etcd" ]; then
   ework=$(mktemp -d)
   log "building etcd $ETCD_VERSION from the module proxy"
   printf 'module sless.local/etcd-tool\ngo 1.26\nrequire go.etcd.io/etcd/server/v3 %s\ntool go.etcd.io/etcd/server/v3\n' "$ETCD_VERSION" > "$ework/go.mod"
-  (cd "$ework" && go mod tidy >&2 && go build -trimpath -ldflags "-s -w" -o "$OUT/etcd.tmp" go.etcd.io/etcd/server/v3 >&2)
-  mv "$OUT/etcd.tmp" "$OUT/etcd"
+  (cd "$ework" && go mod tidy >&2 && go build -trimpath -ldflags "-s -w" -o "$OUT/etcd.tmp.$$" go.etcd.io/etcd/server/v3 >&2)
+  mv "$OUT/etcd.tmp.$$" "$OUT/etcd"
   rm -rf "$ework"
   log "built $OUT/etcd"
 fi

@@ -35,8 +35,8 @@ build_one() { # name module version pkg
   chmod u+w "$work/go.mod" "$work/go.sum"
   log "building $name from $mod@$ver (cold: several minutes)"
   local start=$SECONDS
-  (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$OUT/$name.tmp" "$pkg" >&2)
-  mv "$OUT/$name.tmp" "$OUT/$name"
+  (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$OUT/$name.tmp.$$" "$pkg" >&2)
+  mv "$OUT/$name.tmp.$$" "$OUT/$name"
   rm -rf "$work"
   log "built $OUT/$name in $((SECONDS - start))s"
 }
