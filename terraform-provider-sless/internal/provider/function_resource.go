@@ -303,47 +303,13 @@ func functionModelFrom(ctx context.Context, fn api.Function, prior functionModel
 }
 
 func (r *functionResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	ctx, end := startSpan(ctx, "sless_function.read")
-	defer end(&resp.Diagnostics)
-	if !r.client.configured(&resp.Diagnostics) {
-		return
-	}
-	var state functionModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	fn, err := r.client.GetFunction(ctx, r.client.namespace, state.Name.ValueString())
-	if client.IsNotFound(err) {
-		tflog.Warn(ctx, "function is gone; removing it from the state", map[string]any{"function": state.Name.ValueString()})
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		resp.Diagnostics.AddError("Cannot read function "+state.Name.ValueString(), err.Error())
-		return
-	}
-	resp.Diagnostics.Append(r.setState(ctx, &resp.State, state, fn)...)
+	readResource(ctx, r.client, functionRemote, req, resp, func(ctx context.Context, state functionModel, obj api.Function) {
+		resp.Diagnostics.Append(r.setState(ctx, &resp.State, state, obj)...)
+	})
 }
 
 func (r *functionResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	ctx, end := startSpan(ctx, "sless_function.delete")
-	defer end(&resp.Diagnostics)
-	if !r.client.configured(&resp.Diagnostics) {
-		return
-	}
-	var state functionModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	name := state.Name.ValueString()
-	deleteAndWait(ctx, &resp.Diagnostics, "function", name,
-		func() error { return r.client.DeleteFunction(ctx, r.client.namespace, name) },
-		func() error {
-			_, err := r.client.GetFunction(ctx, r.client.namespace, name)
-			return err
-		})
+	deleteResource[functionModel](ctx, r.client, functionRemote, req, resp)
 }
 
 func (r *functionResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {

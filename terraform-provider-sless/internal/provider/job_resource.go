@@ -390,27 +390,9 @@ func (r *jobResource) record(ctx context.Context, j api.Job, prior jobModel, st 
 }
 
 func (r *jobResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	ctx, end := startSpan(ctx, "sless_job.read")
-	defer end(&resp.Diagnostics)
-	if !r.client.configured(&resp.Diagnostics) {
-		return
-	}
-	var state jobModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	j, err := r.client.GetJob(ctx, r.client.namespace, state.Name.ValueString())
-	if client.IsNotFound(err) {
-		tflog.Warn(ctx, "job is gone; removing it from the state", map[string]any{"job": state.Name.ValueString()})
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		resp.Diagnostics.AddError("Cannot read job "+state.Name.ValueString(), err.Error())
-		return
-	}
-	r.record(ctx, j, state, &resp.State, &resp.Diagnostics)
+	readResource(ctx, r.client, jobRemote, req, resp, func(ctx context.Context, state jobModel, obj api.Job) {
+		r.record(ctx, obj, state, &resp.State, &resp.Diagnostics)
+	})
 }
 
 // Update changes the job in place; a raised run_id runs it again and waits for that run.
@@ -453,23 +435,7 @@ func (r *jobResource) Update(ctx context.Context, req resource.UpdateRequest, re
 }
 
 func (r *jobResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	ctx, end := startSpan(ctx, "sless_job.delete")
-	defer end(&resp.Diagnostics)
-	if !r.client.configured(&resp.Diagnostics) {
-		return
-	}
-	var state jobModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	name := state.Name.ValueString()
-	deleteAndWait(ctx, &resp.Diagnostics, "job", name,
-		func() error { return r.client.DeleteJob(ctx, r.client.namespace, name) },
-		func() error {
-			_, err := r.client.GetJob(ctx, r.client.namespace, name)
-			return err
-		})
+	deleteResource[jobModel](ctx, r.client, jobRemote, req, resp)
 }
 
 func (r *jobResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {

@@ -6,9 +6,80 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
 
+	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
 )
+
+// remote is how a resource type reaches its API object by name in a namespace: method
+// expressions of client.Client, bound only once the provider is configured.
+type remote[O any] struct {
+	kind string // "function", "trigger", "job"
+	get  func(c *client.Client, ctx context.Context, ns, name string) (O, error)
+	del  func(c *client.Client, ctx context.Context, ns, name string) error
+}
+
+var (
+	functionRemote = remote[api.Function]{kind: "function", get: (*client.Client).GetFunction, del: (*client.Client).DeleteFunction}
+	triggerRemote  = remote[api.Trigger]{kind: "trigger", get: (*client.Client).GetTrigger, del: (*client.Client).DeleteTrigger}
+	jobRemote      = remote[api.Job]{kind: "job", get: (*client.Client).GetJob, del: (*client.Client).DeleteJob}
+)
+
+// named is a resource model: its name attribute identifies the API object.
+type named interface{ objectName() string }
+
+func (m functionModel) objectName() string { return m.Name.ValueString() }
+func (m triggerModel) objectName() string  { return m.Name.ValueString() }
+func (m jobModel) objectName() string      { return m.Name.ValueString() }
+
+// readResource is every resource's Read: it fetches the object named in the state and hands
+// it to record, or drops the resource from the state when the object is gone.
+func readResource[M named, O any](ctx context.Context, c *apiClient, rm remote[O], req resource.ReadRequest, resp *resource.ReadResponse, record func(context.Context, M, O)) {
+	ctx, end := startSpan(ctx, "sless_"+rm.kind+".read")
+	defer end(&resp.Diagnostics)
+	if !c.configured(&resp.Diagnostics) {
+		return
+	}
+	var state M
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := state.objectName()
+	obj, err := rm.get(c.Client, ctx, c.namespace, name)
+	if client.IsNotFound(err) {
+		tflog.Warn(ctx, rm.kind+" is gone; removing it from the state", map[string]any{rm.kind: name})
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot read "+rm.kind+" "+name, err.Error())
+		return
+	}
+	record(ctx, state, obj)
+}
+
+// deleteResource is every resource's Delete.
+func deleteResource[M named, O any](ctx context.Context, c *apiClient, rm remote[O], req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	ctx, end := startSpan(ctx, "sless_"+rm.kind+".delete")
+	defer end(&resp.Diagnostics)
+	if !c.configured(&resp.Diagnostics) {
+		return
+	}
+	var state M
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := state.objectName()
+	deleteAndWait(ctx, &resp.Diagnostics, rm.kind, name,
+		func() error { return rm.del(c.Client, ctx, c.namespace, name) },
+		func() error {
+			_, err := rm.get(c.Client, ctx, c.namespace, name)
+			return err
+		})
+}
 
 // deleteAndWait deletes kind name with del and waits until get reports it gone, so a destroy
 // returns only when the object really is; an object already gone is not an error.

@@ -17,7 +17,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
@@ -266,27 +265,9 @@ func (r *triggerResource) record(ctx context.Context, t api.Trigger, st *tfsdk.S
 }
 
 func (r *triggerResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	ctx, end := startSpan(ctx, "sless_trigger.read")
-	defer end(&resp.Diagnostics)
-	if !r.client.configured(&resp.Diagnostics) {
-		return
-	}
-	var state triggerModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	t, err := r.client.GetTrigger(ctx, r.client.namespace, state.Name.ValueString())
-	if client.IsNotFound(err) {
-		tflog.Warn(ctx, "trigger is gone; removing it from the state", map[string]any{"trigger": state.Name.ValueString()})
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		resp.Diagnostics.AddError("Cannot read trigger "+state.Name.ValueString(), err.Error())
-		return
-	}
-	r.record(ctx, t, &resp.State, &resp.Diagnostics)
+	readResource(ctx, r.client, triggerRemote, req, resp, func(ctx context.Context, state triggerModel, obj api.Trigger) {
+		r.record(ctx, obj, &resp.State, &resp.Diagnostics)
+	})
 }
 
 // Update patches the trigger in place; enabled, the function and the schedule all change
@@ -317,23 +298,7 @@ func (r *triggerResource) Update(ctx context.Context, req resource.UpdateRequest
 }
 
 func (r *triggerResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	ctx, end := startSpan(ctx, "sless_trigger.delete")
-	defer end(&resp.Diagnostics)
-	if !r.client.configured(&resp.Diagnostics) {
-		return
-	}
-	var state triggerModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	name := state.Name.ValueString()
-	deleteAndWait(ctx, &resp.Diagnostics, "trigger", name,
-		func() error { return r.client.DeleteTrigger(ctx, r.client.namespace, name) },
-		func() error {
-			_, err := r.client.GetTrigger(ctx, r.client.namespace, name)
-			return err
-		})
+	deleteResource[triggerModel](ctx, r.client, triggerRemote, req, resp)
 }
 
 func (r *triggerResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {

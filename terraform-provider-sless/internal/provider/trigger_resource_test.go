@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -142,6 +143,24 @@ func TestAccTrigger(t *testing.T) {
 				// The "namespace/name" form of the id works as well.
 				ImportStateIdFunc: func(s *terraform.State) (string, error) {
 					return s.RootModule().Resources["sless_trigger.http"].Primary.ID, nil
+				},
+			},
+			{
+				// Deleted behind Terraform's back: the refresh drops it from the state and the
+				// apply creates it again.
+				PreConfig: func() {
+					c := d.client(t)
+					if err := c.DeleteTrigger(context.Background(), c.namespace, "acc-cron"); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: triggerConfig(src, queue, true),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("sless_trigger.cron", plancheck.ResourceActionCreate),
+					plancheck.ExpectResourceAction("sless_trigger.http", plancheck.ResourceActionNoop),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("sless_trigger.cron", tfjsonpath.New("active"), knownvalue.Bool(true)),
 				},
 			},
 		},
