@@ -6,6 +6,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"sless.dev/sless/gateway/api"
@@ -33,17 +34,23 @@ func (m functionModel) objectName() string { return m.Name.ValueString() }
 func (m triggerModel) objectName() string  { return m.Name.ValueString() }
 func (m jobModel) objectName() string      { return m.Name.ValueString() }
 
+// priorState reads a configured resource's state into its model.
+func priorState[M named](ctx context.Context, c *apiClient, st tfsdk.State, diags *diag.Diagnostics) (M, bool) {
+	var m M
+	if !c.configured(diags) {
+		return m, false
+	}
+	diags.Append(st.Get(ctx, &m)...)
+	return m, !diags.HasError()
+}
+
 // readResource is every resource's Read: it fetches the object named in the state and hands
 // it to record, or drops the resource from the state when the object is gone.
 func readResource[M named, O any](ctx context.Context, c *apiClient, rm remote[O], req resource.ReadRequest, resp *resource.ReadResponse, record func(context.Context, M, O)) {
 	ctx, end := startSpan(ctx, "sless_"+rm.kind+".read")
 	defer end(&resp.Diagnostics)
-	if !c.configured(&resp.Diagnostics) {
-		return
-	}
-	var state M
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
+	state, ok := priorState[M](ctx, c, req.State, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	name := state.objectName()
@@ -64,12 +71,8 @@ func readResource[M named, O any](ctx context.Context, c *apiClient, rm remote[O
 func deleteResource[M named, O any](ctx context.Context, c *apiClient, rm remote[O], req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	ctx, end := startSpan(ctx, "sless_"+rm.kind+".delete")
 	defer end(&resp.Diagnostics)
-	if !c.configured(&resp.Diagnostics) {
-		return
-	}
-	var state M
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
+	state, ok := priorState[M](ctx, c, req.State, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	name := state.objectName()
