@@ -78,12 +78,8 @@ func (d *functionDataSource) Configure(_ context.Context, req datasource.Configu
 func (d *functionDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	ctx, end := startSpan(ctx, "data.sless_function.read")
 	defer end(&resp.Diagnostics)
-	if !d.client.configured(&resp.Diagnostics) {
-		return
-	}
-	var m functionDataModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
+	m, ok := loadModel[functionDataModel](ctx, d.client, req.Config.Get, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	name := m.Name.ValueString()

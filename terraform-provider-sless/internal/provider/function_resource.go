@@ -187,12 +187,8 @@ func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 func (r *functionResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	ctx, end := startSpan(ctx, "sless_function.create")
 	defer end(&resp.Diagnostics)
-	if !r.client.configured(&resp.Diagnostics) {
-		return
-	}
-	var plan functionModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
+	plan, ok := loadModel[functionModel](ctx, r.client, req.Plan.Get, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	name := plan.Name.ValueString()

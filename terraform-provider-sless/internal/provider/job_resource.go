@@ -315,12 +315,8 @@ func sameJSON(a, b []byte) bool {
 func (r *jobResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	ctx, end := startSpan(ctx, "sless_job.create")
 	defer end(&resp.Diagnostics)
-	if !r.client.configured(&resp.Diagnostics) {
-		return
-	}
-	var plan jobModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
+	plan, ok := loadModel[jobModel](ctx, r.client, req.Plan.Get, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	name := plan.Name.ValueString()

@@ -6,7 +6,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
-	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"sless.dev/sless/gateway/api"
@@ -34,13 +33,14 @@ func (m functionModel) objectName() string { return m.Name.ValueString() }
 func (m triggerModel) objectName() string  { return m.Name.ValueString() }
 func (m jobModel) objectName() string      { return m.Name.ValueString() }
 
-// priorState reads a configured resource's state into its model.
-func priorState[M named](ctx context.Context, c *apiClient, st tfsdk.State, diags *diag.Diagnostics) (M, bool) {
+// loadModel reads a configured resource's plan or state (get is Plan.Get or State.Get) into
+// its model.
+func loadModel[M any](ctx context.Context, c *apiClient, get func(context.Context, any) diag.Diagnostics, diags *diag.Diagnostics) (M, bool) {
 	var m M
 	if !c.configured(diags) {
 		return m, false
 	}
-	diags.Append(st.Get(ctx, &m)...)
+	diags.Append(get(ctx, &m)...)
 	return m, !diags.HasError()
 }
 
@@ -49,7 +49,7 @@ func priorState[M named](ctx context.Context, c *apiClient, st tfsdk.State, diag
 func readResource[M named, O any](ctx context.Context, c *apiClient, rm remote[O], req resource.ReadRequest, resp *resource.ReadResponse, record func(context.Context, M, O)) {
 	ctx, end := startSpan(ctx, "sless_"+rm.kind+".read")
 	defer end(&resp.Diagnostics)
-	state, ok := priorState[M](ctx, c, req.State, &resp.Diagnostics)
+	state, ok := loadModel[M](ctx, c, req.State.Get, &resp.Diagnostics)
 	if !ok {
 		return
 	}
@@ -71,7 +71,7 @@ func readResource[M named, O any](ctx context.Context, c *apiClient, rm remote[O
 func deleteResource[M named, O any](ctx context.Context, c *apiClient, rm remote[O], req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	ctx, end := startSpan(ctx, "sless_"+rm.kind+".delete")
 	defer end(&resp.Diagnostics)
-	state, ok := priorState[M](ctx, c, req.State, &resp.Diagnostics)
+	state, ok := loadModel[M](ctx, c, req.State.Get, &resp.Diagnostics)
 	if !ok {
 		return
 	}

@@ -228,12 +228,8 @@ func triggerModelFrom(t api.Trigger) triggerModel {
 func (r *triggerResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	ctx, end := startSpan(ctx, "sless_trigger.create")
 	defer end(&resp.Diagnostics)
-	if !r.client.configured(&resp.Diagnostics) {
-		return
-	}
-	var plan triggerModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
+	plan, ok := loadModel[triggerModel](ctx, r.client, req.Plan.Get, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	name := plan.Name.ValueString()
@@ -275,12 +271,8 @@ func (r *triggerResource) Read(ctx context.Context, req resource.ReadRequest, re
 func (r *triggerResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	ctx, end := startSpan(ctx, "sless_trigger.update")
 	defer end(&resp.Diagnostics)
-	if !r.client.configured(&resp.Diagnostics) {
-		return
-	}
-	var plan triggerModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
+	plan, ok := loadModel[triggerModel](ctx, r.client, req.Plan.Get, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	name := plan.Name.ValueString()
