@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -41,6 +42,25 @@ type Record struct {
 	HTTPStatus int           `json:"httpStatus,omitempty"`
 	Error      string        `json:"error,omitempty"`
 	TraceID    string        `json:"traceId,omitempty"`
+}
+
+// HTTPClientClosed is the status recorded for a caller that disconnected (nginx's 499).
+const HTTPClientClosed = 499
+
+// HTTPRecord is the record of an HTTP invocation answered with code: 504 is a timeout, 499
+// and 5xx are failures.
+func HTTPRecord(ns, fn string, start time.Time, d time.Duration, code int, traceID string) Record {
+	rec := Record{Namespace: ns, Function: fn, Kind: KindHTTP, Start: start, Duration: d,
+		HTTPStatus: code, Status: StatusSucceeded, TraceID: traceID}
+	switch {
+	case code == http.StatusGatewayTimeout:
+		rec.Status, rec.Error = StatusTimeout, "timeout"
+	case code == HTTPClientClosed:
+		rec.Status, rec.Error = StatusFailed, "client closed the request"
+	case code >= 500:
+		rec.Status, rec.Error = StatusFailed, http.StatusText(code)
+	}
+	return rec
 }
 
 // Recorder stores invocation records. Record must return at once and never fail the caller's

@@ -139,9 +139,10 @@ func TestConcurrentColdRequests(t *testing.T) {
 	}
 }
 
+// TestCrashMidRequestRecovers covers the gateway path (handed-off connections: TestHandoffCrash).
 func TestCrashMidRequestRecovers(t *testing.T) {
 	t.Parallel()
-	d := startDev(t, devOptions{})
+	d := startDev(t, devOptions{noHandoff: true})
 	d.deploy("crashy", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{})
 	if code, body := d.invoke("crashy", `{}`); code != http.StatusOK {
 		t.Fatalf("warm-up: %d %s", code, body)

@@ -31,6 +31,16 @@ type process struct {
 	ready, stopping, dead bool
 	inflight              int
 	lastUsed              time.Time
+	// direct is the wrapper's last reported number of unanswered requests on handed-off
+	// connections; conns the connections handed to it and not yet reported closed.
+	direct, conns int
+	ctlBroken     bool
+
+	// ctl is the parent's end of the control socket (nil without handoff); ctlMu orders
+	// writes to it.
+	ctl      *net.UnixConn
+	ctlMu    sync.Mutex
+	onDirect func(directLine)
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -65,7 +75,17 @@ func (pr *process) start() error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = art.Dir
 	cmd.Env = processEnv(pr.spec, pr.opts.Host, port)
-	out := &logWriter{log: pr.log, tail: pr.tail}
+	var ctlChild *os.File
+	if pr.opts.GatewayURL != "" && pr.spec.DirectPrefix != "" {
+		if ctlChild, err = pr.openControl(); err != nil {
+			pr.fail(err)
+			return err
+		}
+		defer ctlChild.Close() // the child has its copy once started
+		cmd.ExtraFiles = []*os.File{ctlChild}
+		cmd.Env = append(cmd.Env, handoffEnv(pr.spec, pr.opts.GatewayURL)...)
+	}
+	out := &logWriter{log: pr.log, tail: pr.tail, onDirect: pr.onDirect}
 	cmd.Stdout, cmd.Stderr = out, out
 	// Own group: stopping the function kills whatever it forked. Pdeathsig: if sless dev
 	// itself is killed, its functions die with it.
@@ -85,6 +105,7 @@ func (pr *process) start() error {
 	pr.cmd = cmd
 	go func() {
 		err := cmd.Wait()
+		pr.closeControl()
 		pr.mu.Lock()
 		pr.exitErr = err
 		pr.mu.Unlock()
@@ -93,6 +114,15 @@ func (pr *process) start() error {
 	return nil
 }
 
+func (pr *process) closeControl() {
+	if pr.ctl != nil {
+		pr.ctl.Close()
+	}
+}
+
+// load is the process's share of the function's concurrency; call with the function's mu.
+func (pr *process) load() int { return pr.inflight + pr.direct }
+
 func (pr *process) fail(err error) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
@@ -100,6 +130,7 @@ func (pr *process) fail(err error) {
 }
 
 func (pr *process) failLocked(err error) {
+	pr.closeControl()
 	pr.exitErr = err
 	close(pr.exited)
 }
@@ -196,10 +227,11 @@ func (pr *process) stop(grace time.Duration) {
 // logWriter sends a process's output to the log line by line and keeps its tail for error
 // messages.
 type logWriter struct {
-	log  *slog.Logger
-	tail *tailBuffer
-	mu   sync.Mutex
-	buf  []byte
+	log      *slog.Logger
+	tail     *tailBuffer
+	onDirect func(directLine) // nil: no handoff
+	mu       sync.Mutex
+	buf      []byte
 }
 
 func (w *logWriter) Write(p []byte) (int, error) {
@@ -214,6 +246,11 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		}
 		if line := bytes.TrimSpace(w.buf[:i]); len(line) > 0 {
 			w.log.Info("function output", "line", string(line))
+			if w.onDirect != nil {
+				if d, ok := parseDirect(line); ok {
+					w.onDirect(d)
+				}
+			}
 		}
 		w.buf = w.buf[i+1:]
 	}

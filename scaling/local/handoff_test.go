@@ -1,0 +1,156 @@
+package local
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// connPair returns both ends of a loopback TCP connection.
+func connPair(t *testing.T, ln net.Listener) (client, server net.Conn) {
+	t.Helper()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	return client, server
+}
+
+// TestHandOffCapsAtTargetAndReports: a process takes at most Target connections; a closed
+// connection frees its place; direct invocations reach OnDirect; functions without a
+// DirectPrefix and unknown ones take none.
+func TestHandOffCapsAtTargetAndReports(t *testing.T) {
+	var mu sync.Mutex
+	var direct []DirectInvocation
+	p := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tick: 20 * time.Millisecond,
+		StopGrace: 2 * time.Second, GatewayURL: "http://127.0.0.1:9",
+		OnDirect: func(key string, inv DirectInvocation) {
+			mu.Lock()
+			defer mu.Unlock()
+			if key == "fn" {
+				direct = append(direct, inv)
+			}
+		}})
+	t.Cleanup(p.Close)
+	spec := Spec{Artifact: sharedArtifact(t), MinProcs: 1, MaxProcs: 1, Target: 1, ScaleDown: time.Minute, DirectPrefix: "/fn/ns/fn"}
+	if err := p.Set("fn", spec); err != nil {
+		t.Fatal(err)
+	}
+	spec.DirectPrefix = ""
+	if err := p.Set("plain", spec); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "warm processes", 30*time.Second, func() bool { return p.Stats("fn").Ready == 1 && p.Stats("plain").Ready == 1 })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+
+	c1, s1 := connPair(t, ln)
+	if err := p.HandOff("fn", s1, nil); err != nil {
+		t.Fatalf("first connection: %v", err)
+	}
+	if _, err := io.WriteString(c1, "POST /fn/ns/fn/x HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c1), nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("request on the handed-off connection: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	c2, s2 := connPair(t, ln)
+	if err := p.HandOff("fn", s2, nil); !errors.Is(err, ErrNoHandoff) {
+		t.Fatalf("second connection with target 1: want ErrNoHandoff, got %v", err)
+	}
+	_ = c2.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := c2.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("a refused connection must be closed: read %d, %v", n, err)
+	}
+	for _, key := range []string{"plain", "missing"} {
+		_, s := connPair(t, ln)
+		if err := p.HandOff(key, s, nil); err == nil {
+			t.Fatalf("%s: handoff must fail", key)
+		}
+	}
+
+	c1.Close()
+	waitFor(t, "the closed connection to free its place", 5*time.Second, func() bool { return p.CanHandOff("fn") })
+	if s := p.Stats("fn"); s.Direct != 0 || s.InFlight != 0 {
+		t.Fatalf("after the close: %+v", s)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(direct) != 1 || direct[0].Method != http.MethodPost || direct[0].Path != "/x" || direct[0].Status != http.StatusOK ||
+		time.Since(direct[0].Start) > time.Minute || direct[0].Duration <= 0 {
+		t.Fatalf("OnDirect: %+v", direct)
+	}
+	if !strings.HasPrefix(p.Stats("fn").Addrs[0], "127.0.0.1:") {
+		t.Fatal("the process must still serve its port")
+	}
+}
+
+// TestValidDirectPrefix: prefixes the wrappers match literally.
+func TestValidDirectPrefix(t *testing.T) {
+	for prefix, ok := range map[string]bool{
+		"": true, "/fn/ns/fn": true, "fn/ns/fn": false, "/fn/ns/fn/": false, "/fn/ns/fn?x": false, "/fn/n s/fn": false,
+	} {
+		if err := validDirectPrefix(prefix); (err == nil) != ok {
+			t.Errorf("validDirectPrefix(%q) = %v, want ok=%v", prefix, err, ok)
+		}
+	}
+}
+
+// TestLongDirectRequestKeepsProcess: a direct invocation longer than the scale-down period
+// keeps its process (the wrapper's busy heartbeat), which scales down once it is answered.
+func TestLongDirectRequestKeepsProcess(t *testing.T) {
+	p := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tick: 20 * time.Millisecond,
+		StopGrace: 100 * time.Millisecond, GatewayURL: "http://127.0.0.1:9"})
+	t.Cleanup(p.Close)
+	if err := p.Set("fn", Spec{Artifact: sharedArtifact(t), MaxProcs: 1, Target: 10, ScaleDown: 300 * time.Millisecond, DirectPrefix: "/fn/ns/fn"}); err != nil {
+		t.Fatal(err)
+	}
+	// A cold start through the pool, then the connection.
+	req, _ := http.NewRequest(http.MethodPost, "http://fn/", strings.NewReader(`{}`))
+	resp, err := p.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	pid := p.Stats("fn").PIDs[0]
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, s := connPair(t, ln)
+	if err := p.HandOff("fn", s, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(c, "POST /fn/ns/fn HTTP/1.1\r\nHost: a\r\nContent-Length: 14\r\n\r\n{\"sleep\": 1.2}"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("a direct request four times the scale-down period: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if got := p.Stats("fn").PIDs; len(got) != 1 || got[0] != pid {
+		t.Fatalf("the process must have stayed: had %d, now %v", pid, got)
+	}
+	waitFor(t, "scale to zero after the answer", 5*time.Second, func() bool { return p.Stats("fn").Processes == 0 && !alive(pid) })
+}
