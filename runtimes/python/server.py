@@ -386,11 +386,12 @@ class DirectHandler(Handler):
             return
         path = path[len(self.fn_prefix):] or "/"
         self.path = path + sep + query
-        headers = self.headers
-        for name, value in (("X-Forwarded-For", self.client_address[0]), ("X-Forwarded-Host", headers.get("Host", "")),
-                            ("X-Forwarded-Proto", "http")):
-            del headers[name]  # a client's own values must not pass for the gateway's
-            headers[name] = value
+        if self.call.wants_request:  # only the request metadata shows them
+            headers = self.headers
+            for name, value in (("X-Forwarded-For", self.client_address[0]), ("X-Forwarded-Host", headers.get("Host", "")),
+                                ("X-Forwarded-Proto", "http")):
+                del headers[name]  # a client's own values must not pass for the gateway's
+                headers[name] = value
         if path == HEALTH_PATH and self.command == "GET":
             Handler.handle_any(self)  # a readiness answer, not an invocation
             return

@@ -2,6 +2,8 @@ package local
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -153,4 +155,79 @@ func TestLongDirectRequestKeepsProcess(t *testing.T) {
 		t.Fatalf("the process must have stayed: had %d, now %v", pid, got)
 	}
 	waitFor(t, "scale to zero after the answer", 5*time.Second, func() bool { return p.Stats("fn").Processes == 0 && !alive(pid) })
+}
+
+// TestParseDirect: the lines of the three wrappers, and output that is not theirs.
+func TestParseDirect(t *testing.T) {
+	cases := []struct {
+		name, line string
+		want       directLine
+		ok         bool
+	}{
+		{"go", `{"time":"2026-11-29T17:00:00.1Z","level":"INFO","msg":"invocation","method":"POST","path":"/a/b","status":200,"duration_ms":0,"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","direct":true,"start_us":1790000000000001,"duration_us":35,"active":2}`,
+			directLine{Msg: "invocation", Direct: true, Active: 2, Method: "POST", Path: "/a/b", Status: 200, StartUS: 1790000000000001, DurationUS: 35, Traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}, true},
+		{"python", `{"time": "2026-11-29T17:00:00Z", "level": "info", "msg": "invocation", "method": "GET", "path": "/", "status": 504, "duration_ms": 1000, "traceparent": "", "start_us": 1, "duration_us": 1000001, "direct": true, "active": 0}`,
+			directLine{Msg: "invocation", Direct: true, Method: "GET", Path: "/", Status: 504, StartUS: 1, DurationUS: 1000001}, true},
+		{"node busy", `{"time":"2026-11-29T17:00:00.000Z","level":"info","msg":"direct busy","direct":true,"active":3}`,
+			directLine{Msg: "direct busy", Direct: true, Active: 3}, true},
+		{"escaped path takes encoding/json", `{"msg":"invocation","path":"/a\"b\u00e9","direct":true,"active":1}`,
+			directLine{Msg: "invocation", Path: `/a"bé`, Direct: true, Active: 1}, true},
+		{"not direct", `{"msg":"invocation","direct":false,"active":1}`, directLine{}, false},
+		{"an invocation line of the gateway path", `{"msg":"invocation","method":"POST","status":200}`, directLine{}, false},
+		{"the function's own text", `direct hit: "direct" was printed`, directLine{}, false},
+		{"nested value", `{"msg":"x","direct":true,"extra":{"a":1}}`, directLine{Msg: "x", Direct: true}, true},
+		{"bad number", `{"msg":"invocation","direct":true,"active":"many"}`, directLine{}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := parseDirect([]byte(tc.line))
+			if ok != tc.ok || (ok && got != tc.want) {
+				t.Fatalf("parseDirect = %+v, %v; want %+v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// FuzzParseDirect: function output is arbitrary; parseDirect never panics and, on valid
+// JSON, agrees with encoding/json.
+func FuzzParseDirect(f *testing.F) {
+	for _, s := range []string{
+		`{"msg":"invocation","method":"POST","path":"/","status":200,"direct":true,"start_us":1,"duration_us":2,"active":0}`,
+		`{"time": "x", "msg": "direct busy", "direct": true, "active": 1}`,
+		`{"direct":true,"active":1e3}`, `{"Direct":true}`, `{"direct":true,"path":"\u212a"}`, `"direct"`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		got, ok := parseDirect(line)
+		if !json.Valid(line) || !bytes.Contains(line, []byte(`"direct"`)) {
+			return
+		}
+		var want directLine
+		err := json.Unmarshal(line, &want)
+		if wantOK := err == nil && want.Direct; ok != wantOK || (ok && got != want) {
+			t.Fatalf("parseDirect(%q) = %+v, %v; encoding/json: %+v, %v", line, got, ok, want, err)
+		}
+	})
+}
+
+// BenchmarkParseDirect: one direct line per request passes through parseDirect; the
+// encoding/json sub-benchmark is the baseline it replaced, measured in the same run.
+func BenchmarkParseDirect(b *testing.B) {
+	line := []byte(`{"time":"2026-11-29T17:00:00.000Z","level":"info","msg":"invocation","method":"POST","path":"/","status":200,"duration_ms":0,"traceparent":"","direct":true,"start_us":1790000000000000,"duration_us":35,"active":0}`)
+	b.Run("scan", func(b *testing.B) {
+		for b.Loop() {
+			if _, ok := parseDirect(line); !ok {
+				b.Fatal("not parsed")
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		for b.Loop() {
+			var d directLine
+			if json.Unmarshal(line, &d) != nil || !d.Direct {
+				b.Fatal("not parsed")
+			}
+		}
+	})
 }

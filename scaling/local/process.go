@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // process is one running instance of a function's wrapper. ready, stopping, inflight and
@@ -85,8 +87,13 @@ func (pr *process) start() error {
 		cmd.ExtraFiles = []*os.File{ctlChild}
 		cmd.Env = append(cmd.Env, handoffEnv(pr.spec, pr.opts.GatewayURL)...)
 	}
-	out := &logWriter{log: pr.log, tail: pr.tail, onDirect: pr.onDirect}
-	cmd.Stdout, cmd.Stderr = out, out
+	logs, err := newLogPipe(&logWriter{log: pr.log, tail: pr.tail, onDirect: pr.onDirect})
+	if err != nil {
+		pr.fail(err)
+		return err
+	}
+	defer logs.started()
+	cmd.Stdout, cmd.Stderr = logs.w, logs.w
 	// Own group: stopping the function kills whatever it forked. Pdeathsig: if sless dev
 	// itself is killed, its functions die with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -97,7 +104,7 @@ func (pr *process) start() error {
 		pr.failLocked(errors.New("stopped before it started"))
 		return errors.New("stopped before it started")
 	}
-	if err := cmd.Start(); err != nil {
+	if err = cmd.Start(); err != nil {
 		err = fmt.Errorf("starting %s: %w", art.Command[0], err)
 		pr.failLocked(err)
 		return err
@@ -105,6 +112,7 @@ func (pr *process) start() error {
 	pr.cmd = cmd
 	go func() {
 		err := cmd.Wait()
+		<-logs.done // the last lines (a crash's traceback) are in the tail before anyone looks
 		pr.closeControl()
 		pr.mu.Lock()
 		pr.exitErr = err
@@ -223,6 +231,33 @@ func (pr *process) stop(grace time.Duration) {
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	<-pr.exited
 }
+
+// logPipe carries a process's stdout and stderr to a logWriter through a pipe of 1 MiB
+// instead of the default 64 KiB: Node writes to a pipe synchronously, and a batch of
+// invocation lines filling the pipe stalled its event loop while the lines were parsed.
+type logPipe struct {
+	r, w *os.File
+	done chan struct{} // closed when every writer has gone and the lines are processed
+}
+
+func newLogPipe(out io.Writer) (*logPipe, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("output pipe: %w", err)
+	}
+	_, _ = unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, 1<<20) // best effort: the limit is a sysctl
+	lp := &logPipe{r: r, w: w, done: make(chan struct{})}
+	go func() {
+		defer close(lp.done)
+		_, _ = io.Copy(out, r)
+		r.Close()
+	}()
+	return lp, nil
+}
+
+// started closes this side's copy of the write end once the process has its own (or will
+// never run): the pipe ends when the process and whatever it forked have exited.
+func (lp *logPipe) started() { lp.w.Close() }
 
 // logWriter sends a process's output to the log line by line and keeps its tail for error
 // messages.
