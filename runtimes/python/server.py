@@ -363,15 +363,41 @@ class DirectHandler(Handler):
     active, lock = 0, threading.Lock()  # direct invocations started and not yet answered
     answered = True  # False while the current request is counted in active
     close_logged = False
+    handlers = set()  # open handed connections, guarded by lock
+    closing = False  # SIGTERM came: idle and newly arriving connections are closed
+    busy = False  # a request of this connection is being answered
 
     def setup(self):
         super().setup()
         if self.request.prefix:
             self.rfile = io.BufferedReader(PrefixedRaw(self.request.prefix, self.rfile.detach()))
+        with self.lock:
+            DirectHandler.handlers.add(self)
+            closing = DirectHandler.closing
+        if closing:
+            self.shut()
 
     def finish(self):
+        with self.lock:
+            DirectHandler.handlers.discard(self)
         super().finish()
         self.log_closed()
+
+    def shut(self):
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    @classmethod
+    def close_idle(cls):
+        """At SIGTERM: a client must learn at once that its idle connection is gone, not when
+        the process exits, or it sends its next request into the exit."""
+        with cls.lock:
+            cls.closing = True
+            idle = [handler for handler in cls.handlers if not handler.busy]
+        for handler in idle:
+            handler.shut()
 
     def log_closed(self):
         # The pool counts the connections it handed to this process.
@@ -380,6 +406,13 @@ class DirectHandler(Handler):
             log_direct("direct connection closed")
 
     def handle_any(self):
+        self.busy = True
+        try:
+            self.serve_handed()
+        finally:
+            self.busy = False
+
+    def serve_handed(self):
         path, sep, query = self.path.partition("?")
         if path != self.fn_prefix and not path.startswith(self.fn_prefix + "/"):
             self.proxy()
@@ -563,6 +596,7 @@ def serve(call):
 
     def on_term(signum, _frame):
         log("info", "shutting down", signal=signum)
+        threading.Thread(target=DirectHandler.close_idle, daemon=True).start()
         threading.Thread(target=server.shutdown, daemon=True).start()
 
     signal.signal(signal.SIGTERM, on_term)

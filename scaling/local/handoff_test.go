@@ -231,3 +231,60 @@ func BenchmarkParseDirect(b *testing.B) {
 		}
 	})
 }
+
+// TestStopClosesIdleHandedConnectionsFirst: a stopping process closes its idle handed-off
+// connections at once, while it still drains a running request, so a client learns of the
+// close before it can send into the exit.
+func TestStopClosesIdleHandedConnectionsFirst(t *testing.T) {
+	p := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tick: 20 * time.Millisecond,
+		StopGrace: 10 * time.Second, GatewayURL: "http://127.0.0.1:9"})
+	t.Cleanup(p.Close)
+	if err := p.Set("fn", Spec{Artifact: sharedArtifact(t), MaxProcs: 1, Target: 10, ScaleDown: time.Minute, DirectPrefix: "/fn/ns/fn"}); err != nil {
+		t.Fatal(err)
+	}
+	warm, _ := http.NewRequest(http.MethodPost, "http://fn/", strings.NewReader(`{}`))
+	resp, err := p.RoundTrip(warm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	long := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, "http://fn/", strings.NewReader(`{"sleep": 2}`))
+		resp, err := p.RoundTrip(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				err = errors.New(resp.Status)
+			}
+		}
+		long <- err
+	}()
+	waitFor(t, "the long request in flight", 30*time.Second, func() bool { return p.Stats("fn").InFlight == 1 })
+	time.Sleep(200 * time.Millisecond) // forwarded is not yet read: let the handler start sleeping
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, s := connPair(t, ln)
+	if err := p.HandOff("fn", s, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the handed connection to be served", 5*time.Second, func() bool { return p.Stats("fn").Direct == 1 })
+	go p.Remove("fn") // SIGTERM; the process drains the long request
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the idle handed connection must be closed")
+	}
+	select {
+	case err := <-long:
+		t.Fatalf("the idle connection was closed only after the long request ended (%v)", err)
+	default:
+	}
+	if err := <-long; err != nil {
+		t.Fatalf("the running request must be answered during the drain: %v", err)
+	}
+}
