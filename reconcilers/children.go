@@ -111,3 +111,21 @@ func setAnnotation(obj client.Object, k, v string) {
 	a[k] = v
 	obj.SetAnnotations(a)
 }
+
+// reconcileStatus runs reconcile on obj, sets observedGeneration and patches the status once
+// at the end, only when it changed (Cluster API's patch helper, reduced to what sless
+// needs). status returns a pointer to obj's status and to its observedGeneration. The
+// reconcile error is returned after the patch, so a failure is recorded in the status too.
+func reconcileStatus[T client.Object](ctx context.Context, c client.Client, kind string, obj T,
+	reconcile func(context.Context, T) error, status func(T) (any, *int64)) error {
+	before := obj.DeepCopyObject().(T)
+	err := reconcile(ctx, obj)
+	st, observed := status(obj)
+	*observed = obj.GetGeneration()
+	if old, _ := status(before); !equality.Semantic.DeepEqual(old, st) {
+		if perr := c.Status().Patch(ctx, obj, client.MergeFrom(before)); perr != nil {
+			return fmt.Errorf("patching status of %s %s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), perr)
+		}
+	}
+	return err
+}

@@ -11,7 +11,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,15 +62,8 @@ func (r *FunctionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			return ctrl.Result{}, fmt.Errorf("adding finalizer to function %s: %w", req.NamespacedName, err)
 		}
 	}
-	before := fn.DeepCopy()
-	err := r.reconcileFunction(ctx, fn)
-	fn.Status.ObservedGeneration = fn.Generation
-	if !equality.Semantic.DeepEqual(before.Status, fn.Status) {
-		if perr := r.Status().Patch(ctx, fn, client.MergeFrom(before)); perr != nil {
-			return ctrl.Result{}, fmt.Errorf("patching status of function %s: %w", req.NamespacedName, perr)
-		}
-	}
-	return ctrl.Result{}, err
+	return ctrl.Result{}, reconcileStatus(ctx, r.Client, "function", fn, r.reconcileFunction,
+		func(o *v1.Function) (any, *int64) { return &o.Status, &o.Status.ObservedGeneration })
 }
 
 func (r *FunctionReconciler) reconcileFunction(ctx context.Context, fn *v1.Function) error {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -44,15 +43,8 @@ func (r *FunctionJobReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			return ctrl.Result{}, fmt.Errorf("adding finalizer to function job %s: %w", req.NamespacedName, err)
 		}
 	}
-	before := fj.DeepCopy()
-	err := r.reconcileJob(ctx, fj)
-	fj.Status.ObservedGeneration = fj.Generation
-	if !equality.Semantic.DeepEqual(before.Status, fj.Status) {
-		if perr := r.Status().Patch(ctx, fj, client.MergeFrom(before)); perr != nil {
-			return ctrl.Result{}, fmt.Errorf("patching status of function job %s: %w", req.NamespacedName, perr)
-		}
-	}
-	return ctrl.Result{}, err
+	return ctrl.Result{}, reconcileStatus(ctx, r.Client, "function job", fj, r.reconcileJob,
+		func(o *v1.FunctionJob) (any, *int64) { return &o.Status, &o.Status.ObservedGeneration })
 }
 
 func (r *FunctionJobReconciler) reconcileJob(ctx context.Context, fj *v1.FunctionJob) error {

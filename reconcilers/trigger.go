@@ -6,7 +6,6 @@ import (
 
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,15 +39,8 @@ func (r *TriggerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if !tr.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // children carry owner references
 	}
-	before := tr.DeepCopy()
-	err := r.reconcileTrigger(ctx, tr)
-	tr.Status.ObservedGeneration = tr.Generation
-	if !equality.Semantic.DeepEqual(before.Status, tr.Status) {
-		if perr := r.Status().Patch(ctx, tr, client.MergeFrom(before)); perr != nil {
-			return ctrl.Result{}, fmt.Errorf("patching status of trigger %s: %w", req.NamespacedName, perr)
-		}
-	}
-	return ctrl.Result{}, err
+	return ctrl.Result{}, reconcileStatus(ctx, r.Client, "trigger", tr, r.reconcileTrigger,
+		func(o *v1.Trigger) (any, *int64) { return &o.Status, &o.Status.ObservedGeneration })
 }
 
 func (r *TriggerReconciler) reconcileTrigger(ctx context.Context, tr *v1.Trigger) error {
