@@ -48,16 +48,16 @@ function log(level, msg, fields) {
 
 // logInvocation is log('info', 'invocation', ...) for the hot path, built without an
 // intermediate object.
-function logInvocation(method, path, status, durationMs, traceparent) {
-  queueLine(`{"time":"${isoNow()}","level":"info","msg":"invocation","method":${JSON.stringify(method)},"path":${JSON.stringify(path)},"status":${status},"duration_ms":${durationMs},"traceparent":${JSON.stringify(traceparent)}}`);
+function logInvocation(method, path, status, durationMs, traceparent, extra = '') {
+  queueLine(`{"time":"${isoNow()}","level":"info","msg":"invocation","method":${JSON.stringify(method)},"path":${JSON.stringify(path)},"status":${status},"duration_ms":${durationMs},"traceparent":${JSON.stringify(traceparent)}${extra}}`);
 }
 
-// logDirect is logInvocation for a direct invocation, with what the pool needs to record a
-// request the gateway never saw (start_us, duration_us) and to see the process busy (active).
-function logDirect(method, path, status, durationMs, traceparent, startPerf, active) {
+// directFields are what the pool needs on a direct invocation's line to record a request the
+// gateway never saw (start_us, duration_us) and to see the process busy (active).
+function directFields(startPerf, active) {
   const startUs = Math.round((performance.timeOrigin + startPerf) * 1000);
   const durationUs = Math.round((performance.now() - startPerf) * 1000);
-  queueLine(`{"time":"${isoNow()}","level":"info","msg":"invocation","method":${JSON.stringify(method)},"path":${JSON.stringify(path)},"status":${status},"duration_ms":${durationMs},"traceparent":${JSON.stringify(traceparent)},"direct":true,"start_us":${startUs},"duration_us":${durationUs},"active":${active}}`);
+  return `,"direct":true,"start_us":${startUs},"duration_us":${durationUs},"active":${active}`;
 }
 
 function queueLine(line) {
@@ -353,8 +353,8 @@ function serve(fn) {
     const traceparent = headerValue(req, 'traceparent');
     const answer = (status, ctype, payload) => {
       res.writeHead(status, { 'Content-Type': ctype, 'Content-Length': Buffer.byteLength(payload) }).end(payload);
-      if (directStart === undefined) logInvocation(req.method, pathname, status, Date.now() - start, traceparent);
-      else logDirect(req.method, pathname, status, Date.now() - start, traceparent, directStart, --directActive);
+      logInvocation(req.method, pathname, status, Date.now() - start, traceparent,
+        directStart === undefined ? '' : directFields(directStart, --directActive));
     };
     const fail = (err) => {
       if (err.tooLarge) {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -15,10 +16,15 @@ import (
 	"time"
 )
 
-// connPair returns both ends of a loopback TCP connection.
-func connPair(t *testing.T, ln net.Listener) (client, server net.Conn) {
+// connPair returns both ends of a new loopback TCP connection.
+func connPair(t *testing.T) (client, server net.Conn) {
 	t.Helper()
-	client, err := net.Dial("tcp", ln.Addr().String())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err = net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,14 +36,60 @@ func connPair(t *testing.T, ln net.Listener) (client, server net.Conn) {
 	return client, server
 }
 
+// handoffPool is a pool whose processes take handed-off connections (the gateway URL is
+// never reached: these tests call the function's own prefix only).
+func handoffPool(t *testing.T, opts Options) *Pool {
+	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts.Tick, opts.GatewayURL = 20*time.Millisecond, "http://127.0.0.1:9"
+	p := New(opts)
+	t.Cleanup(p.Close)
+	return p
+}
+
+// handedConn hands a new connection to key's function and returns the client's end.
+func handedConn(t *testing.T, p *Pool, key string) net.Conn {
+	t.Helper()
+	c, s := connPair(t)
+	if err := p.HandOff(key, s, nil); err != nil {
+		t.Fatalf("HandOff %s: %v", key, err)
+	}
+	return c
+}
+
+// post sends body to key's function through the pool (the gateway path).
+func post(p *Pool, key, body string) error {
+	req, _ := http.NewRequest(http.MethodPost, "http://"+key+"/", strings.NewReader(body))
+	resp, err := p.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errors.New(resp.Status)
+	}
+	return nil
+}
+
+// postOn sends body to /fn/ns/fn<path> on a handed-off connection and reads the answer.
+func postOn(c net.Conn, path, body string) (*http.Response, error) {
+	if _, err := fmt.Fprintf(c, "POST /fn/ns/fn%s HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n%s", path, len(body), body); err != nil {
+		return nil, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err == nil {
+		resp.Body.Close()
+	}
+	return resp, err
+}
+
 // TestHandOffCapsAtTargetAndReports: a process takes at most Target connections; a closed
 // connection frees its place; direct invocations reach OnDirect; functions without a
 // DirectPrefix and unknown ones take none.
 func TestHandOffCapsAtTargetAndReports(t *testing.T) {
 	var mu sync.Mutex
 	var direct []DirectInvocation
-	p := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tick: 20 * time.Millisecond,
-		StopGrace: 2 * time.Second, GatewayURL: "http://127.0.0.1:9",
+	p := handoffPool(t, Options{StopGrace: 2 * time.Second,
 		OnDirect: func(key string, inv DirectInvocation) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -45,7 +97,6 @@ func TestHandOffCapsAtTargetAndReports(t *testing.T) {
 				direct = append(direct, inv)
 			}
 		}})
-	t.Cleanup(p.Close)
 	spec := Spec{Artifact: sharedArtifact(t), MinProcs: 1, MaxProcs: 1, Target: 1, ScaleDown: time.Minute, DirectPrefix: "/fn/ns/fn"}
 	if err := p.Set("fn", spec); err != nil {
 		t.Fatal(err)
@@ -55,26 +106,13 @@ func TestHandOffCapsAtTargetAndReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "warm processes", 30*time.Second, func() bool { return p.Stats("fn").Ready == 1 && p.Stats("plain").Ready == 1 })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 
-	c1, s1 := connPair(t, ln)
-	if err := p.HandOff("fn", s1, nil); err != nil {
-		t.Fatalf("first connection: %v", err)
-	}
-	if _, err := io.WriteString(c1, "POST /fn/ns/fn/x HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}"); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c1), nil)
-	if err != nil || resp.StatusCode != http.StatusOK {
+	c1 := handedConn(t, p, "fn")
+	if resp, err := postOn(c1, "/x", "{}"); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("request on the handed-off connection: %v %v", resp, err)
 	}
-	resp.Body.Close()
 
-	c2, s2 := connPair(t, ln)
+	c2, s2 := connPair(t)
 	if err := p.HandOff("fn", s2, nil); !errors.Is(err, ErrNoHandoff) {
 		t.Fatalf("second connection with target 1: want ErrNoHandoff, got %v", err)
 	}
@@ -83,7 +121,7 @@ func TestHandOffCapsAtTargetAndReports(t *testing.T) {
 		t.Fatalf("a refused connection must be closed: read %d, %v", n, err)
 	}
 	for _, key := range []string{"plain", "missing"} {
-		_, s := connPair(t, ln)
+		_, s := connPair(t)
 		if err := p.HandOff(key, s, nil); err == nil {
 			t.Fatalf("%s: handoff must fail", key)
 		}
@@ -119,38 +157,18 @@ func TestValidDirectPrefix(t *testing.T) {
 // TestLongDirectRequestKeepsProcess: a direct invocation longer than the scale-down period
 // keeps its process (the wrapper's busy heartbeat), which scales down once it is answered.
 func TestLongDirectRequestKeepsProcess(t *testing.T) {
-	p := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tick: 20 * time.Millisecond,
-		StopGrace: 100 * time.Millisecond, GatewayURL: "http://127.0.0.1:9"})
-	t.Cleanup(p.Close)
+	p := handoffPool(t, Options{StopGrace: 100 * time.Millisecond})
 	if err := p.Set("fn", Spec{Artifact: sharedArtifact(t), MaxProcs: 1, Target: 10, ScaleDown: 300 * time.Millisecond, DirectPrefix: "/fn/ns/fn"}); err != nil {
 		t.Fatal(err)
 	}
-	// A cold start through the pool, then the connection.
-	req, _ := http.NewRequest(http.MethodPost, "http://fn/", strings.NewReader(`{}`))
-	resp, err := p.RoundTrip(req)
-	if err != nil {
+	if err := post(p, "fn", `{}`); err != nil { // a cold start through the pool, then the connection
 		t.Fatal(err)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
 	pid := p.Stats("fn").PIDs[0]
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, s := connPair(t, ln)
-	if err := p.HandOff("fn", s, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.WriteString(c, "POST /fn/ns/fn HTTP/1.1\r\nHost: a\r\nContent-Length: 14\r\n\r\n{\"sleep\": 1.2}"); err != nil {
-		t.Fatal(err)
-	}
-	resp, err = http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil || resp.StatusCode != http.StatusOK {
+	c := handedConn(t, p, "fn")
+	if resp, err := postOn(c, "", `{"sleep": 1.2}`); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("a direct request four times the scale-down period: %v %v", resp, err)
 	}
-	resp.Body.Close()
 	if got := p.Stats("fn").PIDs; len(got) != 1 || got[0] != pid {
 		t.Fatalf("the process must have stayed: had %d, now %v", pid, got)
 	}
@@ -236,43 +254,18 @@ func BenchmarkParseDirect(b *testing.B) {
 // connections at once, while it still drains a running request, so a client learns of the
 // close before it can send into the exit.
 func TestStopClosesIdleHandedConnectionsFirst(t *testing.T) {
-	p := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tick: 20 * time.Millisecond,
-		StopGrace: 10 * time.Second, GatewayURL: "http://127.0.0.1:9"})
-	t.Cleanup(p.Close)
+	p := handoffPool(t, Options{StopGrace: 10 * time.Second})
 	if err := p.Set("fn", Spec{Artifact: sharedArtifact(t), MaxProcs: 1, Target: 10, ScaleDown: time.Minute, DirectPrefix: "/fn/ns/fn"}); err != nil {
 		t.Fatal(err)
 	}
-	warm, _ := http.NewRequest(http.MethodPost, "http://fn/", strings.NewReader(`{}`))
-	resp, err := p.RoundTrip(warm)
-	if err != nil {
+	if err := post(p, "fn", `{}`); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
 	long := make(chan error, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodPost, "http://fn/", strings.NewReader(`{"sleep": 2}`))
-		resp, err := p.RoundTrip(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				err = errors.New(resp.Status)
-			}
-		}
-		long <- err
-	}()
+	go func() { long <- post(p, "fn", `{"sleep": 2}`) }()
 	waitFor(t, "the long request in flight", 30*time.Second, func() bool { return p.Stats("fn").InFlight == 1 })
 	time.Sleep(200 * time.Millisecond) // forwarded is not yet read: let the handler start sleeping
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, s := connPair(t, ln)
-	if err := p.HandOff("fn", s, nil); err != nil {
-		t.Fatal(err)
-	}
+	c := handedConn(t, p, "fn")
 	waitFor(t, "the handed connection to be served", 5*time.Second, func() bool { return p.Stats("fn").Direct == 1 })
 	go p.Remove("fn") // SIGTERM; the process drains the long request
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))

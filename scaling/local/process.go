@@ -236,7 +236,7 @@ func (pr *process) stop(grace time.Duration) {
 // instead of the default 64 KiB: Node writes to a pipe synchronously, and a batch of
 // invocation lines filling the pipe stalled its event loop while the lines were parsed.
 type logPipe struct {
-	r, w *os.File
+	w    *os.File
 	done chan struct{} // closed when every writer has gone and the lines are processed
 }
 
@@ -246,7 +246,7 @@ func newLogPipe(out io.Writer) (*logPipe, error) {
 		return nil, fmt.Errorf("output pipe: %w", err)
 	}
 	_, _ = unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, 1<<20) // best effort: the limit is a sysctl
-	lp := &logPipe{r: r, w: w, done: make(chan struct{})}
+	lp := &logPipe{w: w, done: make(chan struct{})}
 	go func() {
 		defer close(lp.done)
 		_, _ = io.Copy(out, r)

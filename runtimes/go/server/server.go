@@ -159,16 +159,16 @@ func (w *wrapper) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 
 func (w *wrapper) logInvocation(r *http.Request, status int, start time.Time) {
 	d := time.Since(start)
+	args := []any{"method", r.Method, "path", r.URL.Path, "status", status,
+		"duration_ms", d.Milliseconds(), "traceparent", r.Header.Get("Traceparent")}
 	if w.direct != nil && r.Context().Value(handedKey{}) != nil {
 		w.direct.end(func(active int) {
-			w.logger.Info("invocation", "method", r.Method, "path", r.URL.Path, "status", status,
-				"duration_ms", d.Milliseconds(), "traceparent", r.Header.Get("Traceparent"),
-				"direct", true, "start_us", start.UnixMicro(), "duration_us", d.Microseconds(), "active", active)
+			w.logger.Info("invocation", append(args, "direct", true, "start_us", start.UnixMicro(),
+				"duration_us", d.Microseconds(), "active", active)...)
 		})
 		return
 	}
-	w.logger.Info("invocation", "method", r.Method, "path", r.URL.Path, "status", status,
-		"duration_ms", d.Milliseconds(), "traceparent", r.Header.Get("Traceparent"))
+	w.logger.Info("invocation", args...)
 }
 
 // Connection handoff (sless dev only; runtimes/README.md): sless dev may give this process a
