@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
@@ -73,18 +72,6 @@ type Route struct {
 	RequireAuth bool
 	// Disabled is set when the function has http triggers and all of them are disabled.
 	Disabled bool
-}
-
-// ConnHandoff is implemented by backends whose function processes can take over a client's
-// keep-alive connection (sless dev): the requests after the first then skip the gateway hop.
-// The process answers its own function's path on it and proxies other paths back here.
-type ConnHandoff interface {
-	// CanHandOff reports whether a process of the function routed at host would take a
-	// connection now.
-	CanHandOff(host string) bool
-	// HandOff gives conn to a process of the function; buffered holds bytes of the next
-	// request already read from it. conn is closed on failure.
-	HandOff(host string, conn net.Conn, buffered []byte) error
 }
 
 // NotFoundError says an object does not exist.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -70,8 +69,6 @@ type fnProxy struct {
 	rp       *httputil.ReverseProxy
 	held     heldRequests
 	rejected prometheus.Counter
-	// handoff is the backend's connection handoff; nil when it has none.
-	handoff ConnHandoff
 	// lastErrLog is the Unix second of the last forwarding-failure log line.
 	lastErrLog atomic.Int64
 }
@@ -86,7 +83,6 @@ type targetKey struct{}
 func newFnProxy(cfg Config, log *slog.Logger) *fnProxy {
 	p := &fnProxy{cfg: cfg.Proxy.withDefaults(), router: cfg.Backend, auth: cfg.Auth, rec: cfg.Recorder, log: log}
 	p.held.perFunction = map[string]*atomic.Int64{}
-	p.handoff, _ = cfg.Backend.(ConnHandoff)
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:      rewrite,
 		Transport:    cfg.Backend.Transport(),
@@ -177,68 +173,7 @@ func (p *fnProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sw = &statusWriter{ResponseWriter: w}
 	}
 	defer func() { p.record(ctx, ns, name, start, sw.status) }()
-	var body *eofBody
-	if p.handoff != nil && r.Body != nil && r.Body != http.NoBody {
-		body = &eofBody{ReadCloser: r.Body}
-		r.Body = body
-	}
 	p.rp.ServeHTTP(sw, r.WithContext(ctx))
-	if p.handoff != nil && canHandOff(r, body, sw, route) && p.handoff.CanHandOff(route.Host) {
-		p.handOff(ctx, w, route.Host)
-	}
-}
-
-// canHandOff reports whether the client's connection is at a clean request boundary after
-// this exchange and may be served by the function itself from now on: HTTP/1.1 keep-alive
-// without TLS or upgrade, request body read to its end, a response of known length, and no
-// auth on the route (only the gateway checks tokens).
-func canHandOff(r *http.Request, body *eofBody, sw *statusWriter, route Route) bool {
-	switch {
-	case route.RequireAuth, r.ProtoMajor != 1 || r.ProtoMinor != 1, r.Close, r.TLS != nil,
-		r.Header.Get("Upgrade") != "", r.Header.Get("Expect") != "",
-		r.Header.Get("X-Sless-No-Handoff") != "", // a process proxying back to us
-		body != nil && !body.eof.Load():
-		return false
-	}
-	switch sw.status {
-	case http.StatusNoContent, http.StatusNotModified:
-		return true
-	case 0, http.StatusSwitchingProtocols:
-		return false
-	}
-	return sw.Header().Get("Content-Length") != ""
-}
-
-// handOff sends the rest of the response and gives the connection to the function; on a
-// failure the connection is closed and the client reconnects, as after an idle timeout.
-func (p *fnProxy) handOff(ctx context.Context, w http.ResponseWriter, host string) {
-	rc := http.NewResponseController(w)
-	if rc.Flush() != nil {
-		return
-	}
-	conn, brw, err := rc.Hijack()
-	if err != nil {
-		return
-	}
-	// The server may already have read the start of the next request.
-	buffered, _ := brw.Reader.Peek(brw.Reader.Buffered())
-	if err := p.handoff.HandOff(host, conn, buffered); err != nil {
-		p.log.DebugContext(ctx, "connection handoff failed", "host", host, "error", err)
-	}
-}
-
-// eofBody notes whether a request body was read to its end.
-type eofBody struct {
-	io.ReadCloser
-	eof atomic.Bool
-}
-
-func (b *eofBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF {
-		b.eof.Store(true)
-	}
-	return n, err
 }
 
 // refuse decides whether a resolved function may be called now: 401/403 for a trigger that

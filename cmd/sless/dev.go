@@ -30,7 +30,6 @@ type devFlags struct {
 	dataDir, listen, amqpURL, databaseURL, examples, subject string
 	tokenTTL                                                 time.Duration
 	historySize                                              int
-	noHandoff                                                bool
 	store                                                    storeFlags
 }
 
@@ -54,7 +53,6 @@ A signing key is generated into the data directory and a ready token is printed.
 	fs.IntVar(&f.historySize, "history-size", history.DefaultMemoryCapacity, "invocations kept in memory without --database-url")
 	fs.StringVar(&f.examples, "deploy-examples", "", "deploy the example functions of this directory (hello-go, hello-python, hello-node) with http triggers and a cron trigger, then print their URLs")
 	fs.StringVar(&f.subject, "subject", "dev", "subject of the printed token; its tenant namespace is derived from it")
-	fs.BoolVar(&f.noHandoff, "no-handoff", false, "keep every /fn/ request on the gateway path; by default a function process takes over a client's keep-alive connection after its first request and answers the later ones itself")
 	fs.DurationVar(&f.tokenTTL, "token-ttl", 30*24*time.Hour, "lifetime of the printed token")
 	f.store.bind(fs, "")
 	fs.Lookup("artifacts-dir").Usage = "directory for uploads when no S3 endpoint is given (default <data-dir>/artifacts)"
@@ -109,7 +107,7 @@ func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 	}
 	endpoint := "http://" + ln.Addr().String()
 	backend, err := local.New(local.Options{DataDir: dataDir, Artifacts: artifacts, GatewayURL: endpoint,
-		AMQPURL: f.amqpURL, Recorder: rec, Logger: log, NoHandoff: f.noHandoff})
+		AMQPURL: f.amqpURL, Recorder: rec, Logger: log})
 	if err != nil {
 		ln.Close()
 		return err

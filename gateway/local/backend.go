@@ -7,13 +7,11 @@ package local
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -49,11 +47,6 @@ type Options struct {
 	Builder buildkit.LocalBuilder
 	// Pool tunes the process pool.
 	Pool localpool.Options
-	// NoHandoff keeps every /fn/ request on the gateway path. By default a function process
-	// takes over a client's keep-alive connection after its first routed request and answers
-	// the later ones itself (proxying other paths back to GatewayURL), which saves the proxy
-	// hop; see gateway.ConnHandoff.
-	NoHandoff bool
 	// Domain suffixes routing hosts (<name>.<ns>.<domain>). Default "fn.sless.local".
 	Domain string
 	// MaxBuilds caps concurrent builds. Default 2.
@@ -135,12 +128,6 @@ func New(opts Options) (*Backend, error) {
 	if opts.Pool.OnStart == nil {
 		opts.Pool.OnStart = func(host string, err error) { b.noteStart(host, err) }
 	}
-	if !opts.NoHandoff && opts.Pool.GatewayURL == "" {
-		opts.Pool.GatewayURL = opts.GatewayURL
-	}
-	if opts.Pool.OnDirect == nil {
-		opts.Pool.OnDirect = func(host string, inv localpool.DirectInvocation) { b.recordDirect(host, inv) }
-	}
 	b = &Backend{
 		opts: opts, log: opts.Logger.With("component", "dev-backend"), file: file, st: st,
 		pool: localpool.New(opts.Pool), deployed: map[string]deployment{},
@@ -193,41 +180,6 @@ func lockDataDir(dir string) (func(), error) {
 
 // Transport carries /fn/ requests to the process pool; the Host names the function.
 func (b *Backend) Transport() http.RoundTripper { return b.pool }
-
-var _ gateway.ConnHandoff = (*Backend)(nil)
-
-// CanHandOff and HandOff implement gateway.ConnHandoff with the pool's processes.
-func (b *Backend) CanHandOff(host string) bool { return b.pool.CanHandOff(host) }
-
-func (b *Backend) HandOff(host string, conn net.Conn, buffered []byte) error {
-	return b.pool.HandOff(host, conn, buffered)
-}
-
-// recordDirect records a request a process answered on a handed-off connection, as the
-// gateway records those it proxies.
-func (b *Backend) recordDirect(host string, inv localpool.DirectInvocation) {
-	name, ns, ok := strings.Cut(strings.TrimSuffix(host, "."+b.opts.Domain), ".")
-	if !ok {
-		return
-	}
-	rec := history.HTTPRecord(ns, name, inv.Start, inv.Duration, inv.Status, traceID(inv.Traceparent))
-	if inv.Error != "" {
-		rec.Error = inv.Error
-	}
-	b.opts.Recorder.Record(rec)
-}
-
-// traceID is the trace ID of a W3C traceparent header ("" when it has none).
-func traceID(traceparent string) string {
-	parts := strings.Split(traceparent, "-")
-	if len(parts) != 4 || len(parts[1]) != 32 || strings.Trim(parts[1], "0") == "" {
-		return ""
-	}
-	if _, err := hex.DecodeString(parts[1]); err != nil {
-		return ""
-	}
-	return parts[1]
-}
 
 // Pool exposes the process pool (process counts and addresses, for tests and benchmarks).
 func (b *Backend) Pool() *localpool.Pool { return b.pool }

@@ -56,49 +56,39 @@ func BenchmarkColdStart(b *testing.B) {
 }
 
 // BenchmarkWarmThroughput compares requests per second to one warm function process called
-// directly with the same function called through `sless dev` (/fn/, keep-alive clients: the
-// connection is handed to the process after its first request), through `sless dev
-// --no-handoff` (every request crosses the gateway and the pool) and through a bare stdlib
-// reverse proxy, in the same run: two alternating rounds of each, 8 concurrent closed-loop
-// clients. Run with -benchtime=1x.
+// directly with the same process called through `sless dev` (/fn/: gateway, auth-free route,
+// pool) and through a bare stdlib reverse proxy, in the same run: two alternating rounds of
+// each, 8 concurrent closed-loop clients. Run with -benchtime=1x.
 func BenchmarkWarmThroughput(b *testing.B) {
 	const (
 		clients = 8
 		round   = 3 * time.Second
 	)
 	d := startDev(b, devOptions{})
-	proxied := startDev(b, devOptions{noHandoff: true})
-	for _, dd := range []*dev{d, proxied} {
-		for _, rt := range benchRuntimes {
-			dd.deploy(rt.example, rt.runtime, exampleFiles(b, rt.example),
-				api.FunctionFields{MinReplicas: ptr[int32](1), MaxReplicas: ptr[int32](1)})
-		}
+	for _, rt := range benchRuntimes {
+		d.deploy(rt.example, rt.runtime, exampleFiles(b, rt.example),
+			api.FunctionFields{MinReplicas: ptr[int32](1), MaxReplicas: ptr[int32](1)})
 	}
 	for _, rt := range benchRuntimes {
 		b.Run(rt.runtime, func(b *testing.B) {
-			for _, dd := range []*dev{d, proxied} {
-				waitFor(b, "the warm process", 30*time.Second, func() bool { return dd.stats(rt.example).Ready == 1 })
-			}
+			waitFor(b, "the warm process", 30*time.Second, func() bool { return d.stats(rt.example).Ready == 1 })
 			addr := d.stats(rt.example).Addrs[0]
 			direct := "http://" + addr + "/"
 			viaDev := d.endpoint + "/fn/" + d.ns + "/" + rt.example
-			viaGateway := proxied.endpoint + "/fn/" + proxied.ns + "/" + rt.example
 			bare := bareProxy(b, addr)
-			var directN, devN, gatewayN, bareN int64
+			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * clients}}
+			var directN, devN, bareN int64
 			for range max(b.N, 1) * 2 {
-				directN += load(b, direct, clients, round)
-				devN += load(b, viaDev, clients, round)
-				gatewayN += load(b, viaGateway, clients, round)
-				bareN += load(b, bare, clients, round)
+				directN += load(b, hc, direct, clients, round)
+				devN += load(b, hc, viaDev, clients, round)
+				bareN += load(b, hc, bare, clients, round)
 			}
 			secs := 2 * float64(max(b.N, 1)) * round.Seconds()
 			b.ReportMetric(float64(directN)/secs, "direct-rps")
 			b.ReportMetric(float64(devN)/secs, "dev-rps")
-			b.ReportMetric(float64(gatewayN)/secs, "no-handoff-rps")
 			b.ReportMetric(float64(bareN)/secs, "bare-proxy-rps")
 			b.ReportMetric(float64(devN)/float64(directN), "dev/direct")
-			b.ReportMetric(float64(gatewayN)/float64(directN), "no-handoff/direct")
-			b.ReportMetric(float64(bareN)/float64(directN), "bare-proxy/direct")
+			b.ReportMetric(float64(devN)/float64(bareN), "dev/bare-proxy")
 		})
 	}
 }
@@ -114,12 +104,8 @@ func bareProxy(b *testing.B, addr string) string {
 	return srv.URL + "/"
 }
 
-// load POSTs to url from n keep-alive clients (fresh connections each round) for d and
-// returns the number of 200 answers.
-func load(b *testing.B, url string, n int, d time.Duration) int64 {
-	tr := &http.Transport{MaxIdleConnsPerHost: 2 * n}
-	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: tr}
+// load POSTs to url from n clients for d and returns the number of 200 answers.
+func load(b *testing.B, hc *http.Client, url string, n int, d time.Duration) int64 {
 	var ok, failed atomic.Int64
 	stop := time.Now().Add(d)
 	var wg sync.WaitGroup

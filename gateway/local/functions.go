@@ -44,7 +44,7 @@ func (b *Backend) reconcileFunction(key string) {
 	if ok {
 		fn, gen = functionOf(r), r.Generation
 	}
-	requireAuth, disabled := b.httpGateLocked(fn.Namespace, fn.Name)
+	_, disabled := b.httpGateLocked(fn.Namespace, fn.Name)
 	b.mu.RUnlock()
 	if !ok {
 		b.undeploy(key)
@@ -79,7 +79,7 @@ func (b *Backend) reconcileFunction(key string) {
 		})
 		return // the previous build, if any, keeps serving, as a Deployment would
 	}
-	if err := b.deploy(key, fn, art, disabled, requireAuth); err != nil {
+	if err := b.deploy(key, fn, art, disabled); err != nil {
 		b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) { st.Phase, st.Message = api.PhaseFailed, err.Error() })
 		return
 	}
@@ -92,18 +92,13 @@ func (b *Backend) reconcileFunction(key string) {
 	})
 }
 
-// deploy hands the build to the pool under the function's routing host. Connections are
-// handed to its processes only while no http trigger requires auth: only the gateway checks
-// tokens (a change of that replaces the processes, closing the connections they hold).
-func (b *Backend) deploy(key string, fn api.Function, art *buildkit.Artifact, disabled, requireAuth bool) error {
+// deploy hands the build to the pool under the function's routing host.
+func (b *Backend) deploy(key string, fn api.Function, art *buildkit.Artifact, disabled bool) error {
 	host := b.routingHost(fn.Namespace, fn.Name)
 	spec := localpool.Spec{
 		Artifact: art, Env: fn.EnvVars, Timeout: time.Duration(fn.TimeoutSec) * time.Second,
 		MinProcs: int(fn.MinReplicas), MaxProcs: int(fn.MaxReplicas), Target: int(fn.ScalingTarget),
 		ScaleDown: time.Duration(fn.ScaleDownPeriodSec) * time.Second, Disabled: disabled,
-	}
-	if !requireAuth {
-		spec.DirectPrefix = "/fn/" + fn.Namespace + "/" + fn.Name
 	}
 	if spec.ScaleDown <= 0 {
 		spec.ScaleDown = 300 * time.Second

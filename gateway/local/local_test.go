@@ -139,10 +139,9 @@ func TestConcurrentColdRequests(t *testing.T) {
 	}
 }
 
-// TestCrashMidRequestRecovers covers the gateway path (handed-off connections: TestHandoffCrash).
 func TestCrashMidRequestRecovers(t *testing.T) {
 	t.Parallel()
-	d := startDev(t, devOptions{noHandoff: true})
+	d := startDev(t, devOptions{})
 	d.deploy("crashy", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{})
 	if code, body := d.invoke("crashy", `{}`); code != http.StatusOK {
 		t.Fatalf("warm-up: %d %s", code, body)

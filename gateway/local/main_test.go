@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -61,15 +60,13 @@ type dev struct {
 	rec      history.Recorder
 	reader   history.Reader
 	arts     buildkit.Artifacts
-	served   atomic.Int64
 }
 
 type devOptions struct {
-	dataDir   string
-	noHandoff bool
-	amqpURL   string
-	subject   string
-	recorder  interface {
+	dataDir  string
+	amqpURL  string
+	subject  string
+	recorder interface {
 		history.Recorder
 		history.Reader
 	}
@@ -101,7 +98,7 @@ func startDev(t testing.TB, o devOptions) *dev {
 	}
 	endpoint := "http://" + ln.Addr().String()
 	b, err := local.New(local.Options{DataDir: o.dataDir, BuildDir: buildDir, Artifacts: arts, GatewayURL: endpoint,
-		AMQPURL: o.amqpURL, Recorder: o.recorder, Logger: log, NoHandoff: o.noHandoff, Pool: localpool.Options{Tick: 50 * time.Millisecond, StopGrace: 2 * time.Second}})
+		AMQPURL: o.amqpURL, Recorder: o.recorder, Logger: log, Pool: localpool.Options{Tick: 50 * time.Millisecond, StopGrace: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,19 +110,14 @@ func startDev(t testing.TB, o devOptions) *dev {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &dev{}
-	// served counts the requests that reach the gateway (handed-off connections bypass it).
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d.served.Add(1)
-		gw.ServeHTTP(w, r)
-	})}
+	srv := &http.Server{Handler: gw}
 	go srv.Serve(ln)
 	token := sign(t, o.subject)
 	c, err := client.New(endpoint, token, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	*d = dev{t: t, dataDir: o.dataDir, backend: b, srv: srv, endpoint: endpoint, client: c, token: token,
+	d := &dev{t: t, dataDir: o.dataDir, backend: b, srv: srv, endpoint: endpoint, client: c, token: token,
 		ns: api.TenantNamespace(o.subject), rec: o.recorder, reader: o.recorder, arts: arts}
 	t.Cleanup(d.stop)
 	return d
@@ -191,15 +183,10 @@ func (d *dev) waitSettled(name string) api.Function {
 	return fn
 }
 
-// invoke POSTs body to /fn/<ns>/<name> on a new connection: through the gateway, which
-// hands the connection to the function afterwards, then closed. (A connection kept across
-// calls could meet its process's scale-down in flight, the keep-alive race of any server
-// that closes idle connections: TestHandoff covers kept connections.)
+// invoke POSTs body to /fn/<ns>/<name>.
 func (d *dev) invoke(name, body string) (int, string) {
 	d.t.Helper()
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Post(d.endpoint+"/fn/"+d.ns+"/"+name, "application/json", strings.NewReader(body))
+	resp, err := http.Post(d.endpoint+"/fn/"+d.ns+"/"+name, "application/json", strings.NewReader(body))
 	if err != nil {
 		d.t.Fatal(err)
 	}

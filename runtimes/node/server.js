@@ -2,12 +2,9 @@
 // sless HTTP wrapper for Node.js functions (contract: runtimes/README.md).
 // Node core modules only, so it runs on any node:20+ image without installing anything.
 const http = require('node:http');
-const net = require('node:net');
 const path = require('node:path');
 const fs = require('node:fs');
 const querystring = require('node:querystring');
-const { pipeline } = require('node:stream');
-const { urlToHttpOptions } = require('node:url');
 
 const HEALTH_PATH = '/healthz';
 const DRAIN_LIMIT = 64 << 20; // bytes of an oversized body read and dropped
@@ -27,15 +24,6 @@ const TIMEOUT = envInt('SLESS_TIMEOUT_SECONDS', 0);
 const MAX_BODY = envInt('SLESS_MAX_BODY_BYTES', 6 << 20);
 const SHUTDOWN_GRACE = envInt('SLESS_SHUTDOWN_SECONDS', 25);
 
-// Connection handoff (sless dev only): the pool passes keep-alive client connections over
-// Node's IPC channel; on them, requests under FN_PREFIX are answered here ("direct"), any
-// other path is forwarded to the gateway.
-const FN_PREFIX = process.env.SLESS_FN_PREFIX || '';
-const GATEWAY_URL = process.env.SLESS_GATEWAY_URL || '';
-const HANDED = Symbol('handed-off connection');
-let directActive = 0; // direct invocations started and not yet answered
-const BUSY_MS = 100; // how often a process with direct invocations in flight says so
-
 // log queues one JSON line for stderr; the queue is written every LOG_FLUSH_MS or LOG_BATCH
 // lines, and at exit. A write per warm invocation cost about a quarter of the wrapper's CPU
 // per request (test/bench/buildkit-wrappers.sh).
@@ -48,16 +36,8 @@ function log(level, msg, fields) {
 
 // logInvocation is log('info', 'invocation', ...) for the hot path, built without an
 // intermediate object.
-function logInvocation(method, path, status, durationMs, traceparent, extra = '') {
-  queueLine(`{"time":"${isoNow()}","level":"info","msg":"invocation","method":${JSON.stringify(method)},"path":${JSON.stringify(path)},"status":${status},"duration_ms":${durationMs},"traceparent":${JSON.stringify(traceparent)}${extra}}`);
-}
-
-// directFields are what the pool needs on a direct invocation's line to record a request the
-// gateway never saw (start_us, duration_us) and to see the process busy (active).
-function directFields(startPerf, active) {
-  const startUs = Math.round((performance.timeOrigin + startPerf) * 1000);
-  const durationUs = Math.round((performance.now() - startPerf) * 1000);
-  return `,"direct":true,"start_us":${startUs},"duration_us":${durationUs},"active":${active}`;
+function logInvocation(method, path, status, durationMs, traceparent) {
+  queueLine(`{"time":"${isoNow()}","level":"info","msg":"invocation","method":${JSON.stringify(method)},"path":${JSON.stringify(path)},"status":${status},"duration_ms":${durationMs},"traceparent":${JSON.stringify(traceparent)}}`);
 }
 
 function queueLine(line) {
@@ -243,118 +223,21 @@ function discardBody(req) {
   req.resume();
 }
 
-// directPath returns the path a direct invocation's handler sees (the raw path with FN_PREFIX
-// stripped), or undefined when the path is not under FN_PREFIX.
-function directPath(raw) {
-  if (!raw.startsWith(FN_PREFIX)) return undefined;
-  if (raw.length === FN_PREFIX.length) return '/';
-  return raw.charCodeAt(FN_PREFIX.length) === 0x2f /* / */ ? raw.slice(FN_PREFIX.length) : undefined;
-}
-
-// forwardedHeaders returns req.headers with the X-Forwarded-* the gateway would have set,
-// replacing the client's.
-function forwardedHeaders(req) {
-  const headers = req.headers;
-  const ip = req.socket.remoteAddress || '';
-  // Go (the gateway) prints an IPv4-mapped IPv6 peer as plain IPv4.
-  headers['x-forwarded-for'] = ip.startsWith('::ffff:') && ip.includes('.') ? ip.slice(7) : ip;
-  headers['x-forwarded-host'] = headers.host || '';
-  headers['x-forwarded-proto'] = 'http';
-  return headers;
-}
-
-// Hop-by-hop headers describe one connection; the proxy drops them in both directions.
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
-
-// endToEnd copies raw headers (name, value, ...) without the hop-by-hop ones, keeping
-// duplicates, order and case.
-function endToEnd(raw) {
-  const headers = [];
-  for (let i = 0; i < raw.length; i += 2) {
-    if (!HOP_BY_HOP.has(raw[i].toLowerCase())) headers.push(raw[i], raw[i + 1]);
-  }
-  return headers;
-}
-
-// proxy forwards a request on a handed-off connection that is not for this function to the
-// gateway, streaming the bodies both ways.
-function proxy(gateway, req, res) {
-  const headers = endToEnd(req.rawHeaders);
-  // A chunked body is re-chunked on the new hop whatever the method (Node would not for GET).
-  if (headerValue(req, 'transfer-encoding') !== '') headers.push('Transfer-Encoding', 'chunked');
-  // The gateway must not hand this connection, the wrapper's own, to a function.
-  headers.push('X-Sless-No-Handoff', '1');
-  const out = http.request({ ...gateway.target, method: req.method, path: req.url, headers, agent: gateway.agent });
-  out.on('response', (up) => {
-    res.writeHead(up.statusCode, up.statusMessage, endToEnd(up.rawHeaders));
-    // A streamed response (server-sent events) shows its headers before its first chunk.
-    if (up.headers['content-length'] === undefined) res.flushHeaders();
-    // pipeline, not pipe: a gateway connection lost mid-body, or a client gone, ends both sides.
-    pipeline(up, res, () => {});
-  });
-  out.on('error', (err) => {
-    // The rest of the request body has no taker now; reading it keeps the connection usable.
-    discardBody(req);
-    if (res.writableEnded || res.destroyed) return; // answered already, or the client is gone
-    if (res.headersSent) {
-      res.destroy(); // cut off mid-response: the client must notice
-      return;
-    }
-    log('error', 'forwarding to the gateway failed', { method: req.method, path: req.url, error: err.message });
-    const payload = errorJSON(`gateway unreachable: ${err.message}`);
-    res.writeHead(502, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) }).end(payload);
-  });
-  res.on('close', () => out.destroy()); // a no-op once the exchange completed
-  req.pipe(out);
-}
-
-// handoffGateway returns where proxy sends requests when handoff is on, else undefined.
-function handoffGateway() {
-  if (!process.channel || FN_PREFIX === '' || GATEWAY_URL === '') return undefined;
-  let target;
-  try {
-    target = urlToHttpOptions(new URL(GATEWAY_URL));
-  } catch {
-    target = {};
-  }
-  if (target.protocol !== 'http:') {
-    log('error', 'connection handoff off: SLESS_GATEWAY_URL is not an http:// URL', { url: GATEWAY_URL });
-    return undefined;
-  }
-  return { target, agent: new http.Agent({ keepAlive: true }) };
-}
-
 function serve(fn) {
   let inFlight = 0;
   const wantsRequest = fn.length >= 2;
-  const gateway = handoffGateway();
-  let closing = false;
   const server = http.createServer((req, res) => {
     const q = req.url.indexOf('?');
-    let pathname = q < 0 ? req.url : req.url.slice(0, q);
-    // directStart (performance.now()) marks a direct invocation on a handed-off connection.
-    let directStart;
-    if (req.socket[HANDED] === true) {
-      pathname = directPath(pathname);
-      if (pathname === undefined) {
-        inFlight++; // SIGTERM waits for a forwarded request too (up to the grace)
-        res.on('close', () => inFlight--);
-        proxy(gateway, req, res);
-        return;
-      }
-      directStart = performance.now();
-    }
+    const pathname = q < 0 ? req.url : req.url.slice(0, q);
     if (pathname === HEALTH_PATH && req.method === 'GET') {
       res.writeHead(200, { 'Content-Type': 'application/json' }).end('{"status":"ok"}');
       return;
     }
-    if (directStart !== undefined) directActive++;
     const start = Date.now();
     const traceparent = headerValue(req, 'traceparent');
     const answer = (status, ctype, payload) => {
       res.writeHead(status, { 'Content-Type': ctype, 'Content-Length': Buffer.byteLength(payload) }).end(payload);
-      logInvocation(req.method, pathname, status, Date.now() - start, traceparent,
-        directStart === undefined ? '' : directFields(directStart, --directActive));
+      logInvocation(req.method, pathname, status, Date.now() - start, traceparent);
     };
     const fail = (err) => {
       if (err.tooLarge) {
@@ -377,7 +260,7 @@ function serve(fn) {
         return;
       }
       const request = wantsRequest
-        ? { method: req.method, path: pathname, query: q < 0 ? {} : { ...querystring.parse(req.url.slice(q + 1)) }, headers: directStart === undefined ? req.headers : forwardedHeaders(req), traceparent }
+        ? { method: req.method, path: pathname, query: q < 0 ? {} : { ...querystring.parse(req.url.slice(q + 1)) }, headers: req.headers, traceparent }
         : undefined;
       // The watchdog answers 504 itself; the handler's promise is abandoned, its value dropped.
       let watched;
@@ -406,41 +289,12 @@ function serve(fn) {
       else finish(result);
     });
   });
-  // adopt serves a connection handed off by the pool (a NODE_HANDLE message, acked by Node).
-  const adopt = (msg, socket) => {
-    if (msg === null || typeof msg !== 'object' || msg.sless !== 'conn' || !(socket instanceof net.Socket)) return;
-    socket[HANDED] = true;
-    socket.on('close', () => log('info', 'direct connection closed', { direct: true, active: directActive }));
-    if (closing) {
-      socket.destroy(); // the client reconnects, to the gateway
-      return;
-    }
-    // What net.Server does for the connections it accepts itself.
-    socket.allowHalfOpen = true;
-    socket.setNoDelay(true);
-    server.emit('connection', socket);
-    // The server's parser reads the handle in C++ (parser.consume); a 'data' event is its entry
-    // for other bytes (parser.execute), parsed here and now, before the handle's first read
-    // completes on a later event loop turn.
-    if (typeof msg.prefix === 'string' && msg.prefix !== '') socket.emit('data', Buffer.from(msg.prefix, 'base64'));
-  };
   const host = process.env.SLESS_HOST || '127.0.0.1';
   server.listen(envInt('PORT', 8080), host, () => {
     log('info', 'function listening', { addr: `${host}:${server.address().port}`, timeout_seconds: TIMEOUT });
-    // Only now: the server tracks connections (idle ones closed at shutdown) once listening.
-    if (gateway !== undefined) {
-      process.on('message', adopt);
-      // The listener refs the channel; the server alone must keep the process alive.
-      process.channel.unref();
-      // The pool must not take a process answering a long direct invocation for idle.
-      setInterval(() => {
-        if (directActive > 0) log('info', 'direct busy', { direct: true, active: directActive });
-      }, BUSY_MS).unref();
-    }
   });
   const shutdown = (signal) => {
     log('info', 'shutting down', { signal });
-    closing = true;
     server.close();
     server.closeIdleConnections();
     const deadline = Date.now() + SHUTDOWN_GRACE * 1000;

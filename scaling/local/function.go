@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -53,8 +52,7 @@ func (f *function) setSpec(spec Spec) {
 // sameRun reports whether processes started for a can serve b unchanged.
 func sameRun(a, b Spec) bool {
 	return a.Artifact.Hash == b.Artifact.Hash && a.Artifact.Dir == b.Artifact.Dir &&
-		slices.Equal(a.Artifact.Command, b.Artifact.Command) && maps.Equal(a.Env, b.Env) && a.Timeout == b.Timeout &&
-		a.DirectPrefix == b.DirectPrefix // handed-off connections must not outlive a change of it
+		slices.Equal(a.Artifact.Command, b.Artifact.Command) && maps.Equal(a.Env, b.Env) && a.Timeout == b.Timeout
 }
 
 func (f *function) remove() {
@@ -90,7 +88,7 @@ func (f *function) acquire(ctx context.Context) (pr *process, cold bool, err err
 			return nil, cold, &StartError{Function: f.key, Err: f.lastErr}
 		}
 		best, live, starting := f.census()
-		if best != nil && (best.load() < f.spec.Target || live >= f.spec.MaxProcs) {
+		if best != nil && (best.inflight < f.spec.Target || live >= f.spec.MaxProcs) {
 			best.inflight++
 			best.lastUsed = time.Now()
 			return best, cold, nil
@@ -112,8 +110,7 @@ func (f *function) acquire(ctx context.Context) (pr *process, cold bool, err err
 }
 
 // census finds the least loaded ready process and counts live (not stopping) and starting
-// processes. Load counts requests through the pool and those answered on handed-off
-// connections.
+// processes.
 func (f *function) census() (best *process, live, starting int) {
 	for _, pr := range f.procs {
 		if pr.stopping || pr.dead {
@@ -124,7 +121,7 @@ func (f *function) census() (best *process, live, starting int) {
 			starting++
 			continue
 		}
-		if best == nil || pr.load() < best.load() {
+		if best == nil || pr.inflight < best.inflight {
 			best = pr
 		}
 	}
@@ -168,7 +165,7 @@ func (f *function) tick(now time.Time) {
 		if live <= f.spec.MinProcs {
 			break
 		}
-		if pr.ready && !pr.stopping && pr.load() == 0 && now.Sub(pr.lastUsed) >= f.spec.ScaleDown {
+		if pr.ready && !pr.stopping && pr.inflight == 0 && now.Sub(pr.lastUsed) >= f.spec.ScaleDown {
 			f.pool.log.Info("scaling down idle process", "function", f.key, "pid", pr.pid(), "idle", now.Sub(pr.lastUsed).Round(time.Millisecond))
 			f.stopLocked(pr)
 			live--
@@ -190,7 +187,6 @@ func (f *function) ensureMinLocked() {
 // startLocked launches a process; it becomes ready (or fails) asynchronously.
 func (f *function) startLocked() {
 	pr := newProcess(f.spec, f.pool.opts, f.pool.log.With("function", f.key))
-	pr.onDirect = func(d directLine) { f.noteDirect(pr, d) }
 	f.procs = append(f.procs, pr)
 	go f.run(pr)
 }
@@ -222,30 +218,15 @@ func (f *function) run(pr *process) {
 	}
 	exitErr := pr.wait()
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	if i := slices.Index(f.procs, pr); i >= 0 {
 		f.procs = slices.Delete(f.procs, i, i+1)
 	}
-	lost, since := 0, pr.lastUsed
 	if pr.ready && !pr.stopping {
 		log.Warn("Warning: function process crashed; it is replaced on the next request", "pid", pr.pid(), "error", exitErr, "output", pr.tail.String())
-		lost = pr.direct
-		if lost == 0 && pr.conns > 0 && pr.inflight == 0 {
-			// A request that crashes at once dies before any busy line: with connections
-			// handed over and none through the pool, it was most likely on one of them.
-			lost = 1
-		}
 	}
 	f.ensureMinLocked()
 	f.broadcast()
-	f.mu.Unlock()
-	// Requests in flight on handed-off connections died with it; their clients saw the
-	// connection reset, and no gateway recorded them.
-	if on := f.pool.opts.OnDirect; on != nil {
-		for range lost {
-			on(f.key, DirectInvocation{Status: http.StatusBadGateway, Start: since, Duration: time.Since(since),
-				Error: fmt.Sprintf("the function process exited (%v) with a request in flight on a handed-off connection; the client's connection was reset", exitErr)})
-		}
-	}
 }
 
 // stopLocked asks pr to stop; it leaves the set once it has exited.
@@ -267,8 +248,7 @@ func (f *function) stats() Stats {
 			s.Ready++
 			s.Addrs = append(s.Addrs, pr.addr)
 		}
-		s.InFlight += pr.inflight + pr.direct
-		s.Direct += pr.conns
+		s.InFlight += pr.inflight
 		if pid := pr.pid(); pid > 0 {
 			s.PIDs = append(s.PIDs, pid)
 		}

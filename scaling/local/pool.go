@@ -45,10 +45,6 @@ type Spec struct {
 	ScaleDown time.Duration
 	// Disabled stops every process and refuses invocations (all http triggers are off).
 	Disabled bool
-	// DirectPrefix is the escaped path (/fn/<ns>/<name>) the processes answer on connections
-	// handed off to them; "" turns handoff off for the function (e.g. its trigger requires
-	// auth, which only the gateway checks).
-	DirectPrefix string
 }
 
 // Options tunes a Pool; zero values take the documented defaults.
@@ -67,12 +63,6 @@ type Options struct {
 	// a start-up error (a Python syntax error, a missing module) can be shown to the user.
 	// It must not block.
 	OnStart func(key string, err error)
-	// GatewayURL is where processes send requests for other paths that arrive on handed-off
-	// connections; "" turns connection handoff off.
-	GatewayURL string
-	// OnDirect, when set, learns each request a process answered on a handed-off connection
-	// (the gateway never saw it). It must not block.
-	OnDirect func(key string, inv DirectInvocation)
 }
 
 func (o Options) withDefaults() Options {
@@ -157,9 +147,6 @@ func (p *Pool) Set(key string, spec Spec) error {
 	spec.MaxProcs = max(spec.MaxProcs, 1)
 	spec.MinProcs = min(max(spec.MinProcs, 0), spec.MaxProcs)
 	spec.Target = max(spec.Target, 1)
-	if err := validDirectPrefix(spec.DirectPrefix); err != nil {
-		return fmt.Errorf("function %s: %w", key, err)
-	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -189,9 +176,7 @@ func (p *Pool) Remove(key string) {
 // Stats reports a function's processes; the zero value for an unknown key.
 type Stats struct {
 	Processes, Ready, InFlight int
-	// Direct counts the handed-off connections the processes hold.
-	Direct int
-	PIDs   []int
+	PIDs                       []int
 	// Addrs are the loopback addresses of the ready processes.
 	Addrs []string
 }

@@ -33,16 +33,6 @@ type process struct {
 	ready, stopping, dead bool
 	inflight              int
 	lastUsed              time.Time
-	// direct is the wrapper's last reported number of unanswered requests on handed-off
-	// connections; conns the connections handed to it and not yet reported closed.
-	direct, conns int
-	ctlBroken     bool
-
-	// ctl is the parent's end of the control socket (nil without handoff); ctlMu orders
-	// writes to it.
-	ctl      *net.UnixConn
-	ctlMu    sync.Mutex
-	onDirect func(directLine)
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -77,17 +67,7 @@ func (pr *process) start() error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = art.Dir
 	cmd.Env = processEnv(pr.spec, pr.opts.Host, port)
-	var ctlChild *os.File
-	if pr.opts.GatewayURL != "" && pr.spec.DirectPrefix != "" {
-		if ctlChild, err = pr.openControl(); err != nil {
-			pr.fail(err)
-			return err
-		}
-		defer ctlChild.Close() // the child has its copy once started
-		cmd.ExtraFiles = []*os.File{ctlChild}
-		cmd.Env = append(cmd.Env, handoffEnv(pr.spec, pr.opts.GatewayURL)...)
-	}
-	logs, err := newLogPipe(&logWriter{log: pr.log, tail: pr.tail, onDirect: pr.onDirect})
+	logs, err := newLogPipe(&logWriter{log: pr.log, tail: pr.tail})
 	if err != nil {
 		pr.fail(err)
 		return err
@@ -113,7 +93,6 @@ func (pr *process) start() error {
 	go func() {
 		err := cmd.Wait()
 		<-logs.done // the last lines (a crash's traceback) are in the tail before anyone looks
-		pr.closeControl()
 		pr.mu.Lock()
 		pr.exitErr = err
 		pr.mu.Unlock()
@@ -122,15 +101,6 @@ func (pr *process) start() error {
 	return nil
 }
 
-func (pr *process) closeControl() {
-	if pr.ctl != nil {
-		pr.ctl.Close()
-	}
-}
-
-// load is the process's share of the function's concurrency; call with the function's mu.
-func (pr *process) load() int { return pr.inflight + pr.direct }
-
 func (pr *process) fail(err error) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
@@ -138,7 +108,6 @@ func (pr *process) fail(err error) {
 }
 
 func (pr *process) failLocked(err error) {
-	pr.closeControl()
 	pr.exitErr = err
 	close(pr.exited)
 }
@@ -233,8 +202,8 @@ func (pr *process) stop(grace time.Duration) {
 }
 
 // logPipe carries a process's stdout and stderr to a logWriter through a pipe of 1 MiB
-// instead of the default 64 KiB: Node writes to a pipe synchronously, and a batch of
-// invocation lines filling the pipe stalled its event loop while the lines were parsed.
+// instead of the default 64 KiB: Node writes to a pipe synchronously, and a full pipe
+// stalls its event loop until the lines are read.
 type logPipe struct {
 	w    *os.File
 	done chan struct{} // closed when every writer has gone and the lines are processed
@@ -262,11 +231,10 @@ func (lp *logPipe) started() { lp.w.Close() }
 // logWriter sends a process's output to the log line by line and keeps its tail for error
 // messages.
 type logWriter struct {
-	log      *slog.Logger
-	tail     *tailBuffer
-	onDirect func(directLine) // nil: no handoff
-	mu       sync.Mutex
-	buf      []byte
+	log  *slog.Logger
+	tail *tailBuffer
+	mu   sync.Mutex
+	buf  []byte
 }
 
 func (w *logWriter) Write(p []byte) (int, error) {
@@ -281,11 +249,6 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		}
 		if line := bytes.TrimSpace(w.buf[:i]); len(line) > 0 {
 			w.log.Info("function output", "line", string(line))
-			if w.onDirect != nil {
-				if d, ok := parseDirect(line); ok {
-					w.onDirect(d)
-				}
-			}
 		}
 		w.buf = w.buf[i+1:]
 	}

@@ -13,8 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -108,15 +106,7 @@ func serve(cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
 	}
-	w := &wrapper{cfg: cfg, logger: logger}
-	srv := &http.Server{Handler: w, ReadHeaderTimeout: 10 * time.Second}
-	if w.direct, err = startDirect(logger); err != nil {
-		return err
-	}
-	if w.direct != nil {
-		srv.ConnContext = handedContext
-		go func() { _ = srv.Serve(w.direct.conns) }() // ends with Shutdown, like the listener
-	}
+	srv := &http.Server{Handler: &wrapper{cfg: cfg, logger: logger}, ReadHeaderTimeout: 10 * time.Second}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
 	done := make(chan error, 1)
@@ -136,20 +126,12 @@ func serve(cfg config, logger *slog.Logger) error {
 type wrapper struct {
 	cfg    config
 	logger *slog.Logger
-	direct *direct // nil unless sless dev hands connections over
 }
 
 func (w *wrapper) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	handed := w.direct != nil && r.Context().Value(handedKey{}) != nil
-	if handed && !w.direct.route(rw, r) {
-		return
-	}
 	if r.URL.Path == healthPath && r.Method == http.MethodGet {
 		writeJSON(rw, http.StatusOK, map[string]string{"status": "ok"})
 		return
-	}
-	if handed {
-		w.direct.begin()
 	}
 	start := time.Now()
 	if status := w.invoke(rw, r, start); status != 0 {
@@ -158,257 +140,9 @@ func (w *wrapper) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 }
 
 func (w *wrapper) logInvocation(r *http.Request, status int, start time.Time) {
-	d := time.Since(start)
-	args := []any{"method", r.Method, "path", r.URL.Path, "status", status,
-		"duration_ms", d.Milliseconds(), "traceparent", r.Header.Get("Traceparent")}
-	if w.direct != nil && r.Context().Value(handedKey{}) != nil {
-		w.direct.end(func(active int) {
-			w.logger.Info("invocation", append(args, "direct", true, "start_us", start.UnixMicro(),
-				"duration_us", d.Microseconds(), "active", active)...)
-		})
-		return
-	}
-	w.logger.Info("invocation", args...)
+	w.logger.Info("invocation", "method", r.Method, "path", r.URL.Path, "status", status,
+		"duration_ms", time.Since(start).Milliseconds(), "traceparent", r.Header.Get("Traceparent"))
 }
-
-// Connection handoff (sless dev only; runtimes/README.md): sless dev may give this process a
-// client's keep-alive connection after routing its first request here. Requests on it for
-// SLESS_FN_PREFIX are answered directly, any other path is proxied to SLESS_GATEWAY_URL.
-
-// direct receives handed-off connections and counts their unanswered invocations.
-type direct struct {
-	prefix string
-	proxy  *httputil.ReverseProxy
-	conns  *handoffListener
-	logger *slog.Logger
-	mu     sync.Mutex // orders active changes with their log lines
-	active int
-}
-
-type handedKey struct{}
-
-// handedContext marks the requests of handed-off connections.
-func handedContext(ctx context.Context, c net.Conn) context.Context {
-	if _, ok := c.(*handedConn); ok {
-		return context.WithValue(ctx, handedKey{}, true)
-	}
-	return ctx
-}
-
-// startDirect starts receiving connections when sless dev set up the control socket.
-func startDirect(logger *slog.Logger) (*direct, error) {
-	fd, prefix, gw := os.Getenv("SLESS_HANDOFF_FD"), os.Getenv("SLESS_FN_PREFIX"), os.Getenv("SLESS_GATEWAY_URL")
-	if fd == "" || prefix == "" || gw == "" {
-		return nil, nil
-	}
-	n, err := strconv.Atoi(fd)
-	if err != nil {
-		return nil, fmt.Errorf("SLESS_HANDOFF_FD=%q: want a file descriptor number", fd)
-	}
-	target, err := url.Parse(gw)
-	if err != nil || target.Host == "" {
-		return nil, fmt.Errorf("SLESS_GATEWAY_URL=%q: want http://host:port", gw)
-	}
-	f := os.NewFile(uintptr(n), "sless-control")
-	c, err := net.FileConn(f) // a close-on-exec duplicate: the function's children never see it
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("SLESS_HANDOFF_FD=%d: %w", n, err)
-	}
-	ctl, ok := c.(*net.UnixConn)
-	if !ok {
-		c.Close()
-		return nil, fmt.Errorf("SLESS_HANDOFF_FD=%d is not a Unix socket", n)
-	}
-	d := &direct{prefix: prefix, logger: logger,
-		conns: &handoffListener{ch: make(chan net.Conn, 16), done: make(chan struct{}), addr: ctl.LocalAddr()}}
-	d.proxy = &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(target)
-			pr.Out.Host = pr.In.Host
-			pr.Out.Header.Set("X-Sless-No-Handoff", "1")
-		},
-		FlushInterval: -1, // event streams flow as they come
-		ErrorHandler: func(rw http.ResponseWriter, r *http.Request, err error) {
-			writeError(rw, http.StatusBadGateway, "the sless gateway could not be reached: "+err.Error())
-		},
-	}
-	go d.receive(ctl)
-	go d.heartbeat()
-	return d, nil
-}
-
-// receive reads handoff lines from the control socket; each carries one descriptor.
-func (d *direct) receive(ctl *net.UnixConn) {
-	defer ctl.Close()
-	buf, oob := make([]byte, 64<<10), make([]byte, syscall.CmsgSpace(16*4))
-	var pending []byte
-	var fds []int
-	for {
-		n, oobn, _, _, err := ctl.ReadMsgUnix(buf, oob)
-		if msgs, perr := syscall.ParseSocketControlMessage(oob[:oobn]); perr == nil {
-			for i := range msgs {
-				if rights, rerr := syscall.ParseUnixRights(&msgs[i]); rerr == nil {
-					fds = append(fds, rights...)
-				}
-			}
-		}
-		pending = append(pending, buf[:n]...)
-		for {
-			i := bytes.IndexByte(pending, '\n')
-			if i < 0 {
-				break
-			}
-			var m struct {
-				Msg struct {
-					Sless  string `json:"sless"`
-					Prefix []byte `json:"prefix"`
-				} `json:"msg"`
-			}
-			if json.Unmarshal(pending[:i], &m) == nil && m.Msg.Sless == "conn" && len(fds) > 0 {
-				d.accept(fds[0], m.Msg.Prefix)
-				fds = fds[1:]
-			}
-			pending = pending[i+1:]
-		}
-		if err != nil {
-			for _, fd := range fds {
-				syscall.Close(fd)
-			}
-			return // sless dev went away: keep serving what we have
-		}
-	}
-}
-
-func (d *direct) accept(fd int, prefix []byte) {
-	f := os.NewFile(uintptr(fd), "handed")
-	c, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
-		d.logger.Warn("Warning: a handed-off connection could not be used", "error", err)
-		return
-	}
-	select {
-	case d.conns.ch <- &handedConn{Conn: c, prefix: prefix, d: d}:
-	case <-d.conns.done:
-		c.Close()
-	}
-}
-
-// route prepares a request of a handed-off connection: one for this function gets the path
-// and headers the gateway would have given it (true); any other is proxied to the gateway
-// or refused (false).
-func (d *direct) route(rw http.ResponseWriter, r *http.Request) bool {
-	rest, ok := cutPrefix(r.URL.EscapedPath(), d.prefix)
-	if !ok {
-		d.proxy.ServeHTTP(rw, r)
-		return false
-	}
-	path, err := url.PathUnescape(rest)
-	if err != nil {
-		writeError(rw, http.StatusBadRequest, "malformed path escape")
-		return false
-	}
-	r.URL.Path, r.URL.RawPath = path, rest
-	ip, _, _ := net.SplitHostPort(r.RemoteAddr)
-	r.Header.Set("X-Forwarded-For", ip)
-	r.Header.Set("X-Forwarded-Host", r.Host)
-	r.Header.Set("X-Forwarded-Proto", "http")
-	return true
-}
-
-// cutPrefix returns the path after the function's /fn/ prefix ("/" when empty).
-func cutPrefix(escaped, prefix string) (string, bool) {
-	rest, ok := strings.CutPrefix(escaped, prefix)
-	switch {
-	case !ok:
-		return "", false
-	case rest == "":
-		return "/", true
-	case rest[0] == '/':
-		return rest, true
-	}
-	return "", false
-}
-
-func (d *direct) begin() {
-	d.mu.Lock()
-	d.active++
-	d.mu.Unlock()
-}
-
-// heartbeat says every busyEvery that direct invocations are in flight, so the pool never
-// takes a process answering a long one for idle (and pays nothing per request).
-func (d *direct) heartbeat() {
-	for range time.Tick(busyEvery) {
-		d.mu.Lock()
-		if d.active > 0 {
-			d.logger.Info("direct busy", "direct", true, "active", d.active)
-		}
-		d.mu.Unlock()
-	}
-}
-
-const busyEvery = 100 * time.Millisecond
-
-// end counts an answered direct invocation and logs it with the new level.
-func (d *direct) end(log func(active int)) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.active--
-	log(d.active)
-}
-
-// handedConn is a handed-off connection: it first yields the bytes sless dev had already read.
-type handedConn struct {
-	net.Conn
-	prefix []byte
-	d      *direct
-	once   sync.Once
-}
-
-func (c *handedConn) Read(p []byte) (int, error) {
-	if len(c.prefix) > 0 {
-		n := copy(p, c.prefix)
-		c.prefix = c.prefix[n:]
-		return n, nil
-	}
-	return c.Conn.Read(p)
-}
-
-func (c *handedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() {
-		c.d.mu.Lock()
-		defer c.d.mu.Unlock()
-		c.d.logger.Info("direct connection closed", "direct", true, "active", c.d.active)
-	})
-	return err
-}
-
-// handoffListener feeds handed-off connections to the wrapper's http.Server.
-type handoffListener struct {
-	ch   chan net.Conn
-	done chan struct{}
-	once sync.Once
-	addr net.Addr
-}
-
-func (l *handoffListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ch:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *handoffListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *handoffListener) Addr() net.Addr { return l.addr }
 
 // invoke runs the handler on the request's goroutine and answers; it returns the status, or
 // 0 when the timeout answered (and logged) first.
