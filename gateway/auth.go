@@ -106,9 +106,9 @@ func NewJWTAuth(cfg JWTConfig) (*JWTAuth, error) {
 // maps its sub to the tenant namespace.
 func (a *JWTAuth) Authenticate(ctx context.Context, token string) (Identity, error) {
 	if token == "" {
-		return Identity{}, errors.New("missing bearer token: send Authorization: Bearer <JWT>")
+		return Identity{}, errMissingToken
 	}
-	var claims jwt.RegisteredClaims
+	var claims numericClaims
 	_, err := a.parser.ParseWithClaims(token, &claims, func(t *jwt.Token) (any, error) {
 		if t.Method.Alg() == "HS256" {
 			return a.cfg.HMACKey, nil
@@ -126,6 +126,23 @@ func (a *JWTAuth) Authenticate(ctx context.Context, token string) (Identity, err
 		return Identity{}, errors.New("invalid token: no sub claim")
 	}
 	return Identity{Subject: claims.Subject, Namespace: api.TenantNamespace(claims.Subject)}, nil
+}
+
+// numericClaims are the registered claims with exp, nbf and iat held to RFC 7519's
+// NumericDate, a JSON number: golang-jwt also takes a string that holds one.
+type numericClaims struct{ jwt.RegisteredClaims }
+
+func (c *numericClaims) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	for _, k := range []string{"exp", "nbf", "iat"} {
+		if v, ok := raw[k]; ok && (len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9'))) {
+			return fmt.Errorf("claim %s is %s, not a number of seconds", k, v)
+		}
+	}
+	return json.Unmarshal(b, &c.RegisteredClaims)
 }
 
 // jwksCache holds a JWKS and refetches it when it is old or a token names an unknown kid.
@@ -213,16 +230,39 @@ func identityOf(c echo.Context) Identity {
 	return id
 }
 
-// bearerToken returns the token of an Authorization: Bearer header, "" without one.
-func bearerToken(r *http.Request) string {
-	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return strings.TrimSpace(token)
+var errMissingToken = errors.New("missing bearer token: send Authorization: Bearer <JWT>")
+
+// bearerToken returns the token of an Authorization header of the Bearer scheme (matched
+// case-insensitively, RFC 9110), "" without the header. Any other form is an error: a bare
+// token must not pass for one.
+func bearerToken(r *http.Request) (string, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return "", nil
+	}
+	scheme, token, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", errors.New("the Authorization header is not of the form 'Bearer <JWT>'")
+	}
+	if token = strings.TrimSpace(token); token == "" {
+		return "", errMissingToken
+	}
+	return token, nil
+}
+
+// authenticateRequest verifies the request's bearer token.
+func authenticateRequest(a Authenticator, r *http.Request) (Identity, error) {
+	token, err := bearerToken(r)
+	if err != nil {
+		return Identity{}, err
+	}
+	return a.Authenticate(r.Context(), token)
 }
 
 // authenticate is the /v1 middleware: a valid token or 401.
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		id, err := s.cfg.Auth.Authenticate(c.Request().Context(), bearerToken(c.Request()))
+		id, err := authenticateRequest(s.cfg.Auth, c.Request())
 		if err != nil {
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="sless"`)
 			return &httpError{Code: http.StatusUnauthorized, Msg: err.Error()}

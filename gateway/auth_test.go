@@ -70,6 +70,11 @@ func TestJWTAuthHMAC(t *testing.T) {
 		{"RS256 when only HMAC is configured", sign(t, jwt.SigningMethodRS256, rsaKey, "k", claims("alice", time.Hour)), false},
 		{"not a JWT", "abc.def", false},
 		{"empty", "", false},
+		{"exp a string holding a number", sign(t, jwt.SigningMethodHS256, testHMACKey, "", jwt.MapClaims{"sub": "alice", "exp": itoa(time.Now().Add(time.Hour).Unix())}), false},
+		{"exp not a number", sign(t, jwt.SigningMethodHS256, testHMACKey, "", jwt.MapClaims{"sub": "alice", "exp": "never"}), false},
+		{"exp null", sign(t, jwt.SigningMethodHS256, testHMACKey, "", jwt.MapClaims{"sub": "alice", "exp": nil}), false},
+		{"nbf a string", sign(t, jwt.SigningMethodHS256, testHMACKey, "", jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(time.Hour).Unix(), "nbf": "0"}), false},
+		{"iat a string", sign(t, jwt.SigningMethodHS256, testHMACKey, "", jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(time.Hour).Unix(), "iat": "0"}), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -225,5 +230,37 @@ func TestJWTAuthJWKSOutage(t *testing.T) {
 	}
 	if ks.fetches.Load() != fetches {
 		t.Fatal("the failing endpoint served keys")
+	}
+}
+
+// TestBearerToken: the scheme is matched case-insensitively (RFC 9110) and a header that is
+// not of the Bearer scheme is an error, never a token.
+func TestBearerToken(t *testing.T) {
+	cases := []struct {
+		name, header, token string
+		ok                  bool
+	}{
+		{"no header", "", "", true},
+		{"Bearer", "Bearer abc.def.ghi", "abc.def.ghi", true},
+		{"lower case", "bearer abc.def.ghi", "abc.def.ghi", true},
+		{"upper case", "BEARER abc.def.ghi", "abc.def.ghi", true},
+		{"extra spaces", "  Bearer   abc.def.ghi  ", "abc.def.ghi", true},
+		{"token without a scheme", "abc.def.ghi", "", false},
+		{"scheme without a token", "Bearer", "", false},
+		{"scheme and blanks", "Bearer   ", "", false},
+		{"Basic", "Basic dXNlcjpwYXNz", "", false},
+		{"Bearer glued to the token", "Bearerabc.def.ghi", "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "/v1/whoami", nil)
+			if tc.header != "" {
+				r.Header.Set("Authorization", tc.header)
+			}
+			token, err := bearerToken(r)
+			if (err == nil) != tc.ok || token != tc.token {
+				t.Fatalf("bearerToken(%q) = %q, %v; want %q, ok=%v", tc.header, token, err, tc.token, tc.ok)
+			}
+		})
 	}
 }

@@ -24,8 +24,10 @@ func (s *Server) consoleRoutes(e *echo.Echo) {
 	files := http.StripPrefix("/console/", http.FileServer(http.FS(sub)))
 	e.GET("/console", func(c echo.Context) error { return c.Redirect(http.StatusFound, "/console/") })
 	e.GET("/console/*", func(c echo.Context) error {
-		c.Response().Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:")
-		c.Response().Header().Set("X-Content-Type-Options", "nosniff")
+		h := c.Response().Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		h.Set("Referrer-Policy", "no-referrer")
 		files.ServeHTTP(c.Response(), c.Request())
 		return nil
 	})

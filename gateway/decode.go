@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -36,6 +37,8 @@ func jsonError(err error) error {
 		tooLarge *http.MaxBytesError
 	)
 	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return err // the request timed out; the error handler says so
 	case errors.As(err, &tooLarge):
 		return &httpError{Code: http.StatusRequestEntityTooLarge, Msg: fmt.Sprintf("request body larger than %d bytes", tooLarge.Limit)}
 	case errors.Is(err, io.EOF):

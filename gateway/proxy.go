@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -59,7 +60,8 @@ var errFunctionTimeout = errors.New("function timeout")
 // w3c is fixed rather than the global propagator: functions always get traceparent.
 var w3c = propagation.TraceContext{}
 
-// fnProxy serves /fn/{ns}/{name}[/rest] by forwarding to the backend's transport.
+// fnProxy serves /fn/{ns}/{name}[/rest] and function hosts by forwarding to the backend's
+// transport.
 type fnProxy struct {
 	cfg      ProxyConfig
 	router   Router
@@ -73,37 +75,89 @@ type fnProxy struct {
 	lastErrLog atomic.Int64
 }
 
-// target is what Rewrite needs to know about one proxied request.
+// target is what Rewrite and ModifyResponse need to know about one proxied request.
 type target struct {
 	host, path, rawPath string
+	// identity is the verified caller of a route that requires auth, nil otherwise.
+	identity *Identity
+	// sharedOrigin is set for /fn/ on the console's and API's origin (not a function host).
+	sharedOrigin bool
+	// body is the request body under its read deadline; nil without one.
+	body *deadlineBody
 }
 
 type targetKey struct{}
+
+// Headers the gateway owns on requests to functions: the verified identity of a caller of
+// a route that requires auth. A client's own values are always removed.
+const (
+	HeaderSubject   = "X-Sless-Subject"
+	HeaderNamespace = "X-Sless-Namespace"
+)
+
+// fnSandbox is the Content-Security-Policy of every /fn/ response on the shared origin: the
+// document gets an opaque origin, so its scripts cannot read the console's storage, call
+// /v1 with the page's credentials or register a service worker. Functions that need an
+// origin of their own are served on their function host.
+const fnSandbox = "sandbox allow-scripts allow-forms allow-popups allow-downloads allow-modals"
+
+// sharedOriginDropped are response headers a function may not send on the shared origin:
+// they would widen a service worker's scope, set cookies or clear the console's storage.
+var sharedOriginDropped = []string{"Service-Worker-Allowed", "Set-Cookie", "Clear-Site-Data"}
 
 func newFnProxy(cfg Config, log *slog.Logger) *fnProxy {
 	p := &fnProxy{cfg: cfg.Proxy.withDefaults(), router: cfg.Backend, auth: cfg.Auth, rec: cfg.Recorder, log: log}
 	p.held.perFunction = map[string]*atomic.Int64{}
 	p.rp = &httputil.ReverseProxy{
-		Rewrite:      rewrite,
-		Transport:    cfg.Backend.Transport(),
-		ErrorHandler: p.proxyError,
-		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		Rewrite:        rewrite,
+		ModifyResponse: modifyResponse,
+		Transport:      cfg.Backend.Transport(),
+		ErrorHandler:   p.proxyError,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	return p
 }
 
 // rewrite points the outgoing request at the function: routing host, path without the /fn/
-// prefix, X-Forwarded-*, and the W3C trace context of the gateway's span. ReverseProxy has
-// already removed hop-by-hop headers and the client's X-Forwarded-*.
+// prefix, X-Forwarded-*, the W3C trace context of the gateway's span, and the caller's
+// verified identity instead of its credentials. ReverseProxy has already removed hop-by-hop
+// headers (Proxy-Authorization among them) and the client's X-Forwarded-*.
 func rewrite(pr *httputil.ProxyRequest) {
 	t := pr.In.Context().Value(targetKey{}).(*target)
 	pr.Out.URL.Scheme, pr.Out.URL.Host = "http", t.host
 	pr.Out.URL.Path, pr.Out.URL.RawPath = t.path, t.rawPath
 	pr.Out.Host = t.host
 	pr.SetXForwarded()
-	pr.Out.Header.Del("Traceparent")
-	pr.Out.Header.Del("Tracestate")
-	w3c.Inject(pr.Out.Context(), propagation.HeaderCarrier(pr.Out.Header))
+	h := pr.Out.Header
+	for _, k := range []string{"Authorization", "Cookie", HeaderSubject, HeaderNamespace, "Traceparent", "Tracestate"} {
+		h.Del(k)
+	}
+	if t.identity != nil {
+		h.Set(HeaderSubject, t.identity.Subject)
+		if t.identity.Namespace != "" {
+			h.Set(HeaderNamespace, t.identity.Namespace)
+		}
+	}
+	w3c.Inject(pr.Out.Context(), propagation.HeaderCarrier(h))
+}
+
+// errBodyTimeout fails a forward whose request body did not arrive in time: the function
+// may have answered what reached it, but the caller gets 408.
+var errBodyTimeout = errors.New("request body timed out")
+
+// modifyResponse drops what a function may not send on the shared origin, and refuses an
+// answer to a request whose body was cut off at its deadline.
+func modifyResponse(resp *http.Response) error {
+	t, _ := resp.Request.Context().Value(targetKey{}).(*target)
+	if t != nil && t.body.expired() {
+		return errBodyTimeout
+	}
+	if t != nil && t.sharedOrigin {
+		for _, k := range sharedOriginDropped {
+			resp.Header.Del(k)
+		}
+	}
+	return nil
 }
 
 // splitFnPath splits an escaped /fn/ path into namespace, name and the escaped rest ("/" when
@@ -124,13 +178,61 @@ func splitFnPath(escaped string) (ns, name, rest string, ok bool) {
 	return ns, name, "/" + rest, true
 }
 
+// splitFunctionHost reads <name>.<ns>.<domain>[:port] ("" domain: never).
+func splitFunctionHost(host, domain string) (ns, name string, ok bool) {
+	if domain == "" {
+		return "", "", false
+	}
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	labels, ok := strings.CutSuffix(strings.ToLower(host), "."+domain)
+	if !ok {
+		return "", "", false
+	}
+	name, ns, ok = strings.Cut(labels, ".")
+	if !ok || validName("", ns) != nil || validName("", name) != nil {
+		return "", "", false
+	}
+	return ns, name, true
+}
+
+// ServeHTTP serves /fn/<ns>/<name>[/rest] on the shared origin.
 func (p *fnProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
 	ns, name, rest, ok := splitFnPath(r.URL.EscapedPath())
 	if !ok {
 		writeError(w, http.StatusNotFound, "no function here: call /fn/<namespace>/<function>[/path]")
 		return
 	}
+	w.Header().Set("Content-Security-Policy", fnSandbox)
+	if workerFetch(r) {
+		writeError(w, http.StatusForbidden, "functions cannot serve workers on the console's origin; serve it from the function's own host")
+		return
+	}
+	p.serve(w, r, ns, name, rest, true)
+}
+
+// serveHost serves a request to a function host: the whole path is the function's, on an
+// origin of its own.
+func (p *fnProxy) serveHost(w http.ResponseWriter, r *http.Request, ns, name string) {
+	p.serve(w, r, ns, name, r.URL.EscapedPath(), false)
+}
+
+// workerFetch reports a browser fetching a service worker or a script for the gateway's own
+// origin: the console never loads function content that way.
+func workerFetch(r *http.Request) bool {
+	if r.Header.Get("Service-Worker") != "" {
+		return true
+	}
+	switch r.Header.Get("Sec-Fetch-Dest") {
+	case "serviceworker", "sharedworker", "worker", "script":
+		return r.Header.Get("Sec-Fetch-Site") == "same-origin"
+	}
+	return false
+}
+
+func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest string, shared bool) {
+	start := time.Now()
 	route, err := p.router.Route(ns, name)
 	if err != nil {
 		if code, _ := statusOf(err); code == http.StatusNotFound {
@@ -141,7 +243,8 @@ func (p *fnProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadGateway, "route lookup failed")
 		return
 	}
-	if code, msg := p.refuse(r, ns, name, route); code != 0 {
+	id, code, msg := p.refuse(r, ns, name, route)
+	if code != 0 {
 		if code == http.StatusServiceUnavailable {
 			w.Header().Set("Retry-After", strconv.Itoa(int(p.cfg.RetryAfter.Seconds())))
 		}
@@ -162,7 +265,14 @@ func (p *fnProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "malformed path escape")
 		return
 	}
-	ctx := context.WithValue(r.Context(), targetKey{}, &target{host: route.Host, path: path, rawPath: rest})
+	// The body must arrive within the function's timeout (the longest one when it has none):
+	// before the invocation's own deadline, so a trickling body is a 408, not a 504.
+	bodyLimit := route.Timeout
+	if bodyLimit <= 0 {
+		bodyLimit = maxTimeoutSec * time.Second
+	}
+	ctx := context.WithValue(r.Context(), targetKey{}, &target{host: route.Host, path: path, rawPath: rest, identity: id,
+		sharedOrigin: shared, body: limitBody(w, r, bodyLimit)})
 	if route.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, route.Timeout+p.cfg.TimeoutMargin, errFunctionTimeout)
@@ -177,31 +287,37 @@ func (p *fnProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // refuse decides whether a resolved function may be called now: 401/403 for a trigger that
-// requires auth, 503 while disabled or not deployed.
-func (p *fnProxy) refuse(r *http.Request, ns, name string, route Route) (int, string) {
+// requires auth, 503 while disabled or not deployed. It returns the verified caller of a
+// route that requires auth.
+func (p *fnProxy) refuse(r *http.Request, ns, name string, route Route) (*Identity, int, string) {
+	var id *Identity
 	if route.RequireAuth {
-		id, err := p.auth.Authenticate(r.Context(), bearerToken(r))
+		caller, err := authenticateRequest(p.auth, r)
 		if err != nil {
-			return http.StatusUnauthorized, err.Error()
+			return nil, http.StatusUnauthorized, err.Error()
 		}
-		if err := allowNamespace(id, ns); err != nil {
-			return http.StatusForbidden, err.Error()
+		if err := allowNamespace(caller, ns); err != nil {
+			return nil, http.StatusForbidden, err.Error()
 		}
+		id = &caller
 	}
 	switch {
 	case route.Disabled:
-		return http.StatusServiceUnavailable, fmt.Sprintf("function %s/%s is disabled: its http trigger is off", ns, name)
+		return nil, http.StatusServiceUnavailable, fmt.Sprintf("function %s/%s is disabled: its http trigger is off", ns, name)
 	case route.Host == "":
-		return http.StatusServiceUnavailable, fmt.Sprintf("function %s/%s is not deployed yet; retry when its phase is Ready", ns, name)
+		return nil, http.StatusServiceUnavailable, fmt.Sprintf("function %s/%s is not deployed yet; retry when its phase is Ready", ns, name)
 	}
-	return 0, ""
+	return id, 0, ""
 }
 
 // proxyError answers a failed forward: 504 for the function's timeout, nothing for a client
 // that went away, 502 otherwise.
 func (p *fnProxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	ctx := r.Context()
+	t := ctx.Value(targetKey{}).(*target)
 	switch {
+	case errors.Is(err, errBodyTimeout) || t.body.expired():
+		writeError(w, http.StatusRequestTimeout, "the request body did not arrive in time")
 	case context.Cause(ctx) == errFunctionTimeout:
 		writeError(w, http.StatusGatewayTimeout, "the function did not answer within its timeout")
 	case errors.Is(ctx.Err(), context.Canceled):
@@ -211,7 +327,6 @@ func (p *fnProxy) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	default:
 		// One line per second at most: an unreachable interceptor fails every request.
 		if now := time.Now().Unix(); p.lastErrLog.Swap(now) != now {
-			t := ctx.Value(targetKey{}).(*target)
 			p.log.WarnContext(ctx, "Warning: forwarding to the function failed; check the interceptor", "host", t.host, "error", err)
 		}
 		writeError(w, http.StatusBadGateway, "the function could not be reached")
@@ -278,9 +393,13 @@ func (h *heldRequests) release(key string) {
 }
 
 // statusWriter remembers the status code and keeps streaming (Flush) and upgrades working.
+// With stall set, every write must make progress within it (a client that stopped reading
+// is cut off instead of holding the handler).
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	stall  time.Duration
+	rc     *http.ResponseController
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -294,12 +413,24 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
+	w.extendWrite()
 	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) extendWrite() {
+	if w.stall <= 0 {
+		return
+	}
+	if w.rc == nil {
+		w.rc = http.NewResponseController(w.ResponseWriter)
+	}
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.stall))
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (w *statusWriter) Flush() {
+	w.extendWrite()
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}

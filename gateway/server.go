@@ -5,8 +5,10 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -37,6 +39,12 @@ type Config struct {
 	// History reads invocations back; nil answers the invocations endpoint with 503.
 	History history.Reader
 	Proxy   ProxyConfig
+	// Conns bound connections and request bodies (see HTTPServer).
+	Conns ConnLimits
+	// FunctionsDomain, when set, serves each function on a host of its own,
+	// <name>.<namespace>.<FunctionsDomain> (any path, any port), an origin apart from the
+	// console's and the API's; /fn/ on the gateway's own host keeps working, sandboxed.
+	FunctionsDomain string
 	// Registry receives the gateway's Prometheus metrics, served on /metrics. Default: a new
 	// registry with the Go and process collectors.
 	Registry *prometheus.Registry
@@ -51,6 +59,7 @@ type Server struct {
 	proxy   *fnProxy
 	metrics *metrics
 	tracer  trace.Tracer
+	conns   connCounter
 }
 
 // New builds a Server from cfg.
@@ -64,11 +73,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Limits == (buildkit.Limits{}) {
 		cfg.Limits = buildkit.DefaultLimits()
 	}
+	cfg.Conns = cfg.Conns.withDefaults()
+	cfg.FunctionsDomain = strings.ToLower(strings.Trim(cfg.FunctionsDomain, "."))
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "gateway"), tracer: otel.Tracer(tracerName)}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "gateway"), tracer: otel.Tracer(tracerName), conns: connCounter{max: cfg.Conns.MaxConns}}
 	s.proxy = newFnProxy(cfg, s.log)
 	m, err := newMetrics(cfg.Registry, s.proxy.held.total.Load, cfg.Recorder)
 	if err != nil {
@@ -80,12 +91,31 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP sends /fn/ straight to the proxy (the hot path skips the router) and everything
-// else through echo, each wrapped in a span and request metrics.
+// ServeHTTP sends function hosts and /fn/ straight to the proxy (the hot path skips the
+// router) and everything else through echo, each wrapped in a span and request metrics.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if overCap(r) {
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "the gateway has too many open connections; retry later")
+		return
+	}
+	if ns, name, ok := splitFunctionHost(r.Host, s.cfg.FunctionsDomain); ok {
+		s.instrument("fn", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.proxy.serveHost(w, r, ns, name) }), w, r)
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, "/fn/") {
 		s.instrument("fn", s.proxy, w, r)
 		return
+	}
+	limitBody(w, r, s.cfg.Conns.BodyTimeout)
+	// The API's and the console's answers are never framed, sniffed into HTML or run as a
+	// document with script: the console sets its own policy.
+	h := w.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	if !strings.HasPrefix(r.URL.Path, "/console/") {
+		h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'; sandbox")
 	}
 	handler := "api"
 	if !strings.HasPrefix(r.URL.Path, "/v1/") {
@@ -157,6 +187,9 @@ func (s *Server) errorResponse(ctx context.Context, err error) (int, api.Error) 
 	)
 	if code, field := statusOf(err); code != 0 {
 		return code, api.Error{Error: err.Error(), Field: field}
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return http.StatusRequestTimeout, api.Error{Error: fmt.Sprintf("the request body did not arrive within %s; send it faster or in a smaller upload", s.cfg.Conns.BodyTimeout)}
 	}
 	if ve, ok := buildkit.AsValidationError(err); ok {
 		return ve.StatusCode(), api.Error{Error: ve.Error(), Field: "source"}

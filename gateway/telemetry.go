@@ -72,7 +72,7 @@ func (s *Server) instrument(handler string, h http.Handler, w http.ResponseWrite
 	start := time.Now()
 	ctx := w3c.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	ctx, span := s.tracer.Start(ctx, r.Method+" /"+handler, trace.WithSpanKind(trace.SpanKindServer))
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &statusWriter{ResponseWriter: w, stall: s.cfg.Conns.WriteStall}
 	defer func() {
 		code := sw.status
 		if code == 0 {

@@ -9,9 +9,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +31,8 @@ type devFlags struct {
 	dataDir, listen, amqpURL, databaseURL, examples, subject string
 	tokenTTL                                                 time.Duration
 	historySize                                              int
+	functionsDomain                                          string
+	conns                                                    gateway.ConnLimits
 	store                                                    storeFlags
 }
 
@@ -54,6 +57,10 @@ A signing key is generated into the data directory and a ready token is printed.
 	fs.StringVar(&f.examples, "deploy-examples", "", "deploy the example functions of this directory (hello-go, hello-python, hello-node) with http triggers and a cron trigger, then print their URLs")
 	fs.StringVar(&f.subject, "subject", "dev", "subject of the printed token; its tenant namespace is derived from it")
 	fs.DurationVar(&f.tokenTTL, "token-ttl", 30*24*time.Hour, "lifetime of the printed token")
+	fs.StringVar(&f.functionsDomain, "functions-domain", "fn.localhost", "serve each function on its own origin http://<name>.<namespace>.<domain>:<port>/ (browsers and curl resolve *.localhost to loopback); empty: /fn/ only")
+	bindConnFlags(fs, &f.conns)
+	fs.Lookup("max-connections").DefValue = "1000"
+	f.conns.MaxConns = 1000
 	f.store.bind(fs, "")
 	fs.Lookup("artifacts-dir").Usage = "directory for uploads when no S3 endpoint is given (default <data-dir>/artifacts)"
 	return cmd
@@ -113,12 +120,13 @@ func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 		return err
 	}
 	defer backend.Close()
-	srv, err := gateway.New(gateway.Config{Backend: backend, Auth: auth, Sources: artifacts, Recorder: rec, History: reader, Logger: log})
+	srv, err := gateway.New(gateway.Config{Backend: backend, Auth: auth, Sources: artifacts, Recorder: rec, History: reader,
+		Conns: f.conns, FunctionsDomain: f.functionsDomain, Logger: log})
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	hs := srv.HTTPServer()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	if err := writeSecret(filepath.Join(dataDir, "token"), []byte(token+"\n")); err != nil {
@@ -153,18 +161,34 @@ func printBanner(out io.Writer, endpoint, token, ns string, f devFlags) {
 	if f.databaseURL != "" {
 		hist = "PostgreSQL"
 	}
+	own := "off (--functions-domain)"
+	if f.functionsDomain != "" {
+		own = "http://<name>." + ns + "." + f.functionsDomain + ":" + endpoint[strings.LastIndex(endpoint, ":")+1:] + "/  (an origin of its own each)"
+	}
 	fmt.Fprintf(out, `sless dev is running
   API        %[1]s/v1   (OpenAPI: %[1]s/v1/openapi.yaml)
   console    %[1]s/console
-  functions  %[1]s/fn/%[2]s/<name>
+  functions  %[1]s/fn/%[2]s/<name>  (sandboxed on this origin)
+             %[7]s
   namespace  %[2]s
   events     %[3]s
   history    %[4]s
   data       %[5]s
 
+Every function runs as your OS user (%[8]s), like sless dev itself: deploy only code you
+trust. Tenants are kept apart at the API, not by the operating system.
+
 export SLESS_ENDPOINT=%[1]s
 export SLESS_TOKEN=%[6]s
-`, endpoint, ns, broker, hist, f.dataDir, token)
+`, endpoint, ns, broker, hist, f.dataDir, token, own, currentUser())
+}
+
+// currentUser names the OS user functions run as.
+func currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return "uid " + strconv.Itoa(os.Getuid())
 }
 
 // devSigningKey loads the HS256 key of the data directory, creating a random one on first

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -29,7 +30,9 @@ type gatewayFlags struct {
 	jwksURL, issuer, audience, hmacKeyFile     string
 	insecureNoAuth                             bool
 	codeCheckURL, codeCheckModel               string
+	functionsDomain                            string
 	proxy                                      gateway.ProxyConfig
+	conns                                      gateway.ConnLimits
 	store                                      storeFlags
 }
 
@@ -60,8 +63,17 @@ RS256/ES256 keys of --jwks-url. Traces are exported over OTLP when OTEL_EXPORTER
 	fs.DurationVar(&f.proxy.TimeoutMargin, "timeout-margin", 5*time.Second, "added to a function's timeout before /fn/ answers 504")
 	fs.Int64Var(&f.proxy.MaxHeldPerFunction, "max-held-per-function", 1000, "requests in flight per function before /fn/ answers 503")
 	fs.Int64Var(&f.proxy.MaxHeld, "max-held", 10000, "requests in flight in total before /fn/ answers 503")
+	fs.StringVar(&f.functionsDomain, "functions-domain", os.Getenv("SLESS_FUNCTIONS_DOMAIN"), "serve each function on its own origin <name>.<namespace>.<domain> (a wildcard DNS name pointing at the gateway; env SLESS_FUNCTIONS_DOMAIN); /fn/ paths keep working, sandboxed")
+	bindConnFlags(fs, &f.conns)
 	f.store.bind(fs, "/var/lib/sless/artifacts")
 	return cmd
+}
+
+// bindConnFlags adds the connection limits shared by `sless gateway` and `sless dev`.
+func bindConnFlags(fs *pflag.FlagSet, l *gateway.ConnLimits) {
+	fs.Int64Var(&l.MaxConns, "max-connections", 10000, "open client connections before requests get 503 and the connection is closed")
+	fs.DurationVar(&l.IdleTimeout, "idle-timeout", 60*time.Second, "closes keep-alive connections idle this long")
+	fs.DurationVar(&l.BodyTimeout, "body-timeout", 2*time.Minute, "time to send a /v1 request body, uploads included (/fn/ bodies: the function's timeout)")
 }
 
 func runGateway(cmd *cobra.Command, f gatewayFlags) error {
@@ -92,7 +104,8 @@ func runGateway(cmd *cobra.Command, f gatewayFlags) error {
 	if err != nil {
 		return err
 	}
-	gcfg := gateway.Config{Backend: backend, Auth: auth, Sources: artifacts, Proxy: f.proxy, Logger: logger}
+	gcfg := gateway.Config{Backend: backend, Auth: auth, Sources: artifacts, Proxy: f.proxy, Conns: f.conns,
+		FunctionsDomain: f.functionsDomain, Logger: logger}
 	if f.codeCheckURL != "" {
 		gcfg.CodeCheck = &gateway.LLMChecker{URL: f.codeCheckURL, Model: f.codeCheckModel, APIKey: os.Getenv("SLESS_CODE_CHECK_API_KEY")}
 	}
@@ -108,7 +121,7 @@ func runGateway(cmd *cobra.Command, f gatewayFlags) error {
 	if err != nil {
 		return err
 	}
-	return serveGateway(ctx, f.listen, srv, logger)
+	return serveGateway(ctx, f.listen, srv.HTTPServer(), logger)
 }
 
 // authenticator builds the token verifier from the flags; no verifier is an error unless
@@ -158,13 +171,11 @@ func openHistory(ctx context.Context, url string, logger *slog.Logger) (*history
 }
 
 // serveGateway serves until ctx ends, then drains in-flight requests.
-func serveGateway(ctx context.Context, addr string, h http.Handler, logger *slog.Logger) error {
+func serveGateway(ctx context.Context, addr string, srv *http.Server, logger *slog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	// No write timeout: /fn/ streams and functions may run up to 15 minutes.
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("gateway listening", "addr", ln.Addr().String(), "version", version)

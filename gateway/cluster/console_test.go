@@ -32,6 +32,22 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
+// newBrowser starts headless Chromium with a fresh profile for the test; it stops with it.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath(t)), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	t.Cleanup(cancelBrowser)
+	bctx, cancelTimeout := context.WithTimeout(bctx, 90*time.Second)
+	t.Cleanup(cancelTimeout)
+	return bctx
+}
+
 // TestConsoleInChromium signs in with a token, sees the tenant's functions with badges and
 // build errors, opens the highlighted source, reads the invocation history and toggles a
 // trigger, in a real headless browser.
@@ -65,16 +81,7 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath(t)), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.UserDataDir(t.TempDir()))
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	bctx, cancelTimeout := context.WithTimeout(bctx, 90*time.Second)
-	defer cancelTimeout()
+	bctx := newBrowser(t)
 	text := func(sel string) string {
 		t.Helper()
 		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))

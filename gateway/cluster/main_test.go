@@ -56,6 +56,8 @@ type harnessOptions struct {
 	limits      buildkit.Limits
 	codeCheck   gateway.CodeChecker
 	historyDSN  string // default: a fresh database
+	// functionsDomain serves functions on hosts of their own (gateway.Config.FunctionsDomain).
+	functionsDomain string
 }
 
 // tracing installs the SDK tracer provider once, as `sless gateway` does, so requests get
@@ -108,7 +110,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	}
 	h.server, err = gateway.New(gateway.Config{
 		Backend: b, Auth: auth, Sources: buildkit.Artifacts{Store: store}, Limits: o.limits, CodeCheck: o.codeCheck,
-		Recorder: h.history, History: h.history, Proxy: o.proxy, Logger: log,
+		Recorder: h.history, History: h.history, Proxy: o.proxy, FunctionsDomain: o.functionsDomain, Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)

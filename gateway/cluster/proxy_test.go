@@ -72,6 +72,14 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		u.started <- string(buf)
 		rest, _ := io.ReadAll(r.Body)
 		_, _ = io.WriteString(w, string(buf)+string(rest))
+	case strings.HasSuffix(r.URL.Path, "/page"):
+		h := w.Header()
+		h.Set("Content-Type", "text/html")
+		h.Set("Content-Security-Policy", "default-src 'self'")
+		h.Set("Service-Worker-Allowed", "/")
+		h.Set("Set-Cookie", "session=planted; Path=/")
+		h.Set("Clear-Site-Data", `"storage"`)
+		_, _ = io.WriteString(w, "<p>page</p>")
 	case strings.HasSuffix(r.URL.Path, "/fail"):
 		http.Error(w, "boom", http.StatusInternalServerError)
 	default:
@@ -118,6 +126,10 @@ func TestProxyForwarding(t *testing.T) {
 	req.Header.Set("Proxy-Authorization", "Basic eDp5")
 	req.Header.Set("X-Forwarded-For", "6.6.6.6")
 	req.Header.Set("X-Custom", "kept")
+	req.Header.Set("Authorization", "Bearer "+tn.token)
+	req.Header.Set("Cookie", "session=secret")
+	req.Header.Set("X-Sless-Subject", "forged")
+	req.Header.Set("X-Sless-Namespace", "forged")
 	req.Header.Set("Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -141,6 +153,11 @@ func TestProxyForwarding(t *testing.T) {
 		{"X-Hop (named by Connection)", got.Header.Get("X-Hop"), ""},
 		{"Keep-Alive", got.Header.Get("Keep-Alive"), ""},
 		{"Proxy-Authorization", got.Header.Get("Proxy-Authorization"), ""},
+		{"Authorization (credentials stop at the gateway)", got.Header.Get("Authorization"), ""},
+		{"Cookie", got.Header.Get("Cookie"), ""},
+		{"X-Sless-Subject (a client's own value, public route)", got.Header.Get("X-Sless-Subject"), ""},
+		{"X-Sless-Namespace", got.Header.Get("X-Sless-Namespace"), ""},
+		{"response CSP on the shared origin", resp.Header.Get("Content-Security-Policy"), "sandbox allow-scripts allow-forms allow-popups allow-downloads allow-modals"},
 		{"X-Forwarded-For (client's value replaced)", got.Header.Get("X-Forwarded-For"), "127.0.0.1"},
 		{"X-Forwarded-Proto", got.Header.Get("X-Forwarded-Proto"), "http"},
 		{"X-Forwarded-Host", got.Header.Get("X-Forwarded-Host"), strings.TrimPrefix(h.URL, "http://")},
@@ -362,6 +379,31 @@ func TestProxyAccess(t *testing.T) {
 		})
 	}
 
+	// The function behind requireAuth learns who called from the gateway's own headers, never
+	// from the caller's credentials or the caller's claims.
+	req, _ := http.NewRequest("GET", private+"/echo", nil)
+	req.Header.Set("Authorization", "bearer "+alice.token) // the scheme is case-insensitive
+	req.Header.Set("X-Sless-Subject", "mallory")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got echoed
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("status %d, %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	if got.Header.Get("Authorization") != "" || got.Header.Get("X-Sless-Subject") != alice.sub || got.Header.Get("X-Sless-Namespace") != alice.ns {
+		t.Fatalf("function saw Authorization %q, X-Sless-Subject %q, X-Sless-Namespace %q; want none, %q, %q",
+			got.Header.Get("Authorization"), got.Header.Get("X-Sless-Subject"), got.Header.Get("X-Sless-Namespace"), alice.sub, alice.ns)
+	}
+	// A bare token without the Bearer scheme is not a credential.
+	req, _ = http.NewRequest("GET", private+"/echo", nil)
+	req.Header.Set("Authorization", alice.token)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("token without a scheme: %v %v, want 401", resp.StatusCode, err)
+	}
+
 	// Disabling the only http trigger freezes the function's URL.
 	if _, err := alice.c.SetTriggerEnabled(ctx, alice.ns, "private-http", false); err != nil {
 		t.Fatal(err)
@@ -376,6 +418,96 @@ func TestProxyAccess(t *testing.T) {
 	waitFor(t, 10*time.Second, "the deleted function's route to go", func() bool {
 		_, err := h.backend.Route(alice.ns, "public")
 		return err != nil
+	})
+}
+
+// TestProxyOrigins: on the gateway's own origin every /fn/ answer is sandboxed, cannot widen
+// a service worker's scope, set cookies or clear storage, and worker fetches are refused;
+// on a function host the function has an origin of its own, the whole path is its, and the
+// API is not served there.
+func TestProxyOrigins(t *testing.T) {
+	up := newUpstream(t)
+	h := newHarness(t, harnessOptions{interceptor: up.URL, functionsDomain: "fn.gateway.test"})
+	tn := h.tenant()
+	fnURL := h.deploy(tn, "site", 0)
+
+	fetch := func(t *testing.T, u, host string, header map[string]string) (*http.Response, echoed) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", u, nil)
+		if host != "" {
+			req.Host = host
+		}
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var got echoed
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			_ = json.NewDecoder(resp.Body).Decode(&got)
+		}
+		return resp, got
+	}
+
+	t.Run("shared origin", func(t *testing.T) {
+		resp, _ := fetch(t, fnURL+"/page", "", nil)
+		if csp := resp.Header.Values("Content-Security-Policy"); len(csp) != 2 || !strings.HasPrefix(csp[0], "sandbox ") || csp[1] != "default-src 'self'" {
+			t.Errorf("Content-Security-Policy = %q, want the gateway's sandbox and the function's own policy", csp)
+		}
+		for _, k := range []string{"Service-Worker-Allowed", "Set-Cookie", "Clear-Site-Data"} {
+			if v := resp.Header.Get(k); v != "" {
+				t.Errorf("%s = %q passed on the shared origin", k, v)
+			}
+		}
+	})
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		code   int
+	}{
+		{"service worker script", map[string]string{"Service-Worker": "script"}, http.StatusForbidden},
+		{"script for the console's origin", map[string]string{"Sec-Fetch-Dest": "script", "Sec-Fetch-Site": "same-origin"}, http.StatusForbidden},
+		{"worker for the console's origin", map[string]string{"Sec-Fetch-Dest": "worker", "Sec-Fetch-Site": "same-origin"}, http.StatusForbidden},
+		{"script of a sandboxed page (opaque origin)", map[string]string{"Sec-Fetch-Dest": "script", "Sec-Fetch-Site": "cross-site"}, http.StatusOK},
+		{"document", map[string]string{"Sec-Fetch-Dest": "document", "Sec-Fetch-Site": "same-origin"}, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if resp, _ := fetch(t, fnURL+"/app.js", "", tc.header); resp.StatusCode != tc.code {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.code)
+			}
+		})
+	}
+
+	host := "site." + tn.ns + ".fn.gateway.test"
+	t.Run("function host", func(t *testing.T) {
+		resp, got := fetch(t, h.URL+"/v1/whoami?x=1", host+":8080", map[string]string{"Authorization": "Bearer " + tn.token, "Service-Worker": "script"})
+		if resp.StatusCode != 200 || got.Path != "/v1/whoami" || got.Query != "x=1" || got.Host != "site."+tn.ns+".fn.sless.test" {
+			t.Fatalf("function host: %d, function saw path %q query %q host %q; want the function serving /v1/whoami itself", resp.StatusCode, got.Path, got.Query, got.Host)
+		}
+		if got.Header.Get("Authorization") != "" || resp.Header.Get("Content-Security-Policy") != "" {
+			t.Errorf("function host: Authorization %q reached the function, CSP %q added", got.Header.Get("Authorization"), resp.Header.Get("Content-Security-Policy"))
+		}
+		resp, _ = fetch(t, h.URL+"/page", host, nil)
+		if resp.Header.Get("Set-Cookie") == "" || resp.Header.Get("Service-Worker-Allowed") != "/" {
+			t.Errorf("function host: the function's own Set-Cookie %q / Service-Worker-Allowed %q dropped", resp.Header.Get("Set-Cookie"), resp.Header.Get("Service-Worker-Allowed"))
+		}
+	})
+	t.Run("unknown function host", func(t *testing.T) {
+		if resp, _ := fetch(t, h.URL+"/", "nope."+tn.ns+".fn.gateway.test", nil); resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("status %d, want 404", resp.StatusCode)
+		}
+	})
+	t.Run("API and console headers", func(t *testing.T) {
+		for _, path := range []string{"/v1/openapi.yaml", "/console/"} {
+			resp, _ := fetch(t, h.URL+path, "", nil)
+			if resp.Header.Get("X-Frame-Options") != "DENY" || resp.Header.Get("X-Content-Type-Options") != "nosniff" ||
+				!strings.Contains(resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+				t.Errorf("%s: headers %v, want no framing and no sniffing", path, resp.Header)
+			}
+		}
 	})
 }
 

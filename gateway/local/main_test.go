@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -60,6 +61,8 @@ type dev struct {
 	rec      history.Recorder
 	reader   history.Reader
 	arts     buildkit.Artifacts
+	// served counts the requests that reach the gateway's handler.
+	served atomic.Int64
 }
 
 type devOptions struct {
@@ -70,6 +73,7 @@ type devOptions struct {
 		history.Recorder
 		history.Reader
 	}
+	proxy gateway.ProxyConfig
 }
 
 func startDev(t testing.TB, o devOptions) *dev {
@@ -106,19 +110,24 @@ func startDev(t testing.TB, o devOptions) *dev {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.New(gateway.Config{Backend: b, Auth: auth, Sources: arts, Recorder: o.recorder, History: o.recorder, Logger: log})
+	gw, err := gateway.New(gateway.Config{Backend: b, Auth: auth, Sources: arts, Recorder: o.recorder, History: o.recorder, Proxy: o.proxy, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: gw}
+	d := &dev{}
+	srv := gw.HTTPServer()
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.served.Add(1)
+		gw.ServeHTTP(w, r)
+	})
 	go srv.Serve(ln)
 	token := sign(t, o.subject)
 	c, err := client.New(endpoint, token, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &dev{t: t, dataDir: o.dataDir, backend: b, srv: srv, endpoint: endpoint, client: c, token: token,
-		ns: api.TenantNamespace(o.subject), rec: o.recorder, reader: o.recorder, arts: arts}
+	d.t, d.dataDir, d.backend, d.srv, d.endpoint, d.client, d.token = t, o.dataDir, b, srv, endpoint, c, token
+	d.ns, d.rec, d.reader, d.arts = api.TenantNamespace(o.subject), o.recorder, o.recorder, arts
 	t.Cleanup(d.stop)
 	return d
 }

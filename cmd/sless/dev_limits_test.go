@@ -1,0 +1,228 @@
+package main
+
+import (
+	"archive/zip"
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/client"
+)
+
+// devSession is a running `sless dev` with its endpoint, a client and the tenant namespace.
+type devSession struct {
+	endpoint, ns string
+	c            *client.Client
+}
+
+func startDevSession(t *testing.T, args ...string) devSession {
+	t.Helper()
+	out, _ := runDevCmd(t, append([]string{"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, args...)...)
+	vars := map[string]string{}
+	for _, m := range exportRE.FindAllStringSubmatch(waitOutput(t, out, "export SLESS_TOKEN=", time.Minute), -1) {
+		vars[m[1]] = m[2]
+	}
+	c, err := client.New(vars["SLESS_ENDPOINT"], vars["SLESS_TOKEN"], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.WhoAmI(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return devSession{endpoint: vars["SLESS_ENDPOINT"], ns: id.Namespace, c: c}
+}
+
+// deployPython creates a Python function from handler.py source and waits until it is Ready.
+func (d devSession) deployPython(t *testing.T, name, handler string, timeoutSec int32) {
+	t.Helper()
+	ctx := context.Background()
+	rt := "python3.11"
+	if _, err := d.c.CreateFunction(ctx, d.ns, api.CreateFunction{Name: name, FunctionFields: api.FunctionFields{Runtime: &rt, TimeoutSec: &timeoutSec}}); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	w, _ := zw.Create("handler.py")
+	_, _ = io.WriteString(w, handler)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.UploadSource(ctx, d.ns, name, &buf); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		fn, err := d.c.GetFunction(ctx, d.ns, name)
+		if err == nil && fn.Status.Ready {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("function %s not Ready: %+v %v", name, fn.Status, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// slowBody sends a request whose body trickles at a byte a second and reports what the
+// server answered and when it closed the connection.
+func slowBody(t *testing.T, addr, method, path string) (status string, closedAfter time.Duration) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n", method, path, addr)
+	go func() {
+		for range 1000 {
+			if _, err := conn.Write([]byte(" ")); err != nil {
+				return
+			}
+			time.Sleep(time.Second)
+		}
+	}()
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	r := bufio.NewReader(conn)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		t.Fatalf("%s %s: no answer to a trickling body after %s: %v", method, path, time.Since(start), err)
+	}
+	// The server closes the connection; with the client's bytes still unread that is a reset.
+	if _, err := io.Copy(io.Discard, r); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("%s %s: connection still open after %s: %v", method, path, time.Since(start), err)
+	}
+	return strings.TrimSpace(line), time.Since(start)
+}
+
+// TestDevBoundsConnections is attack 4 of issue 14 against `sless dev`: a body sent at a
+// byte a second is cut (on an unauthenticated /v1 call and on /fn/), 2,000 idle keep-alive
+// connections are closed while the server keeps answering, and connections beyond the cap
+// get a clear 503.
+func TestDevBoundsConnections(t *testing.T) {
+	d := startDevSession(t, "--body-timeout", "2s", "--idle-timeout", "2s", "--max-connections", "2100")
+	d.deployPython(t, "echo", "def handle(event):\n    return event\n", 1)
+	addr := strings.TrimPrefix(d.endpoint, "http://")
+
+	// The unauthenticated call is refused before its body is read; the connection still may
+	// not stay open for the rest of it. A /fn/ body must arrive within the function's timeout.
+	for _, c := range []struct {
+		path, status string
+		within       time.Duration
+	}{
+		{"/v1/namespaces/" + d.ns + "/functions", "401", 5 * time.Second},
+		{"/fn/" + d.ns + "/echo", "408", 5 * time.Second},
+	} {
+		status, closed := slowBody(t, addr, "POST", c.path)
+		if !strings.Contains(status, " "+c.status+" ") || closed > c.within {
+			t.Errorf("POST %s with a trickling body: %q, closed after %s; want %s and closed within %s", c.path, status, closed.Round(time.Millisecond), c.status, c.within)
+		}
+	}
+
+	// 2,000 clients each send one request and then keep the connection idle.
+	const idle = 2000
+	conns := make([]net.Conn, 0, idle)
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	for range idle {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+	}
+	var closed atomic.Int64
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
+			if _, err := io.Copy(io.Discard, c); err == nil { // EOF: the server closed it
+				closed.Add(1)
+			}
+		}()
+	}
+	// Meanwhile the server answers others at once.
+	for range 5 {
+		start := time.Now()
+		resp, err := http.Get(d.endpoint + "/healthz")
+		if err != nil {
+			t.Fatalf("healthz while %d connections are held: %v", idle, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || time.Since(start) > 2*time.Second {
+			t.Fatalf("healthz while %d connections are held: %d after %s", idle, resp.StatusCode, time.Since(start))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	wg.Wait()
+	if n := closed.Load(); n != idle {
+		t.Fatalf("%d of %d idle keep-alive connections closed by the server, want all", n, idle)
+	}
+}
+
+// TestDevConnectionCap: a connection beyond --max-connections gets 503 and is closed.
+func TestDevConnectionCap(t *testing.T) {
+	d := startDevSession(t, "--max-connections", "20")
+	addr := strings.TrimPrefix(d.endpoint, "http://")
+	var held []net.Conn
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	for range 20 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	time.Sleep(200 * time.Millisecond)                                         // accepted
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}} // no connection from before the 20
+	resp, err := fresh.Get(d.endpoint + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !resp.Close || !strings.Contains(string(body), "too many open connections") {
+		t.Fatalf("request beyond the cap: %d close=%v %s, want 503 and the connection closed", resp.StatusCode, resp.Close, body)
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	held = nil
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get(d.endpoint + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("healthz after the held connections closed: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

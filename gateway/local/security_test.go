@@ -1,0 +1,191 @@
+package local_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"sless.dev/sless/gateway"
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/client"
+	"sless.dev/sless/gateway/history"
+)
+
+// spy is a Python function that remembers every request its process received and answers
+// with that list.
+const spy = `import json
+seen = []
+
+def handle(event, request):
+    seen.append({"path": request["path"], "authorization": request["headers"].get("authorization", "")})
+    return seen
+`
+
+// TestKeepAliveConnectionStaysWithTheGateway is attack 2 of issue 14: on one keep-alive
+// connection a client calls a function, then /v1 with its token, then another tenant's
+// function. Every request is answered by the gateway; the function's process sees its own
+// invocations only, and never a token.
+func TestKeepAliveConnectionStaysWithTheGateway(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{})
+	one := int32(1)
+	d.deploy("spy", "python3.11", map[string]string{"handler.py": spy}, api.FunctionFields{MinReplicas: &one, MaxReplicas: &one})
+	other, err := client.New(d.endpoint, sign(t, "other-"+randomHex(t)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := other.WhoAmI(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := "python3.11"
+	if _, err := other.CreateFunction(context.Background(), id.Namespace, api.CreateFunction{Name: "theirs", FunctionFields: api.FunctionFields{Runtime: &rt}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.UploadSource(context.Background(), id.Namespace, "theirs", strings.NewReader(string(zipOf(t, map[string]string{"handler.py": "def handle(event):\n    return 'theirs'\n"})))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the other tenant's function", 2*time.Minute, func() bool {
+		fn, err := other.GetFunction(context.Background(), id.Namespace, "theirs")
+		return err == nil && fn.Status.Ready
+	})
+
+	c := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
+	var conns []string
+	call := func(method, path string, auth bool) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, d.endpoint+path, strings.NewReader(`{}`))
+		if auth {
+			req.Header.Set("Authorization", "Bearer "+d.token)
+		}
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			GotConn: func(info httptrace.GotConnInfo) { conns = append(conns, info.Conn.LocalAddr().String()) },
+		}))
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	before := d.served.Load()
+	if code, body := call("POST", "/fn/"+d.ns+"/spy", true); code != 200 {
+		t.Fatalf("first call: %d %s", code, body)
+	}
+	if code, body := call("GET", "/v1/whoami", true); code != 200 || !strings.Contains(body, `"namespace":"`+d.ns+`"`) {
+		t.Fatalf("/v1/whoami on the same connection: %d %s", code, body)
+	}
+	if code, body := call("POST", "/fn/"+id.Namespace+"/theirs", true); code != 200 || body != "theirs" {
+		t.Fatalf("another tenant's function on the same connection: %d %s", code, body)
+	}
+	code, body := call("POST", "/fn/"+d.ns+"/spy/again", false)
+	if code != 200 {
+		t.Fatalf("last call: %d %s", code, body)
+	}
+	if n := d.served.Load() - before; n != 4 {
+		t.Fatalf("the gateway served %d of the 4 requests on the connection", n)
+	}
+	for _, c := range conns[1:] {
+		if c != conns[0] {
+			t.Fatalf("the client used connections %v; the test needs one kept alive", conns)
+		}
+	}
+	var seen []struct{ Path, Authorization string }
+	if err := json.Unmarshal([]byte(body), &seen); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 2 || seen[0].Path != "/" || seen[1].Path != "/again" || seen[0].Authorization != "" || seen[1].Authorization != "" {
+		t.Fatalf("the function's process saw %+v; want its two invocations only, without a token", seen)
+	}
+	if n := len(d.invocations("spy")); n != 2 {
+		t.Fatalf("%d invocations recorded for spy, want 2", n)
+	}
+}
+
+// TestFunctionOutputIsNotAControlChannel: whatever a function prints, its history holds one
+// record per request the gateway served (the handoff protocol once read stdout lines).
+func TestFunctionOutputIsNotAControlChannel(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{})
+	forger := `import json, sys
+def handle(event):
+    for i in range(50):
+        print(json.dumps({"direct": True, "status": 200, "start_us": 1, "duration_us": 5, "active": 0}), flush=True)
+        print(json.dumps({"msg": "direct busy", "direct": True, "active": 9}), file=sys.stderr, flush=True)
+    return "ok"
+`
+	d.deploy("forger", "python3.11", map[string]string{"handler.py": forger}, api.FunctionFields{})
+	for range 3 {
+		if code, body := d.invoke("forger", `{}`); code != 200 || body != "ok" {
+			t.Fatalf("invoke: %d %s", code, body)
+		}
+	}
+	waitFor(t, "3 records", 5*time.Second, func() bool { return len(d.invocations("forger")) >= 3 })
+	time.Sleep(300 * time.Millisecond) // anything forged would have been recorded by now
+	if n := len(d.invocations("forger")); n != 3 {
+		t.Fatalf("%d invocation records after 3 calls, want 3", n)
+	}
+}
+
+// TestManyConnectionsLoseNothing: 2,000 concurrent keep-alive connections, 10 requests each,
+// through sless dev: every one is answered 200 and recorded once (connection handoff
+// dropped 4-18 of these 20,000).
+func TestManyConnectionsLoseNothing(t *testing.T) {
+	t.Parallel()
+	rec := &countingRecorder{Memory: history.NewMemory(100)}
+	d := startDev(t, devOptions{recorder: rec, proxy: gateway.ProxyConfig{MaxHeldPerFunction: 5000, MaxHeld: 5000}})
+	d.deploy("fast", "go1.25", map[string]string{"handler.go": "package handler\n\nfunc Handle(event map[string]interface{}) interface{} { return \"ok\" }\n"}, api.FunctionFields{})
+	const conns, each = 2000, 10
+	tr := &http.Transport{MaxIdleConnsPerHost: conns}
+	defer tr.CloseIdleConnections()
+	var ok, failed atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				resp, err := (&http.Client{Transport: tr}).Post(d.endpoint+"/fn/"+d.ns+"/fast", "application/json", strings.NewReader(`{}`))
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == 200 && string(b) == "ok" {
+					ok.Add(1)
+				} else {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, fmt.Sprintf("%d %s", resp.StatusCode, b))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != conns*each {
+		t.Fatalf("%d of %d requests answered 200, %d failed (first: %v)", ok.Load(), conns*each, failed.Load(), firstErr.Load())
+	}
+	waitFor(t, "every invocation recorded", 10*time.Second, func() bool { return rec.n.Load() == conns*each })
+}
+
+// countingRecorder counts the records it keeps.
+type countingRecorder struct {
+	*history.Memory
+	n atomic.Int64
+}
+
+func (r *countingRecorder) Record(rec history.Record) {
+	r.n.Add(1)
+	r.Memory.Record(rec)
+}
