@@ -10,6 +10,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -225,4 +227,78 @@ func TestDevConnectionCap(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestDevCrashLeavesNoFunctionChildren: when sless dev is killed with SIGKILL, its function
+// processes die with it (Pdeathsig), and what they forked is killed by the next start on the
+// same data directory.
+func TestDevCrashLeavesNoFunctionChildren(t *testing.T) {
+	dir := t.TempDir()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	cmd := exec.Command(exe, "-test.run=^$", "--", "dev", "--data-dir", dir, "--listen", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "SLESS_TEST_AS_CLI=1")
+	cmd.Stdout, cmd.Stderr = &out, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	vars := map[string]string{}
+	for _, m := range exportRE.FindAllStringSubmatch(waitOutput(t, &out, "export SLESS_TOKEN=", time.Minute), -1) {
+		vars[m[1]] = m[2]
+	}
+	c, err := client.New(vars["SLESS_ENDPOINT"], vars["SLESS_TOKEN"], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.WhoAmI(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := devSession{endpoint: vars["SLESS_ENDPOINT"], ns: id.Namespace, c: c}
+	d.deployPython(t, "forker", "import subprocess\nchildren = []\n\ndef handle(event):\n    children.append(subprocess.Popen(['sleep', '300']))\n    return children[-1].pid\n", 0)
+	resp, err := http.Post(d.endpoint+"/fn/"+d.ns+"/forker", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var child int
+	if _, err := fmt.Sscan(string(body), &child); err != nil || child <= 0 {
+		t.Fatalf("forker answered %d %q", resp.StatusCode, body)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	time.Sleep(200 * time.Millisecond)
+	if !running(child) {
+		t.Fatal("the forked child died with sless dev already; the test cannot show the restart kills it")
+	}
+	out2, stop := runDevCmd(t, "--data-dir", dir, "--listen", "127.0.0.1:0")
+	waitOutput(t, out2, "export SLESS_TOKEN=", time.Minute)
+	deadline := time.Now().Add(5 * time.Second)
+	for running(child) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(child, syscall.SIGKILL)
+			t.Fatalf("process %d forked by a function outlived the restart of sless dev", child)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// running reports whether pid is a live process (not gone, not a zombie).
+func running(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return i > 0 && i+2 < len(stat) && stat[i+2] != 'Z'
 }

@@ -123,14 +123,22 @@ func New(opts Options) (*Backend, error) {
 		unlock()
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	var b *Backend
 	if opts.Pool.OnStart == nil {
 		opts.Pool.OnStart = func(host string, err error) { b.noteStart(host, err) }
 	}
+	if opts.Pool.RunDir == "" {
+		opts.Pool.RunDir = filepath.Join(opts.DataDir, "run")
+	}
+	pool, err := localpool.New(opts.Pool)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
 	b = &Backend{
 		opts: opts, log: opts.Logger.With("component", "dev-backend"), file: file, st: st,
-		pool: localpool.New(opts.Pool), deployed: map[string]deployment{},
+		pool: pool, deployed: map[string]deployment{},
 		builds: newBuilds(opts.MaxBuilds), ctx: ctx, cancel: cancel,
 		runners: runners{m: map[string]*runner{}}, jobs: jobRuns{m: map[string]context.CancelFunc{}},
 		unlock: unlock,

@@ -1,7 +1,9 @@
 package local_test
 
 import (
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -73,13 +75,14 @@ func BenchmarkWarmThroughput(b *testing.B) {
 		b.Run(rt.runtime, func(b *testing.B) {
 			waitFor(b, "the warm process", 30*time.Second, func() bool { return d.stats(rt.example).Ready == 1 })
 			addr := d.stats(rt.example).Addrs[0]
-			direct := "http://" + addr + "/"
+			toProcess := func(ctx context.Context, _, _ string) (net.Conn, error) { return d.backend.Pool().Dial(ctx, addr) }
+			direct := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * clients, DialContext: toProcess}}
 			viaDev := d.endpoint + "/fn/" + d.ns + "/" + rt.example
-			bare := bareProxy(b, addr)
+			bare := bareProxy(b, toProcess)
 			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * clients}}
 			var directN, devN, bareN int64
 			for range max(b.N, 1) * 2 {
-				directN += load(b, hc, direct, clients, round)
+				directN += load(b, direct, "http://"+addr+"/", clients, round)
 				devN += load(b, hc, viaDev, clients, round)
 				bareN += load(b, hc, bare, clients, round)
 			}
@@ -93,12 +96,12 @@ func BenchmarkWarmThroughput(b *testing.B) {
 	}
 }
 
-// bareProxy is the smallest possible extra hop, a stdlib reverse proxy to addr: it separates
-// the cost of any proxy hop from the cost of sless's gateway and pool.
-func bareProxy(b *testing.B, addr string) string {
-	target := &url.URL{Scheme: "http", Host: addr}
+// bareProxy is the smallest possible extra hop, a stdlib reverse proxy to the process dial
+// reaches: it separates the cost of any proxy hop from the cost of sless's gateway and pool.
+func bareProxy(b *testing.B, dial func(context.Context, string, string) (net.Conn, error)) string {
+	target := &url.URL{Scheme: "http", Host: "function"}
 	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
-		Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+		Transport: &http.Transport{MaxIdleConnsPerHost: 256, DialContext: dial}}
 	srv := httptest.NewServer(rp)
 	b.Cleanup(srv.Close)
 	return srv.URL + "/"

@@ -121,7 +121,7 @@ func (b *Backend) startJob(key string, spec api.JobSpec, run localpool.Spec) {
 	go func() {
 		defer b.wg.Done()
 		defer cancel()
-		res := localpool.RunJob(ctx, run, spec.Event)
+		res := b.pool.RunJob(ctx, run, spec.Event)
 		done := now.Add(res.Duration)
 		fn := spec.Function
 		if fn == "" {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -188,4 +190,98 @@ type countingRecorder struct {
 func (r *countingRecorder) Record(rec history.Record) {
 	r.n.Add(1)
 	r.Memory.Record(rec)
+}
+
+// inspector answers with what its process can see of the machine: its environment, its open
+// descriptors, and the pid of a child it forks (which must die with the function).
+const inspector = `import os, subprocess
+children = []
+
+def handle(event):
+    if event.get("fork"):
+        children.append(subprocess.Popen(["sleep", "300"]))
+    fds = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            fds[fd] = os.readlink("/proc/self/fd/" + fd)
+        except OSError:
+            pass
+    return {"env": sorted(os.environ), "fds": fds, "children": [c.pid for c in children]}
+`
+
+// TestFunctionProcessIsolation: a function's process gets only its own environment and no
+// descriptor of sless dev's, listens on a Unix socket only its user can open (no TCP port
+// a web page or another user could reach around the gateway), and whatever it forks dies
+// with it.
+func TestFunctionProcessIsolation(t *testing.T) {
+	t.Setenv("SLESS_TEST_SECRET", "must-not-leak") // in sless dev's environment, not the function's
+	d := startDev(t, devOptions{})
+	env := map[string]string{"GREETING": "hi"}
+	d.deploy("inspect", "python3.11", map[string]string{"handler.py": inspector}, api.FunctionFields{EnvVars: &env})
+	code, body := d.invoke("inspect", `{"fork": true}`)
+	if code != 200 {
+		t.Fatalf("invoke: %d %s", code, body)
+	}
+	var seen struct {
+		Env      []string
+		FDs      map[string]string
+		Children []int
+	}
+	if err := json.Unmarshal([]byte(body), &seen); err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{"PATH": true, "HOME": true, "TMPDIR": true, "LANG": true, "TZ": true, "GREETING": true,
+		"PYTHONPATH": true, "PYTHONUNBUFFERED": true, "PYTHONDONTWRITEBYTECODE": true, "LC_CTYPE": true}
+	for _, k := range seen.Env {
+		if !allowed[k] && !strings.HasPrefix(k, "SLESS_") {
+			t.Errorf("the function's environment holds %s", k)
+		}
+	}
+	if !slices.Contains(seen.Env, "GREETING") || slices.Contains(seen.Env, "SLESS_TEST_SECRET") {
+		t.Errorf("environment %v: want the function's own variables only", seen.Env)
+	}
+	for fd, target := range seen.FDs {
+		// stdin (/dev/null), the output pipes, the listening socket and its connections, and
+		// the descriptor listing itself.
+		if !strings.HasPrefix(target, "pipe:") && !strings.HasPrefix(target, "socket:") && target != "/dev/null" && !strings.HasPrefix(target, "/proc/") {
+			t.Errorf("descriptor %s → %s is open in the function's process", fd, target)
+		}
+	}
+	st := d.stats("inspect")
+	if len(st.PIDs) != 1 {
+		t.Fatalf("processes %v", st.PIDs)
+	}
+	if ports := tcpListeners(t, st.PIDs[0]); len(ports) > 0 {
+		t.Errorf("the function's process listens on TCP %v: reachable around the gateway", ports)
+	}
+	if len(seen.Children) != 1 || !alive(seen.Children[0]) {
+		t.Fatalf("forked child %v not running", seen.Children)
+	}
+	if err := d.client.DeleteFunction(context.Background(), d.ns, "inspect"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the forked child to die with its function", 10*time.Second, func() bool { return !alive(seen.Children[0]) })
+}
+
+// tcpListeners lists the TCP ports pid listens on (from /proc/net/tcp{,6} and its sockets).
+func tcpListeners(t *testing.T, pid int) []string {
+	t.Helper()
+	inodes := map[string]bool{}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && strings.HasPrefix(target, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] = true
+		}
+	}
+	var ports []string
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, _ := os.ReadFile(table)
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) > 9 && f[3] == "0A" && inodes[f[9]] { // 0A: LISTEN
+				ports = append(ports, f[1])
+			}
+		}
+	}
+	return ports
 }

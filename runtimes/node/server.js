@@ -289,10 +289,23 @@ function serve(fn) {
       else finish(result);
     });
   });
-  const host = process.env.SLESS_HOST || '127.0.0.1';
-  server.listen(envInt('PORT', 8080), host, () => {
-    log('info', 'function listening', { addr: `${host}:${server.address().port}`, timeout_seconds: TIMEOUT });
-  });
+  // Bounds: headers within 10 s, the whole request within the function's timeout (15 min
+  // without one), idle keep-alive 120 s (longer than the gateway's pool and the KEDA
+  // interceptor keep theirs, so they close first).
+  server.headersTimeout = 10000;
+  server.requestTimeout = (TIMEOUT || 900) * 1000;
+  server.keepAliveTimeout = 120000;
+  const listening = () => {
+    const a = server.address();
+    log('info', 'function listening', { addr: typeof a === 'string' ? a : `${a.address}:${a.port}`, timeout_seconds: TIMEOUT });
+  };
+  const socket = process.env.SLESS_SOCKET;
+  if (socket) {
+    fs.rmSync(socket, { force: true }); // left by a process that was killed
+    server.listen(socket, listening);
+  } else {
+    server.listen(envInt('PORT', 8080), process.env.SLESS_HOST || '127.0.0.1', listening);
+  }
   const shutdown = (signal) => {
     log('info', 'shutting down', { signal });
     server.close();

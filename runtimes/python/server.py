@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import socket
+import socketserver
 import sys
 import threading
 import time
@@ -26,6 +27,23 @@ class _Server(ThreadingHTTPServer):
     # The default listen backlog of 5 resets bursts of new connections (a proxy opening many
     # at once after a cold start).
     request_queue_size = 128
+
+
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """The same server on a Unix socket (sless dev)."""
+    request_queue_size = 128
+    daemon_threads = True
+
+    def server_bind(self):
+        try:
+            os.unlink(self.server_address)  # left by a process that was killed
+        except FileNotFoundError:
+            pass
+        super().server_bind()
+
+
+class BodyIncomplete(Exception):
+    pass
 
 
 def env_int(key, default):
@@ -200,6 +218,10 @@ class BodyTooLarge(Exception):
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body are separate writes
+    # Every blocking read (a request line, headers, body, or waiting on an idle keep-alive
+    # connection) gives up after this long; longer than the gateway's pool and the KEDA
+    # interceptor keep idle connections, so they close first.
+    timeout = 120
     call = None
     server_version = "sless-python"
 
@@ -212,7 +234,10 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         if length > MAX_BODY:
             raise BodyTooLarge()
-        return self.rfile.read(length)
+        body = self.rfile.read(length)
+        if len(body) < length:  # the connection ended (or timed out) before the body did
+            raise BodyIncomplete()
+        return body
 
     def read_chunked(self):
         chunks, total = [], 0
@@ -225,7 +250,10 @@ class Handler(BaseHTTPRequestHandler):
             total += size
             if total > MAX_BODY:
                 raise BodyTooLarge()
-            chunks.append(self.rfile.read(size))
+            chunk = self.rfile.read(size)
+            if len(chunk) < size:
+                raise BodyIncomplete()
+            chunks.append(chunk)
             self.rfile.readline()
 
     def discard_body(self):
@@ -273,6 +301,13 @@ class Handler(BaseHTTPRequestHandler):
                 self.close_connection = True  # the rest of the body makes the connection unusable
                 self.respond(status, ctype, payload)
                 self.discard_body()
+            except (BodyIncomplete, TimeoutError, ValueError) as exc:
+                status = 400
+                self.close_connection = True
+                try:
+                    self.respond(status, "application/json", dumps({"error": f"incomplete or malformed request body ({type(exc).__name__}); nothing was invoked"}), close=True)
+                except OSError:
+                    pass  # the client is gone
             else:
                 request = None
                 if self.call.wants_request:
@@ -300,8 +335,14 @@ class Handler(BaseHTTPRequestHandler):
 
 def serve(call):
     Handler.call = staticmethod(call)
-    host, port = os.environ.get("SLESS_HOST", "127.0.0.1"), env_int("PORT", 8080)
-    server = _Server((host, port), Handler)
+    socket_path = os.environ.get("SLESS_SOCKET", "")
+    if socket_path:
+        Handler.disable_nagle_algorithm = False  # TCP only
+        server, addr = _UnixServer(socket_path, Handler), socket_path
+    else:
+        host, port = os.environ.get("SLESS_HOST", "127.0.0.1"), env_int("PORT", 8080)
+        server = _Server((host, port), Handler)
+        addr = f"{host}:{server.server_address[1]}"
     server.daemon_threads = True  # idle keep-alive connections must not block exit
     server.active = set()  # handlers answering an invocation; set.add/discard are atomic
     server.watchdog = Watchdog() if TIMEOUT else None
@@ -312,7 +353,7 @@ def serve(call):
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
-    log("info", "function listening", addr=f"{host}:{server.server_address[1]}", timeout_seconds=TIMEOUT)
+    log("info", "function listening", addr=addr, timeout_seconds=TIMEOUT)
     server.serve_forever()
     deadline = time.monotonic() + SHUTDOWN_GRACE
     while server.active and time.monotonic() < deadline:

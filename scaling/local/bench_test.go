@@ -1,8 +1,10 @@
 package local
 
 import (
+	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,8 +17,7 @@ import (
 //
 //	go test -run '^$' -bench RoundTrip -benchtime=3s ./scaling/local/
 func BenchmarkRoundTrip(b *testing.B) {
-	p := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	defer p.Close()
+	p := newPool(b, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := p.Set("bench", Spec{Artifact: shared, MinProcs: 1, MaxProcs: 1, Target: 1000, ScaleDown: time.Minute}); err != nil {
 		b.Fatal(err)
 	}
@@ -28,7 +29,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	addr := p.Stats("bench").Addrs[0]
-	plain := &http.Transport{MaxIdleConnsPerHost: 256}
+	plain := &http.Transport{MaxIdleConnsPerHost: 256, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return p.Dial(ctx, addr) }}
 	defer plain.CloseIdleConnections()
 	cases := []struct {
 		name string

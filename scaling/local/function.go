@@ -186,7 +186,7 @@ func (f *function) ensureMinLocked() {
 
 // startLocked launches a process; it becomes ready (or fails) asynchronously.
 func (f *function) startLocked() {
-	pr := newProcess(f.spec, f.pool.opts, f.pool.log.With("function", f.key))
+	pr := newProcess(f.pool, f.spec, f.pool.log.With("function", f.key))
 	f.procs = append(f.procs, pr)
 	go f.run(pr)
 }

@@ -33,9 +33,10 @@ type JobResult struct {
 }
 
 // RunJob runs spec's function once with event in job mode and waits for it. Only
-// spec.Artifact, Env and Timeout are used. The process runs in its own group, killed when ctx
-// ends or the timeout (plus a margin) passes.
-func RunJob(ctx context.Context, spec Spec, event []byte) JobResult {
+// spec.Artifact, Env and Timeout are used. The process runs in its own group, killed with
+// whatever it forked when it exits, when ctx ends or when the timeout (plus a margin)
+// passes; the group is recorded in RunDir like the pool's processes.
+func (p *Pool) RunJob(ctx context.Context, spec Spec, event []byte) JobResult {
 	ctx, span := tracer.Start(ctx, "local.job", trace.WithAttributes(attribute.String("sless.runtime", spec.Artifact.Runtime)))
 	defer span.End()
 	if spec.Timeout > 0 {
@@ -50,7 +51,7 @@ func RunJob(ctx context.Context, spec Spec, event []byte) JobResult {
 	argv := resolveCommand(art.Command)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = art.Dir
-	cmd.Env = append(processEnv(spec, "127.0.0.1", 0), "SLESS_MODE=job", "SLESS_EVENT="+string(event))
+	cmd.Env = append(processEnv(spec, ""), "SLESS_MODE=job", "SLESS_EVENT="+string(event))
 	var stdout bytes.Buffer
 	logs := newTailBuffer(8 << 10)
 	cmd.Stdout = io.MultiWriter(&limitedBuffer{buf: &stdout, max: 1 << 20}, tailWriter{logs})
@@ -59,7 +60,16 @@ func RunJob(ctx context.Context, spec Spec, event []byte) JobResult {
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	start := time.Now()
-	err := cmd.Run()
+	err := cmd.Start()
+	if err == nil {
+		pgid := cmd.Process.Pid
+		if rerr := recordGroup(p.opts.RunDir, pgid); rerr != nil {
+			p.log.Warn("Warning: what this job forks may outlive a crash of sless dev", "error", rerr)
+		}
+		err = cmd.Wait()
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		forgetGroup(p.opts.RunDir, pgid)
+	}
 	res := JobResult{Duration: time.Since(start), Output: logs.String(), Result: lastLine(stdout.String())}
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):

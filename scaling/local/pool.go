@@ -1,21 +1,28 @@
 // Package local runs functions as child processes on this machine for `sless dev`: the
 // local counterpart of the Deployment + HTTPScaledObject that KEDA scales in a cluster.
 //
-// Each function gets processes of its runtime wrapper on free loopback ports. The first
+// Each function gets processes of its runtime wrapper, each listening on a Unix socket in a
+// directory only this user can open (no other user, and no web page through the loopback
+// network, reaches a function around the gateway). The first
 // request to a function at zero is held until a process answers its health check (cold
 // start); concurrency above the target starts more processes up to the maximum; processes
 // idle for the scale-down period are stopped (MinProcs stay warm); a crashed process is
 // replaced and held requests are retried once. Every process runs in its own process group,
-// so stopping it (or the pool) leaves nothing behind.
+// killed when it exits, and recorded in RunDir so a later pool kills what survived a crash.
 package local
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -57,8 +64,9 @@ type Options struct {
 	StopGrace time.Duration
 	// Tick is how often idle processes are looked for and MinProcs ensured. Default 200ms.
 	Tick time.Duration
-	// Host is the loopback address processes listen on. Default 127.0.0.1.
-	Host string
+	// RunDir keeps a record of each running process group, so that New can kill what a
+	// function forked when the last pool was killed; "" keeps none.
+	RunDir string
 	// OnStart, when set, learns how each cold start of a function ended (err nil: ready), so
 	// a start-up error (a Python syntax error, a missing module) can be shown to the user.
 	// It must not block.
@@ -77,9 +85,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Tick <= 0 {
 		o.Tick = 200 * time.Millisecond
-	}
-	if o.Host == "" {
-		o.Host = "127.0.0.1"
 	}
 	return o
 }
@@ -108,6 +113,12 @@ type Pool struct {
 	opts      Options
 	log       *slog.Logger
 	transport *http.Transport
+	// health probes readiness; it never reuses connections (a probe must reach the new
+	// process).
+	health *http.Client
+	// sockDir holds the processes' sockets; seq names them.
+	sockDir string
+	seq     atomic.Int64
 
 	mu     sync.RWMutex
 	fns    map[string]*function
@@ -118,24 +129,51 @@ type Pool struct {
 
 var _ http.RoundTripper = (*Pool)(nil)
 
-// New starts a pool; Close stops it and every process it runs.
-func New(opts Options) *Pool {
+// New starts a pool after killing what a crashed earlier pool left in opts.RunDir; Close
+// stops it and every process it runs.
+func New(opts Options) (*Pool, error) {
 	opts = opts.withDefaults()
-	p := &Pool{
-		opts: opts, log: opts.Logger.With("component", "local-pool"),
-		fns:  map[string]*function{},
-		done: make(chan struct{}),
-		transport: &http.Transport{
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-			MaxIdleConns:        1024,
-			MaxIdleConnsPerHost: 256,
-			IdleConnTimeout:     30 * time.Second,
-			DisableCompression:  true, // bodies pass through untouched
-		},
+	log := opts.Logger.With("component", "local-pool")
+	if err := reapGroups(opts.RunDir, log); err != nil {
+		return nil, err
 	}
+	// A short path: a socket's path must fit in 108 bytes, a data directory need not.
+	sockDir, err := os.MkdirTemp("", "sless-fn-")
+	if err != nil {
+		return nil, fmt.Errorf("creating the function socket directory: %w", err)
+	}
+	p := &Pool{opts: opts, log: log, sockDir: sockDir, fns: map[string]*function{}, done: make(chan struct{})}
+	dial := p.dialProcess
+	p.transport = &http.Transport{
+		DialContext:         dial,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     30 * time.Second,
+		DisableCompression:  true, // bodies pass through untouched
+	}
+	p.health = &http.Client{Timeout: time.Second, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
 	p.wg.Add(1)
 	go p.tickLoop()
-	return p
+	return p, nil
+}
+
+// socketPath is where the process addressed as host listens.
+func (p *Pool) socketPath(host string) string { return filepath.Join(p.sockDir, host+".sock") }
+
+// dialProcess connects to the socket of the process a URL's host names ("p<n>:80").
+func (p *Pool) dialProcess(ctx context.Context, _, addr string) (net.Conn, error) {
+	host := hostOnly(addr)
+	if len(host) < 2 || host[0] != 'p' || strings.Trim(host[1:], "0123456789") != "" {
+		return nil, fmt.Errorf("no function process %q", host)
+	}
+	d := net.Dialer{Timeout: 5 * time.Second}
+	return d.DialContext(ctx, "unix", p.socketPath(host))
+}
+
+// Dial connects to a process by an address from Stats (tests and benchmarks call processes
+// around the gateway this way).
+func (p *Pool) Dial(ctx context.Context, addr string) (net.Conn, error) {
+	return p.dialProcess(ctx, "unix", addr)
 }
 
 // Set deploys or updates the function served for key. A new artifact or environment
@@ -177,7 +215,7 @@ func (p *Pool) Remove(key string) {
 type Stats struct {
 	Processes, Ready, InFlight int
 	PIDs                       []int
-	// Addrs are the loopback addresses of the ready processes.
+	// Addrs are the addresses of the ready processes, for Dial.
 	Addrs []string
 }
 
@@ -210,6 +248,7 @@ func (p *Pool) Close() {
 	wg.Wait()
 	p.wg.Wait()
 	p.transport.CloseIdleConnections()
+	_ = os.RemoveAll(p.sockDir)
 }
 
 func (p *Pool) lookup(key string) *function {

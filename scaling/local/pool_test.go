@@ -75,7 +75,7 @@ func newHarness(t *testing.T) *harness {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	p := New(Options{Logger: log, Tick: 20 * time.Millisecond, StopGrace: 2 * time.Second})
+	p := newPool(t, Options{Logger: log, Tick: 20 * time.Millisecond, StopGrace: 2 * time.Second})
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			fn := pr.In.Header.Get("X-Fn")
@@ -87,10 +87,7 @@ func newHarness(t *testing.T) *harness {
 		},
 	}
 	srv := httptest.NewServer(rp)
-	t.Cleanup(func() {
-		srv.Close()
-		p.Close()
-	})
+	t.Cleanup(srv.Close)
 	return &harness{pool: p, srv: srv}
 }
 
@@ -308,8 +305,19 @@ func TestUnknownFunction(t *testing.T) {
 	}
 }
 
+// newPool starts a pool closed when the test ends.
+func newPool(t testing.TB, o Options) *Pool {
+	t.Helper()
+	p, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
 func TestCloseLeavesNoProcess(t *testing.T) {
-	p := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	p := newPool(t, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := p.Set("fn-g", Spec{Artifact: sharedArtifact(t), MinProcs: 2, MaxProcs: 2, Target: 1, ScaleDown: time.Minute}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,11 +22,13 @@ import (
 // process is one running instance of a function's wrapper. ready, stopping, inflight and
 // lastUsed belong to the function and are guarded by its mutex; the rest by mu.
 type process struct {
-	spec    Spec
-	opts    Options
-	log     *slog.Logger
-	addr    string
-	started time.Time
+	pool *Pool
+	spec Spec
+	log  *slog.Logger
+	// addr is the host name the pool's transport dials (it maps to the socket); sock the
+	// Unix socket the wrapper listens on.
+	addr, sock string
+	started    time.Time
 	tail    *tailBuffer
 
 	ready, stopping, dead bool
@@ -41,8 +42,9 @@ type process struct {
 	exitErr error
 }
 
-func newProcess(spec Spec, opts Options, log *slog.Logger) *process {
-	return &process{spec: spec, opts: opts, log: log, tail: newTailBuffer(4096), exited: make(chan struct{})}
+func newProcess(p *Pool, spec Spec, log *slog.Logger) *process {
+	addr := "p" + strconv.FormatInt(p.seq.Add(1), 10)
+	return &process{pool: p, spec: spec, log: log, addr: addr, sock: p.socketPath(addr), tail: newTailBuffer(4096), exited: make(chan struct{})}
 }
 
 func (pr *process) pid() int {
@@ -54,19 +56,13 @@ func (pr *process) pid() int {
 	return pr.cmd.Process.Pid
 }
 
-// start launches the wrapper on a free loopback port in its own process group.
+// start launches the wrapper on its Unix socket in its own process group.
 func (pr *process) start() error {
-	port, err := freePort(pr.opts.Host)
-	if err != nil {
-		pr.fail(err)
-		return err
-	}
-	pr.addr = net.JoinHostPort(pr.opts.Host, strconv.Itoa(port))
 	art := pr.spec.Artifact
 	argv := resolveCommand(art.Command)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = art.Dir
-	cmd.Env = processEnv(pr.spec, pr.opts.Host, port)
+	cmd.Env = processEnv(pr.spec, pr.sock)
 	logs, err := newLogPipe(&logWriter{log: pr.log, tail: pr.tail})
 	if err != nil {
 		pr.fail(err)
@@ -90,8 +86,16 @@ func (pr *process) start() error {
 		return err
 	}
 	pr.cmd = cmd
+	pgid, runDir := cmd.Process.Pid, pr.pool.opts.RunDir
+	if err := recordGroup(runDir, pgid); err != nil {
+		pr.log.Warn("Warning: what this function forks may outlive a crash of sless dev", "error", err)
+	}
 	go func() {
 		err := cmd.Wait()
+		// Whatever the wrapper forked dies with it, however it ended.
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		forgetGroup(runDir, pgid)
+		_ = os.Remove(pr.sock)
 		<-logs.done // the last lines (a crash's traceback) are in the tail before anyone looks
 		pr.mu.Lock()
 		pr.exitErr = err
@@ -114,7 +118,7 @@ func (pr *process) failLocked(err error) {
 
 // processEnv is the wrapper's environment: a minimal base (no secrets of sless dev leak into
 // functions), the runtime's settings, the function's env vars, then the wrapper contract.
-func processEnv(spec Spec, host string, port int) []string {
+func processEnv(spec Spec, sock string) []string {
 	env := []string{}
 	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG", "TZ"} {
 		if v, ok := os.LookupEnv(k); ok {
@@ -130,21 +134,12 @@ func processEnv(spec Spec, host string, port int) []string {
 	for _, k := range keys {
 		env = append(env, k+"="+spec.Env[k])
 	}
-	return append(env, "PORT="+strconv.Itoa(port), "SLESS_HOST="+host,
-		"SLESS_TIMEOUT_SECONDS="+strconv.Itoa(int(spec.Timeout/time.Second)))
-}
-
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port on %s: %w", host, err)
+	env = append(env, "SLESS_TIMEOUT_SECONDS="+strconv.Itoa(int(spec.Timeout/time.Second)))
+	if sock != "" {
+		env = append(env, "SLESS_SOCKET="+sock)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return env
 }
-
-// healthClient never reuses connections: a probe must reach the new process.
-var healthClient = &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 
 // waitHealthy polls /healthz until it answers 200, the process exits or timeout passes. The
 // first polls are 1 ms apart: the cold start budget of a Go function is tens of ms.
@@ -153,7 +148,7 @@ func (pr *process) waitHealthy(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	delay := time.Millisecond
 	for {
-		resp, err := healthClient.Get(url)
+		resp, err := pr.pool.health.Get(url)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {

@@ -32,7 +32,19 @@ var (
 
 const healthPath = "/healthz"
 
+// Connection bounds: headers, idle keep-alive (longer than the idle timeouts of the gateway's
+// pool and the KEDA interceptor in front, so they close first), header size, and the body of
+// a function without a timeout.
+const (
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 120 * time.Second
+	maxHeaderBytes    = 64 << 10
+	maxBodyTime       = 15 * time.Minute
+)
+
 type config struct {
+	// socket, when set, is the Unix socket to listen on (sless dev); else addr.
+	socket      string
 	addr        string
 	timeout     time.Duration // 0 = none
 	maxBody     int64
@@ -63,6 +75,7 @@ func main() {
 
 func loadConfig() (config, error) {
 	cfg := config{
+		socket:      os.Getenv("SLESS_SOCKET"),
 		addr:        net.JoinHostPort(envOr("SLESS_HOST", "127.0.0.1"), envOr("PORT", "8080")),
 		maxBody:     6 << 20,
 		shutdown:    25 * time.Second,
@@ -101,12 +114,29 @@ func envInt(key string, def int64) (int64, error) {
 	return n, nil
 }
 
-func serve(cfg config, logger *slog.Logger) error {
+func listen(cfg config) (net.Listener, error) {
+	if cfg.socket != "" {
+		_ = os.Remove(cfg.socket) // left by a process that was killed
+		ln, err := net.Listen("unix", cfg.socket)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", cfg.socket, err)
+		}
+		return ln, nil
+	}
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
+		return nil, fmt.Errorf("listen on %s: %w", cfg.addr, err)
 	}
-	srv := &http.Server{Handler: &wrapper{cfg: cfg, logger: logger}, ReadHeaderTimeout: 10 * time.Second}
+	return ln, nil
+}
+
+func serve(cfg config, logger *slog.Logger) error {
+	ln, err := listen(cfg)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: &wrapper{cfg: cfg, logger: logger},
+		ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
 	done := make(chan error, 1)
@@ -147,14 +177,23 @@ func (w *wrapper) logInvocation(r *http.Request, status int, start time.Time) {
 // invoke runs the handler on the request's goroutine and answers; it returns the status, or
 // 0 when the timeout answered (and logged) first.
 func (w *wrapper) invoke(rw http.ResponseWriter, r *http.Request, start time.Time) int {
+	bodyTime := w.cfg.timeout
+	if bodyTime == 0 {
+		bodyTime = maxBodyTime
+	}
+	_ = http.NewResponseController(rw).SetReadDeadline(start.Add(bodyTime))
 	body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, w.cfg.maxBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
+		switch {
+		case errors.As(err, &tooLarge):
 			return writeError(rw, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", w.cfg.maxBody))
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return writeError(rw, http.StatusRequestTimeout, "the request body did not arrive within "+bodyTime.String())
 		}
 		return writeError(rw, http.StatusBadRequest, "reading request body: "+err.Error())
 	}
+	_ = http.NewResponseController(rw).SetReadDeadline(time.Time{})
 	var request map[string]interface{}
 	if wantsRequest {
 		request = requestInfo(r)
