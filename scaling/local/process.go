@@ -29,7 +29,7 @@ type process struct {
 	// Unix socket the wrapper listens on.
 	addr, sock string
 	started    time.Time
-	tail    *tailBuffer
+	tail       *tailBuffer
 
 	ready, stopping, dead bool
 	inflight              int
