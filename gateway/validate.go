@@ -21,6 +21,11 @@ const (
 	maxScaleDownSec = 86400
 	maxTarget       = 100000
 	maxEnvVars      = 256
+	// maxEnvValue and maxEnvTotal bound a function's environment (names and values): an
+	// environment this large already fails exec on some systems and slows every write of
+	// the object.
+	maxEnvValue = 32 << 10
+	maxEnvTotal = 128 << 10
 	maxAttemptsCap  = 100
 	maxBackoffMs    = 3600000
 )
@@ -67,10 +72,21 @@ func validEnv(field string, env map[string]string) error {
 	if len(env) > maxEnvVars {
 		return invalid(field, "%d variables; at most %d are allowed", len(env), maxEnvVars)
 	}
+	total := 0
 	for _, k := range slices.Sorted(maps.Keys(env)) {
-		if !envName.MatchString(k) || strings.HasPrefix(k, "SLESS_") {
+		v := env[k]
+		switch {
+		case !envName.MatchString(k) || strings.HasPrefix(k, "SLESS_"):
 			return invalid(field+"."+k, "invalid variable name %q: use [A-Za-z_][A-Za-z0-9_]* not starting with SLESS_ (reserved)", k)
+		case strings.IndexByte(v, 0) >= 0:
+			return invalid(field+"."+k, "the value contains a NUL byte, which no process environment can hold; remove it")
+		case len(v) > maxEnvValue:
+			return invalid(field+"."+k, "the value is %d bytes; at most %d are allowed (keep large data in a file of the upload or in storage)", len(v), maxEnvValue)
 		}
+		total += len(k) + len(v)
+	}
+	if total > maxEnvTotal {
+		return invalid(field, "the variables hold %d bytes in all; at most %d are allowed", total, maxEnvTotal)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -115,6 +116,10 @@ func TestValidationErrors(t *testing.T) {
 		{"trailing data", "POST", "/functions", `{"name":"x","runtime":"go1.23"} {}`, 400, ""},
 		{"empty body", "POST", "/functions", ``, 400, ""},
 		{"reserved env", "POST", "/functions", `{"name":"x","runtime":"go1.23","env_vars":{"SLESS_MODE":"x"}}`, 400, "env_vars.SLESS_MODE"},
+		{"NUL in env", "POST", "/functions", `{"name":"x","runtime":"go1.23","env_vars":{"A":"b\u0000c"}}`, 400, "env_vars.A"},
+		{"env value too large", "POST", "/functions", `{"name":"x","runtime":"go1.23","env_vars":{"A":"` + strings.Repeat("v", 32<<10+1) + `"}}`, 400, "env_vars.A"},
+		{"env too large in all", "PUT", "/functions/f", `{"env_vars":{` + manyVars(5, 30<<10) + `}}`, 400, "env_vars"},
+		{"job env NUL", "POST", "/jobs", `{"name":"j","function":"f","env_vars":{"A":"\u0000"}}`, 400, "env_vars.A"},
 		{"max below min", "PUT", "/functions/f", `{"min_replicas":5,"max_replicas":2}`, 400, "max_replicas"},
 		{"update bad timeout", "PUT", "/functions/f", `{"timeout_sec":1000}`, 400, "timeout_sec"},
 		{"update missing", "PUT", "/functions/nope", `{"memory_mb":64}`, 404, ""},
@@ -140,6 +145,15 @@ func TestValidationErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// manyVars renders n JSON members V0..Vn-1 with values of size bytes.
+func manyVars(n, size int) string {
+	vars := make([]string, n)
+	for i := range vars {
+		vars[i] = fmt.Sprintf(`"V%d":"%s"`, i, strings.Repeat("v", size))
+	}
+	return strings.Join(vars, ",")
 }
 
 func TestAuthAndTenancy(t *testing.T) {

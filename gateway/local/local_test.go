@@ -335,6 +335,14 @@ func TestBadInputsDisturbNothing(t *testing.T) {
 	if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "cobol", FunctionFields: api.FunctionFields{Runtime: ptr("cobol85")}}); !isStatus(err, http.StatusBadRequest) {
 		t.Fatalf("unknown runtime: want 400, got %v", err)
 	}
+	nul := map[string]string{"TOKEN": "a\x00b"}
+	if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "nul-env", FunctionFields: api.FunctionFields{Runtime: ptr("python3.11"), EnvVars: &nul}}); !isStatus(err, http.StatusBadRequest) || !strings.Contains(err.Error(), "NUL") {
+		t.Fatalf("NUL in an env value: want 400 naming it, got %v", err)
+	}
+	huge := map[string]string{"BLOB": strings.Repeat("x", 40<<10)}
+	if _, err := d.client.UpdateFunction(ctx, d.ns, "healthy", api.FunctionFields{EnvVars: &huge}); !isStatus(err, http.StatusBadRequest) {
+		t.Fatalf("a 40 KiB env value: want 400, got %v", err)
+	}
 	if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "broken", FunctionFields: api.FunctionFields{Runtime: ptr("python3.11")}}); err != nil {
 		t.Fatal(err)
 	}
