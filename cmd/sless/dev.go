@@ -22,7 +22,7 @@ import (
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/history"
-	"sless.dev/sless/gateway/local"
+	"sless.dev/sless/devplane"
 )
 
 func init() { subcommands = append(subcommands, newDevCmd) }
@@ -113,7 +113,7 @@ func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 		return fmt.Errorf("--listen %s: %w", f.listen, err)
 	}
 	endpoint := "http://" + ln.Addr().String()
-	backend, err := local.New(local.Options{DataDir: dataDir, Artifacts: artifacts, GatewayURL: endpoint,
+	backend, err := devplane.New(devplane.Options{DataDir: dataDir, Artifacts: artifacts, GatewayURL: endpoint,
 		AMQPURL: f.amqpURL, Recorder: rec, Logger: log})
 	if err != nil {
 		ln.Close()

@@ -1,4 +1,4 @@
-package local_test
+package devplane_test
 
 import (
 	"context"

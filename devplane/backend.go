@@ -1,9 +1,10 @@
-// Package local is the gateway's Backend for `sless dev`: functions, triggers and jobs live in
-// a state file in the data directory, uploads are built on this machine (buildkit's local
-// builds, cached by content hash) and run as processes of scaling/local's pool; cron and AMQP
-// triggers fire through the dispatcher package. The REST API in front of it is the cluster
-// gateway's, unchanged.
-package local
+// Package devplane is the control plane of `sless dev`, the local counterpart of the
+// reconcilers and KEDA: functions, triggers and jobs live in a state file in the data
+// directory, uploads are built on this machine (buildkit's local builds, cached by content
+// hash) and run as processes of scaling/pool; cron and AMQP triggers fire through the
+// dispatcher package. It implements the gateway's Backend, so the REST API and /fn/ in
+// front of it are the cluster gateway's, unchanged.
+package devplane
 
 import (
 	"context"
@@ -25,7 +26,7 @@ import (
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/history"
-	localpool "sless.dev/sless/scaling/local"
+	"sless.dev/sless/scaling/pool"
 )
 
 // Options configures the local backend.
@@ -46,7 +47,7 @@ type Options struct {
 	// Builder builds uploads; its Logger defaults to Logger.
 	Builder buildkit.LocalBuilder
 	// Pool tunes the process pool.
-	Pool localpool.Options
+	Pool pool.Options
 	// Domain suffixes routing hosts (<name>.<ns>.<domain>). Default "fn.sless.local".
 	Domain string
 	// MaxBuilds caps concurrent builds. Default 2.
@@ -59,7 +60,7 @@ type Backend struct {
 	opts Options
 	log  *slog.Logger
 	file stateFile
-	pool *localpool.Pool
+	pool *pool.Pool
 
 	mu sync.RWMutex
 	st *state
@@ -130,7 +131,7 @@ func New(opts Options) (*Backend, error) {
 	if opts.Pool.RunDir == "" {
 		opts.Pool.RunDir = filepath.Join(opts.DataDir, "run")
 	}
-	pool, err := localpool.New(opts.Pool)
+	procs, err := pool.New(opts.Pool)
 	if err != nil {
 		unlock()
 		return nil, err
@@ -138,7 +139,7 @@ func New(opts Options) (*Backend, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	b = &Backend{
 		opts: opts, log: opts.Logger.With("component", "dev-backend"), file: file, st: st,
-		pool: pool, deployed: map[string]deployment{},
+		pool: procs, deployed: map[string]deployment{},
 		builds: newBuilds(opts.MaxBuilds), ctx: ctx, cancel: cancel,
 		runners: runners{m: map[string]*runner{}}, jobs: jobRuns{m: map[string]context.CancelFunc{}},
 		unlock: unlock,
@@ -190,7 +191,7 @@ func lockDataDir(dir string) (func(), error) {
 func (b *Backend) Transport() http.RoundTripper { return b.pool }
 
 // Pool exposes the process pool (process counts and addresses, for tests and benchmarks).
-func (b *Backend) Pool() *localpool.Pool { return b.pool }
+func (b *Backend) Pool() *pool.Pool { return b.pool }
 
 // Route answers from memory.
 func (b *Backend) Route(ns, name string) (gateway.Route, error) {

@@ -1,4 +1,4 @@
-package local
+package devplane
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package local
+package devplane
 
 import (
 	"context"
@@ -18,10 +18,10 @@ import (
 
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/gateway/api"
-	localpool "sless.dev/sless/scaling/local"
+	"sless.dev/sless/scaling/pool"
 )
 
-var tracer = otel.Tracer("sless.dev/sless/gateway/local")
+var tracer = otel.Tracer("sless.dev/sless/devplane")
 
 // buildingAfter is how long a build may take before the function shows phase Building; a
 // build found on disk (same content hash) returns well within it.
@@ -95,7 +95,7 @@ func (b *Backend) reconcileFunction(key string) {
 // deploy hands the build to the pool under the function's routing host.
 func (b *Backend) deploy(key string, fn api.Function, art *buildkit.Artifact, disabled bool) error {
 	host := b.routingHost(fn.Namespace, fn.Name)
-	spec := localpool.Spec{
+	spec := pool.Spec{
 		Artifact: art, Env: fn.EnvVars, Timeout: time.Duration(fn.TimeoutSec) * time.Second,
 		MinProcs: int(fn.MinReplicas), MaxProcs: int(fn.MaxReplicas), Target: int(fn.ScalingTarget),
 		ScaleDown: time.Duration(fn.ScaleDownPeriodSec) * time.Second, Disabled: disabled,
@@ -116,7 +116,7 @@ func (b *Backend) deploy(key string, fn api.Function, art *buildkit.Artifact, di
 // function run the same build).
 type deployment struct {
 	host string
-	spec localpool.Spec
+	spec pool.Spec
 }
 
 func (b *Backend) undeploy(key string) {

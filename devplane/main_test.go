@@ -1,4 +1,4 @@
-package local_test
+package devplane_test
 
 import (
 	"archive/zip"
@@ -23,12 +23,12 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/devplane"
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/gateway/history"
-	"sless.dev/sless/gateway/local"
-	localpool "sless.dev/sless/scaling/local"
+	"sless.dev/sless/scaling/pool"
 )
 
 // buildDir is shared by every test: the same source is built once for the whole run.
@@ -52,7 +52,7 @@ var hmacKey = []byte("local-backend-test-key-0123456789abcdef")
 type dev struct {
 	t        testing.TB
 	dataDir  string
-	backend  *local.Backend
+	backend  *devplane.Backend
 	srv      *http.Server
 	endpoint string
 	client   *client.Client
@@ -101,8 +101,8 @@ func startDev(t testing.TB, o devOptions) *dev {
 		t.Fatal(err)
 	}
 	endpoint := "http://" + ln.Addr().String()
-	b, err := local.New(local.Options{DataDir: o.dataDir, BuildDir: buildDir, Artifacts: arts, GatewayURL: endpoint,
-		AMQPURL: o.amqpURL, Recorder: o.recorder, Logger: log, Pool: localpool.Options{Tick: 50 * time.Millisecond, StopGrace: 2 * time.Second}})
+	b, err := devplane.New(devplane.Options{DataDir: o.dataDir, BuildDir: buildDir, Artifacts: arts, GatewayURL: endpoint,
+		AMQPURL: o.amqpURL, Recorder: o.recorder, Logger: log, Pool: pool.Options{Tick: 50 * time.Millisecond, StopGrace: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func (d *dev) invoke(name, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func (d *dev) stats(name string) localpool.Stats {
+func (d *dev) stats(name string) pool.Stats {
 	return d.backend.Pool().Stats(name + "." + d.ns + ".fn.sless.local")
 }
 

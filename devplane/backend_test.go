@@ -1,4 +1,4 @@
-package local_test
+package devplane_test
 
 import (
 	"bytes"
@@ -17,10 +17,10 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/devplane"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/gateway/history"
-	"sless.dev/sless/gateway/local"
 )
 
 // steerable is a Python function whose event steers it: crash exits mid-request, sleep holds
@@ -524,12 +524,12 @@ func TestDataDirIsExclusive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = local.New(local.Options{DataDir: dir, Artifacts: buildkit.Artifacts{Store: store}})
+	_, err = devplane.New(devplane.Options{DataDir: dir, Artifacts: buildkit.Artifacts{Store: store}})
 	if err == nil || !strings.Contains(err.Error(), "in use by another sless dev") {
 		t.Fatalf("a second backend on the same data directory: want a clear error, got %v", err)
 	}
 	d.stop()
-	b, err := local.New(local.Options{DataDir: dir, Artifacts: buildkit.Artifacts{Store: store}})
+	b, err := devplane.New(devplane.Options{DataDir: dir, Artifacts: buildkit.Artifacts{Store: store}})
 	if err != nil {
 		t.Fatalf("after the first stopped: %v", err)
 	}

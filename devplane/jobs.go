@@ -1,4 +1,4 @@
-package local
+package devplane
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/history"
-	localpool "sless.dev/sless/scaling/local"
+	"sless.dev/sless/scaling/pool"
 )
 
 // jobRuns are the runs in progress, by job key, so a deleted or re-run job stops its run.
@@ -106,10 +106,10 @@ func (b *Backend) runSelfContained(key string, spec api.JobSpec) {
 		})
 		return
 	}
-	b.startJob(key, spec, localpool.Spec{Artifact: art, Env: spec.EnvVars, Timeout: time.Duration(spec.TimeoutSec) * time.Second})
+	b.startJob(key, spec, pool.Spec{Artifact: art, Env: spec.EnvVars, Timeout: time.Duration(spec.TimeoutSec) * time.Second})
 }
 
-func (b *Backend) startJob(key string, spec api.JobSpec, run localpool.Spec) {
+func (b *Backend) startJob(key string, spec api.JobSpec, run pool.Spec) {
 	now := time.Now().UTC()
 	b.setJobStatus(key, -1, func(s *api.JobStatus) {
 		*s = api.JobStatus{Phase: api.JobRunning, ObservedRunID: spec.RunID, StartTime: &now}

@@ -1,15 +1,14 @@
-// Package local runs functions as child processes on this machine for `sless dev`: the
+// Package pool runs functions as child processes on this machine for `sless dev`: the
 // local counterpart of the Deployment + HTTPScaledObject that KEDA scales in a cluster.
 //
 // Each function gets processes of its runtime wrapper, each listening on a Unix socket in a
 // directory only this user can open (no other user, and no web page through the loopback
-// network, reaches a function around the gateway). The first
-// request to a function at zero is held until a process answers its health check (cold
+// network, reaches a function around the gateway). The first request to a function at zero is held until a process answers its health check (cold
 // start); concurrency above the target starts more processes up to the maximum; processes
 // idle for the scale-down period are stopped (MinProcs stay warm); a crashed process is
 // replaced and held requests are retried once. Every process runs in its own process group,
 // killed when it exits, and recorded in RunDir so a later pool kills what survived a crash.
-package local
+package pool
 
 import (
 	"context"
@@ -33,7 +32,7 @@ import (
 	"sless.dev/sless/buildkit"
 )
 
-var tracer = otel.Tracer("sless.dev/sless/scaling/local")
+var tracer = otel.Tracer("sless.dev/sless/scaling/pool")
 
 // Spec is how one function runs.
 type Spec struct {
