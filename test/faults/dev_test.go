@@ -267,6 +267,9 @@ func TestPostgresRestart(t *testing.T) {
 	if n := loads.http.retried.Load(); n > 0 {
 		t.Errorf("%d invocations failed while PostgreSQL was down", n)
 	}
+	if _, err := d.client.ListInvocations(context.Background(), d.ns, "ledger", 10, ""); err != nil {
+		t.Errorf("history API after PostgreSQL came back: %v", err)
+	}
 	if o.h.duplicates()+o.e.duplicates() > 0 {
 		t.Errorf("invocations ran twice (%d HTTP, %d AMQP) although none failed", o.h.duplicates(), o.e.duplicates())
 	}

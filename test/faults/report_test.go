@@ -78,7 +78,7 @@ func (r *results) markdown(w io.Writer) {
 	for _, x := range r.rows {
 		recovery := "–"
 		if x.recovery > 0 {
-			recovery = x.recovery.Round(10*time.Millisecond).String()
+			recovery = x.recovery.Round(10 * time.Millisecond).String()
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | **%d** | %s | %s / %s (%s) | %s |\n", x.scenario, x.load,
 			thousands(x.sent), thousands(x.done), x.retried, x.lost, thousands(x.dups),
