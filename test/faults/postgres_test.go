@@ -55,7 +55,10 @@ func startPostgres(dir string) (*postgres, error) {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
 	}
-	return p, p.start()
+	if err := p.start(); err != nil {
+		return nil, err // a server that did start dies with the suite (orphanSignal)
+	}
+	return p, nil
 }
 
 func (p *postgres) data() string { return filepath.Join(p.dir, "data") }
