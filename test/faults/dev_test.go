@@ -254,7 +254,7 @@ func TestPostgresRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	started := time.Now()
-	wrote, err := firstRecordSince(db, d.ns, "ledger", started, time.Minute)
+	wrote, err := historyResumed(db, d.ns, "ledger", started, time.Minute)
 	if err != nil {
 		t.Errorf("no history written after PostgreSQL came back: %v", err)
 	}

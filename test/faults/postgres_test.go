@@ -158,21 +158,26 @@ func settledHistory(t *testing.T, dbURL, ns, fn string, want map[string]int, qui
 	return nil
 }
 
-// firstRecordSince waits for a history record of ns/fn that started at or after since and
-// returns when it was seen: how long the writer took to write again after an outage.
-func firstRecordSince(dbURL, ns, fn string, since time.Time, timeout time.Duration) (time.Duration, error) {
-	var seen bool
-	err := until(timeout, nil, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, dbURL)
+// historyResumed waits until the history of ns/fn grows past what it held when the database
+// came back (nothing can be written while it is down), and returns how long that took after
+// since: when the writer, backing off, wrote again.
+func historyResumed(dbURL, ns, fn string, since time.Time, timeout time.Duration) (time.Duration, error) {
+	total := func() int {
+		counts, err := historyOf(dbURL, ns, fn)
 		if err != nil {
-			return false
+			return -1
 		}
-		defer c.Close(ctx)
-		err = c.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM invocations WHERE namespace = $1 AND function = $2 AND started_at >= $3)`, ns, fn, since).Scan(&seen)
-		return err == nil && seen
-	})
+		n := 0
+		for _, c := range counts {
+			n += c
+		}
+		return n
+	}
+	base := total()
+	if base < 0 {
+		return 0, fmt.Errorf("count the history of %s/%s", ns, fn)
+	}
+	err := until(timeout, nil, func() bool { return total() > base })
 	return time.Since(since), err
 }
 
