@@ -6,7 +6,7 @@ GOTEST_FLAGS ?= -count=1 -timeout 60m
 # Every Go module of the repository (the root plus nested ones such as the provider).
 MODULES := $(shell find . -name go.mod -not -path './node_modules/*' -not -path '*/testdata/*' -exec dirname {} \; | sort)
 
-.PHONY: all build generate lint test test-deps test-e2e verify-generated
+.PHONY: all build generate lint test test-deps test-e2e test-faults verify-generated
 
 all: build
 
@@ -27,6 +27,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	@$(GO) vet -tags e2e ./test/e2e/
+	@$(GO) vet -tags faults ./test/faults/
 
 ## test-deps: start PostgreSQL/RabbitMQ if down, install packages, build the cached tools.
 test-deps:
@@ -41,8 +42,15 @@ test: test-deps lint
 ## test-e2e: end to end on the real KEDA operator and HTTP add-on with kube-controller-manager,
 ## in a private network namespace (root), a process kubelet the only stand-in. Builds the
 ## cached tools it needs on first use (test/tools/keda.sh: tens of minutes cold).
-test-e2e: test-deps
+test-e2e: test-deps test-faults
 	$(GO) test -tags e2e -count=1 -timeout 45m -v ./test/e2e/
+
+## test-faults: the fault-injection suite (test/faults/, run by test-e2e): kill -9 and restart
+## sless dev, the dispatcher and the gateway, stop/start a private RabbitMQ node and PostgreSQL
+## cluster, under 5,000 HTTP invocations and 5,000 AMQP messages; prints the table that
+## docs/reliability.md publishes. About a minute and a half.
+test-faults: test-deps
+	$(GO) test -tags faults -count=1 -timeout 15m -v ./test/faults/
 
 ## dev: build sless and run the whole platform on this machine (`sless dev`) with the examples
 ## deployed (hello-go/python/node, http triggers, a cron trigger); prints their URLs and a
