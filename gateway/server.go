@@ -184,6 +184,7 @@ func (s *Server) errorResponse(ctx context.Context, err error) (int, api.Error) 
 		he *httpError
 		ee *echo.HTTPError
 		qe *history.QueryError
+		ue *history.UnavailableError
 	)
 	if code, field := statusOf(err); code != 0 {
 		return code, api.Error{Error: err.Error(), Field: field}
@@ -202,6 +203,9 @@ func (s *Server) errorResponse(ctx context.Context, err error) (int, api.Error) 
 		return he.Code, api.Error{Error: he.Msg, Field: he.Field}
 	case errors.As(err, &qe):
 		return http.StatusBadRequest, api.Error{Error: qe.Error(), Field: qe.Field}
+	case errors.As(err, &ue):
+		s.log.WarnContext(ctx, "Warning: invocation history unavailable", "error", err)
+		return http.StatusServiceUnavailable, api.Error{Error: "the invocation history database is unavailable; invocations are still served and recorded when it is back; retry later"}
 	case errors.As(err, &ee):
 		msg, _ := ee.Message.(string)
 		if msg == "" {

@@ -96,6 +96,13 @@ const (
 	maxErrorLen = 4096
 )
 
+// UnavailableError is a read that failed because the store could not be reached (the
+// database is down); the gateway answers 503 and the caller may retry.
+type UnavailableError struct{ Err error }
+
+func (e *UnavailableError) Error() string { return "invocation history unavailable: " + e.Err.Error() }
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
 // QueryError reports an invalid Query field; the gateway maps it to a 400 naming Field.
 type QueryError struct {
 	Field  string

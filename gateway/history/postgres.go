@@ -317,12 +317,12 @@ func (p *Postgres) List(ctx context.Context, q Query) (Page, error) {
 		return Page{}, ErrClosed
 	}
 	if err := p.Migrate(ctx); err != nil {
-		return Page{}, err
+		return Page{}, &UnavailableError{Err: err}
 	}
 	sql, args := listSQL(q, after)
 	rows, err := p.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return Page{}, fmt.Errorf("list invocations of namespace %s: %w", q.Namespace, err)
+		return Page{}, &UnavailableError{Err: fmt.Errorf("list invocations of namespace %s: %w", q.Namespace, err)}
 	}
 	records, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Record, error) {
 		var r Record
@@ -336,7 +336,7 @@ func (p *Postgres) List(ctx context.Context, q Query) (Page, error) {
 		return r, err
 	})
 	if err != nil {
-		return Page{}, fmt.Errorf("list invocations of namespace %s: %w", q.Namespace, err)
+		return Page{}, &UnavailableError{Err: fmt.Errorf("list invocations of namespace %s: %w", q.Namespace, err)}
 	}
 	return page(records, q.Limit), nil
 }
