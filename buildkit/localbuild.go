@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -38,6 +39,9 @@ type LocalBuilder struct {
 	Env []string
 	// MaxContextBytes caps the extracted context; default 1 GiB.
 	MaxContextBytes int64
+	// Seal makes a finished build read-only (files and directories), so the function that
+	// runs from it cannot change what a later start of it runs (sless dev).
+	Seal bool
 }
 
 const artifactManifest = ".sless-artifact.json"
@@ -101,14 +105,43 @@ func (b LocalBuilder) build(ctx context.Context, contextData []byte, runtime, ou
 	if err := writeArtifact(tmp, art); err != nil {
 		return nil, err
 	}
+	_ = Unseal(dir)
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("replacing %s: %w", dir, err)
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		return nil, fmt.Errorf("moving the build to %s: %w", dir, err)
 	}
+	if b.Seal {
+		if err := chmodTree(dir, func(m fs.FileMode) fs.FileMode { return m &^ 0o222 }); err != nil {
+			return nil, fmt.Errorf("sealing the build %s: %w", dir, err)
+		}
+	}
 	logger.Info("built function locally", "runtime", rt.Name, "dir", dir, "hash", hash, "duration", time.Since(start))
 	return art, nil
+}
+
+// Unseal makes a sealed build writable by its owner again, so it can be removed.
+func Unseal(dir string) error {
+	return chmodTree(dir, func(m fs.FileMode) fs.FileMode { return m | 0o200 })
+}
+
+// chmodTree changes the permission bits of everything under dir (symbolic links are left).
+func chmodTree(dir string, mode func(fs.FileMode) fs.FileMode) error {
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Type()&fs.ModeSymlink != 0 {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return os.Chmod(p, mode(info.Mode().Perm()))
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }
 
 // buildIn runs the language's build steps in work; the artifact refers to final paths.

@@ -1,6 +1,6 @@
 // Package devplane is the control plane of `sless dev`, the local counterpart of the
-// reconcilers and KEDA: functions, triggers and jobs live in a state file in the data
-// directory, uploads are built on this machine (buildkit's local builds, cached by content
+// reconcilers and KEDA: functions, triggers and jobs live in the data directory (store.go),
+// uploads are built on this machine (buildkit's local builds, cached by tenant and content
 // hash) and run as processes of scaling/pool; cron and AMQP triggers fire through the
 // dispatcher package. It implements the gateway's Backend, so the REST API and /fn/ in
 // front of it are the cluster gateway's, unchanged.
@@ -12,15 +12,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"k8s.io/client-go/util/workqueue"
 
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/gateway"
@@ -29,12 +30,12 @@ import (
 	"sless.dev/sless/scaling/pool"
 )
 
-// Options configures the local backend.
+// Options configures the dev plane.
 type Options struct {
-	// DataDir holds the state file and, unless BuildDir is set, the local builds.
+	// DataDir holds the state and, unless BuildDir is set, the local builds.
 	DataDir string
-	// BuildDir holds local builds, one directory per runtime and content hash. Default
-	// DataDir/builds; several data directories may share one.
+	// BuildDir holds local builds, one directory per tenant, runtime and content hash.
+	// Default DataDir/builds; several data directories may share one.
 	BuildDir string
 	// Artifacts is where uploads are stored (the gateway writes them; builds read them).
 	Artifacts buildkit.Artifacts
@@ -52,30 +53,87 @@ type Options struct {
 	Domain string
 	// MaxBuilds caps concurrent builds. Default 2.
 	MaxBuilds int
-	Logger    *slog.Logger
+	// MaxPerNamespace caps the functions, the triggers and the jobs of one namespace (each),
+	// so one tenant cannot fill the machine. Default 200.
+	MaxPerNamespace int
+	// Workers reconcile objects in parallel (one object at a time each). Default 8.
+	Workers int
+	// RetryBase and RetryMax bound the backoff of a reconcile that failed for a reason
+	// outside the user's spec (a full disk, an unreachable store). Defaults 100ms and 30s.
+	RetryBase, RetryMax time.Duration
+	Logger              *slog.Logger
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.DataDir == "" {
+		return o, errors.New("dev plane: DataDir is required")
+	}
+	if o.Artifacts.Store == nil {
+		return o, errors.New("dev plane: an artifact store is required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Builder.Logger == nil {
+		o.Builder.Logger = o.Logger
+	}
+	o.Builder.Seal = true // a function must not change what its next start runs
+	if o.Pool.Logger == nil {
+		o.Pool.Logger = o.Logger
+	}
+	if o.Pool.RunDir == "" {
+		o.Pool.RunDir = filepath.Join(o.DataDir, "run")
+	}
+	if o.BuildDir == "" {
+		o.BuildDir = filepath.Join(o.DataDir, "builds")
+	}
+	if o.Domain == "" {
+		o.Domain = "fn.sless.local"
+	}
+	if o.MaxBuilds <= 0 {
+		o.MaxBuilds = 2
+	}
+	if o.MaxPerNamespace <= 0 {
+		o.MaxPerNamespace = 200
+	}
+	if o.Workers <= 0 {
+		o.Workers = 8
+	}
+	if o.RetryBase <= 0 {
+		o.RetryBase = 100 * time.Millisecond
+	}
+	if o.RetryMax <= 0 {
+		o.RetryMax = 30 * time.Second
+	}
+	if o.Recorder == nil {
+		o.Recorder = discard{}
+	}
+	return o, nil
 }
 
 // Backend implements gateway.Backend on this machine.
 type Backend struct {
-	opts Options
-	log  *slog.Logger
-	file stateFile
-	pool *pool.Pool
+	opts  Options
+	log   *slog.Logger
+	store *store
+	pool  *pool.Pool
 
-	mu sync.RWMutex
-	st *state
-	// deployed holds what the pool serves, by function key.
+	// deployed holds what the pool serves, by function key; routes is the /fn/ table built
+	// from it and the store's snapshot after every change, read without locks.
+	depMu    sync.Mutex
 	deployed map[string]deployment
+	routes   atomic.Pointer[map[string]gateway.Route]
 
 	builds  builds
-	work    keyed
+	queue   workqueue.TypedRateLimitingInterface[string]
 	runners runners
 	jobs    jobRuns
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	unlock func() // releases the data directory
+	ctx     context.Context
+	cancel  context.CancelFunc
+	workers sync.WaitGroup
+	wg      sync.WaitGroup // job runs
+	unlock  func()         // releases the data directory
 }
 
 var _ gateway.Backend = (*Backend)(nil)
@@ -84,32 +142,9 @@ var _ gateway.Backend = (*Backend)(nil)
 // its declared state (builds are found again by content hash, so nothing is rebuilt). Close
 // stops everything it started.
 func New(opts Options) (*Backend, error) {
-	if opts.DataDir == "" {
-		return nil, errors.New("local backend: DataDir is required")
-	}
-	if opts.Artifacts.Store == nil {
-		return nil, errors.New("local backend: an artifact store is required")
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.Builder.Logger == nil {
-		opts.Builder.Logger = opts.Logger
-	}
-	if opts.Pool.Logger == nil {
-		opts.Pool.Logger = opts.Logger
-	}
-	if opts.BuildDir == "" {
-		opts.BuildDir = filepath.Join(opts.DataDir, "builds")
-	}
-	if opts.Domain == "" {
-		opts.Domain = "fn.sless.local"
-	}
-	if opts.MaxBuilds <= 0 {
-		opts.MaxBuilds = 2
-	}
-	if opts.Recorder == nil {
-		opts.Recorder = discard{}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the data directory %s: %w", opts.DataDir, err)
@@ -118,45 +153,40 @@ func New(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	file := stateFile{path: filepath.Join(opts.DataDir, "state.json")}
-	st, err := file.load()
+	st, err := openStore(filepath.Join(opts.DataDir, "state"), filepath.Join(opts.DataDir, "state.json"))
 	if err != nil {
 		unlock()
 		return nil, err
 	}
-	var b *Backend
+	b := &Backend{opts: opts, log: opts.Logger.With("component", "devplane"), store: st,
+		deployed: map[string]deployment{}, builds: newBuilds(opts.MaxBuilds),
+		runners: runners{m: map[string]*runner{}}, jobs: jobRuns{m: map[string]context.CancelFunc{}}, unlock: unlock}
 	if opts.Pool.OnStart == nil {
-		opts.Pool.OnStart = func(host string, err error) { b.noteStart(host, err) }
+		opts.Pool.OnStart = b.noteStart
 	}
-	if opts.Pool.RunDir == "" {
-		opts.Pool.RunDir = filepath.Join(opts.DataDir, "run")
-	}
-	procs, err := pool.New(opts.Pool)
-	if err != nil {
+	if b.pool, err = pool.New(opts.Pool); err != nil {
 		unlock()
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	b = &Backend{
-		opts: opts, log: opts.Logger.With("component", "dev-backend"), file: file, st: st,
-		pool: procs, deployed: map[string]deployment{},
-		builds: newBuilds(opts.MaxBuilds), ctx: ctx, cancel: cancel,
-		runners: runners{m: map[string]*runner{}}, jobs: jobRuns{m: map[string]context.CancelFunc{}},
-		unlock: unlock,
-	}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	st.published = func(*snapshot) { b.rebuildRoutes() }
+	b.rebuildRoutes()
+	b.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.RetryBase, opts.RetryMax),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "devplane"})
 	b.interruptJobs()
-	for _, r := range st.Functions {
-		// Nothing runs yet: a function is Ready again only once this process has deployed it
-		// (the reconcile observes the generation again and persists that).
-		r.ObservedGeneration = 0
+	for range opts.Workers {
+		b.workers.Add(1)
+		go b.work()
 	}
-	for key := range st.Functions {
+	snap := st.snapshot()
+	for key := range snap.functions {
 		b.kickFunction(key)
 	}
-	for key := range st.Triggers {
+	for key := range snap.triggers {
 		b.kickTrigger(key)
 	}
-	for key := range st.Jobs {
+	for key := range snap.jobs {
 		b.kickJob(key)
 	}
 	return b, nil
@@ -165,8 +195,9 @@ func New(opts Options) (*Backend, error) {
 // Close stops triggers, jobs and every function process.
 func (b *Backend) Close() {
 	b.cancel()
+	b.queue.ShutDown()
+	b.workers.Wait()
 	b.runners.stopAll()
-	b.work.wait()
 	b.wg.Wait()
 	b.pool.Close()
 	b.unlock()
@@ -175,16 +206,67 @@ func (b *Backend) Close() {
 // lockDataDir makes sure one process at a time owns a data directory: two would overwrite
 // each other's state.
 func lockDataDir(dir string) (func(), error) {
-	path := filepath.Join(dir, "lock")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	unlock, err := flock(filepath.Join(dir, "lock"), false)
 	if err != nil {
-		return nil, fmt.Errorf("locking the data directory: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
 		return nil, fmt.Errorf("data directory %s is in use by another sless dev (%v); stop it or pass another --data-dir", dir, err)
 	}
+	return unlock, nil
+}
+
+// flock takes an exclusive lock on path, waiting for it when wait is set.
+func flock(path string, wait bool) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	how := syscall.LOCK_EX
+	if !wait {
+		how |= syscall.LOCK_NB
+	}
+	if err := syscall.Flock(int(f.Fd()), how); err != nil {
+		f.Close()
+		return nil, err
+	}
 	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+}
+
+// work runs reconciles until the queue shuts down; a failed one is retried with backoff.
+func (b *Backend) work() {
+	defer b.workers.Done()
+	for {
+		item, quit := b.queue.Get()
+		if quit {
+			return
+		}
+		if err := b.reconcile(item); err != nil && b.ctx.Err() == nil {
+			b.log.Warn("Warning: reconcile failed; retrying", "object", item, "error", err)
+			b.queue.AddRateLimited(item)
+		} else {
+			b.queue.Forget(item)
+		}
+		b.queue.Done(item)
+	}
+}
+
+func (b *Backend) kickFunction(key string) { b.queue.Add("function/" + key) }
+func (b *Backend) kickTrigger(key string)  { b.queue.Add("trigger/" + key) }
+func (b *Backend) kickJob(key string)      { b.queue.Add("job/" + key) }
+
+// reconcile dispatches a queued item to its kind's reconcile.
+func (b *Backend) reconcile(item string) error {
+	kind, key, _ := strings.Cut(item, "/")
+	switch kind {
+	case "function":
+		return b.reconcileFunction(key)
+	case "trigger":
+		return b.reconcileTrigger(key)
+	case "job":
+		return b.reconcileJob(key)
+	}
+	return nil
 }
 
 // Transport carries /fn/ requests to the process pool; the Host names the function.
@@ -193,64 +275,78 @@ func (b *Backend) Transport() http.RoundTripper { return b.pool }
 // Pool exposes the process pool (process counts and addresses, for tests and benchmarks).
 func (b *Backend) Pool() *pool.Pool { return b.pool }
 
-// Route answers from memory.
+// Route answers from the routes table of the last change: no lock, no scan.
 func (b *Backend) Route(ns, name string) (gateway.Route, error) {
-	key := objectKey(ns, name)
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	fn, ok := b.st.Functions[key]
+	r, ok := (*b.routes.Load())[objectKey(ns, name)]
 	if !ok {
-		return gateway.Route{}, &gateway.NotFoundError{Kind: "function", Namespace: ns, Name: name}
+		return gateway.Route{}, notFound("function", ns, name)
 	}
-	r := gateway.Route{Host: b.deployed[key].host, Timeout: time.Duration(fn.Spec.TimeoutSec) * time.Second}
-	r.RequireAuth, r.Disabled = b.httpGateLocked(ns, name)
 	return r, nil
 }
 
-// httpGateLocked reports whether an enabled http trigger of the function requires auth and
-// whether all of its http triggers are disabled (a function without any stays reachable).
-func (b *Backend) httpGateLocked(ns, name string) (requireAuth, disabled bool) {
-	httpTriggers, enabled := 0, 0
-	for _, t := range b.st.Triggers {
-		if t.Namespace != ns || t.Spec.Function != name || t.Spec.Type != api.TriggerHTTP {
+// rebuildRoutes makes the /fn/ table from the current snapshot and what is deployed.
+func (b *Backend) rebuildRoutes() {
+	b.depMu.Lock()
+	defer b.depMu.Unlock()
+	snap := b.store.snapshot()
+	gates := httpGates(snap)
+	routes := make(map[string]gateway.Route, len(snap.functions))
+	for key, fn := range snap.functions {
+		g := gates[key]
+		routes[key] = gateway.Route{Host: b.deployed[key].host, Timeout: time.Duration(fn.Spec.TimeoutSec) * time.Second,
+			RequireAuth: g.requireAuth, Disabled: g.disabled()}
+	}
+	b.routes.Store(&routes)
+}
+
+// httpGate is what a function's http triggers say about its URL.
+type httpGate struct {
+	triggers, enabled int
+	requireAuth       bool
+}
+
+// disabled: the function has http triggers and all are off (one without any stays
+// reachable).
+func (g httpGate) disabled() bool { return g.triggers > 0 && g.enabled == 0 }
+
+func httpGates(snap *snapshot) map[string]httpGate {
+	gates := map[string]httpGate{}
+	for _, t := range snap.triggers {
+		if t.Spec.Type != api.TriggerHTTP {
 			continue
 		}
-		httpTriggers++
+		key := objectKey(t.Namespace, t.Spec.Function)
+		g := gates[key]
+		g.triggers++
 		if t.Spec.Enabled {
-			enabled++
-			requireAuth = requireAuth || t.Spec.RequireAuth
+			g.enabled++
+			g.requireAuth = g.requireAuth || t.Spec.RequireAuth
 		}
+		gates[key] = g
 	}
-	return requireAuth, httpTriggers > 0 && enabled == 0
+	return gates
 }
 
 func (b *Backend) routingHost(ns, name string) string {
 	return name + "." + ns + "." + b.opts.Domain
 }
 
+// keyOfHost is the function key a routing host names.
+func (b *Backend) keyOfHost(host string) (string, bool) {
+	name, ns, ok := strings.Cut(strings.TrimSuffix(host, "."+b.opts.Domain), ".")
+	return objectKey(ns, name), ok
+}
+
 func (b *Backend) functionURL(ns, name string) string {
 	return strings.TrimSuffix(b.opts.GatewayURL, "/") + "/fn/" + ns + "/" + name
 }
 
-// commitLocked persists the state; on failure undo restores the previous in-memory state so
-// nothing unacknowledged is visible.
-func (b *Backend) commitLocked(undo func()) error {
-	if err := b.file.save(b.st); err != nil {
-		undo()
-		return err
-	}
-	return nil
-}
-
 // EnsureNamespace records the namespace.
 func (b *Backend) EnsureNamespace(_ context.Context, ns string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.st.Namespaces[ns] {
+	return b.store.write(false, func(tx *txn) error {
+		tx.putNamespace(b.store.root, ns)
 		return nil
-	}
-	b.st.Namespaces[ns] = true
-	return b.commitLocked(func() { delete(b.st.Namespaces, ns) })
+	})
 }
 
 func newMeta(ns, name string) meta {
@@ -279,26 +375,7 @@ func jobOf(r *jobRecord) api.Job {
 	return api.Job{Name: r.Name, Namespace: r.Namespace, CreatedAt: r.CreatedAt, JobSpec: cloneJobSpec(r.Spec), Status: r.Status}
 }
 
-func cloneFunctionSpec(s api.FunctionSpec) api.FunctionSpec {
-	s.EnvVars = maps.Clone(s.EnvVars)
-	if s.Source != nil {
-		src := *s.Source
-		s.Source = &src
-	}
-	return s
-}
-
-func cloneJobSpec(s api.JobSpec) api.JobSpec {
-	s.EnvVars = maps.Clone(s.EnvVars)
-	if s.Source != nil {
-		src := *s.Source
-		s.Source = &src
-	}
-	s.Event = slices.Clone(s.Event)
-	return s
-}
-
-// equalJSON compares specs by their wire form (maps and pointers compare by content).
+// equalJSON compares values by their wire form (maps and pointers compare by content).
 func equalJSON(a, b any) bool {
 	x, errA := json.Marshal(a)
 	y, errB := json.Marshal(b)

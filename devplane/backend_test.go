@@ -236,7 +236,7 @@ func TestEventTrigger(t *testing.T) {
 	d := startDev(t, devOptions{amqpURL: amqpURL(), recorder: pg})
 	ctx := context.Background()
 	d.deploy("consumer", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{})
-	queue := "sless-dev-test-" + randomHex(t)
+	queue := d.ns + ".test-" + randomHex(t)
 	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "from-queue", TriggerFields: api.TriggerFields{
 		Type: ptr(api.TriggerEvent), Function: ptr("consumer"), Queue: &queue, BrokerSecret: ptr("unused-in-dev"), BrokerSecretKey: ptr("url")}}); err != nil {
 		t.Fatal(err)
@@ -427,7 +427,7 @@ func TestEventTriggerWithoutBroker(t *testing.T) {
 	ctx := context.Background()
 	d.deploy("quiet", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{})
 	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "q", TriggerFields: api.TriggerFields{
-		Type: ptr(api.TriggerEvent), Function: ptr("quiet"), Queue: ptr("nowhere"), BrokerSecret: ptr("s"), BrokerSecretKey: ptr("url")}}); err != nil {
+		Type: ptr(api.TriggerEvent), Function: ptr("quiet"), Queue: ptr(d.ns + ".nowhere"), BrokerSecret: ptr("s"), BrokerSecretKey: ptr("url")}}); err != nil {
 		t.Fatal(err)
 	}
 	var tr api.Trigger

@@ -2,9 +2,9 @@ package devplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/singleflight"
 
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/gateway/api"
@@ -32,41 +33,35 @@ const maxBuildError = 16 << 10
 
 // reconcileFunction brings one function to its declared state: build the uploaded source
 // (or find the build by content hash), hand it to the pool, and write the status. Its
-// triggers and jobs are reconciled after it, since they wait for it to be Ready.
-func (b *Backend) reconcileFunction(key string) {
-	ctx, span := tracer.Start(b.ctx, "local.reconcileFunction", withKey(key))
+// triggers and jobs are reconciled after it, since they wait for it to be Ready. An error
+// means "retry later" (a full disk, an unreadable upload); a user's mistake is a status.
+func (b *Backend) reconcileFunction(key string) error {
+	ctx, span := tracer.Start(b.ctx, "devplane.reconcileFunction", withKey(key))
 	defer span.End()
 	defer b.kickDependents(key)
-	b.mu.RLock()
-	r, ok := b.st.Functions[key]
-	var fn api.Function
-	var gen int64
-	if ok {
-		fn, gen = functionOf(r), r.Generation
-	}
-	_, disabled := b.httpGateLocked(fn.Namespace, fn.Name)
-	b.mu.RUnlock()
+	snap := b.store.snapshot()
+	r, ok := snap.functions[key]
 	if !ok {
 		b.undeploy(key)
 		b.deleteArtifacts(ctx, key)
-		return
+		return nil
 	}
+	fn, gen := functionOf(r), r.Generation
+	gate := httpGates(snap)[key]
 	switch {
 	case fn.Image != "":
 		b.undeploy(key)
-		b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) {
+		return b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) {
 			st.Phase, st.Message = api.PhaseFailed, "sless dev runs uploaded source only; prebuilt images (image) need the Kubernetes deployment: upload a zip instead"
 		})
-		return
 	case fn.Source == nil:
 		b.undeploy(key)
-		b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) {
+		return b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) {
 			st.Phase, st.Message = api.PhasePending, "waiting for source: upload a zip to POST /v1/namespaces/"+fn.Namespace+"/functions/"+fn.Name+"/upload"
 		})
-		return
 	}
-	art, built, err := b.artifact(ctx, fn.Runtime, fn.Source, func() {
-		b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) {
+	art, built, err := b.artifact(ctx, fn.Namespace, fn.Runtime, fn.Source, func() {
+		_ = b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) {
 			st.Phase, st.Message = api.PhaseBuilding, "building "+short(fn.Source.SHA256)
 		})
 	})
@@ -74,22 +69,36 @@ func (b *Backend) reconcileFunction(key string) {
 		span.SetStatus(codes.Error, err.Error())
 		b.log.Warn("Warning: build failed", "function", key, "error", err)
 		now := time.Now().UTC()
-		b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) {
-			st.Phase, st.Message, st.LastBuildError, st.LastBuildTime = api.PhaseFailed, "build failed; see last_build_error", truncate(err.Error(), maxBuildError), &now
+		msg := "build failed; see last_build_error"
+		if retryable(err) {
+			msg = "build failed for a reason outside the source (see last_build_error); retrying"
+		}
+		serr := b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) {
+			st.Phase, st.Message, st.LastBuildError, st.LastBuildTime = api.PhaseFailed, msg, truncate(err.Error(), maxBuildError), &now
 		})
-		return // the previous build, if any, keeps serving, as a Deployment would
+		if retryable(err) {
+			return err
+		}
+		return serr // the previous build, if any, keeps serving, as a Deployment would
 	}
-	if err := b.deploy(key, fn, art, disabled); err != nil {
-		b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) { st.Phase, st.Message = api.PhaseFailed, err.Error() })
-		return
+	if err := b.deploy(key, fn, art, gate.disabled()); err != nil {
+		_ = b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) { st.Phase, st.Message = api.PhaseFailed, err.Error() })
+		return err
 	}
-	b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) {
+	return b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) {
 		st.Phase, st.Message, st.URL, st.Image, st.LastBuildError = api.PhaseReady, "", b.functionURL(fn.Namespace, fn.Name), "local:"+short(art.Hash), ""
 		if built || st.LastBuildTime == nil {
 			now := time.Now().UTC()
 			st.LastBuildTime = &now
 		}
 	})
+}
+
+// retryable reports a build failure that is not the source's fault: anything but the
+// compiler's or installer's own error, and a full disk even when a tool reports it.
+func retryable(err error) bool {
+	var be *buildkit.BuildError
+	return !errors.As(err, &be) || errors.Is(err, syscall.ENOSPC) || strings.Contains(err.Error(), "no space left on device")
 }
 
 // deploy hands the build to the pool under the function's routing host.
@@ -106,9 +115,10 @@ func (b *Backend) deploy(key string, fn api.Function, art *buildkit.Artifact, di
 	if err := b.pool.Set(host, spec); err != nil {
 		return fmt.Errorf("starting function %s: %w", key, err)
 	}
-	b.mu.Lock()
+	b.depMu.Lock()
 	b.deployed[key] = deployment{host: host, spec: spec}
-	b.mu.Unlock()
+	b.depMu.Unlock()
+	b.rebuildRoutes()
 	return nil
 }
 
@@ -119,46 +129,48 @@ type deployment struct {
 	spec pool.Spec
 }
 
+func (b *Backend) deployment(key string) (deployment, bool) {
+	b.depMu.Lock()
+	defer b.depMu.Unlock()
+	d, ok := b.deployed[key]
+	return d, ok
+}
+
 func (b *Backend) undeploy(key string) {
-	b.mu.Lock()
+	b.depMu.Lock()
 	d, ok := b.deployed[key]
 	delete(b.deployed, key)
-	b.mu.Unlock()
+	b.depMu.Unlock()
 	if ok {
 		b.pool.Remove(d.host)
+		b.rebuildRoutes()
 	}
 }
 
 // startFailedPrefix begins the status message of a function whose last cold start failed.
 const startFailedPrefix = "the last start of the function process failed: "
 
-// noteStart shows a failed cold start (e.g. a Python syntax error, which no build step
+// noteStart shows a failed cold start (e.g. a Python import error, which no build step
 // catches) in the function's status message, and clears it once a start succeeds.
 func (b *Backend) noteStart(host string, err error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for key, d := range b.deployed {
-		if d.host != host {
-			continue
+	key, ok := b.keyOfHost(host)
+	if !ok {
+		return
+	}
+	werr := setStatus(b, functions, key, func(r *functionRecord) bool {
+		if r.Status.Phase != api.PhaseReady {
+			return false
 		}
-		r := b.st.Functions[key]
-		if r == nil || r.Status.Phase != api.PhaseReady {
-			return
-		}
-		old := r.Status.Message
 		switch {
 		case err != nil:
 			r.Status.Message = truncate(startFailedPrefix+err.Error(), maxBuildError)
-		case strings.HasPrefix(old, startFailedPrefix):
+		case strings.HasPrefix(r.Status.Message, startFailedPrefix):
 			r.Status.Message = ""
 		}
-		if r.Status.Message == old {
-			return
-		}
-		if err := b.commitLocked(func() { r.Status.Message = old }); err != nil {
-			b.log.Error("persisting function status", "function", key, "error", err)
-		}
-		return
+		return true
+	})
+	if werr != nil {
+		b.log.Error("persisting function status", "function", key, "error", werr)
 	}
 }
 
@@ -170,132 +182,113 @@ func (b *Backend) deleteArtifacts(ctx context.Context, key string) {
 	}
 }
 
-// setFunctionStatus applies change to the status of generation gen and persists it; a status
-// for a generation that is no longer current is still written (observed_generation says
-// which one it describes).
-func (b *Backend) setFunctionStatus(key string, gen int64, change func(*api.FunctionStatus)) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	r, ok := b.st.Functions[key]
-	if !ok || r.Generation < gen {
-		return
-	}
-	old, oldGen := r.Status, r.ObservedGeneration
-	change(&r.Status)
-	r.ObservedGeneration = gen
-	if equalJSON(old, r.Status) && oldGen == gen {
-		return
-	}
-	if err := b.commitLocked(func() { r.Status, r.ObservedGeneration = old, oldGen }); err != nil {
-		b.log.Error("persisting function status", "function", key, "error", err)
-	}
+// setStatus changes the status of the record at key; change returns false to leave it. A
+// status that could not be persisted is still shown (it describes what runs now) and its
+// error returned, so the reconcile is retried.
+func setStatus[S, T any](b *Backend, t table[S, T], key string, change func(*record[S, T]) bool) error {
+	return b.store.write(true, func(tx *txn) error {
+		old, ok := (*t.of(tx.next))[key]
+		if !ok {
+			return nil
+		}
+		r := t.copyRecord(old)
+		if !change(r) || (equalJSON(r.Status, old.Status) && r.ObservedGeneration == old.ObservedGeneration) {
+			return nil
+		}
+		return put(tx, b.store.root, t, key, r)
+	})
+}
+
+// setFunctionStatus applies change to the status of generation gen; a status for a
+// generation that is no longer current is still written (observed_generation says which
+// one it describes), one for an older generation than the status's is not.
+func (b *Backend) setFunctionStatus(key string, gen int64, change func(*api.FunctionStatus)) error {
+	return setStatus(b, functions, key, func(r *functionRecord) bool {
+		if r.Generation < gen {
+			return false
+		}
+		change(&r.Status)
+		r.ObservedGeneration = gen
+		return true
+	})
 }
 
 // kickDependents reconciles the triggers and jobs that reference function key.
 func (b *Backend) kickDependents(key string) {
 	ns, name := splitKey(key)
-	b.mu.RLock()
-	var triggers, jobs []string
-	for k, t := range b.st.Triggers {
+	snap := b.store.snapshot()
+	for k, t := range snap.triggers {
 		if t.Namespace == ns && t.Spec.Function == name {
-			triggers = append(triggers, k)
+			b.kickTrigger(k)
 		}
 	}
-	for k, j := range b.st.Jobs {
+	for k, j := range snap.jobs {
 		if j.Namespace == ns && j.Spec.Function == name {
-			jobs = append(jobs, k)
+			b.kickJob(k)
 		}
-	}
-	b.mu.RUnlock()
-	for _, k := range triggers {
-		b.kickTrigger(k)
-	}
-	for _, k := range jobs {
-		b.kickJob(k)
 	}
 }
 
-// builds caches local builds by content hash: the same source is built once, whichever
-// function uploads it, and concurrent requests for one hash wait for the same build.
+// builds caches local builds by tenant and content hash: a tenant's same source is built
+// once, concurrent requests share one build (singleflight), and no tenant ever runs a
+// build another tenant's code could have written.
 type builds struct {
 	sem   chan struct{}
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
-	done  map[string]*buildkit.Artifact
+	group singleflight.Group
+	done  sync.Map // build directory → *buildkit.Artifact
 }
 
-func newBuilds(n int) builds {
-	return builds{sem: make(chan struct{}, n), locks: map[string]*sync.Mutex{}, done: map[string]*buildkit.Artifact{}}
-}
+func newBuilds(n int) builds { return builds{sem: make(chan struct{}, n)} }
 
-func (bs *builds) lock(hash string) *sync.Mutex {
-	bs.mu.Lock()
-	defer bs.mu.Unlock()
-	l := bs.locks[hash]
-	if l == nil {
-		l = &sync.Mutex{}
-		bs.locks[hash] = l
+// artifact returns ns's build of src, building it when no build of this content exists.
+// starting is called when the build takes long enough to show; built reports that.
+func (b *Backend) artifact(ctx context.Context, ns, runtime string, src *api.Source, starting func()) (art *buildkit.Artifact, built bool, err error) {
+	dir := filepath.Join(b.opts.BuildDir, ns, runtime+"-"+short(src.SHA256))
+	if art, ok := b.builds.done.Load(dir); ok {
+		return art.(*buildkit.Artifact), false, nil
 	}
-	return l
-}
-
-// artifact returns the build of src, building it when no build of this content exists.
-// starting is called before a real build begins; built reports whether one ran.
-func (b *Backend) artifact(ctx context.Context, runtime string, src *api.Source, starting func()) (art *buildkit.Artifact, built bool, err error) {
-	id := runtime + "-" + src.SHA256
-	l := b.builds.lock(id)
-	l.Lock()
-	defer l.Unlock()
-	b.builds.mu.Lock()
-	art = b.builds.done[id]
-	b.builds.mu.Unlock()
-	if art != nil {
-		return art, false, nil
-	}
-	ctx, span := tracer.Start(ctx, "local.build", withKey(src.ContextKey))
-	defer span.End()
-	data, err := b.readContext(ctx, src.ContextKey)
-	if err != nil {
-		return nil, false, err
-	}
-	dir := filepath.Join(b.opts.BuildDir, runtime+"-"+short(src.SHA256))
+	ch := b.builds.group.DoChan(dir, func() (any, error) { return b.build(ctx, runtime, src, dir) })
+	var res singleflight.Result
 	select {
-	case b.builds.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, false, ctx.Err()
-	}
-	unlock, err := lockFile(dir + ".lock")
-	if err != nil {
-		<-b.builds.sem
-		return nil, false, err
-	}
-	type result struct {
-		art *buildkit.Artifact
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		defer func() { unlock(); <-b.builds.sem }()
-		art, err := b.opts.Builder.Build(ctx, data, runtime, dir)
-		done <- result{art, err}
-	}()
-	var res result
-	select {
-	case res = <-done: // found on disk from an earlier run: no Building phase to show
+	case res = <-ch: // found on disk from an earlier run: no Building phase to show
 	case <-time.After(buildingAfter):
 		starting()
 		built = true
-		res = <-done
+		res = <-ch
 	}
-	if res.err != nil {
-		span.SetStatus(codes.Error, res.err.Error())
-		return nil, built, res.err
+	if res.Err != nil {
+		return nil, built, res.Err
 	}
-	art = res.art
-	b.builds.mu.Lock()
-	b.builds.done[id] = art
-	b.builds.mu.Unlock()
+	art = res.Val.(*buildkit.Artifact)
+	b.builds.done.Store(dir, art)
 	return art, built, nil
+}
+
+// build runs one build into dir under the concurrency cap; a file lock keeps data
+// directories that share a build directory from building into the same place at once.
+func (b *Backend) build(ctx context.Context, runtime string, src *api.Source, dir string) (*buildkit.Artifact, error) {
+	ctx, span := tracer.Start(ctx, "devplane.build", withKey(src.ContextKey))
+	defer span.End()
+	data, err := b.readContext(ctx, src.ContextKey)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case b.builds.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-b.builds.sem }()
+	unlock, err := flock(dir+".lock", true)
+	if err != nil {
+		return nil, fmt.Errorf("build lock %s: %w", dir, err)
+	}
+	defer unlock()
+	art, err := b.opts.Builder.Build(ctx, data, runtime, dir)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return art, err
 }
 
 func (b *Backend) readContext(ctx context.Context, key string) ([]byte, error) {
@@ -327,21 +320,4 @@ func truncate(s string, n int) string {
 
 func withKey(key string) trace.SpanStartOption {
 	return trace.WithAttributes(attribute.String("sless.object", key))
-}
-
-// lockFile takes an exclusive flock on path, so data directories (and processes) sharing a
-// build directory never build into the same place at once.
-func lockFile(path string) (func(), error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("build directory: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("build lock: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("build lock %s: %w", path, err)
-	}
-	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }

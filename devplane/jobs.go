@@ -41,79 +41,85 @@ const errInterrupted = "sless dev stopped while the job ran; raise run_id to run
 // interruptJobs marks runs that were in progress when sless dev stopped as failed: a job runs
 // at most once per run_id.
 func (b *Backend) interruptJobs() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for key, r := range b.st.Jobs {
+	for key, r := range b.store.snapshot().jobs {
 		if r.Status.Phase != api.JobRunning {
 			continue
 		}
-		r.Status.Phase = api.JobFailed
-		r.Status.Error = errInterrupted
-		if err := b.commitLocked(func() {}); err != nil {
+		err := setStatus(b, jobs, key, func(r *jobRecord) bool {
+			r.Status.Phase, r.Status.Error = api.JobFailed, errInterrupted
+			return true
+		})
+		if err != nil {
 			b.log.Error("persisting job status", "job", key, "error", err)
 		}
 	}
 }
 
 // reconcileJob runs a job once per run_id: 0 is Skipped; a raised run_id runs it again once
-// its function is Ready.
-func (b *Backend) reconcileJob(key string) {
-	_, span := tracer.Start(b.ctx, "local.reconcileJob", withKey(key))
+// its function is Ready for its current generation (the rule the cluster follows).
+func (b *Backend) reconcileJob(key string) error {
+	_, span := tracer.Start(b.ctx, "devplane.reconcileJob", withKey(key))
 	defer span.End()
-	b.mu.RLock()
-	r, ok := b.st.Jobs[key]
-	var spec api.JobSpec
-	var st api.JobStatus
-	var dep deployment
-	var deployed bool
-	if ok {
-		spec, st = cloneJobSpec(r.Spec), r.Status
-		dep, deployed = b.deployed[objectKey(r.Namespace, spec.Function)]
-	}
-	b.mu.RUnlock()
-	switch {
-	case !ok:
+	snap := b.store.snapshot()
+	r, ok := snap.jobs[key]
+	if !ok {
 		b.jobs.stop(key)
+		return nil
+	}
+	spec, st := cloneJobSpec(r.Spec), r.Status
+	fnKey := objectKey(r.Namespace, spec.Function)
+	dep, deployed := b.deployment(fnKey)
+	fn, hasFn := snap.functions[fnKey]
+	ready := hasFn && deployed && functionOf(fn).Status.Ready
+	switch {
 	case spec.RunID == 0:
-		b.setJobStatus(key, -1, func(s *api.JobStatus) { *s = api.JobStatus{Phase: api.JobSkipped} })
+		return b.setJobStatus(key, -1, func(s *api.JobStatus) { *s = api.JobStatus{Phase: api.JobSkipped} })
 	case st.ObservedRunID == spec.RunID && st.Phase != api.JobPending && st.Phase != api.JobBuilding:
-		// this run_id has run or is running
+		return nil // this run_id has run or is running
 	case spec.Function == "" && spec.Source != nil:
-		b.runSelfContained(key, spec)
+		return b.runSelfContained(key, r.Namespace, spec)
 	case spec.Function == "":
-		b.setJobStatus(key, -1, func(s *api.JobStatus) {
+		return b.setJobStatus(key, -1, func(s *api.JobStatus) {
 			*s = api.JobStatus{Phase: api.JobFailed, ObservedRunID: spec.RunID,
 				Error: "sless dev builds uploaded code only; a job with a prebuilt image needs the Kubernetes deployment: upload the job's code (POST .../jobs/{name}/upload) or set function"}
 		})
-	case !deployed:
-		b.setJobStatus(key, -1, func(s *api.JobStatus) {
+	case !ready:
+		return b.setJobStatus(key, -1, func(s *api.JobStatus) {
 			*s = api.JobStatus{Phase: api.JobPending, ObservedRunID: spec.RunID, Error: fmt.Sprintf("waiting for function %q to be Ready", spec.Function)}
 		})
-	default:
-		b.startJob(key, spec, dep.spec)
 	}
+	return b.startJob(key, spec, dep.spec)
 }
 
-// runSelfContained builds the job's own uploaded code (cached by content hash like a
-// function's) and runs it.
-func (b *Backend) runSelfContained(key string, spec api.JobSpec) {
-	art, _, err := b.artifact(b.ctx, spec.Runtime, spec.Source, func() {
-		b.setJobStatus(key, -1, func(s *api.JobStatus) { *s = api.JobStatus{Phase: api.JobBuilding, ObservedRunID: spec.RunID} })
+// runSelfContained builds the job's own uploaded code (cached by tenant and content hash
+// like a function's) and runs it.
+func (b *Backend) runSelfContained(key, ns string, spec api.JobSpec) error {
+	art, _, err := b.artifact(b.ctx, ns, spec.Runtime, spec.Source, func() {
+		_ = b.setJobStatus(key, -1, func(s *api.JobStatus) { *s = api.JobStatus{Phase: api.JobBuilding, ObservedRunID: spec.RunID} })
 	})
 	if err != nil {
-		b.setJobStatus(key, -1, func(s *api.JobStatus) {
+		serr := b.setJobStatus(key, -1, func(s *api.JobStatus) {
 			*s = api.JobStatus{Phase: api.JobFailed, ObservedRunID: spec.RunID, Error: truncate("build failed: "+err.Error(), maxBuildError)}
 		})
-		return
+		if retryable(err) {
+			return err
+		}
+		return serr
 	}
-	b.startJob(key, spec, pool.Spec{Artifact: art, Env: spec.EnvVars, Timeout: time.Duration(spec.TimeoutSec) * time.Second})
+	return b.startJob(key, spec, pool.Spec{Artifact: art, Env: spec.EnvVars, Timeout: time.Duration(spec.TimeoutSec) * time.Second})
 }
 
-func (b *Backend) startJob(key string, spec api.JobSpec, run pool.Spec) {
+func (b *Backend) startJob(key string, spec api.JobSpec, run pool.Spec) error {
 	now := time.Now().UTC()
-	b.setJobStatus(key, -1, func(s *api.JobStatus) {
+	if err := b.setJobStatus(key, -1, func(s *api.JobStatus) {
 		*s = api.JobStatus{Phase: api.JobRunning, ObservedRunID: spec.RunID, StartTime: &now}
-	})
+	}); err != nil {
+		var v errVolatile
+		if !errors.As(err, &v) {
+			return err
+		}
+		// Running is shown even though it is not on disk; the run goes ahead.
+	}
 	ctx, cancel := context.WithCancel(b.ctx)
 	b.jobs.start(key, cancel)
 	ns, _ := splitKey(key)
@@ -133,7 +139,7 @@ func (b *Backend) startJob(key string, spec api.JobSpec, run pool.Spec) {
 			rec.Status, rec.Error = history.StatusFailed, res.Err.Error()
 		}
 		b.opts.Recorder.Record(rec) // before the status: whoever sees Succeeded finds the record
-		b.setJobStatus(key, spec.RunID, func(s *api.JobStatus) {
+		err := b.setJobStatus(key, spec.RunID, func(s *api.JobStatus) {
 			s.Phase, s.CompletionTime, s.DurationMs = api.JobSucceeded, &done, res.Duration.Milliseconds()
 			s.Result, s.Output = res.Result, res.Output
 			if res.Err != nil {
@@ -143,8 +149,12 @@ func (b *Backend) startJob(key string, spec api.JobSpec, run pool.Spec) {
 				}
 			}
 		})
+		if err != nil {
+			b.log.Error("persisting job status", "job", key, "error", err)
+		}
 		b.log.Info("job finished", "job", key, "runID", spec.RunID, "duration", res.Duration, "error", res.Err)
 	}()
+	return nil
 }
 
 func jobName(key string) string {
@@ -154,19 +164,13 @@ func jobName(key string) string {
 
 // setJobStatus changes a job's status and persists it; runID >= 0 applies the change only
 // while the job still observes that run (a re-run or delete makes an old run's result moot).
-func (b *Backend) setJobStatus(key string, runID int64, change func(*api.JobStatus)) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	r, ok := b.st.Jobs[key]
-	if !ok || (runID >= 0 && (r.Status.ObservedRunID != runID || r.Spec.RunID != runID)) {
-		return
-	}
-	old := r.Status
-	change(&r.Status)
-	if equalJSON(old, r.Status) {
-		return
-	}
-	if err := b.commitLocked(func() { r.Status = old }); err != nil {
-		b.log.Error("persisting job status", "job", key, "error", err)
-	}
+func (b *Backend) setJobStatus(key string, runID int64, change func(*api.JobStatus)) error {
+	return setStatus(b, jobs, key, func(r *jobRecord) bool {
+		if runID >= 0 && (r.Status.ObservedRunID != runID || r.Spec.RunID != runID) {
+			return false
+		}
+		change(&r.Status)
+		r.ObservedGeneration = r.Generation
+		return true
+	})
 }

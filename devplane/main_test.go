@@ -42,6 +42,7 @@ func TestMain(m *testing.M) {
 	}
 	buildDir = dir
 	code := m.Run()
+	_ = buildkit.Unseal(dir)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -73,7 +74,10 @@ type devOptions struct {
 		history.Recorder
 		history.Reader
 	}
-	proxy gateway.ProxyConfig
+	proxy           gateway.ProxyConfig
+	maxPerNamespace int
+	buildDir        string        // default: the one shared by every test
+	retryMax        time.Duration // default: the dev plane's
 }
 
 func startDev(t testing.TB, o devOptions) *dev {
@@ -101,8 +105,12 @@ func startDev(t testing.TB, o devOptions) *dev {
 		t.Fatal(err)
 	}
 	endpoint := "http://" + ln.Addr().String()
-	b, err := devplane.New(devplane.Options{DataDir: o.dataDir, BuildDir: buildDir, Artifacts: arts, GatewayURL: endpoint,
-		AMQPURL: o.amqpURL, Recorder: o.recorder, Logger: log, Pool: pool.Options{Tick: 50 * time.Millisecond, StopGrace: 2 * time.Second}})
+	if o.buildDir == "" {
+		o.buildDir = buildDir
+	}
+	b, err := devplane.New(devplane.Options{DataDir: o.dataDir, BuildDir: o.buildDir, Artifacts: arts, GatewayURL: endpoint, RetryMax: o.retryMax,
+		AMQPURL: o.amqpURL, Recorder: o.recorder, Logger: log, MaxPerNamespace: o.maxPerNamespace,
+		Pool: pool.Options{Tick: 50 * time.Millisecond, StopGrace: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +260,7 @@ func zipOf(t testing.TB, files map[string]string) []byte {
 // exampleFiles reads one of the repository's examples/.
 func exampleFiles(t testing.TB, name string) map[string]string {
 	t.Helper()
-	root := filepath.Join("..", "..", "examples", name)
+	root := filepath.Join("..", "examples", name)
 	files := map[string]string{}
 	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() {

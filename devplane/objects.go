@@ -2,6 +2,7 @@ package devplane
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -9,252 +10,240 @@ import (
 	"sless.dev/sless/gateway/api"
 )
 
-// The REST objects: each write is persisted before it is acknowledged (commitLocked) and then
-// kicks the reconcile of what it affects.
+// The REST objects. Each kind is declared once (a kindOps); list, get, create, update and
+// delete are written once for all of them. A write is persisted before it is acknowledged
+// and then kicks the reconciles it affects.
 
-func (b *Backend) ListFunctions(_ context.Context, ns string) ([]api.Function, error) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	var out []api.Function
-	for _, r := range b.st.Functions {
+// kindOps is a table plus what the API needs of its kind.
+type kindOps[S, T, O any] struct {
+	table[S, T]
+	// view is the kind's wire form.
+	view func(*record[S, T]) O
+	// initial is the status of a new object.
+	initial T
+	// check applies the kind's own rules to a new spec (old is nil at create).
+	check func(b *Backend, ns string, old *S, spec S) error
+	// affected lists the keys of other objects to reconcile when an object of this kind
+	// changes (the function an http trigger gates, for instance).
+	affected func(ns string, spec S) []string
+	// kick reconciles one object of this kind.
+	kick func(b *Backend, key string)
+}
+
+var (
+	functionKind = kindOps[api.FunctionSpec, api.FunctionStatus, api.Function]{table: functions, view: functionOf,
+		initial: api.FunctionStatus{Phase: api.PhasePending}, kick: (*Backend).kickFunction}
+	triggerKind = kindOps[api.TriggerSpec, api.TriggerStatus, api.Trigger]{table: triggers, view: triggerOf,
+		check: checkTrigger, kick: (*Backend).kickTrigger,
+		affected: func(ns string, spec api.TriggerSpec) []string {
+			return []string{"function/" + objectKey(ns, spec.Function)}
+		}}
+	jobKind = kindOps[api.JobSpec, api.JobStatus, api.Job]{table: jobs, view: jobOf,
+		initial: api.JobStatus{Phase: api.JobPending}, kick: (*Backend).kickJob}
+)
+
+// checkTrigger keeps a trigger's type and, because every event trigger of sless dev uses
+// the one broker, its queues within the tenant's own names.
+func checkTrigger(_ *Backend, ns string, old *api.TriggerSpec, spec api.TriggerSpec) error {
+	if old != nil && spec.Type != old.Type {
+		return &gateway.InvalidError{Field: "type", Reason: "type is immutable; delete and re-create the trigger"}
+	}
+	if spec.Type != api.TriggerEvent {
+		return nil
+	}
+	prefix := ns + "."
+	if !strings.HasPrefix(spec.Queue, prefix) {
+		return &gateway.InvalidError{Field: "queue", Reason: fmt.Sprintf("sless dev runs every tenant's event triggers on one broker, so a queue must be named %s<name> (e.g. %sorders); %q is not", prefix, prefix, spec.Queue)}
+	}
+	if spec.DeadLetterQueue != "" && !strings.HasPrefix(spec.DeadLetterQueue, prefix) {
+		return &gateway.InvalidError{Field: "dead_letter_queue", Reason: fmt.Sprintf("name it %s<name>, like the queue", prefix)}
+	}
+	return nil
+}
+
+func listObjects[S, T, O any](b *Backend, k kindOps[S, T, O], ns string) []O {
+	var out []*record[S, T]
+	for _, r := range *k.of(b.store.snapshot()) {
 		if r.Namespace == ns {
-			out = append(out, functionOf(r))
+			out = append(out, r)
 		}
 	}
-	slices.SortFunc(out, func(a, b api.Function) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	slices.SortFunc(out, func(x, y *record[S, T]) int { return strings.Compare(x.Name, y.Name) })
+	views := make([]O, len(out))
+	for i, r := range out {
+		views[i] = k.view(r)
+	}
+	return views
+}
+
+func getObject[S, T, O any](b *Backend, k kindOps[S, T, O], ns, name string) (O, error) {
+	r, ok := (*k.of(b.store.snapshot()))[objectKey(ns, name)]
+	if !ok {
+		var zero O
+		return zero, notFound(k.kind, ns, name)
+	}
+	return k.view(r), nil
+}
+
+func createObject[S, T, O any](b *Backend, k kindOps[S, T, O], ns, name string, spec S) (O, error) {
+	key := objectKey(ns, name)
+	var created *record[S, T]
+	var zero O
+	err := b.store.write(false, func(tx *txn) error {
+		m := *k.of(tx.next)
+		if _, ok := m[key]; ok {
+			return exists(k.kind, ns, name)
+		}
+		if n := countIn(m, ns); n >= b.opts.MaxPerNamespace {
+			return &gateway.QuotaError{Kind: k.kind, Namespace: ns, Limit: b.opts.MaxPerNamespace}
+		}
+		if k.check != nil {
+			if err := k.check(b, ns, nil, spec); err != nil {
+				return err
+			}
+		}
+		created = &record[S, T]{meta: newMeta(ns, name), Spec: k.clone(spec), Status: k.initial}
+		tx.putNamespace(b.store.root, ns)
+		return put(tx, b.store.root, k.table, key, created)
+	})
+	if err != nil {
+		return zero, err
+	}
+	kickAfter(b, k, key, ns, created.Spec)
+	return k.view(created), nil
+}
+
+func updateObject[S, T, O any](b *Backend, k kindOps[S, T, O], ns, name string, mutate func(*S) error) (O, error) {
+	key := objectKey(ns, name)
+	var before, after *record[S, T]
+	var zero O
+	err := b.store.write(false, func(tx *txn) error {
+		old, ok := (*k.of(tx.next))[key]
+		if !ok {
+			return notFound(k.kind, ns, name)
+		}
+		before, after = old, old
+		spec := k.clone(old.Spec)
+		if err := mutate(&spec); err != nil {
+			return err
+		}
+		if equalJSON(spec, old.Spec) {
+			return nil // no change, no new generation (like an API server)
+		}
+		if k.check != nil {
+			if err := k.check(b, ns, &old.Spec, spec); err != nil {
+				return err
+			}
+		}
+		after = k.copyRecord(old)
+		after.Spec, after.Generation = spec, old.Generation+1
+		return put(tx, b.store.root, k.table, key, after)
+	})
+	if err != nil {
+		return zero, err
+	}
+	if after != before {
+		kickAfter(b, k, key, ns, before.Spec)
+		kickAfter(b, k, key, ns, after.Spec)
+	}
+	return k.view(after), nil
+}
+
+func deleteObject[S, T, O any](b *Backend, k kindOps[S, T, O], ns, name string) error {
+	key := objectKey(ns, name)
+	var gone *record[S, T]
+	err := b.store.write(false, func(tx *txn) error {
+		r, ok := (*k.of(tx.next))[key]
+		if !ok {
+			return notFound(k.kind, ns, name)
+		}
+		gone = r
+		remove(tx, b.store.root, k.table, key)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	kickAfter(b, k, key, ns, gone.Spec)
+	return nil
+}
+
+// kickAfter reconciles an object of kind k after a change, and what the change affects.
+func kickAfter[S, T, O any](b *Backend, k kindOps[S, T, O], key, ns string, spec S) {
+	k.kick(b, key)
+	if k.affected != nil {
+		for _, item := range k.affected(ns, spec) {
+			b.queue.Add(item)
+		}
+	}
+}
+
+func countIn[R any](m map[string]*R, ns string) int {
+	n := 0
+	for key := range m {
+		if strings.HasPrefix(key, ns+"/") {
+			n++
+		}
+	}
+	return n
+}
+
+func (b *Backend) ListFunctions(_ context.Context, ns string) ([]api.Function, error) {
+	return listObjects(b, functionKind, ns), nil
 }
 
 func (b *Backend) GetFunction(_ context.Context, ns, name string) (api.Function, error) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	r, ok := b.st.Functions[objectKey(ns, name)]
-	if !ok {
-		return api.Function{}, notFound("function", ns, name)
-	}
-	return functionOf(r), nil
+	return getObject(b, functionKind, ns, name)
 }
 
 func (b *Backend) CreateFunction(_ context.Context, ns, name string, spec api.FunctionSpec) (api.Function, error) {
-	key := objectKey(ns, name)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if _, ok := b.st.Functions[key]; ok {
-		return api.Function{}, exists("function", ns, name)
-	}
-	r := &functionRecord{meta: newMeta(ns, name), Spec: cloneFunctionSpec(spec), Status: api.FunctionStatus{Phase: api.PhasePending}}
-	hadNS := b.st.Namespaces[ns]
-	b.st.Functions[key], b.st.Namespaces[ns] = r, true
-	if err := b.commitLocked(func() { delete(b.st.Functions, key); b.st.Namespaces[ns] = hadNS }); err != nil {
-		return api.Function{}, err
-	}
-	b.kickFunction(key)
-	return functionOf(r), nil
+	return createObject(b, functionKind, ns, name, spec)
 }
 
 func (b *Backend) UpdateFunction(_ context.Context, ns, name string, mutate func(*api.FunctionSpec) error) (api.Function, error) {
-	key := objectKey(ns, name)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	r, ok := b.st.Functions[key]
-	if !ok {
-		return api.Function{}, notFound("function", ns, name)
-	}
-	spec := cloneFunctionSpec(r.Spec)
-	if err := mutate(&spec); err != nil {
-		return api.Function{}, err
-	}
-	if equalJSON(spec, r.Spec) {
-		return functionOf(r), nil // no change, no new generation (like an API server)
-	}
-	old, oldGen := r.Spec, r.Generation
-	r.Spec, r.Generation = spec, r.Generation+1
-	if err := b.commitLocked(func() { r.Spec, r.Generation = old, oldGen }); err != nil {
-		return api.Function{}, err
-	}
-	b.kickFunction(key)
-	return functionOf(r), nil
+	return updateObject(b, functionKind, ns, name, mutate)
 }
 
 func (b *Backend) DeleteFunction(_ context.Context, ns, name string) error {
-	key := objectKey(ns, name)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	r, ok := b.st.Functions[key]
-	if !ok {
-		return notFound("function", ns, name)
-	}
-	delete(b.st.Functions, key)
-	if err := b.commitLocked(func() { b.st.Functions[key] = r }); err != nil {
-		return err
-	}
-	b.kickFunction(key)
-	return nil
+	return deleteObject(b, functionKind, ns, name)
 }
 
 func (b *Backend) ListTriggers(_ context.Context, ns string) ([]api.Trigger, error) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	var out []api.Trigger
-	for _, r := range b.st.Triggers {
-		if r.Namespace == ns {
-			out = append(out, triggerOf(r))
-		}
-	}
-	slices.SortFunc(out, func(a, b api.Trigger) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return listObjects(b, triggerKind, ns), nil
 }
 
 func (b *Backend) GetTrigger(_ context.Context, ns, name string) (api.Trigger, error) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	r, ok := b.st.Triggers[objectKey(ns, name)]
-	if !ok {
-		return api.Trigger{}, notFound("trigger", ns, name)
-	}
-	return triggerOf(r), nil
+	return getObject(b, triggerKind, ns, name)
 }
 
 func (b *Backend) CreateTrigger(_ context.Context, ns, name string, spec api.TriggerSpec) (api.Trigger, error) {
-	key := objectKey(ns, name)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if _, ok := b.st.Triggers[key]; ok {
-		return api.Trigger{}, exists("trigger", ns, name)
-	}
-	r := &triggerRecord{meta: newMeta(ns, name), Spec: spec}
-	hadNS := b.st.Namespaces[ns]
-	b.st.Triggers[key], b.st.Namespaces[ns] = r, true
-	if err := b.commitLocked(func() { delete(b.st.Triggers, key); b.st.Namespaces[ns] = hadNS }); err != nil {
-		return api.Trigger{}, err
-	}
-	b.kickTrigger(key)
-	b.kickFunction(objectKey(ns, spec.Function))
-	return triggerOf(r), nil
+	return createObject(b, triggerKind, ns, name, spec)
 }
 
 func (b *Backend) UpdateTrigger(_ context.Context, ns, name string, mutate func(*api.TriggerSpec) error) (api.Trigger, error) {
-	key := objectKey(ns, name)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	r, ok := b.st.Triggers[key]
-	if !ok {
-		return api.Trigger{}, notFound("trigger", ns, name)
-	}
-	spec := r.Spec
-	if err := mutate(&spec); err != nil {
-		return api.Trigger{}, err
-	}
-	if spec.Type != r.Spec.Type {
-		return api.Trigger{}, &gateway.InvalidError{Field: "type", Reason: "type is immutable; delete and re-create the trigger"}
-	}
-	if spec == r.Spec {
-		return triggerOf(r), nil
-	}
-	old, oldGen := r.Spec, r.Generation
-	r.Spec, r.Generation = spec, r.Generation+1
-	if err := b.commitLocked(func() { r.Spec, r.Generation = old, oldGen }); err != nil {
-		return api.Trigger{}, err
-	}
-	b.kickTrigger(key)
-	b.kickFunction(objectKey(ns, old.Function))
-	b.kickFunction(objectKey(ns, spec.Function))
-	return triggerOf(r), nil
+	return updateObject(b, triggerKind, ns, name, mutate)
 }
 
 func (b *Backend) DeleteTrigger(_ context.Context, ns, name string) error {
-	key := objectKey(ns, name)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	r, ok := b.st.Triggers[key]
-	if !ok {
-		return notFound("trigger", ns, name)
-	}
-	delete(b.st.Triggers, key)
-	if err := b.commitLocked(func() { b.st.Triggers[key] = r }); err != nil {
-		return err
-	}
-	b.kickTrigger(key)
-	b.kickFunction(objectKey(ns, r.Spec.Function))
-	return nil
+	return deleteObject(b, triggerKind, ns, name)
 }
 
 func (b *Backend) ListJobs(_ context.Context, ns string) ([]api.Job, error) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	var out []api.Job
-	for _, r := range b.st.Jobs {
-		if r.Namespace == ns {
-			out = append(out, jobOf(r))
-		}
-	}
-	slices.SortFunc(out, func(a, b api.Job) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return listObjects(b, jobKind, ns), nil
 }
 
 func (b *Backend) GetJob(_ context.Context, ns, name string) (api.Job, error) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	r, ok := b.st.Jobs[objectKey(ns, name)]
-	if !ok {
-		return api.Job{}, notFound("job", ns, name)
-	}
-	return jobOf(r), nil
+	return getObject(b, jobKind, ns, name)
 }
 
 func (b *Backend) CreateJob(_ context.Context, ns, name string, spec api.JobSpec) (api.Job, error) {
-	key := objectKey(ns, name)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if _, ok := b.st.Jobs[key]; ok {
-		return api.Job{}, exists("job", ns, name)
-	}
-	r := &jobRecord{meta: newMeta(ns, name), Spec: cloneJobSpec(spec), Status: api.JobStatus{Phase: api.JobPending}}
-	hadNS := b.st.Namespaces[ns]
-	b.st.Jobs[key], b.st.Namespaces[ns] = r, true
-	if err := b.commitLocked(func() { delete(b.st.Jobs, key); b.st.Namespaces[ns] = hadNS }); err != nil {
-		return api.Job{}, err
-	}
-	b.kickJob(key)
-	return jobOf(r), nil
+	return createObject(b, jobKind, ns, name, spec)
 }
 
 func (b *Backend) UpdateJob(_ context.Context, ns, name string, mutate func(*api.JobSpec) error) (api.Job, error) {
-	key := objectKey(ns, name)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	r, ok := b.st.Jobs[key]
-	if !ok {
-		return api.Job{}, notFound("job", ns, name)
-	}
-	spec := cloneJobSpec(r.Spec)
-	if err := mutate(&spec); err != nil {
-		return api.Job{}, err
-	}
-	if equalJSON(spec, r.Spec) {
-		return jobOf(r), nil
-	}
-	old, oldGen := r.Spec, r.Generation
-	r.Spec, r.Generation = spec, r.Generation+1
-	if err := b.commitLocked(func() { r.Spec, r.Generation = old, oldGen }); err != nil {
-		return api.Job{}, err
-	}
-	b.kickJob(key)
-	return jobOf(r), nil
+	return updateObject(b, jobKind, ns, name, mutate)
 }
 
 func (b *Backend) DeleteJob(_ context.Context, ns, name string) error {
-	key := objectKey(ns, name)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	r, ok := b.st.Jobs[key]
-	if !ok {
-		return notFound("job", ns, name)
-	}
-	delete(b.st.Jobs, key)
-	if err := b.commitLocked(func() { b.st.Jobs[key] = r }); err != nil {
-		return err
-	}
-	b.kickJob(key)
-	return nil
+	return deleteObject(b, jobKind, ns, name)
 }

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptrace"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -206,7 +208,7 @@ def handle(event):
             fds[fd] = os.readlink("/proc/self/fd/" + fd)
         except OSError:
             pass
-    return {"env": sorted(os.environ), "fds": fds, "children": [c.pid for c in children]}
+    return {"env": sorted(os.environ), "fds": fds, "children": [c.pid for c in children], "cwd": os.getcwd()}
 `
 
 // TestFunctionProcessIsolation: a function's process gets only its own environment and no
@@ -226,6 +228,7 @@ func TestFunctionProcessIsolation(t *testing.T) {
 		Env      []string
 		FDs      map[string]string
 		Children []int
+		Cwd      string
 	}
 	if err := json.Unmarshal([]byte(body), &seen); err != nil {
 		t.Fatal(err)
@@ -246,6 +249,23 @@ func TestFunctionProcessIsolation(t *testing.T) {
 		if !strings.HasPrefix(target, "pipe:") && !strings.HasPrefix(target, "socket:") && target != "/dev/null" && !strings.HasPrefix(target, "/proc/") {
 			t.Errorf("descriptor %s → %s is open in the function's process", fd, target)
 		}
+	}
+	// Its build is its tenant's and read-only (for any user but root): what it writes does
+	// not change its next start, and no other tenant's upload of the same source runs it.
+	if !strings.Contains(seen.Cwd, "/"+d.ns+"/") {
+		t.Errorf("the build directory %s is not the tenant's own", seen.Cwd)
+	}
+	err := filepath.WalkDir(seen.Cwd, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if info, err := e.Info(); err == nil && e.Type()&fs.ModeSymlink == 0 && info.Mode().Perm()&0o222 != 0 {
+			t.Errorf("%s is writable (%s)", p, info.Mode().Perm())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	st := d.stats("inspect")
 	if len(st.PIDs) != 1 {
@@ -284,4 +304,53 @@ func tcpListeners(t *testing.T, pid int) []string {
 		}
 	}
 	return ports
+}
+
+// TestTenantsStayInTheirLane: event triggers may only consume the tenant's own queues (one
+// broker serves every tenant of sless dev), and a namespace holds a bounded number of
+// objects of each kind, so no tenant can fill the machine.
+func TestTenantsStayInTheirLane(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{maxPerNamespace: 3})
+	ctx := context.Background()
+	event := func(name, queue, dlq string) error {
+		_, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: name, TriggerFields: api.TriggerFields{
+			Type: ptr(api.TriggerEvent), Function: ptr("f"), Queue: &queue, DeadLetterQueue: &dlq, BrokerSecret: ptr("s")}})
+		return err
+	}
+	for _, tc := range []struct{ queue, dlq, field string }{
+		{"orders", "", "queue"},
+		{"sless-0123456789abcdef.orders", "", "queue"},
+		{d.ns + "x.orders", "", "queue"},
+		{d.ns + ".orders", "shared.dlq", "dead_letter_queue"},
+	} {
+		if err := event("e", tc.queue, tc.dlq); !isStatus(err, http.StatusBadRequest) || !strings.Contains(err.Error(), "field "+tc.field) {
+			t.Errorf("queue %q, dead-letter queue %q: want 400 on %s, got %v", tc.queue, tc.dlq, tc.field, err)
+		}
+	}
+	if err := event("e", d.ns+".orders", d.ns+".orders.dlq"); err != nil {
+		t.Fatalf("the tenant's own queue: %v", err)
+	}
+
+	rt := "python3.11"
+	for i := range 3 {
+		if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: fmt.Sprintf("f%d", i), FunctionFields: api.FunctionFields{Runtime: &rt}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "one-too-many", FunctionFields: api.FunctionFields{Runtime: &rt}})
+	if !isStatus(err, http.StatusForbidden) || !strings.Contains(err.Error(), "already has 3 functions") {
+		t.Fatalf("a fourth function: want 403 naming the limit, got %v", err)
+	}
+	other, err := client.New(d.endpoint, sign(t, "other-"+randomHex(t)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := other.WhoAmI(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.CreateFunction(ctx, id.Namespace, api.CreateFunction{Name: "f0", FunctionFields: api.FunctionFields{Runtime: &rt}}); err != nil {
+		t.Fatalf("another tenant is not held to this one's count: %v", err)
+	}
 }

@@ -82,33 +82,28 @@ func (rs *runners) stopAll() {
 }
 
 // reconcileTrigger starts, restarts or stops the trigger's runner and writes its status.
-func (b *Backend) reconcileTrigger(key string) {
-	_, span := tracer.Start(b.ctx, "local.reconcileTrigger", withKey(key))
+func (b *Backend) reconcileTrigger(key string) error {
+	_, span := tracer.Start(b.ctx, "devplane.reconcileTrigger", withKey(key))
 	defer span.End()
-	b.mu.RLock()
-	r, ok := b.st.Triggers[key]
-	var spec api.TriggerSpec
-	var host string
-	var timeoutSec int32
-	if ok {
-		spec = r.Spec
-		fnKey := objectKey(r.Namespace, spec.Function)
-		host = b.deployed[fnKey].host
-		if fn := b.st.Functions[fnKey]; fn != nil {
-			timeoutSec = fn.Spec.TimeoutSec
-		}
-	}
-	b.mu.RUnlock()
+	snap := b.store.snapshot()
+	r, ok := snap.triggers[key]
 	if !ok {
 		b.runners.set(b.ctx, key, nil, nil)
-		return
+		return nil
+	}
+	spec, gen := r.Spec, r.Generation
+	fnKey := objectKey(r.Namespace, spec.Function)
+	dep, _ := b.deployment(fnKey)
+	var timeoutSec int32
+	if fn := snap.functions[fnKey]; fn != nil {
+		timeoutSec = fn.Spec.TimeoutSec
 	}
 	ns, name := splitKey(key)
-	active, msg := b.triggerState(spec, host)
+	active, msg := b.triggerState(spec, dep.host)
 	var cfg *runnerConfig
 	if active && spec.Type != api.TriggerHTTP {
 		cfg = &runnerConfig{Type: spec.Type, Schedule: spec.Schedule, Timezone: spec.Timezone, Queue: spec.Queue,
-			DeadLetterQueue: spec.DeadLetterQueue, MaxAttempts: spec.MaxAttempts, BackoffMs: spec.BackoffMs, Host: host}
+			DeadLetterQueue: spec.DeadLetterQueue, MaxAttempts: spec.MaxAttempts, BackoffMs: spec.BackoffMs, Host: dep.host}
 		if timeoutSec > 0 {
 			cfg.Timeout = time.Duration(timeoutSec)*time.Second + invocationMargin
 		}
@@ -121,7 +116,7 @@ func (b *Backend) reconcileTrigger(key string) {
 			b.runEvents(ctx, key, name, ref, c)
 		}
 	})
-	b.setTriggerStatus(key, func(st *api.TriggerStatus) {
+	return b.setTriggerStatus(key, gen, func(st *api.TriggerStatus) {
 		st.Active, st.Message, st.URL = active, msg, ""
 		if spec.Type == api.TriggerHTTP {
 			st.URL = b.functionURL(ns, spec.Function)
@@ -142,19 +137,24 @@ func (b *Backend) triggerState(spec api.TriggerSpec, host string) (bool, string)
 	return true, ""
 }
 
-func (b *Backend) setTriggerStatus(key string, change func(*api.TriggerStatus)) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	r, ok := b.st.Triggers[key]
-	if !ok {
-		return
-	}
-	old := r.Status
-	change(&r.Status)
-	if equalJSON(old, r.Status) {
-		return
-	}
-	if err := b.commitLocked(func() { r.Status = old }); err != nil {
+// setTriggerStatus changes a trigger's status as of generation gen (0: whichever it has).
+func (b *Backend) setTriggerStatus(key string, gen int64, change func(*api.TriggerStatus)) error {
+	return setStatus(b, triggers, key, func(r *triggerRecord) bool {
+		if gen > 0 {
+			if r.Generation < gen {
+				return false
+			}
+			r.ObservedGeneration = gen
+		}
+		change(&r.Status)
+		return true
+	})
+}
+
+// noteTrigger writes a runner's finding about its trigger; a failed write is only logged
+// (the runner has nothing to retry).
+func (b *Backend) noteTrigger(key string, change func(*api.TriggerStatus)) {
+	if err := b.setTriggerStatus(key, 0, change); err != nil {
 		b.log.Error("persisting trigger status", "trigger", key, "error", err)
 	}
 }
@@ -171,14 +171,14 @@ func (b *Backend) runCron(ctx context.Context, key, trigger string, ref dispatch
 	if cfg.Timezone != "" {
 		l, err := time.LoadLocation(cfg.Timezone)
 		if err != nil {
-			b.setTriggerStatus(key, func(st *api.TriggerStatus) { st.Active, st.Message = false, "timezone: "+err.Error() })
+			b.noteTrigger(key, func(st *api.TriggerStatus) { st.Active, st.Message = false, "timezone: "+err.Error() })
 			return
 		}
 		loc = l
 	}
 	sched, err := cron.ParseStandard(cfg.Schedule)
 	if err != nil {
-		b.setTriggerStatus(key, func(st *api.TriggerStatus) { st.Active, st.Message = false, "schedule: "+err.Error() })
+		b.noteTrigger(key, func(st *api.TriggerStatus) { st.Active, st.Message = false, "schedule: "+err.Error() })
 		return
 	}
 	inv := b.invoker(cfg.Host)
@@ -197,7 +197,7 @@ func (b *Backend) runCron(ctx context.Context, key, trigger string, ref dispatch
 			b.log.Warn("Warning: cron firing failed", "trigger", key, "tick", next, "error", err)
 		}
 		fired := next.UTC()
-		b.setTriggerStatus(key, func(st *api.TriggerStatus) { st.LastFireTime = &fired })
+		b.noteTrigger(key, func(st *api.TriggerStatus) { st.LastFireTime = &fired })
 	}
 }
 
@@ -212,6 +212,6 @@ func (b *Backend) runEvents(ctx context.Context, key, trigger string, ref dispat
 	})
 	if err != nil && ctx.Err() == nil {
 		b.log.Error("event trigger stopped", "trigger", key, "error", err)
-		b.setTriggerStatus(key, func(st *api.TriggerStatus) { st.Active, st.Message = false, err.Error() })
+		b.noteTrigger(key, func(st *api.TriggerStatus) { st.Active, st.Message = false, err.Error() })
 	}
 }

@@ -92,6 +92,17 @@ func (e *ConflictError) Error() string {
 	return fmt.Sprintf("%s %q in namespace %s: %s", e.Kind, e.Name, e.Namespace, e.Reason)
 }
 
+// QuotaError says a namespace already holds as many objects of a kind as the backend
+// allows (the gateway answers 403, as Kubernetes does for an exceeded quota).
+type QuotaError struct {
+	Kind, Namespace string
+	Limit           int
+}
+
+func (e *QuotaError) Error() string {
+	return fmt.Sprintf("namespace %s already has %d %ss, the most allowed; delete one first", e.Namespace, e.Limit, e.Kind)
+}
+
 // InvalidError is a request field the backend (or its storage, e.g. a CRD validation rule)
 // rejected. Field is the API field name.
 type InvalidError struct {
@@ -116,8 +127,11 @@ func statusOf(err error) (int, string) {
 		nf *NotFoundError
 		cf *ConflictError
 		iv *InvalidError
+		qe *QuotaError
 	)
 	switch {
+	case errors.As(err, &qe):
+		return http.StatusForbidden, ""
 	case errors.As(err, &nf):
 		return http.StatusNotFound, ""
 	case errors.As(err, &cf):

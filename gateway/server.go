@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -188,6 +189,10 @@ func (s *Server) errorResponse(ctx context.Context, err error) (int, api.Error) 
 	)
 	if code, field := statusOf(err); code != 0 {
 		return code, api.Error{Error: err.Error(), Field: field}
+	}
+	if errors.Is(err, syscall.ENOSPC) {
+		s.log.ErrorContext(ctx, "request failed: no space left", "error", err)
+		return http.StatusInsufficientStorage, api.Error{Error: "the server's disk is full; nothing was changed: free disk space and retry"}
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return http.StatusRequestTimeout, api.Error{Error: fmt.Sprintf("the request body did not arrive within %s; send it faster or in a smaller upload", s.cfg.Conns.BodyTimeout)}

@@ -24,10 +24,10 @@ const (
 	// maxEnvValue and maxEnvTotal bound a function's environment (names and values): an
 	// environment this large already fails exec on some systems and slows every write of
 	// the object.
-	maxEnvValue = 32 << 10
-	maxEnvTotal = 128 << 10
-	maxAttemptsCap  = 100
-	maxBackoffMs    = 3600000
+	maxEnvValue    = 32 << 10
+	maxEnvTotal    = 128 << 10
+	maxAttemptsCap = 100
+	maxBackoffMs   = 3600000
 )
 
 var (

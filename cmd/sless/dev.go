@@ -19,10 +19,10 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/spf13/cobra"
 
+	"sless.dev/sless/devplane"
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/history"
-	"sless.dev/sless/devplane"
 )
 
 func init() { subcommands = append(subcommands, newDevCmd) }

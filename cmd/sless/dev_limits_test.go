@@ -19,9 +19,18 @@ import (
 	"testing"
 	"time"
 
+	"sless.dev/sless/buildkit"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
 )
+
+// devDataDir is a data directory removed after the test, builds included (sless dev makes
+// them read-only).
+func devDataDir(t *testing.T) string {
+	dir := t.TempDir()
+	t.Cleanup(func() { _ = buildkit.Unseal(dir) }) // runs before TempDir's removal
+	return dir
+}
 
 // devSession is a running `sless dev` with its endpoint, a client and the tenant namespace.
 type devSession struct {
@@ -31,7 +40,7 @@ type devSession struct {
 
 func startDevSession(t *testing.T, args ...string) devSession {
 	t.Helper()
-	out, _ := runDevCmd(t, append([]string{"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, args...)...)
+	out, _ := runDevCmd(t, append([]string{"--data-dir", devDataDir(t), "--listen", "127.0.0.1:0"}, args...)...)
 	vars := map[string]string{}
 	for _, m := range exportRE.FindAllStringSubmatch(waitOutput(t, out, "export SLESS_TOKEN=", time.Minute), -1) {
 		vars[m[1]] = m[2]
@@ -233,7 +242,7 @@ func TestDevConnectionCap(t *testing.T) {
 // processes die with it (Pdeathsig), and what they forked is killed by the next start on the
 // same data directory.
 func TestDevCrashLeavesNoFunctionChildren(t *testing.T) {
-	dir := t.TempDir()
+	dir := devDataDir(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -95,7 +95,7 @@ func childrenIn(dir string) []string {
 // deployed through the API and answer on their printed URLs; Ctrl-C leaves no function
 // process behind; a restart on the same data directory serves them again.
 func TestDevDeploysExamplesStopsCleanlyAndRestarts(t *testing.T) {
-	dir := t.TempDir()
+	dir := devDataDir(t)
 	out, stop := runDevCmd(t, "--data-dir", dir, "--listen", "127.0.0.1:0", "--deploy-examples", filepath.Join("..", "..", "examples"))
 	text := waitOutput(t, out, "try: curl", 4*time.Minute)
 	vars := map[string]string{}

@@ -23,10 +23,12 @@ type function struct {
 	failures int   // cold starts that failed, ever; waiters compare against their start
 	lastErr  error // why the last cold start failed
 	removed  bool
+	// output caps the lines of all its processes together (not guarded by mu).
+	output *outputLimit
 }
 
 func newFunction(p *Pool, key string) *function {
-	return &function{pool: p, key: key, changed: make(chan struct{})}
+	return &function{pool: p, key: key, changed: make(chan struct{}), output: newOutputLimit(p.opts.OutputRate, p.opts.OutputBurst)}
 }
 
 // broadcast wakes every waiter; call with mu held.
@@ -186,7 +188,7 @@ func (f *function) ensureMinLocked() {
 
 // startLocked launches a process; it becomes ready (or fails) asynchronously.
 func (f *function) startLocked() {
-	pr := newProcess(f.pool, f.spec, f.pool.log.With("function", f.key))
+	pr := newProcess(f, f.spec, f.pool.log.With("function", f.key))
 	f.procs = append(f.procs, pr)
 	go f.run(pr)
 }

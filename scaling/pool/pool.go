@@ -63,6 +63,15 @@ type Options struct {
 	StopGrace time.Duration
 	// Tick is how often idle processes are looked for and MinProcs ensured. Default 200ms.
 	Tick time.Duration
+	// OnOutput, when set, gets every line a function's processes print, within the output
+	// rate (a line saying how many were dropped takes the place of the rest). It must not
+	// block.
+	OnOutput func(Line)
+	// OutputRate and OutputBurst cap the lines per second a function's processes print
+	// together, so a flood neither fills the log nor holds the machine. Defaults 1,000/s and
+	// 5,000.
+	OutputRate  float64
+	OutputBurst int
 	// RunDir keeps a record of each running process group, so that New can kill what a
 	// function forked when the last pool was killed; "" keeps none.
 	RunDir string
@@ -81,6 +90,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StopGrace <= 0 {
 		o.StopGrace = 5 * time.Second
+	}
+	if o.OutputRate <= 0 {
+		o.OutputRate = 1000
+	}
+	if o.OutputBurst <= 0 {
+		o.OutputBurst = 5000
 	}
 	if o.Tick <= 0 {
 		o.Tick = 200 * time.Millisecond

@@ -15,14 +15,13 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // process is one running instance of a function's wrapper. ready, stopping, inflight and
 // lastUsed belong to the function and are guarded by its mutex; the rest by mu.
 type process struct {
 	pool *Pool
+	fn   *function
 	spec Spec
 	log  *slog.Logger
 	// addr is the host name the pool's transport dials (it maps to the socket); sock the
@@ -42,9 +41,10 @@ type process struct {
 	exitErr error
 }
 
-func newProcess(p *Pool, spec Spec, log *slog.Logger) *process {
+func newProcess(f *function, spec Spec, log *slog.Logger) *process {
+	p := f.pool
 	addr := "p" + strconv.FormatInt(p.seq.Add(1), 10)
-	return &process{pool: p, spec: spec, log: log, addr: addr, sock: p.socketPath(addr), tail: newTailBuffer(4096), exited: make(chan struct{})}
+	return &process{pool: p, fn: f, spec: spec, log: log, addr: addr, sock: p.socketPath(addr), tail: newTailBuffer(4096), exited: make(chan struct{})}
 }
 
 func (pr *process) pid() int {
@@ -63,13 +63,19 @@ func (pr *process) start() error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = art.Dir
 	cmd.Env = processEnv(pr.spec, pr.sock)
-	logs, err := newLogPipe(&logWriter{log: pr.log, tail: pr.tail})
+	stdout, err := newLogPipe(pr.lineWriter("stdout"))
 	if err != nil {
 		pr.fail(err)
 		return err
 	}
-	defer logs.started()
-	cmd.Stdout, cmd.Stderr = logs.w, logs.w
+	defer stdout.started()
+	stderr, err := newLogPipe(pr.lineWriter("stderr"))
+	if err != nil {
+		pr.fail(err)
+		return err
+	}
+	defer stderr.started()
+	cmd.Stdout, cmd.Stderr = stdout.w, stderr.w
 	// Own group: stopping the function kills whatever it forked. Pdeathsig: if sless dev
 	// itself is killed, its functions die with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -96,7 +102,8 @@ func (pr *process) start() error {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		forgetGroup(runDir, pgid)
 		_ = os.Remove(pr.sock)
-		<-logs.done // the last lines (a crash's traceback) are in the tail before anyone looks
+		<-stdout.done // the last lines (a crash's traceback) are in the tail before anyone looks
+		<-stderr.done
 		pr.mu.Lock()
 		pr.exitErr = err
 		pr.mu.Unlock()
@@ -194,64 +201,6 @@ func (pr *process) stop(grace time.Duration) {
 	// The wrapper may have left children in its group; none may outlive it.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	<-pr.exited
-}
-
-// logPipe carries a process's stdout and stderr to a logWriter through a pipe of 1 MiB
-// instead of the default 64 KiB: Node writes to a pipe synchronously, and a full pipe
-// stalls its event loop until the lines are read.
-type logPipe struct {
-	w    *os.File
-	done chan struct{} // closed when every writer has gone and the lines are processed
-}
-
-func newLogPipe(out io.Writer) (*logPipe, error) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("output pipe: %w", err)
-	}
-	_, _ = unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, 1<<20) // best effort: the limit is a sysctl
-	lp := &logPipe{w: w, done: make(chan struct{})}
-	go func() {
-		defer close(lp.done)
-		_, _ = io.Copy(out, r)
-		r.Close()
-	}()
-	return lp, nil
-}
-
-// started closes this side's copy of the write end once the process has its own (or will
-// never run): the pipe ends when the process and whatever it forked have exited.
-func (lp *logPipe) started() { lp.w.Close() }
-
-// logWriter sends a process's output to the log line by line and keeps its tail for error
-// messages.
-type logWriter struct {
-	log  *slog.Logger
-	tail *tailBuffer
-	mu   sync.Mutex
-	buf  []byte
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	w.tail.Write(p)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			break
-		}
-		if line := bytes.TrimSpace(w.buf[:i]); len(line) > 0 {
-			w.log.Info("function output", "line", string(line))
-		}
-		w.buf = w.buf[i+1:]
-	}
-	if len(w.buf) > 64<<10 { // a line without end: log what we have
-		w.log.Info("function output", "line", string(w.buf))
-		w.buf = w.buf[:0]
-	}
-	return len(p), nil
 }
 
 // tailBuffer keeps the last n bytes written.

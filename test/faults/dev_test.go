@@ -89,6 +89,10 @@ func (d *devInstance) waitFor(what string, cond func() bool) {
 	}
 }
 
+// queue names a queue of the tenant: sless dev runs every tenant's event triggers on one
+// broker and keeps each to queues prefixed with its namespace.
+func (d *devInstance) queue(name string) string { return d.ns + "." + name }
+
 // addEventTrigger binds the ledger function to queue and waits until it consumes.
 func (d *devInstance) addEventTrigger(queue string) {
 	d.t.Helper()
@@ -197,13 +201,13 @@ func TestKillDev(t *testing.T) {
 	const scenario = "kill -9 `sless dev`"
 	db := s.pg.newDatabase(t, "kill_dev")
 	d := newDev(t, db)
-	d.addEventTrigger("faults-kill-dev")
+	d.addEventTrigger(d.queue("faults-kill-dev"))
 	d.runJob()
 	before, err := d.state()
 	if err != nil {
 		t.Fatal(err)
 	}
-	loads := d.startLoads("faults-kill-dev", rate)
+	loads := d.startLoads(d.queue("faults-kill-dev"), rate)
 	d.underWay(loads)
 	killed := time.Now()
 	d.proc.kill(t)
@@ -237,8 +241,8 @@ func TestPostgresRestart(t *testing.T) {
 	)
 	db := s.pg.newDatabase(t, "postgres_restart")
 	d := newDev(t, db)
-	d.addEventTrigger("faults-postgres-restart")
-	loads := d.startLoads("faults-postgres-restart", rate)
+	d.addEventTrigger(d.queue("faults-postgres-restart"))
+	loads := d.startLoads(d.queue("faults-postgres-restart"), rate)
 	d.underWay(loads)
 	stopped := time.Now()
 	if err := s.pg.stop(); err != nil {

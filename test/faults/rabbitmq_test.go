@@ -15,7 +15,8 @@ func TestRabbitMQRestart(t *testing.T) {
 	const scenario = "stop/start RabbitMQ"
 	db := s.pg.newDatabase(t, "rabbitmq_restart")
 	d := newDev(t, db)
-	const devQueue, dispatcherQueue = "faults-restart-dev", "faults-restart-dispatcher"
+	const dispatcherQueue = "faults-restart-dispatcher"
+	devQueue := d.queue("faults-restart-dev")
 	s.broker.declareQueue(t, devQueue)
 	s.broker.declareQueue(t, dispatcherQueue)
 	s.broker.publish(t, dispatcherQueue, "d", messages, 0).wait(t)

@@ -1,0 +1,218 @@
+package devplane
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sless.dev/sless/gateway/api"
+)
+
+func openTestStore(t *testing.T, dataDir string) *store {
+	t.Helper()
+	s, err := openStore(filepath.Join(dataDir, "state"), filepath.Join(dataDir, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func fillStore(t *testing.T, s *store) {
+	t.Helper()
+	err := s.write(false, func(tx *txn) error {
+		tx.putNamespace(s.root, "ns")
+		fn := &functionRecord{meta: newMeta("ns", "a"), Spec: api.FunctionSpec{Runtime: "go1.25", EnvVars: map[string]string{"K": "V"}}}
+		if err := put(tx, s.root, functions, "ns/a", fn); err != nil {
+			return err
+		}
+		tr := &triggerRecord{meta: newMeta("ns", "t"), Spec: api.TriggerSpec{Type: api.TriggerCron, Function: "a", Schedule: "* * * * *", Enabled: true}}
+		if err := put(tx, s.root, triggers, "ns/t", tr); err != nil {
+			return err
+		}
+		j := &jobRecord{meta: newMeta("ns", "j"), Spec: api.JobSpec{Function: "a", RunID: 2}, Status: api.JobStatus{Phase: api.JobSucceeded, ObservedRunID: 2}}
+		return put(tx, s.root, jobs, "ns/j", j)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sameSnapshot(a, b *snapshot) bool {
+	return equalJSON(a.namespaces, b.namespaces) && equalJSON(a.functions, b.functions) &&
+		equalJSON(a.triggers, b.triggers) && equalJSON(a.jobs, b.jobs)
+}
+
+// TestStoreRoundTrip: what was written loads back; a write that changes nothing writes
+// nothing; every object is a file of its own and no temporary file stays behind.
+func TestStoreRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir)
+	if n := len(s.snapshot().functions); n != 0 {
+		t.Fatalf("a new store holds %d functions", n)
+	}
+	fillStore(t, s)
+	before := s.snapshot()
+	if err := s.write(false, func(*txn) error { return nil }); err != nil || s.snapshot() != before {
+		t.Fatalf("an empty write published a new snapshot (%v)", err)
+	}
+	again := openTestStore(t, dir)
+	if !sameSnapshot(s.snapshot(), again.snapshot()) {
+		t.Fatalf("round trip changed the state:\n%+v\n%+v", s.snapshot(), again.snapshot())
+	}
+	for _, f := range []string{"functions/ns/a.json", "triggers/ns/t.json", "jobs/ns/j.json", "namespaces/ns", "version"} {
+		if _, err := os.Stat(filepath.Join(dir, "state", f)); err != nil {
+			t.Errorf("state/%s: %v", f, err)
+		}
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(dir, "state", "*", "*", "*.tmp-*"))
+	if len(leftovers) > 0 {
+		t.Fatalf("temporary files left behind: %v", leftovers)
+	}
+}
+
+// TestStoreSnapshotsAreImmutable: a write publishes a new snapshot and leaves the one a
+// reader holds untouched.
+func TestStoreSnapshotsAreImmutable(t *testing.T) {
+	s := openTestStore(t, t.TempDir())
+	fillStore(t, s)
+	held := s.snapshot()
+	err := setStatusIn(s, functions, "ns/a", func(r *functionRecord) bool {
+		r.Status.Phase = api.PhaseReady
+		r.Spec.EnvVars["K"] = "changed"
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held.functions["ns/a"].Status.Phase == api.PhaseReady || held.functions["ns/a"].Spec.EnvVars["K"] != "V" {
+		t.Fatalf("the held snapshot changed: %+v", held.functions["ns/a"])
+	}
+	if s.snapshot().functions["ns/a"].Status.Phase != api.PhaseReady {
+		t.Fatal("the write was not published")
+	}
+}
+
+// setStatusIn is setStatus without a Backend.
+func setStatusIn[S, T any](s *store, t table[S, T], key string, change func(*record[S, T]) bool) error {
+	return s.write(true, func(tx *txn) error {
+		r := t.copyRecord((*t.of(tx.next))[key])
+		if !change(r) {
+			return nil
+		}
+		return put(tx, s.root, t, key, r)
+	})
+}
+
+// TestStoreFailedWrite: a spec write that cannot be persisted publishes nothing; a status
+// write is shown but reported.
+func TestStoreFailedWrite(t *testing.T) {
+	s := openTestStore(t, t.TempDir())
+	fillStore(t, s)
+	before := s.snapshot()
+	blocked := filepath.Join(s.root, "functions", "ns", "b.json")
+	if err := os.MkdirAll(filepath.Join(blocked, "x"), 0o700); err != nil { // a directory where the file would go
+		t.Fatal(err)
+	}
+	err := s.write(false, func(tx *txn) error {
+		return put(tx, s.root, functions, "ns/b", &functionRecord{meta: newMeta("ns", "b")})
+	})
+	if err == nil || s.snapshot() != before {
+		t.Fatalf("failed spec write: err %v, published %v", err, s.snapshot() != before)
+	}
+	err = s.write(true, func(tx *txn) error {
+		return put(tx, s.root, functions, "ns/b", &functionRecord{meta: newMeta("ns", "b")})
+	})
+	var v errVolatile
+	if !errors.As(err, &v) || s.snapshot().functions["ns/b"] == nil {
+		t.Fatalf("failed status write: err %v, shown %v", err, s.snapshot().functions["ns/b"] != nil)
+	}
+}
+
+// TestStoreMigratesTheSingleFile: the state.json of earlier versions is carried over once
+// and kept beside as state.json.migrated.
+func TestStoreMigratesTheSingleFile(t *testing.T) {
+	dir := t.TempDir()
+	legacy := `{"version":1,"namespaces":{"ns":true},` +
+		`"functions":{"ns/a":{"namespace":"ns","name":"a","created_at":"2026-11-29T10:00:00Z","generation":3,"spec":{"runtime":"go1.25","timeout_sec":0,"min_replicas":0},"status":{"phase":"Ready"},"observed_generation":3}},` +
+		`"triggers":{"ns/t":{"namespace":"ns","name":"t","generation":1,"spec":{"type":"http","function":"a","enabled":true},"status":{}}},` +
+		`"jobs":{}}`
+	if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(legacy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := openTestStore(t, dir)
+	snap := s.snapshot()
+	if fn := snap.functions["ns/a"]; fn == nil || fn.Generation != 3 || fn.Spec.Runtime != "go1.25" || !snap.namespaces["ns"] || snap.triggers["ns/t"] == nil {
+		t.Fatalf("migrated state: %+v", snap)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state.json.migrated")); err != nil {
+		t.Fatal(err)
+	}
+	if again := openTestStore(t, dir); !sameSnapshot(snap, again.snapshot()) {
+		t.Fatal("the migrated state does not load back")
+	}
+}
+
+func TestStoreRejects(t *testing.T) {
+	cases := map[string]struct {
+		file, content, want string
+	}{
+		"torn record":     {"functions/ns/a.json", `{"namespace":"ns","na`, "corrupt"},
+		"not JSON":        {"triggers/ns/t.json", "hello", "corrupt"},
+		"wrong object":    {"jobs/ns/j.json", `{"namespace":"other","name":"j"}`, "holds job other/j"},
+		"other version":   {"version", "99\n", "version 99"},
+		"torn legacy":     {"../state.json", `{"version":1,"funct`, "corrupt"},
+		"legacy not JSON": {"../state.json", `[]`, "corrupt"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if !strings.HasPrefix(tc.file, "../") {
+				openTestStore(t, dir)
+			}
+			path := filepath.Join(dir, "state", tc.file)
+			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := openStore(filepath.Join(dir, "state"), filepath.Join(dir, "state.json"))
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "move it away") {
+				t.Fatalf("want an error saying %q and how to recover, got %v", tc.want, err)
+			}
+		})
+	}
+}
+
+// FuzzStoreRecord: whatever a record file holds, opening the store returns the state or an
+// error, never panics, and a loaded state writes and loads back unchanged.
+func FuzzStoreRecord(f *testing.F) {
+	f.Add([]byte(`{"namespace":"ns","name":"a","spec":{"runtime":"go1.25","timeout_sec":0,"min_replicas":0}}`))
+	f.Add([]byte(`{"namespace":"ns","name":"a","spec":null,"status":{"phase":"Ready"},"generation":-1}`))
+	f.Add([]byte(`null`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dir := t.TempDir()
+		openTestStore(t, dir)
+		path := filepath.Join(dir, "state", "functions", "ns", "a.json")
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := openStore(filepath.Join(dir, "state"), filepath.Join(dir, "state.json"))
+		if err != nil {
+			return
+		}
+		r := s.snapshot().functions["ns/a"]
+		if err := s.write(false, func(tx *txn) error { return put(tx, s.root, functions, "ns/a", r) }); err != nil {
+			t.Fatal(err)
+		}
+		if again := openTestStore(t, dir); !sameSnapshot(s.snapshot(), again.snapshot()) {
+			t.Fatal("a written state does not load back")
+		}
+	})
+}
