@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -179,3 +180,21 @@ func healthy(url string) bool {
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
 }
+
+// historyShortfall is what a process's log says its history may miss: invocations it aborted
+// when the broker connection went (recorded as failed although the function may have run;
+// the message runs again) and records its writer dropped with a full buffer.
+func (p *proc) historyShortfall() int {
+	data, _ := os.ReadFile(p.log)
+	text := string(data)
+	dropped := 0
+	for _, m := range droppedTotal.FindAllStringSubmatch(text, -1) {
+		if n, err := strconv.Atoi(m[1]); err == nil {
+			dropped = max(dropped, n)
+		}
+	}
+	return strings.Count(text, "invocation aborted by stop or connection loss") + dropped
+}
+
+// droppedTotal finds the history writer's drop counter in JSON and text log lines.
+var droppedTotal = regexp.MustCompile(`droppedTotal"?[=:](\d+)`)
