@@ -27,6 +27,7 @@ import (
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling/pool"
 )
 
@@ -88,7 +89,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.BuildDir = filepath.Join(o.DataDir, "builds")
 	}
 	if o.Domain == "" {
-		o.Domain = "fn.sless.local"
+		o.Domain = rules.DefaultDomain
 	}
 	if o.MaxBuilds <= 0 {
 		o.MaxBuilds = 2
@@ -294,41 +295,29 @@ func (b *Backend) rebuildRoutes() {
 	for key, fn := range snap.functions {
 		g := gates[key]
 		routes[key] = gateway.Route{Host: b.deployed[key].host, Timeout: time.Duration(fn.Spec.TimeoutSec) * time.Second,
-			RequireAuth: g.requireAuth, Disabled: g.disabled()}
+			RequireAuth: g.RequireAuth, Disabled: g.Disabled}
 	}
 	b.routes.Store(&routes)
 }
 
-// httpGate is what a function's http triggers say about its URL.
-type httpGate struct {
-	triggers, enabled int
-	requireAuth       bool
-}
-
-// disabled: the function has http triggers and all are off (one without any stays
-// reachable).
-func (g httpGate) disabled() bool { return g.triggers > 0 && g.enabled == 0 }
-
-func httpGates(snap *snapshot) map[string]httpGate {
-	gates := map[string]httpGate{}
+// httpGates is the gate of every function with http triggers.
+func httpGates(snap *snapshot) map[string]rules.Gate {
+	byFunction := map[string][]rules.HTTPTrigger{}
 	for _, t := range snap.triggers {
-		if t.Spec.Type != api.TriggerHTTP {
-			continue
+		if t.Spec.Type == api.TriggerHTTP {
+			key := objectKey(t.Namespace, t.Spec.Function)
+			byFunction[key] = append(byFunction[key], rules.HTTPTrigger{Enabled: t.Spec.Enabled, RequireAuth: t.Spec.RequireAuth})
 		}
-		key := objectKey(t.Namespace, t.Spec.Function)
-		g := gates[key]
-		g.triggers++
-		if t.Spec.Enabled {
-			g.enabled++
-			g.requireAuth = g.requireAuth || t.Spec.RequireAuth
-		}
-		gates[key] = g
+	}
+	gates := make(map[string]rules.Gate, len(byFunction))
+	for key, ts := range byFunction {
+		gates[key] = rules.HTTPGate(ts)
 	}
 	return gates
 }
 
 func (b *Backend) routingHost(ns, name string) string {
-	return name + "." + ns + "." + b.opts.Domain
+	return rules.RoutingHost(ns, name, b.opts.Domain)
 }
 
 // keyOfHost is the function key a routing host names.
@@ -338,7 +327,7 @@ func (b *Backend) keyOfHost(host string) (string, bool) {
 }
 
 func (b *Backend) functionURL(ns, name string) string {
-	return strings.TrimSuffix(b.opts.GatewayURL, "/") + "/fn/" + ns + "/" + name
+	return rules.FunctionURL(b.opts.GatewayURL, ns, name)
 }
 
 // EnsureNamespace records the namespace.
@@ -363,7 +352,7 @@ func exists(kind, ns, name string) error {
 
 func functionOf(r *functionRecord) api.Function {
 	st := r.Status
-	st.Ready = st.Phase == api.PhaseReady && r.ObservedGeneration == r.Generation
+	st.Ready = rules.FunctionReady(st.Phase == api.PhaseReady, r.Generation, r.ObservedGeneration)
 	return api.Function{Name: r.Name, Namespace: r.Namespace, CreatedAt: r.CreatedAt, FunctionSpec: cloneFunctionSpec(r.Spec), Status: st}
 }
 

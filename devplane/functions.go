@@ -81,7 +81,7 @@ func (b *Backend) reconcileFunction(key string) error {
 		}
 		return serr // the previous build, if any, keeps serving, as a Deployment would
 	}
-	if err := b.deploy(key, fn, art, gate.disabled()); err != nil {
+	if err := b.deploy(key, fn, art, gate.Disabled); err != nil {
 		_ = b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) { st.Phase, st.Message = api.PhaseFailed, err.Error() })
 		return err
 	}

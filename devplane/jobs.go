@@ -9,6 +9,7 @@ import (
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling/pool"
 )
 
@@ -70,7 +71,7 @@ func (b *Backend) reconcileJob(key string) error {
 	fnKey := objectKey(r.Namespace, spec.Function)
 	dep, deployed := b.deployment(fnKey)
 	fn, hasFn := snap.functions[fnKey]
-	ready := hasFn && deployed && functionOf(fn).Status.Ready
+	ready := hasFn && deployed && rules.FunctionReady(fn.Status.Phase == api.PhaseReady, fn.Generation, fn.ObservedGeneration)
 	switch {
 	case spec.RunID == 0:
 		return b.setJobStatus(key, -1, func(s *api.JobStatus) { *s = api.JobStatus{Phase: api.JobSkipped} })

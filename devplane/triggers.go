@@ -11,11 +11,8 @@ import (
 
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/rules"
 )
-
-// invocationMargin is added to a function's timeout for cron and event invocations, as the
-// gateway does for /fn/, so the function's own timeout answer wins.
-const invocationMargin = 5 * time.Second
 
 // runnerConfig is everything a running cron or event trigger depends on; a change to any of
 // it restarts the runner.
@@ -104,9 +101,7 @@ func (b *Backend) reconcileTrigger(key string) error {
 	if active && spec.Type != api.TriggerHTTP {
 		cfg = &runnerConfig{Type: spec.Type, Schedule: spec.Schedule, Timezone: spec.Timezone, Queue: spec.Queue,
 			DeadLetterQueue: spec.DeadLetterQueue, MaxAttempts: spec.MaxAttempts, BackoffMs: spec.BackoffMs, Host: dep.host}
-		if timeoutSec > 0 {
-			cfg.Timeout = time.Duration(timeoutSec)*time.Second + invocationMargin
-		}
+		cfg.Timeout = rules.InvocationDeadline(timeoutSec)
 	}
 	ref := dispatcher.FunctionRef{Namespace: ns, Name: spec.Function}
 	b.runners.set(b.ctx, key, cfg, func(ctx context.Context, c runnerConfig) {

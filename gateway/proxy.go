@@ -22,6 +22,7 @@ import (
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/rules"
 )
 
 // ProxyConfig tunes /fn/. Zero values take the documented defaults.
@@ -40,7 +41,7 @@ type ProxyConfig struct {
 
 func (c ProxyConfig) withDefaults() ProxyConfig {
 	if c.TimeoutMargin <= 0 {
-		c.TimeoutMargin = 5 * time.Second
+		c.TimeoutMargin = rules.InvocationMargin
 	}
 	if c.MaxHeldPerFunction <= 0 {
 		c.MaxHeldPerFunction = 1000
@@ -269,7 +270,7 @@ func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest s
 	// before the invocation's own deadline, so a trickling body is a 408, not a 504.
 	bodyLimit := route.Timeout
 	if bodyLimit <= 0 {
-		bodyLimit = maxTimeoutSec * time.Second
+		bodyLimit = rules.MaxTimeout
 	}
 	ctx := context.WithValue(r.Context(), targetKey{}, &target{host: route.Host, path: path, rawPath: rest, identity: id,
 		sharedOrigin: shared, body: limitBody(w, r, bodyLimit)})

@@ -10,11 +10,11 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/rules"
 )
 
 // Limits the API enforces; they mirror the CRD schema so both backends reject the same input.
 const (
-	maxTimeoutSec   = 900
 	minMemoryMB     = 32
 	maxMemoryMB     = 16384
 	maxReplicas     = 1000
@@ -62,8 +62,8 @@ func inRange(field string, v, lo, hi int64) error {
 }
 
 func validTimeout(field string, v int32) error {
-	if v < 0 || v > maxTimeoutSec {
-		return invalid(field, "%d is out of range; use 1-%d seconds, or 0 for no limit", v, maxTimeoutSec)
+	if v < 0 || v > rules.MaxTimeoutSeconds {
+		return invalid(field, "%d is out of range; use 1-%d seconds, or 0 for no limit", v, rules.MaxTimeoutSeconds)
 	}
 	return nil
 }

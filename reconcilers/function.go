@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling"
 )
 
@@ -68,8 +69,8 @@ func (r *FunctionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 
 func (r *FunctionReconciler) reconcileFunction(ctx context.Context, fn *v1.Function) error {
 	st := &fn.Status
-	st.URL = scaling.FunctionURL(r.Options.GatewayURL, fn.Namespace, fn.Name)
-	st.RoutingHost = scaling.RoutingHost(fn.Namespace, fn.Name, r.Options.Domain)
+	st.URL = rules.FunctionURL(r.Options.GatewayURL, fn.Namespace, fn.Name)
+	st.RoutingHost = rules.RoutingHost(fn.Namespace, fn.Name, r.Options.Domain)
 
 	phase, err := r.reconcileImage(ctx, fn)
 	if err != nil {
@@ -221,17 +222,7 @@ func (r *FunctionReconciler) httpPaused(ctx context.Context, fn *v1.Function) (b
 	if err := r.List(ctx, &triggers, client.InNamespace(fn.Namespace), client.MatchingFields{functionRefIndex: fn.Name}); err != nil {
 		return false, fmt.Errorf("listing triggers of function %s/%s: %w", fn.Namespace, fn.Name, err)
 	}
-	httpTriggers := 0
-	for _, t := range triggers.Items {
-		if t.Spec.Type != v1.TriggerHTTP || !t.DeletionTimestamp.IsZero() {
-			continue
-		}
-		httpTriggers++
-		if t.Spec.IsEnabled() {
-			return false, nil
-		}
-	}
-	return httpTriggers > 0, nil
+	return scaling.HTTPGate(triggers.Items).Disabled, nil
 }
 
 // SetupWithManager watches Functions, their children, their build Jobs (by label: they live

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling"
 )
 
@@ -104,11 +105,11 @@ func (r *TriggerReconciler) fail(tr *v1.Trigger, err error) error {
 	return err
 }
 
-// functionReady is true when the function's status describes its current generation and
-// says Ready: a stale Ready from an older generation does not count.
+// functionReady is true when the function is Ready for its current generation (a stale
+// Ready from an older one does not count) and has an image to run.
 func functionReady(fn *v1.Function) bool {
-	c := meta.FindStatusCondition(fn.Status.Conditions, v1.ConditionReady)
-	return c != nil && c.Status == metav1.ConditionTrue && fn.Status.ObservedGeneration == fn.Generation && fn.Status.Image != ""
+	ready := meta.IsStatusConditionTrue(fn.Status.Conditions, v1.ConditionReady) && fn.Status.Image != ""
+	return rules.FunctionReady(ready, fn.Generation, fn.Status.ObservedGeneration)
 }
 
 func phaseOf(fn *v1.Function) v1.FunctionPhase {

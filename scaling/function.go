@@ -15,6 +15,7 @@ import (
 
 	v1 "sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/rules"
 )
 
 // Function pods listen on this port; the wrapper reads it from $PORT (runtimes/README.md).
@@ -22,8 +23,6 @@ const (
 	containerName = "function"
 	portName      = "http"
 	port          = buildkit.DefaultPort
-	// responseMargin lets the wrapper answer 504 itself before a proxy gives up.
-	responseMargin = 5 * time.Second
 	// noLimit stands in for "no timeout" where the add-on needs a duration (0 means its
 	// global default of 300 s there, not unlimited).
 	noLimit = 24 * time.Hour
@@ -170,13 +169,13 @@ func MakeHTTPScaledObject(fn *v1.Function, paused bool, opts Options) *httpv1alp
 		metric.Concurrency = &httpv1alpha1.ConcurrencyMetricSpec{TargetValue: int(s.Target)}
 	}
 	responseHeader := noLimit
-	if fn.Spec.TimeoutSeconds > 0 {
-		responseHeader = time.Duration(fn.Spec.TimeoutSeconds)*time.Second + responseMargin
+	if d := rules.InvocationDeadline(fn.Spec.TimeoutSeconds); d > 0 {
+		responseHeader = d
 	}
 	hso := &httpv1alpha1.HTTPScaledObject{
 		ObjectMeta: functionMeta(fn, fn.Name),
 		Spec: httpv1alpha1.HTTPScaledObjectSpec{
-			Hosts: []string{RoutingHost(fn.Namespace, fn.Name, opts.Domain)},
+			Hosts: []string{rules.RoutingHost(fn.Namespace, fn.Name, opts.Domain)},
 			ScaleTargetRef: httpv1alpha1.ScaleTargetRef{
 				Name: fn.Name, Kind: "Deployment", APIVersion: "apps/v1", Service: fn.Name, Port: port,
 			},

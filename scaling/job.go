@@ -12,6 +12,7 @@ import (
 
 	v1 "sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/rules"
 )
 
 // BuildTTLSeconds keeps a finished build Job long enough for the reconciler to read its
@@ -122,8 +123,8 @@ func MakeRunJob(fj *v1.FunctionJob, code *v1.CodeSpec, image string, opts Option
 		BackoffLimit: ptr.To(int32(0)),
 		Template:     corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
 	}
-	if code.TimeoutSeconds > 0 {
-		spec.ActiveDeadlineSeconds = ptr.To(int64(code.TimeoutSeconds) + int64(responseMargin.Seconds()))
+	if d := rules.InvocationDeadline(code.TimeoutSeconds); d > 0 {
+		spec.ActiveDeadlineSeconds = ptr.To(int64(d.Seconds()))
 	}
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{

@@ -44,16 +44,6 @@ func childName(max int, parts ...string) string {
 	return strings.TrimRight(name[:max-len(suffix)-1], "-") + "-" + suffix
 }
 
-// RoutingHost is the host the interceptor routes a function's requests on.
-func RoutingHost(namespace, name, domain string) string {
-	return name + "." + namespace + "." + domain
-}
-
-// FunctionURL is where callers invoke a function through the gateway.
-func FunctionURL(gatewayURL, namespace, name string) string {
-	return strings.TrimSuffix(gatewayURL, "/") + "/fn/" + namespace + "/" + name
-}
-
 // BuildJobName names the build of one source of one function (or self-contained job): the
 // same source maps to the same Job, so a restarted operator finds the build it started.
 func BuildJobName(namespace, name, sha string) string {

@@ -1,6 +1,8 @@
 package scaling
 
 import (
+	"sless.dev/sless/rules"
+
 	"fmt"
 	"time"
 )
@@ -51,7 +53,7 @@ type BuildOptions struct {
 // DefaultOptions are the values `sless operator` starts from; flags override them.
 func DefaultOptions() Options {
 	return Options{
-		Domain:           "fn.sless.local",
+		Domain:           rules.DefaultDomain,
 		GatewayURL:       "http://sless-gateway.sless-system:8080",
 		InterceptorURL:   "http://keda-add-ons-http-interceptor-proxy.keda:8080",
 		SlessImage:       "ghcr.io/sless-dev/sless:v0.1.0",

@@ -1,6 +1,8 @@
 package scaling
 
 import (
+	"sless.dev/sless/rules"
+
 	"strconv"
 	"time"
 
@@ -39,10 +41,10 @@ func DeadLetterQueue(e *v1.EventSpec) string {
 // invocationTimeout is how long the dispatcher waits for one invocation: the function's
 // timeout plus a margin, or effectively unbounded when the function has none.
 func invocationTimeout(fn *v1.Function) time.Duration {
-	if fn.Spec.TimeoutSeconds == 0 {
-		return noLimit
+	if d := rules.InvocationDeadline(fn.Spec.TimeoutSeconds); d > 0 {
+		return d
 	}
-	return time.Duration(fn.Spec.TimeoutSeconds)*time.Second + responseMargin
+	return noLimit
 }
 
 // dispatcherContainer runs `sless dispatcher` against fn through the interceptor, so a
@@ -52,7 +54,7 @@ func dispatcherContainer(tr *v1.Trigger, fn *v1.Function, opts Options, args ...
 		"--function="+fn.Namespace+"/"+fn.Name,
 		"--trigger="+tr.Name,
 		"--target-url="+opts.InterceptorURL,
-		"--target-host="+RoutingHost(fn.Namespace, fn.Name, opts.Domain),
+		"--target-host="+rules.RoutingHost(fn.Namespace, fn.Name, opts.Domain),
 		"--timeout="+invocationTimeout(fn).String(),
 	)
 	c := corev1.Container{
@@ -190,4 +192,17 @@ func MakeCronJob(tr *v1.Trigger, fn *v1.Function, opts Options) *batchv1.CronJob
 		cj.Spec.TimeZone = ptr.To(cr.Timezone)
 	}
 	return cj
+}
+
+// HTTPGate is the gate of a function's http triggers (triggers of other types and those
+// being deleted are passed over): whether its URL requires auth or is closed.
+func HTTPGate(triggers []v1.Trigger) rules.Gate {
+	var http []rules.HTTPTrigger
+	for i := range triggers {
+		t := &triggers[i]
+		if t.Spec.Type == v1.TriggerHTTP && t.DeletionTimestamp.IsZero() {
+			http = append(http, rules.HTTPTrigger{Enabled: t.Spec.IsEnabled(), RequireAuth: t.Spec.RequireAuth})
+		}
+	}
+	return rules.HTTPGate(http)
 }

@@ -17,9 +17,6 @@ const (
 // Runtimes lists every accepted runtime, in the order of the enum marker above.
 var Runtimes = []Runtime{RuntimeGo123, RuntimeGo125, RuntimePython311, RuntimePython312, RuntimeNode20, RuntimeNode22}
 
-// MaxTimeoutSeconds is the longest per-invocation timeout a function may ask for.
-const MaxTimeoutSeconds = 900
-
 // SourceRef points at an uploaded build context in the artifact store.
 type SourceRef struct {
 	// ContextKey is the object key of the build context,

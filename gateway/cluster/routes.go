@@ -13,6 +13,7 @@ import (
 
 	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway"
+	"sless.dev/sless/scaling"
 )
 
 // triggerFunctionIndex indexes Triggers by the function they fire.
@@ -108,19 +109,7 @@ func (t *routeTable) refresh(ctx context.Context, key client.ObjectKey) error {
 // routeOf derives a function's route: its routing host and timeout, whether an enabled http
 // trigger requires auth, and whether all of its http triggers are disabled.
 func routeOf(fn *v1alpha1.Function, triggers []v1alpha1.Trigger) gateway.Route {
-	r := gateway.Route{Host: fn.Status.RoutingHost, Timeout: time.Duration(fn.Spec.TimeoutSeconds) * time.Second}
-	httpTriggers, enabled := 0, 0
-	for i := range triggers {
-		s := &triggers[i].Spec
-		if s.Type != v1alpha1.TriggerHTTP || !triggers[i].DeletionTimestamp.IsZero() {
-			continue
-		}
-		httpTriggers++
-		if s.IsEnabled() {
-			enabled++
-			r.RequireAuth = r.RequireAuth || s.RequireAuth
-		}
-	}
-	r.Disabled = httpTriggers > 0 && enabled == 0
-	return r
+	g := scaling.HTTPGate(triggers)
+	return gateway.Route{Host: fn.Status.RoutingHost, Timeout: time.Duration(fn.Spec.TimeoutSeconds) * time.Second,
+		RequireAuth: g.RequireAuth, Disabled: g.Disabled}
 }

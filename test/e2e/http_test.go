@@ -21,6 +21,7 @@ import (
 
 	v1 "sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling"
 )
 
@@ -158,7 +159,7 @@ func TestHTTPTriggerToggle(t *testing.T) {
 	// Straight to the interceptor, as a caller inside the cluster could: held, never served.
 	t0 := time.Now()
 	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:"+strconv.Itoa(interceptorProxyPort)+"/", strings.NewReader(`{}`))
-	req.Host = scaling.RoutingHost(tn.ns, "toggle", "fn.sless.local")
+	req.Host = rules.RoutingHost(tn.ns, "toggle", rules.DefaultDomain)
 	if resp, err := (&http.Client{Timeout: 8 * time.Second}).Do(req); err == nil {
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusOK {

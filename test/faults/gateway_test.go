@@ -17,7 +17,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"sless.dev/sless/apis/v1alpha1"
-	"sless.dev/sless/scaling"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/test/testenv"
 )
 
@@ -88,7 +88,7 @@ func readyFunction(t *testing.T, env *testenv.Env, ns, name string) {
 		t.Fatal(err)
 	}
 	fn.Status.Phase, fn.Status.ObservedGeneration = v1alpha1.FunctionReady, fn.Generation
-	fn.Status.RoutingHost = scaling.RoutingHost(ns, name, scaling.DefaultOptions().Domain)
+	fn.Status.RoutingHost = rules.RoutingHost(ns, name, rules.DefaultDomain)
 	if err := env.Client.Status().Update(ctx, fn); err != nil {
 		t.Fatal(err)
 	}

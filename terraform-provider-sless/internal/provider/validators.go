@@ -16,6 +16,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/rules"
 )
 
 // These checks run at plan time and mirror what the API enforces, so a mistake is reported by
@@ -27,9 +28,6 @@ var (
 	// cronParser accepts what the API and the cron firing accept: five fields or a descriptor.
 	cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 )
-
-// Limits of the API (gateway/validate.go).
-const maxTimeoutSec = 900
 
 func nameValidators() []validator.String {
 	return []validator.String{
@@ -43,7 +41,7 @@ func runtimeValidators() []validator.String {
 }
 
 func timeoutValidators() []validator.Int64 {
-	return []validator.Int64{int64validator.Between(0, maxTimeoutSec)}
+	return []validator.Int64{int64validator.Between(0, rules.MaxTimeoutSeconds)}
 }
 
 // checkSchedule reports why schedule is not a cron expression sless can fire, or nil.

@@ -1,0 +1,81 @@
+// Package rules holds what both control planes (reconcilers and devplane), the renderers
+// and the gateway must decide the same way: names and URLs of functions, the limits every
+// API enforces, whether a function's URL is open, and when the objects that depend on a
+// function may proceed. It is pure (no I/O) and imports only the standard library, so the
+// Terraform provider can use it too.
+package rules
+
+import (
+	"strings"
+	"time"
+)
+
+// DefaultDomain suffixes routing hosts unless an operator names another.
+const DefaultDomain = "fn.sless.local"
+
+// Limits every API enforces (the CRD schema repeats them as marker literals; a test holds
+// both equal).
+const (
+	// MaxTimeoutSeconds is the longest timeout a function or job may set; 0 means none.
+	MaxTimeoutSeconds = 900
+	// InvocationMargin is added to a function's timeout by whatever waits for it (the
+	// gateway, a dispatcher, a Job's deadline), so the function's own 504 arrives first.
+	InvocationMargin = 5 * time.Second
+)
+
+// MaxTimeout is MaxTimeoutSeconds as a duration.
+const MaxTimeout = MaxTimeoutSeconds * time.Second
+
+// RoutingHost is the host the interceptor (or the local pool) routes a function's
+// requests on.
+func RoutingHost(namespace, name, domain string) string {
+	return name + "." + namespace + "." + domain
+}
+
+// FunctionURL is where callers invoke a function through the gateway.
+func FunctionURL(gatewayURL, namespace, name string) string {
+	return strings.TrimSuffix(gatewayURL, "/") + "/fn/" + namespace + "/" + name
+}
+
+// InvocationDeadline is how long a caller waits for an invocation of a function with this
+// timeout in seconds; 0 (no timeout) gives 0, no deadline.
+func InvocationDeadline(timeoutSeconds int32) time.Duration {
+	if timeoutSeconds <= 0 {
+		return 0
+	}
+	return time.Duration(timeoutSeconds)*time.Second + InvocationMargin
+}
+
+// HTTPTrigger is what the gate needs of one http trigger of a function.
+type HTTPTrigger struct {
+	Enabled, RequireAuth bool
+}
+
+// Gate is what a function's http triggers say about its URL.
+type Gate struct {
+	// RequireAuth: an enabled http trigger asks for a valid token.
+	RequireAuth bool
+	// Disabled: the function has http triggers and every one is off (a function without
+	// any stays reachable), so its URL answers 503 and it scales to zero.
+	Disabled bool
+}
+
+// HTTPGate decides the gate from a function's http triggers (those being deleted left out).
+func HTTPGate(triggers []HTTPTrigger) Gate {
+	var g Gate
+	enabled := 0
+	for _, t := range triggers {
+		if t.Enabled {
+			enabled++
+			g.RequireAuth = g.RequireAuth || t.RequireAuth
+		}
+	}
+	g.Disabled = len(triggers) > 0 && enabled == 0
+	return g
+}
+
+// FunctionReady is the readiness a dependent (a trigger, a job) waits for: the function is
+// Ready as of its current generation, not an older one.
+func FunctionReady(ready bool, generation, observedGeneration int64) bool {
+	return ready && observedGeneration == generation
+}

@@ -1,0 +1,126 @@
+package rules_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"sless.dev/sless/rules"
+)
+
+func TestHTTPGate(t *testing.T) {
+	on, off := rules.HTTPTrigger{Enabled: true}, rules.HTTPTrigger{}
+	authOn, authOff := rules.HTTPTrigger{Enabled: true, RequireAuth: true}, rules.HTTPTrigger{RequireAuth: true}
+	cases := []struct {
+		name     string
+		triggers []rules.HTTPTrigger
+		want     rules.Gate
+	}{
+		{"no http trigger: reachable, public", nil, rules.Gate{}},
+		{"one enabled", []rules.HTTPTrigger{on}, rules.Gate{}},
+		{"one disabled", []rules.HTTPTrigger{off}, rules.Gate{Disabled: true}},
+		{"all disabled", []rules.HTTPTrigger{off, authOff}, rules.Gate{Disabled: true}},
+		{"one of two enabled", []rules.HTTPTrigger{off, on}, rules.Gate{}},
+		{"enabled with auth", []rules.HTTPTrigger{authOn}, rules.Gate{RequireAuth: true}},
+		{"auth on a disabled one does not count", []rules.HTTPTrigger{on, authOff}, rules.Gate{}},
+		{"auth on any enabled one wins", []rules.HTTPTrigger{on, authOn}, rules.Gate{RequireAuth: true}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := rules.HTTPGate(tc.triggers); got != tc.want {
+				t.Fatalf("HTTPGate = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFunctionReady(t *testing.T) {
+	cases := []struct {
+		ready         bool
+		gen, observed int64
+		want          bool
+	}{
+		{true, 3, 3, true},
+		{true, 3, 2, false}, // Ready for an older spec: the new one may not build
+		{false, 3, 3, false},
+		{true, 1, 0, false},
+	}
+	for _, tc := range cases {
+		if got := rules.FunctionReady(tc.ready, tc.gen, tc.observed); got != tc.want {
+			t.Errorf("FunctionReady(%v, %d, %d) = %v, want %v", tc.ready, tc.gen, tc.observed, got, tc.want)
+		}
+	}
+}
+
+func TestNamesAndDeadlines(t *testing.T) {
+	if got := rules.RoutingHost("ns", "fn", rules.DefaultDomain); got != "fn.ns.fn.sless.local" {
+		t.Errorf("RoutingHost = %q", got)
+	}
+	for _, base := range []string{"https://gw.example", "https://gw.example/"} {
+		if got := rules.FunctionURL(base, "ns", "fn"); got != "https://gw.example/fn/ns/fn" {
+			t.Errorf("FunctionURL(%q) = %q", base, got)
+		}
+	}
+	for _, tc := range []struct {
+		sec  int32
+		want time.Duration
+	}{{0, 0}, {-1, 0}, {1, 6 * time.Second}, {900, 905 * time.Second}} {
+		if got := rules.InvocationDeadline(tc.sec); got != tc.want {
+			t.Errorf("InvocationDeadline(%d) = %s, want %s", tc.sec, got, tc.want)
+		}
+	}
+}
+
+// TestCRDMarkersMatch: the CRD schema states the limits as literals (markers cannot name
+// constants); they must say what the rules say.
+func TestCRDMarkersMatch(t *testing.T) {
+	for _, crd := range []string{"sless.dev_functions.yaml", "sless.dev_functionjobs.yaml"} {
+		data, err := os.ReadFile(filepath.Join("..", "config", "crd", "bases", crd))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		if err := yaml.Unmarshal(data, &doc); err != nil {
+			t.Fatal(err)
+		}
+		found := 0
+		walk(doc, func(key string, node map[string]any) {
+			if key == "timeoutSeconds" {
+				found++
+				if max, _ := node["maximum"].(float64); int(max) != rules.MaxTimeoutSeconds {
+					t.Errorf("%s: timeoutSeconds maximum %v, rules say %d", crd, node["maximum"], rules.MaxTimeoutSeconds)
+				}
+			}
+		})
+		if found == 0 {
+			t.Errorf("%s has no timeoutSeconds field", crd)
+		}
+	}
+}
+
+// walk calls fn for every property schema under a "properties" map.
+func walk(v any, fn func(key string, node map[string]any)) {
+	switch n := v.(type) {
+	case map[string]any:
+		if props, ok := n["properties"].(map[string]any); ok {
+			for k, p := range props {
+				if pm, ok := p.(map[string]any); ok {
+					fn(k, pm)
+				}
+			}
+		}
+		for k, c := range n {
+			if !strings.HasPrefix(k, "x-") {
+				walk(c, fn)
+			}
+		}
+	case []any:
+		for _, c := range n {
+			walk(c, fn)
+		}
+	}
+}
