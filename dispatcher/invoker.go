@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -40,8 +39,7 @@ const errorBodyLen = 1024
 type HTTPInvoker struct {
 	URL    string
 	Host   string
-	Client *http.Client // for https targets and targets behind a proxy
-	fast   *http1Client // for the rest
+	Client *http.Client
 }
 
 // NewHTTPInvoker validates target and returns an invoker whose connection pool keeps
@@ -51,39 +49,21 @@ func NewHTTPInvoker(target, host string, concurrency int) (*HTTPInvoker, error) 
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, &ConfigError{Field: "target-url", Reason: fmt.Sprintf("%q is not an http(s) URL (e.g. http://keda-add-ons-http-interceptor-proxy.keda:8080/)", target)}
 	}
+	// One kept-alive connection per concurrent invocation; never more idle ones than that,
+	// and an idle one is dropped before the interceptor's own idle timeout (90 s) closes it.
 	t := &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        max(concurrency, 2),
 		MaxIdleConnsPerHost: max(concurrency, 2),
-		IdleConnTimeout:     90 * time.Second,
+		IdleConnTimeout:     60 * time.Second,
 		DisableCompression:  true, // only an error snippet is ever read
 	}
-	inv := &HTTPInvoker{URL: target, Host: host, Client: &http.Client{Transport: t}}
-	if proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u}); u.Scheme == "http" && proxy == nil && err == nil {
-		addr := u.Host
-		if u.Port() == "" {
-			addr = net.JoinHostPort(u.Hostname(), "80")
-		}
-		inv.fast = &http1Client{addr: addr, host: cmp.Or(host, u.Host), target: u.RequestURI(),
-			dialer:      net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second},
-			idleTimeout: 30 * time.Second, maxIdle: max(concurrency, 2)}
-	}
-	return inv, nil
+	return &HTTPInvoker{URL: target, Host: host, Client: &http.Client{Transport: t}}, nil
 }
 
 // Invoke posts body with header; ctx bounds the whole exchange.
 func (i *HTTPInvoker) Invoke(ctx context.Context, body []byte, header http.Header) (int, error) {
-	if i.fast != nil {
-		status, snippet, err := i.fast.post(ctx, body, header)
-		if err != nil {
-			return 0, fmt.Errorf("invoke %s: %w", i.URL, err)
-		}
-		if status < 200 || status > 299 {
-			return status, &FunctionError{Status: status, Body: cleanValue(string(snippet))}
-		}
-		return status, nil
-	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, i.URL, bytes.NewReader(body))
 	if err != nil {
 		return 0, fmt.Errorf("build request to %s: %w", i.URL, err)

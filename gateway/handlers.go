@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -30,226 +31,146 @@ func nameParam(c echo.Context) (string, error) {
 	return name, validName("name", name)
 }
 
-func (s *Server) listFunctions(c echo.Context) error {
-	fns, err := s.cfg.Backend.ListFunctions(c.Request().Context(), c.Param("ns"))
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, api.FunctionList{Functions: nonNil(fns)})
+// resource is one kind of the REST API, declared once; the handlers below serve every kind.
+// O is the object, S its spec, C the create body and F the update body.
+type resource[O, S, C, F any] struct {
+	list   func(Backend, context.Context, string) ([]O, error)
+	get    func(Backend, context.Context, string, string) (O, error)
+	create func(Backend, context.Context, string, string, S) (O, error)
+	update func(Backend, context.Context, string, string, func(*S) error) (O, error)
+	delete func(Backend, context.Context, string, string) error
+	// wrap puts a listing into its wire form.
+	wrap func([]O) any
+	// newSpec reads a create body: the object's valid name and its complete, valid spec.
+	newSpec func(C) (string, S, error)
+	// apply changes a spec by an update body and validates the result.
+	apply func(*S, F) error
 }
 
-func (s *Server) getFunction(c echo.Context) error {
-	name, err := nameParam(c)
-	if err != nil {
-		return err
+var (
+	functionResource = resource[api.Function, api.FunctionSpec, api.CreateFunction, api.FunctionFields]{
+		list: Backend.ListFunctions, get: Backend.GetFunction, create: Backend.CreateFunction, update: Backend.UpdateFunction, delete: Backend.DeleteFunction,
+		wrap: func(fns []api.Function) any { return api.FunctionList{Functions: nonNil(fns)} },
+		newSpec: func(req api.CreateFunction) (string, api.FunctionSpec, error) {
+			if err := validName("name", req.Name); err != nil {
+				return "", api.FunctionSpec{}, err
+			}
+			if req.Runtime == nil {
+				return "", api.FunctionSpec{}, invalid("runtime", "required; use one of %v", api.Runtimes)
+			}
+			spec := defaultFunctionSpec()
+			applyFunctionFields(&spec, req.FunctionFields)
+			return req.Name, spec, validateFunctionSpec(spec)
+		},
+		apply: func(spec *api.FunctionSpec, f api.FunctionFields) error {
+			applyFunctionFields(spec, f)
+			return validateFunctionSpec(*spec)
+		},
 	}
-	fn, err := s.cfg.Backend.GetFunction(c.Request().Context(), c.Param("ns"), name)
-	if err != nil {
-		return err
+	triggerResource = resource[api.Trigger, api.TriggerSpec, api.CreateTrigger, api.TriggerFields]{
+		list: Backend.ListTriggers, get: Backend.GetTrigger, create: Backend.CreateTrigger, update: Backend.UpdateTrigger, delete: Backend.DeleteTrigger,
+		wrap: func(ts []api.Trigger) any { return api.TriggerList{Triggers: nonNil(ts)} },
+		newSpec: func(req api.CreateTrigger) (string, api.TriggerSpec, error) {
+			if err := validName("name", req.Name); err != nil {
+				return "", api.TriggerSpec{}, err
+			}
+			if req.Type == nil {
+				return "", api.TriggerSpec{}, invalid("type", "required; use http, cron or event")
+			}
+			spec := defaultTriggerSpec(*req.Type)
+			if err := applyTriggerFields(&spec, req.TriggerFields); err != nil {
+				return "", spec, err
+			}
+			return req.Name, spec, validateTriggerSpec(spec)
+		},
+		// {"enabled": false} freezes a trigger in place.
+		apply: func(spec *api.TriggerSpec, f api.TriggerFields) error {
+			if err := applyTriggerFields(spec, f); err != nil {
+				return err
+			}
+			return validateTriggerSpec(*spec)
+		},
 	}
-	return c.JSON(http.StatusOK, fn)
-}
+	jobResource = resource[api.Job, api.JobSpec, api.CreateJob, api.JobFields]{
+		list: Backend.ListJobs, get: Backend.GetJob, create: Backend.CreateJob, update: Backend.UpdateJob, delete: Backend.DeleteJob,
+		wrap: func(js []api.Job) any { return api.JobList{Jobs: nonNil(js)} },
+		newSpec: func(req api.CreateJob) (string, api.JobSpec, error) {
+			if err := validName("name", req.Name); err != nil {
+				return "", api.JobSpec{}, err
+			}
+			var spec api.JobSpec
+			applyJobFields(&spec, req.JobFields)
+			return req.Name, spec, validateJobSpec(spec)
+		},
+		// raising run_id runs the job again.
+		apply: func(spec *api.JobSpec, f api.JobFields) error {
+			applyJobFields(spec, f)
+			return validateJobSpec(*spec)
+		},
+	}
+)
 
-func (s *Server) createFunction(c echo.Context) error {
-	var req api.CreateFunction
-	if err := decodeBody(c, &req); err != nil {
-		return err
-	}
-	if err := validName("name", req.Name); err != nil {
-		return err
-	}
-	if req.Runtime == nil {
-		return invalid("runtime", "required; use one of %v", api.Runtimes)
-	}
-	spec := defaultFunctionSpec()
-	applyFunctionFields(&spec, req.FunctionFields)
-	if err := validateFunctionSpec(spec); err != nil {
-		return err
-	}
-	fn, err := s.cfg.Backend.CreateFunction(c.Request().Context(), c.Param("ns"), req.Name, spec)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusCreated, fn)
-}
-
-func (s *Server) updateFunction(c echo.Context) error {
-	name, err := nameParam(c)
-	if err != nil {
-		return err
-	}
-	var req api.FunctionFields
-	if err := decodeBody(c, &req); err != nil {
-		return err
-	}
-	fn, err := s.cfg.Backend.UpdateFunction(c.Request().Context(), c.Param("ns"), name, func(spec *api.FunctionSpec) error {
-		applyFunctionFields(spec, req)
-		return validateFunctionSpec(*spec)
-	})
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, fn)
-}
-
-func (s *Server) deleteFunction(c echo.Context) error {
-	name, err := nameParam(c)
-	if err != nil {
-		return err
-	}
-	if err := s.cfg.Backend.DeleteFunction(c.Request().Context(), c.Param("ns"), name); err != nil {
-		return err
-	}
-	return c.NoContent(http.StatusNoContent)
-}
-
-func (s *Server) listTriggers(c echo.Context) error {
-	ts, err := s.cfg.Backend.ListTriggers(c.Request().Context(), c.Param("ns"))
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, api.TriggerList{Triggers: nonNil(ts)})
-}
-
-func (s *Server) getTrigger(c echo.Context) error {
-	name, err := nameParam(c)
-	if err != nil {
-		return err
-	}
-	t, err := s.cfg.Backend.GetTrigger(c.Request().Context(), c.Param("ns"), name)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, t)
-}
-
-func (s *Server) createTrigger(c echo.Context) error {
-	var req api.CreateTrigger
-	if err := decodeBody(c, &req); err != nil {
-		return err
-	}
-	if err := validName("name", req.Name); err != nil {
-		return err
-	}
-	if req.Type == nil {
-		return invalid("type", "required; use http, cron or event")
-	}
-	spec := defaultTriggerSpec(*req.Type)
-	if err := applyTriggerFields(&spec, req.TriggerFields); err != nil {
-		return err
-	}
-	if err := validateTriggerSpec(spec); err != nil {
-		return err
-	}
-	t, err := s.cfg.Backend.CreateTrigger(c.Request().Context(), c.Param("ns"), req.Name, spec)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusCreated, t)
-}
-
-// updateTrigger applies the sent fields; {"enabled": false} freezes the trigger in place.
-func (s *Server) updateTrigger(c echo.Context) error {
-	name, err := nameParam(c)
-	if err != nil {
-		return err
-	}
-	var req api.TriggerFields
-	if err := decodeBody(c, &req); err != nil {
-		return err
-	}
-	t, err := s.cfg.Backend.UpdateTrigger(c.Request().Context(), c.Param("ns"), name, func(spec *api.TriggerSpec) error {
-		if err := applyTriggerFields(spec, req); err != nil {
+// route registers the five handlers of r under path (e.g. "/functions"); update answers on
+// updateMethod (PUT, or PATCH for triggers).
+func route[O, S, C, F any](s *Server, g *echo.Group, path, updateMethod string, r resource[O, S, C, F]) {
+	g.GET(path, func(c echo.Context) error {
+		list, err := r.list(s.cfg.Backend, c.Request().Context(), c.Param("ns"))
+		if err != nil {
 			return err
 		}
-		return validateTriggerSpec(*spec)
+		return c.JSON(http.StatusOK, r.wrap(list))
 	})
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, t)
-}
-
-func (s *Server) deleteTrigger(c echo.Context) error {
-	name, err := nameParam(c)
-	if err != nil {
-		return err
-	}
-	if err := s.cfg.Backend.DeleteTrigger(c.Request().Context(), c.Param("ns"), name); err != nil {
-		return err
-	}
-	return c.NoContent(http.StatusNoContent)
-}
-
-func (s *Server) listJobs(c echo.Context) error {
-	js, err := s.cfg.Backend.ListJobs(c.Request().Context(), c.Param("ns"))
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, api.JobList{Jobs: nonNil(js)})
-}
-
-func (s *Server) getJob(c echo.Context) error {
-	name, err := nameParam(c)
-	if err != nil {
-		return err
-	}
-	j, err := s.cfg.Backend.GetJob(c.Request().Context(), c.Param("ns"), name)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, j)
-}
-
-func (s *Server) createJob(c echo.Context) error {
-	var req api.CreateJob
-	if err := decodeBody(c, &req); err != nil {
-		return err
-	}
-	if err := validName("name", req.Name); err != nil {
-		return err
-	}
-	var spec api.JobSpec
-	applyJobFields(&spec, req.JobFields)
-	if err := validateJobSpec(spec); err != nil {
-		return err
-	}
-	j, err := s.cfg.Backend.CreateJob(c.Request().Context(), c.Param("ns"), req.Name, spec)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusCreated, j)
-}
-
-// updateJob applies the sent fields; raising run_id runs the job again.
-func (s *Server) updateJob(c echo.Context) error {
-	name, err := nameParam(c)
-	if err != nil {
-		return err
-	}
-	var req api.JobFields
-	if err := decodeBody(c, &req); err != nil {
-		return err
-	}
-	j, err := s.cfg.Backend.UpdateJob(c.Request().Context(), c.Param("ns"), name, func(spec *api.JobSpec) error {
-		applyJobFields(spec, req)
-		return validateJobSpec(*spec)
+	g.GET(path+"/:name", func(c echo.Context) error {
+		name, err := nameParam(c)
+		if err != nil {
+			return err
+		}
+		obj, err := r.get(s.cfg.Backend, c.Request().Context(), c.Param("ns"), name)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, obj)
 	})
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, j)
-}
-
-func (s *Server) deleteJob(c echo.Context) error {
-	name, err := nameParam(c)
-	if err != nil {
-		return err
-	}
-	if err := s.cfg.Backend.DeleteJob(c.Request().Context(), c.Param("ns"), name); err != nil {
-		return err
-	}
-	return c.NoContent(http.StatusNoContent)
+	g.POST(path, func(c echo.Context) error {
+		var req C
+		if err := decodeBody(c, &req); err != nil {
+			return err
+		}
+		name, spec, err := r.newSpec(req)
+		if err != nil {
+			return err
+		}
+		obj, err := r.create(s.cfg.Backend, c.Request().Context(), c.Param("ns"), name, spec)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusCreated, obj)
+	})
+	g.Add(updateMethod, path+"/:name", func(c echo.Context) error {
+		name, err := nameParam(c)
+		if err != nil {
+			return err
+		}
+		var req F
+		if err := decodeBody(c, &req); err != nil {
+			return err
+		}
+		obj, err := r.update(s.cfg.Backend, c.Request().Context(), c.Param("ns"), name, func(spec *S) error { return r.apply(spec, req) })
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, obj)
+	})
+	g.DELETE(path+"/:name", func(c echo.Context) error {
+		name, err := nameParam(c)
+		if err != nil {
+			return err
+		}
+		if err := r.delete(s.cfg.Backend, c.Request().Context(), c.Param("ns"), name); err != nil {
+			return err
+		}
+		return c.NoContent(http.StatusNoContent)
+	})
 }
 
 // nonNil makes empty lists encode as [] rather than null.

@@ -139,27 +139,13 @@ func (s *Server) routes() *echo.Echo {
 	ns := v1.Group("/namespaces/:ns", s.authorizeNamespace)
 	ns.POST("/ensure", s.ensureNamespace)
 
-	ns.GET("/functions", s.listFunctions)
-	ns.POST("/functions", s.createFunction)
-	ns.GET("/functions/:name", s.getFunction)
-	ns.PUT("/functions/:name", s.updateFunction)
-	ns.DELETE("/functions/:name", s.deleteFunction)
+	route(s, ns, "/functions", http.MethodPut, functionResource)
 	ns.POST("/functions/:name/upload", s.uploadSource)
 	ns.POST("/jobs/:name/upload", s.uploadJobSource)
 	ns.GET("/functions/:name/source", s.getSource)
 	ns.GET("/functions/:name/invocations", s.listInvocations)
-
-	ns.GET("/triggers", s.listTriggers)
-	ns.POST("/triggers", s.createTrigger)
-	ns.GET("/triggers/:name", s.getTrigger)
-	ns.PATCH("/triggers/:name", s.updateTrigger)
-	ns.DELETE("/triggers/:name", s.deleteTrigger)
-
-	ns.GET("/jobs", s.listJobs)
-	ns.POST("/jobs", s.createJob)
-	ns.GET("/jobs/:name", s.getJob)
-	ns.PUT("/jobs/:name", s.updateJob)
-	ns.DELETE("/jobs/:name", s.deleteJob)
+	route(s, ns, "/triggers", http.MethodPatch, triggerResource)
+	route(s, ns, "/jobs", http.MethodPut, jobResource)
 	return e
 }
 

@@ -147,37 +147,61 @@ func (c *Client) EnsureNamespace(ctx context.Context, ns string) error {
 	return c.do(ctx, http.MethodPost, nsPath(ns, "ensure"), nil, nil, nil)
 }
 
+// The objects of the API, one helper per verb for every kind (collection "functions",
+// "triggers" or "jobs").
+
+func create[O any](ctx context.Context, c *Client, ns, coll string, body any) (O, error) {
+	var out O
+	err := c.do(ctx, http.MethodPost, nsPath(ns, coll), nil, body, &out)
+	return out, err
+}
+
+func get[O any](ctx context.Context, c *Client, ns, coll, name string) (O, error) {
+	var out O
+	err := c.do(ctx, http.MethodGet, nsPath(ns, coll, name), nil, nil, &out)
+	return out, err
+}
+
+func list[L any](ctx context.Context, c *Client, ns, coll string) (L, error) {
+	var out L
+	err := c.do(ctx, http.MethodGet, nsPath(ns, coll), nil, nil, &out)
+	return out, err
+}
+
+func update[O any](ctx context.Context, c *Client, method, ns, coll, name string, body any) (O, error) {
+	var out O
+	err := c.do(ctx, method, nsPath(ns, coll, name), nil, body, &out)
+	return out, err
+}
+
+func (c *Client) delete(ctx context.Context, ns, coll, name string) error {
+	return c.do(ctx, http.MethodDelete, nsPath(ns, coll, name), nil, nil, nil)
+}
+
 // CreateFunction creates a function.
 func (c *Client) CreateFunction(ctx context.Context, ns string, fn api.CreateFunction) (api.Function, error) {
-	var out api.Function
-	err := c.do(ctx, http.MethodPost, nsPath(ns, "functions"), nil, fn, &out)
-	return out, err
+	return create[api.Function](ctx, c, ns, "functions", fn)
 }
 
 // GetFunction returns one function.
 func (c *Client) GetFunction(ctx context.Context, ns, name string) (api.Function, error) {
-	var out api.Function
-	err := c.do(ctx, http.MethodGet, nsPath(ns, "functions", name), nil, nil, &out)
-	return out, err
+	return get[api.Function](ctx, c, ns, "functions", name)
 }
 
 // ListFunctions returns the namespace's functions sorted by name.
 func (c *Client) ListFunctions(ctx context.Context, ns string) ([]api.Function, error) {
-	var out api.FunctionList
-	err := c.do(ctx, http.MethodGet, nsPath(ns, "functions"), nil, nil, &out)
+	out, err := list[api.FunctionList](ctx, c, ns, "functions")
 	return out.Functions, err
 }
 
 // UpdateFunction changes the fields set in f and leaves the others as they are.
 func (c *Client) UpdateFunction(ctx context.Context, ns, name string, f api.FunctionFields) (api.Function, error) {
-	var out api.Function
-	err := c.do(ctx, http.MethodPut, nsPath(ns, "functions", name), nil, f, &out)
-	return out, err
+	return update[api.Function](ctx, c, http.MethodPut, ns, "functions", name, f)
 }
 
 // DeleteFunction deletes a function and everything it owns.
 func (c *Client) DeleteFunction(ctx context.Context, ns, name string) error {
-	return c.do(ctx, http.MethodDelete, nsPath(ns, "functions", name), nil, nil, nil)
+	return c.delete(ctx, ns, "functions", name)
 }
 
 // UploadSource uploads a zip of the function's code; a build starts.
@@ -218,30 +242,23 @@ func (c *Client) ListInvocations(ctx context.Context, ns, name string, limit int
 
 // CreateTrigger creates a trigger.
 func (c *Client) CreateTrigger(ctx context.Context, ns string, t api.CreateTrigger) (api.Trigger, error) {
-	var out api.Trigger
-	err := c.do(ctx, http.MethodPost, nsPath(ns, "triggers"), nil, t, &out)
-	return out, err
+	return create[api.Trigger](ctx, c, ns, "triggers", t)
 }
 
 // GetTrigger returns one trigger.
 func (c *Client) GetTrigger(ctx context.Context, ns, name string) (api.Trigger, error) {
-	var out api.Trigger
-	err := c.do(ctx, http.MethodGet, nsPath(ns, "triggers", name), nil, nil, &out)
-	return out, err
+	return get[api.Trigger](ctx, c, ns, "triggers", name)
 }
 
 // ListTriggers returns the namespace's triggers sorted by name.
 func (c *Client) ListTriggers(ctx context.Context, ns string) ([]api.Trigger, error) {
-	var out api.TriggerList
-	err := c.do(ctx, http.MethodGet, nsPath(ns, "triggers"), nil, nil, &out)
+	out, err := list[api.TriggerList](ctx, c, ns, "triggers")
 	return out.Triggers, err
 }
 
 // UpdateTrigger changes the fields set in f (e.g. only Enabled) in place.
 func (c *Client) UpdateTrigger(ctx context.Context, ns, name string, f api.TriggerFields) (api.Trigger, error) {
-	var out api.Trigger
-	err := c.do(ctx, http.MethodPatch, nsPath(ns, "triggers", name), nil, f, &out)
-	return out, err
+	return update[api.Trigger](ctx, c, http.MethodPatch, ns, "triggers", name, f)
 }
 
 // SetTriggerEnabled enables or disables a trigger in place.
@@ -251,38 +268,31 @@ func (c *Client) SetTriggerEnabled(ctx context.Context, ns, name string, enabled
 
 // DeleteTrigger deletes a trigger.
 func (c *Client) DeleteTrigger(ctx context.Context, ns, name string) error {
-	return c.do(ctx, http.MethodDelete, nsPath(ns, "triggers", name), nil, nil, nil)
+	return c.delete(ctx, ns, "triggers", name)
 }
 
 // CreateJob creates a job.
 func (c *Client) CreateJob(ctx context.Context, ns string, j api.CreateJob) (api.Job, error) {
-	var out api.Job
-	err := c.do(ctx, http.MethodPost, nsPath(ns, "jobs"), nil, j, &out)
-	return out, err
+	return create[api.Job](ctx, c, ns, "jobs", j)
 }
 
 // GetJob returns one job.
 func (c *Client) GetJob(ctx context.Context, ns, name string) (api.Job, error) {
-	var out api.Job
-	err := c.do(ctx, http.MethodGet, nsPath(ns, "jobs", name), nil, nil, &out)
-	return out, err
+	return get[api.Job](ctx, c, ns, "jobs", name)
 }
 
 // ListJobs returns the namespace's jobs sorted by name.
 func (c *Client) ListJobs(ctx context.Context, ns string) ([]api.Job, error) {
-	var out api.JobList
-	err := c.do(ctx, http.MethodGet, nsPath(ns, "jobs"), nil, nil, &out)
+	out, err := list[api.JobList](ctx, c, ns, "jobs")
 	return out.Jobs, err
 }
 
 // UpdateJob changes the fields set in f; raising RunID runs the job again.
 func (c *Client) UpdateJob(ctx context.Context, ns, name string, f api.JobFields) (api.Job, error) {
-	var out api.Job
-	err := c.do(ctx, http.MethodPut, nsPath(ns, "jobs", name), nil, f, &out)
-	return out, err
+	return update[api.Job](ctx, c, http.MethodPut, ns, "jobs", name, f)
 }
 
 // DeleteJob deletes a job.
 func (c *Client) DeleteJob(ctx context.Context, ns, name string) error {
-	return c.do(ctx, http.MethodDelete, nsPath(ns, "jobs", name), nil, nil, nil)
+	return c.delete(ctx, ns, "jobs", name)
 }

@@ -172,155 +172,152 @@ func (b *Backend) update(ctx context.Context, kind, ns, name string, obj client.
 	return mapError(err, kind, ns, name)
 }
 
-// ListFunctions lists the namespace's functions, sorted by name.
-func (b *Backend) ListFunctions(ctx context.Context, ns string) ([]api.Function, error) {
-	var list v1alpha1.FunctionList
-	if err := b.client.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		return nil, fmt.Errorf("list functions in %s: %w", ns, err)
+// kind is one CRD of the API for the CRUD below, written once for all of them: T is the
+// object, L its list, S the API's spec and O the API's view of it.
+type kind[T any, PT objectPtr[T], L any, PL listPtr[L], S, O any] struct {
+	name  string
+	items func(*L) []T
+	view  func(*T) O
+	spec  func(O) S
+	apply func(*T, S)
+}
+
+type objectPtr[T any] interface {
+	*T
+	client.Object
+}
+
+type listPtr[L any] interface {
+	*L
+	client.ObjectList
+}
+
+var (
+	functionKind = kind[v1alpha1.Function, *v1alpha1.Function, v1alpha1.FunctionList, *v1alpha1.FunctionList, api.FunctionSpec, api.Function]{
+		name: "function", items: func(l *v1alpha1.FunctionList) []v1alpha1.Function { return l.Items }, view: functionOf,
+		spec: func(f api.Function) api.FunctionSpec { return f.FunctionSpec }, apply: func(o *v1alpha1.Function, s api.FunctionSpec) { applyFunctionSpec(&o.Spec, s) }}
+	triggerKind = kind[v1alpha1.Trigger, *v1alpha1.Trigger, v1alpha1.TriggerList, *v1alpha1.TriggerList, api.TriggerSpec, api.Trigger]{
+		name: "trigger", items: func(l *v1alpha1.TriggerList) []v1alpha1.Trigger { return l.Items }, view: triggerOf,
+		spec: func(t api.Trigger) api.TriggerSpec { return t.TriggerSpec }, apply: func(o *v1alpha1.Trigger, s api.TriggerSpec) { applyTriggerSpec(&o.Spec, s) }}
+	jobKind = kind[v1alpha1.FunctionJob, *v1alpha1.FunctionJob, v1alpha1.FunctionJobList, *v1alpha1.FunctionJobList, api.JobSpec, api.Job]{
+		name: "job", items: func(l *v1alpha1.FunctionJobList) []v1alpha1.FunctionJob { return l.Items }, view: jobOf,
+		spec: func(j api.Job) api.JobSpec { return j.JobSpec }, apply: func(o *v1alpha1.FunctionJob, s api.JobSpec) { applyJobSpec(&o.Spec, s) }}
+)
+
+// listOf lists the namespace's objects of k, sorted by name.
+func listOf[T any, PT objectPtr[T], L any, PL listPtr[L], S, O any](ctx context.Context, b *Backend, k kind[T, PT, L, PL, S, O], ns string) ([]O, error) {
+	var list L
+	if err := b.client.List(ctx, PL(&list), client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("list %ss in %s: %w", k.name, ns, err)
 	}
-	out := make([]api.Function, len(list.Items))
-	for i := range list.Items {
-		out[i] = functionOf(&list.Items[i])
+	items := k.items(&list)
+	slices.SortFunc(items, func(x, y T) int { return strings.Compare(PT(&x).GetName(), PT(&y).GetName()) })
+	out := make([]O, len(items))
+	for i := range items {
+		out[i] = k.view(&items[i])
 	}
-	slices.SortFunc(out, func(a, b api.Function) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+func getOf[T any, PT objectPtr[T], L any, PL listPtr[L], S, O any](ctx context.Context, b *Backend, k kind[T, PT, L, PL, S, O], ns, name string) (O, error) {
+	var obj T
+	if err := b.get(ctx, k.name, ns, name, PT(&obj)); err != nil {
+		var zero O
+		return zero, err
+	}
+	return k.view(&obj), nil
+}
+
+func createOf[T any, PT objectPtr[T], L any, PL listPtr[L], S, O any](ctx context.Context, b *Backend, k kind[T, PT, L, PL, S, O], ns, name string, spec S) (O, error) {
+	var obj T
+	PT(&obj).SetNamespace(ns)
+	PT(&obj).SetName(name)
+	k.apply(&obj, spec)
+	if err := b.create(ctx, k.name, PT(&obj)); err != nil {
+		var zero O
+		return zero, err
+	}
+	return k.view(&obj), nil
+}
+
+func updateOf[T any, PT objectPtr[T], L any, PL listPtr[L], S, O any](ctx context.Context, b *Backend, k kind[T, PT, L, PL, S, O], ns, name string, mutate func(*S) error) (O, error) {
+	var obj T
+	err := b.update(ctx, k.name, ns, name, PT(&obj), func() error {
+		spec := k.spec(k.view(&obj))
+		if err := mutate(&spec); err != nil {
+			return err
+		}
+		k.apply(&obj, spec)
+		return nil
+	})
+	if err != nil {
+		var zero O
+		return zero, err
+	}
+	return k.view(&obj), nil
+}
+
+func deleteOf[T any, PT objectPtr[T], L any, PL listPtr[L], S, O any](ctx context.Context, b *Backend, k kind[T, PT, L, PL, S, O], ns, name string) error {
+	var obj T
+	return b.delete(ctx, k.name, ns, name, PT(&obj))
+}
+
+func (b *Backend) ListFunctions(ctx context.Context, ns string) ([]api.Function, error) {
+	return listOf(ctx, b, functionKind, ns)
 }
 
 func (b *Backend) GetFunction(ctx context.Context, ns, name string) (api.Function, error) {
-	var fn v1alpha1.Function
-	if err := b.get(ctx, "function", ns, name, &fn); err != nil {
-		return api.Function{}, err
-	}
-	return functionOf(&fn), nil
+	return getOf(ctx, b, functionKind, ns, name)
 }
 
 func (b *Backend) CreateFunction(ctx context.Context, ns, name string, spec api.FunctionSpec) (api.Function, error) {
-	fn := &v1alpha1.Function{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	applyFunctionSpec(&fn.Spec, spec)
-	if err := b.create(ctx, "function", fn); err != nil {
-		return api.Function{}, err
-	}
-	return functionOf(fn), nil
+	return createOf(ctx, b, functionKind, ns, name, spec)
 }
 
 func (b *Backend) UpdateFunction(ctx context.Context, ns, name string, mutate func(*api.FunctionSpec) error) (api.Function, error) {
-	var fn v1alpha1.Function
-	err := b.update(ctx, "function", ns, name, &fn, func() error {
-		spec := functionOf(&fn).FunctionSpec
-		if err := mutate(&spec); err != nil {
-			return err
-		}
-		applyFunctionSpec(&fn.Spec, spec)
-		return nil
-	})
-	if err != nil {
-		return api.Function{}, err
-	}
-	return functionOf(&fn), nil
+	return updateOf(ctx, b, functionKind, ns, name, mutate)
 }
 
 func (b *Backend) DeleteFunction(ctx context.Context, ns, name string) error {
-	return b.delete(ctx, "function", ns, name, &v1alpha1.Function{})
+	return deleteOf(ctx, b, functionKind, ns, name)
 }
 
-// ListTriggers lists the namespace's triggers, sorted by name.
 func (b *Backend) ListTriggers(ctx context.Context, ns string) ([]api.Trigger, error) {
-	var list v1alpha1.TriggerList
-	if err := b.client.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		return nil, fmt.Errorf("list triggers in %s: %w", ns, err)
-	}
-	out := make([]api.Trigger, len(list.Items))
-	for i := range list.Items {
-		out[i] = triggerOf(&list.Items[i])
-	}
-	slices.SortFunc(out, func(a, b api.Trigger) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return listOf(ctx, b, triggerKind, ns)
 }
 
 func (b *Backend) GetTrigger(ctx context.Context, ns, name string) (api.Trigger, error) {
-	var t v1alpha1.Trigger
-	if err := b.get(ctx, "trigger", ns, name, &t); err != nil {
-		return api.Trigger{}, err
-	}
-	return triggerOf(&t), nil
+	return getOf(ctx, b, triggerKind, ns, name)
 }
 
 func (b *Backend) CreateTrigger(ctx context.Context, ns, name string, spec api.TriggerSpec) (api.Trigger, error) {
-	t := &v1alpha1.Trigger{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	applyTriggerSpec(&t.Spec, spec)
-	if err := b.create(ctx, "trigger", t); err != nil {
-		return api.Trigger{}, err
-	}
-	return triggerOf(t), nil
+	return createOf(ctx, b, triggerKind, ns, name, spec)
 }
 
 func (b *Backend) UpdateTrigger(ctx context.Context, ns, name string, mutate func(*api.TriggerSpec) error) (api.Trigger, error) {
-	var t v1alpha1.Trigger
-	err := b.update(ctx, "trigger", ns, name, &t, func() error {
-		spec := triggerOf(&t).TriggerSpec
-		if err := mutate(&spec); err != nil {
-			return err
-		}
-		applyTriggerSpec(&t.Spec, spec)
-		return nil
-	})
-	if err != nil {
-		return api.Trigger{}, err
-	}
-	return triggerOf(&t), nil
+	return updateOf(ctx, b, triggerKind, ns, name, mutate)
 }
 
 func (b *Backend) DeleteTrigger(ctx context.Context, ns, name string) error {
-	return b.delete(ctx, "trigger", ns, name, &v1alpha1.Trigger{})
+	return deleteOf(ctx, b, triggerKind, ns, name)
 }
 
-// ListJobs lists the namespace's jobs, sorted by name.
 func (b *Backend) ListJobs(ctx context.Context, ns string) ([]api.Job, error) {
-	var list v1alpha1.FunctionJobList
-	if err := b.client.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		return nil, fmt.Errorf("list jobs in %s: %w", ns, err)
-	}
-	out := make([]api.Job, len(list.Items))
-	for i := range list.Items {
-		out[i] = jobOf(&list.Items[i])
-	}
-	slices.SortFunc(out, func(a, b api.Job) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return listOf(ctx, b, jobKind, ns)
 }
 
 func (b *Backend) GetJob(ctx context.Context, ns, name string) (api.Job, error) {
-	var j v1alpha1.FunctionJob
-	if err := b.get(ctx, "job", ns, name, &j); err != nil {
-		return api.Job{}, err
-	}
-	return jobOf(&j), nil
+	return getOf(ctx, b, jobKind, ns, name)
 }
 
 func (b *Backend) CreateJob(ctx context.Context, ns, name string, spec api.JobSpec) (api.Job, error) {
-	j := &v1alpha1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	applyJobSpec(&j.Spec, spec)
-	if err := b.create(ctx, "job", j); err != nil {
-		return api.Job{}, err
-	}
-	return jobOf(j), nil
+	return createOf(ctx, b, jobKind, ns, name, spec)
 }
 
 func (b *Backend) UpdateJob(ctx context.Context, ns, name string, mutate func(*api.JobSpec) error) (api.Job, error) {
-	var j v1alpha1.FunctionJob
-	err := b.update(ctx, "job", ns, name, &j, func() error {
-		spec := jobOf(&j).JobSpec
-		if err := mutate(&spec); err != nil {
-			return err
-		}
-		applyJobSpec(&j.Spec, spec)
-		return nil
-	})
-	if err != nil {
-		return api.Job{}, err
-	}
-	return jobOf(&j), nil
+	return updateOf(ctx, b, jobKind, ns, name, mutate)
 }
 
 func (b *Backend) DeleteJob(ctx context.Context, ns, name string) error {
-	return b.delete(ctx, "job", ns, name, &v1alpha1.FunctionJob{})
+	return deleteOf(ctx, b, jobKind, ns, name)
 }

@@ -1,13 +1,16 @@
-// Command dispatcher benchmarks `sless dispatcher` against a bare amqp091-go consume+ack loop
-// on the same RabbitMQ, queue size and prefetch, in one run:
+// Command dispatcher benchmarks `sless dispatcher` against the least a dispatcher must do —
+// a bare amqp091-go consumer that POSTs each message to the same function with net/http and
+// acks it after the 2xx, with the same prefetch and as many workers — and, for reference,
+// against a consume+ack loop that calls nothing, on the same RabbitMQ and queue size, in
+// one run:
 //
 //	go run ./test/bench/dispatcher -messages 20000 -concurrency 16 -rounds 3
 //
 // Throughput: a queue filled with -messages is drained by each consumer, alternating per
 // round; the rate counts from the first to the last message handled (startup and the idle
-// exit are excluded). Latency:
-// messages published at -rate/s, measured from publish to the function (dispatcher) or to the
-// delivery (bare loop). RSS: the dispatcher process's peak resident set (VmHWM).
+// exit are excluded). Latency: messages published at -rate/s, measured from publish to the
+// function (dispatcher, bare POST loop) or to the delivery (consume-only loop). RSS: the
+// dispatcher process's peak resident set (VmHWM).
 package main
 
 import (
@@ -42,11 +45,21 @@ var (
 	slessBin    = flag.String("sless", "", "sless binary (default: built from ./cmd/sless)")
 	databaseURL = flag.String("database-url", "", "also run the dispatcher recording history to this PostgreSQL")
 	rounds      = flag.Int("rounds", 3, "alternating bare/dispatcher throughput rounds")
+	// The baseline runs as a child process of its own, so its CPU is counted as the
+	// dispatcher's is.
+	childQueue  = flag.String("child-bare-post", "", "internal: run the baseline consumer on this queue and exit")
+	childN      = flag.Int("child-messages", 0, "internal: messages the child consumes")
+	childTarget = flag.String("child-target", "", "internal: the function URL the child posts to")
 )
 
 func main() {
 	flag.Parse()
 	log.SetFlags(0)
+	if *childQueue != "" {
+		_, ch := connect()
+		barePost(ch, *childQueue, *childN, *childTarget)
+		return
+	}
 	bin := *slessBin
 	if bin == "" {
 		bin = buildSless()
@@ -54,37 +67,40 @@ func main() {
 	fn := newFunction()
 	defer fn.srv.Close()
 
-	// Rounds alternate bare and dispatcher on fresh queues so both see the same background
+	// Rounds alternate the three consumers on fresh queues so all see the same background
 	// load; the median of the per-round ratios is the headline figure.
-	var ratios []float64
-	var bare, disp, hist []result
+	var ratios, refRatios []float64
+	var bare, post, disp, hist []result
 	for range *rounds {
 		b := bareThroughput()
+		p := barePostThroughput(fn)
 		d := dispatcherThroughput(bin, fn, "")
-		bare, disp = append(bare, b), append(disp, d)
-		ratios = append(ratios, d.rate/b.rate)
+		bare, post, disp = append(bare, b), append(post, p), append(disp, d)
+		ratios, refRatios = append(ratios, d.rate/p.rate), append(refRatios, d.rate/b.rate)
 		if *databaseURL != "" {
 			hist = append(hist, dispatcherThroughput(bin, fn, *databaseURL))
 		}
 	}
 	bareLat := bareLatency()
+	postLat := barePostLatency(fn)
 	dispLat := dispatcherLatency(bin, fn)
 
 	fmt.Printf("\nmessages=%d concurrency=%d rounds=%d; latency: %d msgs at %d/s\n\n", *messages, *concurrency, *rounds, *latencyN, *rate)
-	fmt.Println("| round | consumer | messages/s | ratio vs bare | consumer CPU/msg | peak RSS (anon) |")
+	fmt.Println("| round | consumer | messages/s | ratio vs consume+POST+ack | consumer CPU/msg | peak RSS (anon) |")
 	fmt.Println("|---|---|---|---|---|---|")
 	for i := range bare {
-		fmt.Printf("| %d | bare amqp091-go consume+ack | %.0f | 1.00 | %s | – |\n", i+1, bare[i].rate, us(bare[i].cpuMsg))
+		fmt.Printf("| %d | bare consume+ack, no call (reference) | %.0f | %.2f | %s | – |\n", i+1, bare[i].rate, bare[i].rate/post[i].rate, us(bare[i].cpuMsg))
+		fmt.Printf("| %d | bare consume + net/http POST + ack (baseline) | %.0f | 1.00 | %s | – |\n", i+1, post[i].rate, us(post[i].cpuMsg))
 		fmt.Printf("| %d | sless dispatcher → HTTP function | %.0f | %.2f | %s | %.1f MB (%.1f MB) |\n", i+1, disp[i].rate, ratios[i], us(disp[i].cpuMsg), disp[i].rssMB, disp[i].anonMB)
 		if hist != nil {
 			h := hist[i]
-			fmt.Printf("| %d | sless dispatcher + PostgreSQL history | %.0f | %.2f | %s | %.1f MB (%.1f MB) |\n", i+1, h.rate, h.rate/bare[i].rate, us(h.cpuMsg), h.rssMB, h.anonMB)
+			fmt.Printf("| %d | sless dispatcher + PostgreSQL history | %.0f | %.2f | %s | %.1f MB (%.1f MB) |\n", i+1, h.rate, h.rate/post[i].rate, us(h.cpuMsg), h.rssMB, h.anonMB)
 		}
 	}
-	fmt.Printf("\nmedian ratio %.2f; median CPU/msg bare %s, dispatcher %s\n", median(ratios),
-		us(time.Duration(median(cpuOf(bare)))), us(time.Duration(median(cpuOf(disp)))))
-	fmt.Printf("latency publish→handler: bare p50 %s p99 %s; dispatcher p50 %s p99 %s\n",
-		ms(bareLat.p50), ms(bareLat.p99), ms(dispLat.p50), ms(dispLat.p99))
+	fmt.Printf("\nmedian ratio vs the baseline %.2f (vs consume-only %.2f); median CPU/msg baseline %s, dispatcher %s\n", median(ratios), median(refRatios),
+		us(time.Duration(median(cpuOf(post)))), us(time.Duration(median(cpuOf(disp)))))
+	fmt.Printf("latency publish→handler: consume-only p50 %s p99 %s; baseline p50 %s p99 %s; dispatcher p50 %s p99 %s\n",
+		ms(bareLat.p50), ms(bareLat.p99), ms(postLat.p50), ms(postLat.p99), ms(dispLat.p50), ms(dispLat.p99))
 }
 
 func cpuOf(rs []result) []float64 {
@@ -273,6 +289,95 @@ func bareThroughput() result {
 	before := cpuSelf()
 	first, last, _ := bareConsume(cch, q, *messages)
 	return result{rate: float64(*messages-1) / last.Sub(first).Seconds(), cpuMsg: (cpuSelf() - before) / time.Duration(*messages)}
+}
+
+// barePost is the baseline: -concurrency workers on one channel with the same prefetch, each
+// POSTing a delivery's body to the function with net/http (keep-alive, one connection per
+// worker) and acking it after the 2xx.
+func barePost(ch *amqp.Channel, q string, n int, target string) {
+	must(ch.Qos(*concurrency, 0, false))
+	ds, err := ch.Consume(q, "bare-post", false, false, false, false, nil)
+	must(err)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *concurrency, DisableCompression: true}}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	left := n
+	for range *concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if left == 0 {
+					mu.Unlock()
+					return
+				}
+				left--
+				mu.Unlock()
+				d := <-ds
+				req, err := http.NewRequest(http.MethodPost, target, strings.NewReader(string(d.Body)))
+				must(err)
+				req.Header.Set("Content-Type", d.ContentType)
+				if s, ok := d.Headers["sent-ns"].(string); ok {
+					req.Header.Set("X-Amqp-Header-Sent-Ns", s)
+				}
+				resp, err := client.Do(req)
+				must(err)
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode/100 != 2 {
+					log.Fatalf("function answered %d", resp.StatusCode)
+				}
+				must(d.Ack(false))
+			}
+		}()
+	}
+	wg.Wait()
+	must(ch.Cancel("bare-post", false))
+}
+
+// startBarePost runs the baseline consumer as a child process of this binary on q.
+func startBarePost(q string, n int, fn *function) (wait func() time.Duration) {
+	self, err := os.Executable()
+	must(err)
+	cmd := exec.Command(self, "-amqp-url", *amqpURL, "-concurrency", strconv.Itoa(*concurrency),
+		"-child-bare-post", q, "-child-messages", strconv.Itoa(n), "-child-target", fn.url)
+	cmd.Stderr = os.Stderr
+	must(cmd.Start())
+	return func() time.Duration {
+		if err := cmd.Wait(); err != nil {
+			log.Fatalf("baseline consumer: %v", err)
+		}
+		return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+}
+
+func barePostThroughput(fn *function) result {
+	conn, ch := connect()
+	defer conn.Close()
+	q := newQueue(ch)
+	defer deleteQueue(ch, q)
+	fill(ch, q, *messages)
+	fn.reset()
+	cpu := startBarePost(q, *messages, fn)()
+	fn.mu.Lock()
+	defer fn.mu.Unlock()
+	return result{rate: float64(fn.count-1) / fn.last.Sub(fn.first).Seconds(), cpuMsg: cpu / time.Duration(*messages)}
+}
+
+func barePostLatency(fn *function) latency {
+	conn, ch := connect()
+	defer conn.Close()
+	q := newQueue(ch)
+	defer deleteQueue(ch, q)
+	fn.reset()
+	wait := startBarePost(q, *latencyN, fn)
+	time.Sleep(500 * time.Millisecond) // connected and consuming before the clock starts
+	publishAtRate(ch, q, *latencyN)
+	wait()
+	fn.mu.Lock()
+	defer fn.mu.Unlock()
+	return percentiles(fn.lat)
 }
 
 func bareLatency() latency {
