@@ -22,10 +22,11 @@ generate:
 verify-generated: generate
 	@git diff --exit-code -- apis config || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
 
-## lint: gofmt and go vet over every module.
+## lint: gofmt, go vet and staticcheck over every module.
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+	@for m in . terraform-provider-sless; do (cd $$m && $(GO) tool staticcheck ./...) || exit 1; done
 	@$(GO) vet -tags e2e ./test/e2e/
 	@$(GO) vet -tags faults ./test/faults/
 

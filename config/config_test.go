@@ -36,7 +36,7 @@ func TestKustomizationsApply(t *testing.T) {
 				obj := &unstructured.Unstructured{Object: m}
 				kinds[obj.GetKind()]++
 				if obj.GetKind() == "Namespace" {
-					if err := env.Client.Patch(ctx, obj, client.Apply, client.FieldOwner("config-test"), client.ForceOwnership); err != nil {
+					if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner("config-test"), client.ForceOwnership); err != nil {
 						t.Fatalf("namespace: %v", err)
 					}
 					continue
@@ -44,7 +44,7 @@ func TestKustomizationsApply(t *testing.T) {
 				if obj.GetKind() != "CustomResourceDefinition" && obj.GetNamespace() != "sless-system" && !clusterScoped(obj.GetKind()) {
 					t.Errorf("%s %s is not in sless-system", obj.GetKind(), obj.GetName())
 				}
-				if err := env.Client.Patch(ctx, obj, client.Apply, client.FieldOwner("config-test"), client.ForceOwnership, client.DryRunAll); err != nil {
+				if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner("config-test"), client.ForceOwnership, client.DryRunAll); err != nil {
 					t.Errorf("%s %s refused: %v", obj.GetKind(), obj.GetName(), err)
 				}
 			}

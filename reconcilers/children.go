@@ -25,11 +25,11 @@ const annotationSpecHash = "sless.dev/spec-hash"
 // managedAnnotations are removed from a child when the desired object no longer has them.
 var managedAnnotations = []string{scaling.AnnotationPaused, scaling.AnnotationPausedReplicas}
 
-// ErrNotOwned is returned when a child's name is taken by an object sless does not control;
+// NotOwnedError is returned when a child's name is taken by an object sless does not control;
 // sless never overwrites such an object.
-type ErrNotOwned struct{ Kind, Namespace, Name string }
+type NotOwnedError struct{ Kind, Namespace, Name string }
 
-func (e *ErrNotOwned) Error() string {
+func (e *NotOwnedError) Error() string {
 	return fmt.Sprintf("%s %s/%s exists and is not managed by sless: delete or rename it", e.Kind, e.Namespace, e.Name)
 }
 
@@ -58,7 +58,7 @@ func ensure[T client.Object](ctx context.Context, c client.Client, owner metav1.
 		return false, fmt.Errorf("getting %s %s: %w", kind, desired.GetName(), err)
 	}
 	if owner != nil && !metav1.IsControlledBy(live, owner) {
-		return false, &ErrNotOwned{Kind: kind, Namespace: live.GetNamespace(), Name: live.GetName()}
+		return false, &NotOwnedError{Kind: kind, Namespace: live.GetNamespace(), Name: live.GetName()}
 	}
 	if prepare != nil {
 		prepare(desired, live)

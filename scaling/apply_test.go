@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -86,8 +88,11 @@ func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 		}
 		o.GetObjectKind().SetGroupVersionKind(gvk)
 		t.Run(gvk.Kind, func(t *testing.T) {
-			//nolint:staticcheck // Apply patches with typed objects are what this test exercises.
-			if err := c.Patch(ctx, o, client.Apply, client.FieldOwner("sless-test"), client.ForceOwnership); err != nil {
+			m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: m}), client.FieldOwner("sless-test"), client.ForceOwnership); err != nil {
 				t.Fatalf("server-side apply of %s %s: %v", gvk.Kind, o.GetName(), err)
 			}
 		})

@@ -121,7 +121,3 @@ type FunctionJobList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []FunctionJob `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&FunctionJob{}, &FunctionJobList{})
-}

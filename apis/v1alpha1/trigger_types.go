@@ -167,7 +167,3 @@ type TriggerList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Trigger `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Trigger{}, &TriggerList{})
-}

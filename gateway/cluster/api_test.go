@@ -137,9 +137,7 @@ func TestValidationErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var body *strings.Reader
-			body = strings.NewReader(tc.body)
-			code, e, _ := do(t, tc.method, base+tc.path, tn.token, "application/json", body)
+			code, e, _ := do(t, tc.method, base+tc.path, tn.token, "application/json", strings.NewReader(tc.body))
 			if code != tc.code || e.Field != tc.field || e.Error == "" {
 				t.Fatalf("%s %s %s = %d %+v, want %d with field %q", tc.method, tc.path, tc.body, code, e, tc.code, tc.field)
 			}

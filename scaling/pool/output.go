@@ -31,6 +31,8 @@ type outputLimit struct {
 	limit   *rate.Limiter
 	per     float64
 	dropped atomic.Int64
+	// noticed is when the last "dropped" line went out (Unix ns): at most one a second.
+	noticed atomic.Int64
 }
 
 func newOutputLimit(perSecond float64, burst int) *outputLimit {
@@ -105,7 +107,9 @@ func (w *lineWriter) emit(text []byte) {
 		out.dropped.Add(1)
 		return
 	}
-	if n := out.dropped.Swap(0); n > 0 {
+	if now := time.Now().UnixNano(); out.dropped.Load() > 0 && now-out.noticed.Load() >= int64(time.Second) {
+		out.noticed.Store(now)
+		n := out.dropped.Swap(0)
 		w.send("stderr", fmt.Sprintf("[sless] %d lines of output dropped: this function printed more than %.0f lines a second", n, out.per))
 	}
 	w.send(w.stream, string(text))
