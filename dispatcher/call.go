@@ -30,9 +30,10 @@ func (c call) run(ctx context.Context, body []byte, header http.Header) error {
 	ictx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	propagator.Inject(ctx, propagation.HeaderCarrier(header))
-	status, err := c.invoker.Invoke(ictx, body, header)
+	res, err := c.invoker.Invoke(ictx, body, header)
+	status := res.Status
 	r := c.record
-	r.Start, r.Duration, r.HTTPStatus, r.TraceID = start, time.Since(start), status, traceIDOf(ctx)
+	r.Start, r.Duration, r.HTTPStatus, r.TraceID, r.ColdStart = start, time.Since(start), status, traceIDOf(ctx), res.ColdStart
 	r.Status = history.StatusSucceeded
 	if err != nil {
 		r.Status = history.StatusFailed

@@ -9,12 +9,21 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"sless.dev/sless/rules"
 )
 
-// Invoker calls the function once. It returns the HTTP status the function answered with and
-// a non-nil error unless the invocation succeeded (2xx).
+// Invoker calls the function once. It returns how the function answered and a non-nil
+// error unless the invocation succeeded (2xx).
 type Invoker interface {
-	Invoke(ctx context.Context, body []byte, header http.Header) (status int, err error)
+	Invoke(ctx context.Context, body []byte, header http.Header) (Result, error)
+}
+
+// Result is one invocation's answer: the function's HTTP status, and whether the call
+// waited for an instance to start (the interceptor's, or the dev pool's, cold-start header).
+type Result struct {
+	Status    int
+	ColdStart bool
 }
 
 // FunctionError is a non-2xx answer of the function.
@@ -63,10 +72,10 @@ func NewHTTPInvoker(target, host string, concurrency int) (*HTTPInvoker, error) 
 }
 
 // Invoke posts body with header; ctx bounds the whole exchange.
-func (i *HTTPInvoker) Invoke(ctx context.Context, body []byte, header http.Header) (int, error) {
+func (i *HTTPInvoker) Invoke(ctx context.Context, body []byte, header http.Header) (Result, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, i.URL, bytes.NewReader(body))
 	if err != nil {
-		return 0, fmt.Errorf("build request to %s: %w", i.URL, err)
+		return Result{}, fmt.Errorf("build request to %s: %w", i.URL, err)
 	}
 	req.Header = header
 	if i.Host != "" {
@@ -74,14 +83,15 @@ func (i *HTTPInvoker) Invoke(ctx context.Context, body []byte, header http.Heade
 	}
 	resp, err := i.Client.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("invoke %s: %w", i.URL, err)
+		return Result{}, fmt.Errorf("invoke %s: %w", i.URL, err)
 	}
 	defer resp.Body.Close()
+	res := Result{Status: resp.StatusCode, ColdStart: resp.Header.Get(rules.HeaderBackendColdStart) == "true"}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // lets the connection be reused
-		return resp.StatusCode, nil
+		return res, nil
 	}
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyLen))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, &FunctionError{Status: resp.StatusCode, Body: cleanValue(string(snippet))}
+	return res, &FunctionError{Status: resp.StatusCode, Body: cleanValue(string(snippet))}
 }

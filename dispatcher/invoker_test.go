@@ -59,7 +59,8 @@ func invoke(t *testing.T, inv *dispatcher.HTTPInvoker, body string, h http.Heade
 	if h == nil {
 		h = http.Header{}
 	}
-	return inv.Invoke(ctx, []byte(body), h)
+	res, err := inv.Invoke(ctx, []byte(body), h)
+	return res.Status, err
 }
 
 // TestHTTPInvoker covers what the dispatcher's own HTTP/1.1 client must get right against a
@@ -89,6 +90,23 @@ func TestHTTPInvoker(t *testing.T) {
 		}
 		if n := s.accepted.Load(); n != 1 {
 			t.Fatalf("%d connections for 50 sequential calls, want 1 kept alive", n)
+		}
+	})
+
+	t.Run("the backend's cold-start header is reported", func(t *testing.T) {
+		var cold atomic.Bool
+		s := newConnServer(t, func(w http.ResponseWriter, r *http.Request) {
+			if cold.Load() {
+				w.Header().Set("X-KEDA-HTTP-Cold-Start", "true")
+			}
+		})
+		inv, _ := dispatcher.NewHTTPInvoker(s.URL, "", 1)
+		for _, want := range []bool{false, true} {
+			cold.Store(want)
+			res, err := inv.Invoke(context.Background(), []byte(`{}`), http.Header{})
+			if err != nil || res.ColdStart != want || res.Status != 200 {
+				t.Fatalf("cold start %v: got %+v, %v", want, res, err)
+			}
 		}
 	})
 

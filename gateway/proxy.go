@@ -72,12 +72,17 @@ type fnProxy struct {
 	rp       *httputil.ReverseProxy
 	held     heldRequests
 	rejected prometheus.Counter
+	// coldStarts counts invocations that waited for an instance, coldStartTime how long
+	// until the function's response began (by namespace and function).
+	coldStarts    *prometheus.CounterVec
+	coldStartTime *prometheus.HistogramVec
 	// lastErrLog is the Unix second of the last forwarding-failure log line.
 	lastErrLog atomic.Int64
 }
 
 // target is what Rewrite and ModifyResponse need to know about one proxied request.
 type target struct {
+	fn                  string // <namespace>/<name>
 	host, path, rawPath string
 	// identity is the verified caller of a route that requires auth, nil otherwise.
 	identity *Identity
@@ -85,6 +90,9 @@ type target struct {
 	sharedOrigin bool
 	// body is the request body under its read deadline; nil without one.
 	body *deadlineBody
+	// start is when the gateway got the request; coldStart is what the backend said.
+	start     time.Time
+	coldStart bool
 }
 
 type targetKey struct{}
@@ -111,7 +119,7 @@ func newFnProxy(cfg Config, log *slog.Logger) *fnProxy {
 	p.held.perFunction = map[string]*atomic.Int64{}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        rewrite,
-		ModifyResponse: modifyResponse,
+		ModifyResponse: p.modifyResponse,
 		Transport:      cfg.Backend.Transport(),
 		ErrorHandler:   p.proxyError,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -146,14 +154,27 @@ func rewrite(pr *httputil.ProxyRequest) {
 // may have answered what reached it, but the caller gets 408.
 var errBodyTimeout = errors.New("request body timed out")
 
-// modifyResponse drops what a function may not send on the shared origin, and refuses an
-// answer to a request whose body was cut off at its deadline.
-func modifyResponse(resp *http.Response) error {
+// modifyResponse refuses an answer to a request whose body was cut off at its deadline,
+// turns the backend's cold-start signal into sless's own header (counted), and drops what a
+// function may not send on the shared origin.
+func (p *fnProxy) modifyResponse(resp *http.Response) error {
 	t, _ := resp.Request.Context().Value(targetKey{}).(*target)
-	if t != nil && t.body.expired() {
+	if t == nil {
+		return nil
+	}
+	if t.body.expired() {
 		return errBodyTimeout
 	}
-	if t != nil && t.sharedOrigin {
+	// The backend's value comes first; one a function sent after it is not believed.
+	t.coldStart = resp.Header.Get(rules.HeaderBackendColdStart) == "true"
+	resp.Header.Del(rules.HeaderBackendColdStart)
+	resp.Header.Set(rules.HeaderColdStart, strconv.FormatBool(t.coldStart))
+	if t.coldStart && p.coldStarts != nil {
+		ns, name, _ := strings.Cut(t.fn, "/")
+		p.coldStarts.WithLabelValues(ns, name).Inc()
+		p.coldStartTime.WithLabelValues(ns, name).Observe(time.Since(t.start).Seconds())
+	}
+	if t.sharedOrigin {
 		for _, k := range sharedOriginDropped {
 			resp.Header.Del(k)
 		}
@@ -272,8 +293,9 @@ func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest s
 	if bodyLimit <= 0 {
 		bodyLimit = rules.MaxTimeout
 	}
-	ctx := context.WithValue(r.Context(), targetKey{}, &target{host: route.Host, path: path, rawPath: rest, identity: id,
-		sharedOrigin: shared, body: limitBody(w, r, bodyLimit)})
+	t := &target{fn: key, host: route.Host, path: path, rawPath: rest, identity: id, sharedOrigin: shared,
+		body: limitBody(w, r, bodyLimit), start: start}
+	ctx := context.WithValue(r.Context(), targetKey{}, t)
 	if route.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, route.Timeout+p.cfg.TimeoutMargin, errFunctionTimeout)
@@ -283,7 +305,7 @@ func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest s
 	if !ok {
 		sw = &statusWriter{ResponseWriter: w}
 	}
-	defer func() { p.record(ctx, ns, name, start, sw.status) }()
+	defer func() { p.record(ctx, ns, name, start, sw.status, t.coldStart) }()
 	p.rp.ServeHTTP(sw, r.WithContext(ctx))
 }
 
@@ -338,7 +360,7 @@ func (p *fnProxy) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 const statusClientClosed = history.HTTPClientClosed
 
 // record sends the invocation to the history, off the request path (Recorder never blocks).
-func (p *fnProxy) record(ctx context.Context, ns, name string, start time.Time, status int) {
+func (p *fnProxy) record(ctx context.Context, ns, name string, start time.Time, status int, coldStart bool) {
 	if p.rec == nil {
 		return
 	}
@@ -349,7 +371,9 @@ func (p *fnProxy) record(ctx context.Context, ns, name string, start time.Time, 
 	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
 		traceID = sc.TraceID().String()
 	}
-	p.rec.Record(history.HTTPRecord(ns, name, start, time.Since(start), status, traceID))
+	rec := history.HTTPRecord(ns, name, start, time.Since(start), status, traceID)
+	rec.ColdStart = coldStart
+	p.rec.Record(rec)
 }
 
 // heldRequests counts requests in flight per function and in total.

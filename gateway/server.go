@@ -87,7 +87,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
-	s.proxy.rejected = m.rejected
+	s.proxy.rejected, s.proxy.coldStarts, s.proxy.coldStartTime = m.rejected, m.coldStarts, m.coldStartTime
 	s.echo = s.routes()
 	return s, nil
 }

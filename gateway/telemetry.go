@@ -31,6 +31,10 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	rejected prometheus.Counter
+	// coldStarts and coldStartTime are per function (knative#13459, http-add-on#1721 ask
+	// for exactly these).
+	coldStarts    *prometheus.CounterVec
+	coldStartTime *prometheus.HistogramVec
 }
 
 // newMetrics registers the request series, the held-requests gauge and, when the recorder
@@ -47,8 +51,15 @@ func newMetrics(reg prometheus.Registerer, held func() int64, rec history.Record
 		rejected: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sless_gateway_fn_rejected_total", Help: "/fn/ requests refused with 503 because the held-request cap was reached.",
 		}),
+		coldStarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sless_cold_starts_total", Help: "/fn/ invocations that waited for an instance of the function to start.",
+		}, []string{"namespace", "function"}),
+		coldStartTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sless_cold_start_duration_seconds", Help: "Time from a cold /fn/ request to the start of the function's response (the wait for an instance included).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2, 3, 5, 10, 30, 60},
+		}, []string{"namespace", "function"}),
 	}
-	cs := []prometheus.Collector{m.requests, m.duration, m.rejected,
+	cs := []prometheus.Collector{m.requests, m.duration, m.rejected, m.coldStarts, m.coldStartTime,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sless_gateway_fn_held_requests", Help: "/fn/ requests in flight, including those held during a cold start.",
 		}, func() float64 { return float64(held()) }),

@@ -79,3 +79,11 @@ func HTTPGate(triggers []HTTPTrigger) Gate {
 func FunctionReady(ready bool, generation, observedGeneration int64) bool {
 	return ready && observedGeneration == generation
 }
+
+// Cold starts are signalled by the backend that held the request — the KEDA HTTP
+// interceptor in a cluster, the process pool in `sless dev` — with KEDA's header, and shown
+// to callers as sless's own.
+const (
+	HeaderBackendColdStart = "X-KEDA-HTTP-Cold-Start"
+	HeaderColdStart        = "X-Sless-Cold-Start"
+)

@@ -285,6 +285,8 @@ type Invocation struct {
 	HTTPStatus int       `json:"http_status,omitempty"`
 	Error      string    `json:"error,omitempty"`
 	TraceID    string    `json:"trace_id,omitempty"`
+	// ColdStart: the invocation waited for an instance to start.
+	ColdStart bool `json:"cold_start"`
 }
 
 // Invocations is one page of invocations, newest first; pass Next as ?before= for the next

@@ -80,6 +80,9 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		h.Set("Set-Cookie", "session=planted; Path=/")
 		h.Set("Clear-Site-Data", `"storage"`)
 		_, _ = io.WriteString(w, "<p>page</p>")
+	case strings.HasSuffix(r.URL.Path, "/cold"): // as the interceptor after a scale from zero
+		w.Header().Set("X-KEDA-HTTP-Cold-Start", "true")
+		_, _ = io.WriteString(w, "woken")
 	case strings.HasSuffix(r.URL.Path, "/fail"):
 		http.Error(w, "boom", http.StatusInternalServerError)
 	default:
@@ -509,6 +512,33 @@ func TestProxyOrigins(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestProxyColdStart: the interceptor's cold-start header becomes X-Sless-Cold-Start, in
+// the answer and in the history; an answer without it is a warm one.
+func TestProxyColdStart(t *testing.T) {
+	up := newUpstream(t)
+	h := newHarness(t, harnessOptions{interceptor: up.URL})
+	tn := h.tenant()
+	fnURL := h.deploy(tn, "sleeper", 0)
+	for _, tc := range []struct{ path, want string }{{"/cold", "true"}, {"/warm", "false"}} {
+		resp, err := http.Get(fnURL + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("X-Sless-Cold-Start"); got != tc.want || resp.Header.Get("X-KEDA-HTTP-Cold-Start") != "" {
+			t.Fatalf("%s: X-Sless-Cold-Start %q (want %q), interceptor header %q", tc.path, got, tc.want, resp.Header.Get("X-KEDA-HTTP-Cold-Start"))
+		}
+	}
+	var page api.Invocations
+	waitFor(t, 10*time.Second, "two records", func() bool {
+		page, _ = tn.c.ListInvocations(context.Background(), tn.ns, "sleeper", 10, "")
+		return len(page.Invocations) == 2
+	})
+	if !page.Invocations[1].ColdStart || page.Invocations[0].ColdStart { // newest first
+		t.Fatalf("cold_start in the history: %+v", page.Invocations)
+	}
 }
 
 func get(t testing.TB, u string) io.Reader {

@@ -42,6 +42,8 @@ type Record struct {
 	HTTPStatus int           `json:"httpStatus,omitempty"`
 	Error      string        `json:"error,omitempty"`
 	TraceID    string        `json:"traceId,omitempty"`
+	// ColdStart: the invocation waited for an instance to start.
+	ColdStart bool `json:"coldStart,omitempty"`
 }
 
 // HTTPClientClosed is the status recorded for a caller that disconnected (nginx's 499).

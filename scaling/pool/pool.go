@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/rules"
 )
 
 var tracer = otel.Tracer("sless.dev/sless/scaling/pool")
@@ -335,6 +337,8 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("function %s: %w", key, err)
 		}
 		resp.Body = &releasingBody{ReadCloser: resp.Body, release: func() { f.release(proc) }}
+		// As the KEDA interceptor does: whether the request waited for a process to start.
+		resp.Header.Set(rules.HeaderBackendColdStart, strconv.FormatBool(cold))
 		return resp, nil
 	}
 }

@@ -74,8 +74,8 @@ func TestAccTrigger(t *testing.T) {
 	src := t.TempDir()
 	writeFile(t, filepath.Join(src, "handler.go"), goHandler("v1"))
 	// A fixed name: repeated runs reuse one queue on the shared broker instead of leaving
-	// a new one behind each time.
-	const queue = "sless-tf-acc-events"
+	// a new one behind each time. sless dev keeps a tenant to queues named after it.
+	queue := d.client(t).namespace + ".sless-tf-acc-events"
 	inPlace := resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 		plancheck.ExpectResourceAction("sless_trigger.events", plancheck.ResourceActionUpdate),
 		plancheck.ExpectResourceAction("sless_trigger.http", plancheck.ResourceActionUpdate),

@@ -1,0 +1,54 @@
+package devplane_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"sless.dev/sless/gateway/api"
+)
+
+// TestColdStartsAreVisible: the caller sees whether its invocation waited for a process
+// (X-Sless-Cold-Start), the history records it, and /metrics counts cold starts per function.
+func TestColdStartsAreVisible(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{})
+	d.deploy("cold", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{})
+	call := func() string {
+		t.Helper()
+		resp, err := http.Post(d.endpoint+"/fn/"+d.ns+"/cold", "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-KEDA-HTTP-Cold-Start") != "" {
+			t.Fatalf("status %d, backend header %q passed on", resp.StatusCode, resp.Header.Get("X-KEDA-HTTP-Cold-Start"))
+		}
+		return resp.Header.Get("X-Sless-Cold-Start")
+	}
+	if got := []string{call(), call()}; got[0] != "true" || got[1] != "false" {
+		t.Fatalf("X-Sless-Cold-Start of a call from zero and of the next one: %v, want [true false]", got)
+	}
+	var recs []api.Invocation
+	waitFor(t, "two records", 5*time.Second, func() bool { recs = d.invocations("cold"); return len(recs) == 2 })
+	if !recs[1].ColdStart || recs[0].ColdStart { // newest first
+		t.Fatalf("history cold_start (newest first): %v, %v; want false, true", recs[0].ColdStart, recs[1].ColdStart)
+	}
+	resp, err := http.Get(d.endpoint + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	metrics, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`sless_cold_starts_total{function="cold",namespace="` + d.ns + `"} 1`,
+		`sless_cold_start_duration_seconds_count{function="cold",namespace="` + d.ns + `"} 1`,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
