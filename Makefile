@@ -3,8 +3,9 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 GOTEST_FLAGS ?= -count=1 -timeout 60m
-# Every Go module of the repository (the root plus nested ones such as the provider).
-MODULES := $(shell find . -name go.mod -not -path './node_modules/*' -not -path '*/testdata/*' -exec dirname {} \; | sort)
+# Every Go module of the repository (the root plus nested ones such as the provider): the
+# tracked go.mod files only, never the builds `make dev` leaves under .sless/.
+MODULES := $(shell git ls-files '*go.mod' | grep -v /testdata/ | xargs -n1 dirname | sort)
 
 .PHONY: all build generate lint test test-deps test-e2e test-faults verify-generated
 

@@ -29,10 +29,54 @@ func splitEntrypoint(ep string) (module, fn string, ok bool) {
 	return ep[:i], ep[i+1:], true
 }
 
-func badEntrypoint(src *Source, want string) error {
+// The entrypoint forms, as the error messages describe them.
+const (
+	goForm     = "an exported function name such as Handle, or handler.Handle"
+	pythonForm = "module.function, such as handler.handle or pkg.mod.handle"
+	nodeForm   = "file.export, such as handler.handle or src/index.handle"
+)
+
+func badEntrypoint(rt Runtime, ep, form string) error {
 	return &ValidationError{Rule: RuleInvalidEntrypoint,
-		Reason: fmt.Sprintf("entrypoint %q is not valid for %s", src.Entrypoint, src.Runtime.Name),
-		Fix:    "use the form " + want + fmt.Sprintf(" (default %q)", src.Runtime.DefaultEntrypoint)}
+		Reason: fmt.Sprintf("entrypoint %q is not valid for %s", ep, rt.Name),
+		Fix:    fmt.Sprintf("use %s (the default is %s)", form, rt.DefaultEntrypoint)}
+}
+
+// NormalizeEntrypoint checks the form of ep for runtime, which create and update can do
+// before any code is uploaded, and returns it as the build uses it: "" is the runtime's
+// default, and Go's handler.Handle (the module.function form of the other runtimes) is
+// Handle, since a Go function always lives in package handler.
+func NormalizeEntrypoint(runtime, ep string) (string, error) {
+	rt, err := LookupRuntime(runtime)
+	if err != nil {
+		return "", err
+	}
+	if ep == "" {
+		return rt.DefaultEntrypoint, nil
+	}
+	switch rt.Language {
+	case LanguageGo:
+		fn := strings.TrimPrefix(ep, "handler.")
+		if !identifier.MatchString(fn) || !token.IsExported(fn) {
+			return "", badEntrypoint(rt, ep, goForm)
+		}
+		return fn, nil
+	case LanguagePython:
+		module, _, ok := splitEntrypoint(ep)
+		for _, part := range strings.Split(module, ".") {
+			ok = ok && identifier.MatchString(part)
+		}
+		if !ok {
+			return "", badEntrypoint(rt, ep, pythonForm)
+		}
+	case LanguageNode:
+		file, _, ok := splitEntrypoint(ep)
+		// The entrypoint ends up in the Dockerfile: only plain path characters are allowed.
+		if !ok || !nodeFile.MatchString(file) || strings.Contains("/"+file+"/", "/../") {
+			return "", badEntrypoint(rt, ep, nodeForm)
+		}
+	}
+	return ep, nil
 }
 
 // noEntrypoint names the file the runtime expects and, when the whole upload sits in one
@@ -60,15 +104,7 @@ func singleTopDir(a *Archive) (string, bool) {
 }
 
 func checkPythonSource(src *Source) error {
-	module, _, ok := splitEntrypoint(src.Entrypoint)
-	if !ok {
-		return badEntrypoint(src, "module.function, e.g. handler.handle or pkg.mod.handle")
-	}
-	for _, part := range strings.Split(module, ".") {
-		if !identifier.MatchString(part) {
-			return badEntrypoint(src, "module.function, e.g. handler.handle or pkg.mod.handle")
-		}
-	}
+	module, _, _ := splitEntrypoint(src.Entrypoint)
 	file := strings.ReplaceAll(module, ".", "/")
 	if _, ok := src.Lookup(file + ".py"); ok {
 		return nil
@@ -80,11 +116,7 @@ func checkPythonSource(src *Source) error {
 }
 
 func checkNodeSource(src *Source) error {
-	file, fn, ok := splitEntrypoint(src.Entrypoint)
-	// The entrypoint ends up in the Dockerfile: only plain path characters are allowed.
-	if !ok || !nodeFile.MatchString(file) || strings.Contains("/"+file+"/", "/../") {
-		return badEntrypoint(src, "file.export, e.g. handler.handle or src/index.handle")
-	}
+	file, fn, _ := splitEntrypoint(src.Entrypoint)
 	if data, err := src.ReadFile("package.json"); err == nil {
 		if !json.Valid(data) {
 			return &ValidationError{Rule: RuleBadManifest, File: "package.json", Reason: "package.json is not valid JSON",
@@ -104,9 +136,6 @@ func checkNodeSource(src *Source) error {
 // checkGoSource finds the entry function among the top-level .go files and reads the user's
 // go.mod, if any, for the go directive.
 func checkGoSource(src *Source) error {
-	if !identifier.MatchString(src.Entrypoint) || !token.IsExported(src.Entrypoint) {
-		return badEntrypoint(src, "an exported function name, e.g. Handle")
-	}
 	src.goVersion = src.Runtime.Version
 	if err := checkGoMod(src); err != nil {
 		return err

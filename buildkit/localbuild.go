@@ -144,42 +144,47 @@ func chmodTree(dir string, mode func(fs.FileMode) fs.FileMode) error {
 	return err
 }
 
-// buildIn runs the language's build steps in work; the artifact refers to final paths.
+// buildIn runs the language's build steps in work; the artifact refers to final paths and
+// to the interpreter of rt's version found on this machine.
 func (b LocalBuilder) buildIn(ctx context.Context, rt Runtime, work, final string) (*Artifact, error) {
 	dockerfile, err := os.ReadFile(filepath.Join(work, DockerfilePath))
 	if err != nil {
 		return nil, fmt.Errorf("build context without %s: %w", DockerfilePath, err)
 	}
+	interp, err := Interpreter(rt)
+	if err != nil {
+		return nil, err
+	}
 	art := &Artifact{Dir: final}
 	switch rt.Language {
 	case LanguageGo:
 		env := []string{"CGO_ENABLED=0", "GOTOOLCHAIN=local", "GOFLAGS=-buildvcs=false", "GOWORK=" + filepath.Join(work, "go.work")}
-		if err := b.run(ctx, rt, work, env, "go", "mod", "download"); err != nil {
+		if err := b.run(ctx, rt, work, env, interp, "mod", "download"); err != nil {
 			return nil, err
 		}
-		if err := b.run(ctx, rt, work, env, "go", "build", "-trimpath", "-o", filepath.Join(work, "function"), "./server"); err != nil {
+		if err := b.run(ctx, rt, work, env, interp, "build", "-trimpath", "-o", filepath.Join(work, "function"), "./server"); err != nil {
 			return nil, err
 		}
 		art.Command = []string{filepath.Join(final, "function")}
 	case LanguagePython:
-		art.Command = []string{"python3", filepath.Join(final, "server", "server.py")}
+		art.Command = []string{interp, filepath.Join(final, "server", "server.py")}
 		art.Env = []string{"SLESS_HANDLER=" + dockerfileArg(dockerfile, "HANDLER"), "PYTHONUNBUFFERED=1"}
 		// As in the Dockerfile: a syntax error fails the build with the compiler's message.
-		if err := b.run(ctx, rt, work, nil, "python3", "-m", "compileall", "-q", "handler"); err != nil {
+		if err := b.run(ctx, rt, work, nil, interp, "-m", "compileall", "-q", "handler"); err != nil {
 			return nil, err
 		}
 		if hasRequirements(filepath.Join(work, "handler", "requirements.txt")) {
 			// From handler/, like the Dockerfile: relative paths in requirements.txt are the user's.
-			if err := b.run(ctx, rt, filepath.Join(work, "handler"), nil, "python3", "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+			if err := b.run(ctx, rt, filepath.Join(work, "handler"), nil, interp, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
 				"--target", filepath.Join(work, "deps"), "-r", "requirements.txt"); err != nil {
 				return nil, err
 			}
 			art.Env = append(art.Env, "PYTHONPATH="+filepath.Join(final, "deps"))
 		}
 	case LanguageNode:
-		art.Command = []string{"node", filepath.Join(final, "server", "server.js")}
+		art.Command = []string{interp, filepath.Join(final, "server", "server.js")}
 		art.Env = []string{"SLESS_HANDLER=" + dockerfileArg(dockerfile, "HANDLER"), "NODE_ENV=production"}
-		if err := b.npmInstall(ctx, rt, filepath.Join(work, "handler")); err != nil {
+		if err := b.npmInstall(ctx, rt, interp, filepath.Join(work, "handler")); err != nil {
 			return nil, err
 		}
 	}
@@ -187,7 +192,7 @@ func (b LocalBuilder) buildIn(ctx context.Context, rt Runtime, work, final strin
 }
 
 // npmInstall installs production dependencies when package.json declares any.
-func (b LocalBuilder) npmInstall(ctx context.Context, rt Runtime, dir string) error {
+func (b LocalBuilder) npmInstall(ctx context.Context, rt Runtime, node, dir string) error {
 	data, err := os.ReadFile(filepath.Join(dir, "package.json"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -208,7 +213,11 @@ func (b LocalBuilder) npmInstall(ctx context.Context, rt Runtime, dir string) er
 	if _, err := os.Stat(filepath.Join(dir, "package-lock.json")); err == nil {
 		args = []string{"ci", "--omit=dev", "--no-audit", "--no-fund"}
 	}
-	return b.run(ctx, rt, dir, nil, "npm", args...)
+	npm := filepath.Join(filepath.Dir(node), "npm") // the npm of that Node.js
+	if _, err := os.Stat(npm); err != nil {
+		npm = "npm"
+	}
+	return b.run(ctx, rt, dir, nil, npm, args...)
 }
 
 func (b LocalBuilder) run(ctx context.Context, rt Runtime, dir string, env []string, name string, args ...string) error {
@@ -320,7 +329,7 @@ func readArtifact(dir, hash string) (*Artifact, bool) {
 		return nil, false
 	}
 	var art Artifact
-	if json.Unmarshal(data, &art) != nil || art.Hash != hash || art.Dir != dir {
+	if json.Unmarshal(data, &art) != nil || art.Hash != hash || art.Dir != dir || len(art.Command) == 0 || !filepath.IsAbs(art.Command[0]) {
 		return nil, false
 	}
 	return &art, true

@@ -158,3 +158,34 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// TestInterpreter: each runtime runs on its own version or is refused with what to install;
+// python3.12 never runs on another Python.
+func TestInterpreter(t *testing.T) {
+	for _, name := range RuntimeNames() {
+		rt := Runtimes[name]
+		path, err := Interpreter(rt)
+		var missing *RuntimeMissingError
+		switch {
+		case err == nil:
+			if !filepath.IsAbs(path) {
+				t.Errorf("%s: interpreter %q is not an absolute path", name, path)
+			}
+			if rt.Language == LanguagePython {
+				out, err := exec.Command(path, "-S", "-c", "import sys; print('%d.%d' % sys.version_info[:2])").Output()
+				if err != nil || strings.TrimSpace(string(out)) != rt.Version {
+					t.Errorf("%s runs on %s (%q, %v)", name, path, out, err)
+				}
+			}
+		case errors.As(err, &missing):
+			if !strings.Contains(err.Error(), missing.Need) || missing.Fix == "" {
+				t.Errorf("%s: %v does not say what to install", name, err)
+			}
+		default:
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := Interpreter(Runtimes["python3.11"]); err != nil {
+		t.Fatalf("the tests' own runtime: %v", err)
+	}
+}

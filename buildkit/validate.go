@@ -299,12 +299,12 @@ func validate(r io.ReaderAt, size int64, runtime, entrypoint string, lim Limits)
 	if err != nil {
 		return nil, err
 	}
+	if entrypoint, err = NormalizeEntrypoint(runtime, entrypoint); err != nil {
+		return nil, err
+	}
 	a, err := OpenArchive(r, size, lim)
 	if err != nil {
 		return nil, err
-	}
-	if entrypoint == "" {
-		entrypoint = rt.DefaultEntrypoint
 	}
 	src := &Source{Archive: a, Runtime: rt, Entrypoint: entrypoint}
 	switch rt.Language {

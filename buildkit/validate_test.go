@@ -162,3 +162,36 @@ func TestReadUploadCapsSize(t *testing.T) {
 		t.Fatalf("11 bytes at a 10-byte cap: got %v, want %s", err, RuleZipTooLarge)
 	}
 }
+
+// TestNormalizeEntrypoint: the form each runtime takes, checked without code, as create and
+// update check it; Go takes handler.Handle (the other runtimes' module.function form) too.
+func TestNormalizeEntrypoint(t *testing.T) {
+	cases := []struct {
+		runtime, ep, want string
+		ok                bool
+	}{
+		{"go1.25", "", "Handle", true},
+		{"go1.25", "Handle", "Handle", true},
+		{"go1.25", "handler.Handle", "Handle", true},
+		{"go1.25", "handler.handle", "", false}, // not exported
+		{"go1.25", "main.Handle", "", false},
+		{"go1.25", "Handle()", "", false},
+		{"python3.11", "", "handler.handle", true},
+		{"python3.11", "pkg.mod.handle", "pkg.mod.handle", true},
+		{"python3.11", "handle", "", false},
+		{"python3.11", "pkg-x.handle", "", false},
+		{"nodejs20", "src/index.handle", "src/index.handle", true},
+		{"nodejs20", "../up.handle", "", false},
+		{"nodejs20", "handle", "", false},
+		{"cobol", "x", "", false},
+	}
+	for _, tc := range cases {
+		got, err := NormalizeEntrypoint(tc.runtime, tc.ep)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("NormalizeEntrypoint(%q, %q) = %q, %v; want %q, ok=%v", tc.runtime, tc.ep, got, err, tc.want, tc.ok)
+		}
+		if ve, isVE := AsValidationError(err); isVE && ve.Rule == RuleInvalidEntrypoint && !strings.Contains(ve.Error(), "such as") {
+			t.Errorf("%q for %s: the message %q does not say plainly what to use", tc.ep, tc.runtime, ve.Error())
+		}
+	}
+}

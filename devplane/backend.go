@@ -353,6 +353,7 @@ func exists(kind, ns, name string) error {
 func functionOf(r *functionRecord) api.Function {
 	st := r.Status
 	st.Ready = rules.FunctionReady(st.Phase == api.PhaseReady, r.Generation, r.ObservedGeneration)
+	st.Message = rules.CurrentMessage(st.Message, r.Generation, r.ObservedGeneration)
 	return api.Function{Name: r.Name, Namespace: r.Namespace, CreatedAt: r.CreatedAt, FunctionSpec: cloneFunctionSpec(r.Spec), Status: st}
 }
 

@@ -335,6 +335,18 @@ func TestBadInputsDisturbNothing(t *testing.T) {
 	if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "cobol", FunctionFields: api.FunctionFields{Runtime: ptr("cobol85")}}); !isStatus(err, http.StatusBadRequest) {
 		t.Fatalf("unknown runtime: want 400, got %v", err)
 	}
+	// One node is on PATH, so one of the Node.js runtimes is missing here: refused at create,
+	// naming what to install, while the other is accepted.
+	for _, rt := range []string{"nodejs20", "nodejs22"} {
+		_, missing := buildkit.Interpreter(buildkit.Runtimes[rt])
+		_, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "on-" + rt, FunctionFields: api.FunctionFields{Runtime: ptr(rt)}})
+		if missing != nil && (!isStatus(err, http.StatusBadRequest) || !strings.Contains(err.Error(), "needs Node.js") || !strings.Contains(err.Error(), "field runtime")) {
+			t.Fatalf("%s without its Node.js: want 400 naming it, got %v", rt, err)
+		}
+		if missing == nil && err != nil {
+			t.Fatalf("%s with its Node.js: %v", rt, err)
+		}
+	}
 	nul := map[string]string{"TOKEN": "a\x00b"}
 	if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "nul-env", FunctionFields: api.FunctionFields{Runtime: ptr("python3.11"), EnvVars: &nul}}); !isStatus(err, http.StatusBadRequest) || !strings.Contains(err.Error(), "NUL") {
 		t.Fatalf("NUL in an env value: want 400 naming it, got %v", err)

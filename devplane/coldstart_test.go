@@ -1,6 +1,8 @@
 package devplane_test
 
 import (
+	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -50,5 +52,35 @@ func TestColdStartsAreVisible(t *testing.T) {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+// TestStatusIsCurrent: the answer to an upload does not repeat the status of the spec
+// before it ("waiting for source"); a Go entrypoint in the module.function form builds.
+func TestStatusIsCurrent(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{})
+	ctx := context.Background()
+	rt, ep := "go1.25", "handler.Greet"
+	if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "greet", FunctionFields: api.FunctionFields{Runtime: &rt, Entrypoint: &ep}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pending status", 5*time.Second, func() bool {
+		fn, _ := d.client.GetFunction(ctx, d.ns, "greet")
+		return strings.Contains(fn.Status.Message, "waiting for source")
+	})
+	src := "package handler\n\nfunc Greet(event map[string]interface{}) interface{} { return \"hi\" }\n"
+	fn, err := d.client.UploadSource(ctx, d.ns, "greet", bytes.NewReader(zipOf(t, map[string]string{"handler.go": src})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(fn.Status.Message, "waiting for source") || fn.Status.Ready {
+		t.Fatalf("status right after the upload: %+v", fn.Status)
+	}
+	if fn = d.waitSettled("greet"); !fn.Status.Ready {
+		t.Fatalf("entrypoint handler.Greet: %+v", fn.Status)
+	}
+	if code, body := d.invoke("greet", `{}`); code != 200 || body != "hi" {
+		t.Fatalf("invoke: %d %s", code, body)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"sless.dev/sless/buildkit"
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 )
@@ -32,15 +33,33 @@ type kindOps[S, T, O any] struct {
 
 var (
 	functionKind = kindOps[api.FunctionSpec, api.FunctionStatus, api.Function]{table: functions, view: functionOf,
-		initial: api.FunctionStatus{Phase: api.PhasePending}, kick: (*Backend).kickFunction}
+		initial: api.FunctionStatus{Phase: api.PhasePending}, kick: (*Backend).kickFunction,
+		check: func(_ *Backend, _ string, _ *api.FunctionSpec, spec api.FunctionSpec) error { return runtimeHere(spec.Runtime) }}
 	triggerKind = kindOps[api.TriggerSpec, api.TriggerStatus, api.Trigger]{table: triggers, view: triggerOf,
 		check: checkTrigger, kick: (*Backend).kickTrigger,
 		affected: func(ns string, spec api.TriggerSpec) []string {
 			return []string{"function/" + objectKey(ns, spec.Function)}
 		}}
 	jobKind = kindOps[api.JobSpec, api.JobStatus, api.Job]{table: jobs, view: jobOf,
-		initial: api.JobStatus{Phase: api.JobPending}, kick: (*Backend).kickJob}
+		initial: api.JobStatus{Phase: api.JobPending}, kick: (*Backend).kickJob,
+		check: func(_ *Backend, _ string, _ *api.JobSpec, spec api.JobSpec) error { return runtimeHere(spec.Runtime) }}
 )
+
+// runtimeHere refuses a runtime whose interpreter this machine lacks ("" is none: a job of
+// a function), saying what to install: sless dev runs functions with the local ones.
+func runtimeHere(runtime string) error {
+	if runtime == "" {
+		return nil
+	}
+	rt, err := buildkit.LookupRuntime(runtime)
+	if err == nil {
+		_, err = buildkit.Interpreter(rt)
+	}
+	if err != nil {
+		return &gateway.InvalidError{Field: "runtime", Reason: err.Error()}
+	}
+	return nil
+}
 
 // checkTrigger keeps a trigger's type and, because every event trigger of sless dev uses
 // the one broker, its queues within the tenant's own names.

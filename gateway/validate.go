@@ -9,6 +9,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"sless.dev/sless/buildkit"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/rules"
 )
@@ -91,9 +92,20 @@ func validEnv(field string, env map[string]string) error {
 	return nil
 }
 
-func validEntrypoint(field, ep string) error {
-	if ep != "" && (len(ep) > 253 || !entrypoint.MatchString(ep)) {
-		return invalid(field, "invalid entrypoint %q: use module.function (e.g. handler.handle)", ep)
+// validEntrypoint checks ep's form for runtime ("" runtime: a job of an existing function,
+// which runs that function's entrypoint) with the message an upload would give.
+func validEntrypoint(field, runtime, ep string) error {
+	if ep == "" {
+		return nil
+	}
+	if len(ep) > 253 || !entrypoint.MatchString(ep) {
+		return invalid(field, "invalid entrypoint %q: use the form the runtime takes, e.g. handler.handle", ep)
+	}
+	if runtime == "" {
+		return nil
+	}
+	if _, err := buildkit.NormalizeEntrypoint(runtime, ep); err != nil {
+		return invalid(field, "%v", err)
 	}
 	return nil
 }
@@ -128,7 +140,7 @@ func setIf[T any](dst *T, src *T) {
 func validateFunctionSpec(s api.FunctionSpec) error {
 	checks := []error{
 		validRuntime("runtime", s.Runtime),
-		validEntrypoint("entrypoint", s.Entrypoint),
+		validEntrypoint("entrypoint", s.Runtime, s.Entrypoint),
 		validEnv("env_vars", s.EnvVars),
 		inRange("memory_mb", int64(s.MemoryMB), minMemoryMB, maxMemoryMB),
 		validTimeout("timeout_sec", s.TimeoutSec),
@@ -316,7 +328,7 @@ func validateJobSpec(s api.JobSpec) error {
 	if s.RunID < 0 {
 		return invalid("run_id", "%d is negative; use 0 (create without running) or a higher number to run again", s.RunID)
 	}
-	for _, err := range []error{validEntrypoint("entrypoint", s.Entrypoint), validEnv("env_vars", s.EnvVars), validTimeout("timeout_sec", s.TimeoutSec)} {
+	for _, err := range []error{validEntrypoint("entrypoint", s.Runtime, s.Entrypoint), validEnv("env_vars", s.EnvVars), validTimeout("timeout_sec", s.TimeoutSec)} {
 		if err != nil {
 			return err
 		}

@@ -87,3 +87,13 @@ const (
 	HeaderBackendColdStart = "X-KEDA-HTTP-Cold-Start"
 	HeaderColdStart        = "X-Sless-Cold-Start"
 )
+
+// CurrentMessage is the status message to show for an object: the reconciler's own once it
+// has seen the current generation, else that the latest change is still being applied — a
+// message about an older spec ("waiting for source" just after an upload) is not current.
+func CurrentMessage(message string, generation, observedGeneration int64) string {
+	if observedGeneration < generation {
+		return "applying the latest change"
+	}
+	return message
+}

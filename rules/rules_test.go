@@ -56,6 +56,15 @@ func TestFunctionReady(t *testing.T) {
 	}
 }
 
+func TestCurrentMessage(t *testing.T) {
+	if got := rules.CurrentMessage("waiting for source", 2, 1); got != "applying the latest change" {
+		t.Errorf("a message of an older generation: %q", got)
+	}
+	if got := rules.CurrentMessage("serving", 2, 2); got != "serving" {
+		t.Errorf("the current generation's message: %q", got)
+	}
+}
+
 func TestNamesAndDeadlines(t *testing.T) {
 	if got := rules.RoutingHost("ns", "fn", rules.DefaultDomain); got != "fn.ns.fn.sless.local" {
 		t.Errorf("RoutingHost = %q", got)

@@ -115,6 +115,8 @@ func TestValidationErrors(t *testing.T) {
 		{"malformed JSON", "POST", "/functions", `{"name":`, 400, ""},
 		{"trailing data", "POST", "/functions", `{"name":"x","runtime":"go1.23"} {}`, 400, ""},
 		{"empty body", "POST", "/functions", ``, 400, ""},
+		{"Go entrypoint not exported", "POST", "/functions", `{"name":"x","runtime":"go1.23","entrypoint":"handler.handle"}`, 400, "entrypoint"},
+		{"Python entrypoint without module", "POST", "/functions", `{"name":"x","runtime":"python3.11","entrypoint":"handle"}`, 400, "entrypoint"},
 		{"reserved env", "POST", "/functions", `{"name":"x","runtime":"go1.23","env_vars":{"SLESS_MODE":"x"}}`, 400, "env_vars.SLESS_MODE"},
 		{"NUL in env", "POST", "/functions", `{"name":"x","runtime":"go1.23","env_vars":{"A":"b\u0000c"}}`, 400, "env_vars.A"},
 		{"env value too large", "POST", "/functions", `{"name":"x","runtime":"go1.23","env_vars":{"A":"` + strings.Repeat("v", 32<<10+1) + `"}}`, 400, "env_vars.A"},

@@ -11,6 +11,7 @@ import (
 
 	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/rules"
 )
 
 // The functions below map CRD objects to the wire model and back. The apply* functions write
@@ -31,7 +32,7 @@ func functionOf(fn *v1alpha1.Function) api.Function {
 			Phase: string(fn.Status.Phase), URL: fn.Status.URL, Image: fn.Status.Image,
 			LastBuildTime: timeOf(fn.Status.LastBuildTime), LastBuildError: fn.Status.LastBuildError,
 			Ready:   fn.Status.Phase == v1alpha1.FunctionReady && fn.Status.ObservedGeneration == fn.Generation,
-			Message: readyMessage(fn.Status.Conditions),
+			Message: rules.CurrentMessage(readyMessage(fn.Status.Conditions), fn.Generation, fn.Status.ObservedGeneration),
 		},
 	}
 	return out

@@ -48,7 +48,7 @@ func (p *Pool) RunJob(ctx context.Context, spec Spec, event []byte) JobResult {
 		event = []byte("{}")
 	}
 	art := spec.Artifact
-	argv := resolveCommand(art.Command)
+	argv := command(art)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = art.Dir
 	cmd.Env = append(processEnv(spec, ""), "SLESS_MODE=job", "SLESS_EVENT="+string(event))

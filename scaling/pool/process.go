@@ -11,10 +11,11 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"sless.dev/sless/buildkit"
 )
 
 // process is one running instance of a function's wrapper. ready, stopping, inflight and
@@ -59,7 +60,7 @@ func (pr *process) pid() int {
 // start launches the wrapper on its Unix socket in its own process group.
 func (pr *process) start() error {
 	art := pr.spec.Artifact
-	argv := resolveCommand(art.Command)
+	argv := command(art)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = art.Dir
 	cmd.Env = processEnv(pr.spec, pr.sock)
@@ -241,49 +242,12 @@ func (b *releasingBody) Close() error {
 	return err
 }
 
-// interpreters caches the resolved path of each interpreter named by artifacts. Version
-// managers put shell-script shims first on PATH (pyenv's python3 costs ~400 ms per start);
-// asking the interpreter for its own executable once takes the shim off every cold start.
-var interpreters sync.Map // name → path
-
-// resolveCommand returns cmd with its program replaced by the real executable. Python runs
-// with -S: like in the runtime image, a function sees the standard library and its own
-// requirements (PYTHONPATH), not this machine's site-packages, whose .pth hooks can cost a
-// cold start 100 ms and more.
-func resolveCommand(cmd []string) []string {
-	name := cmd[0]
-	if strings.ContainsRune(name, '/') {
-		return cmd
+// command is how an artifact runs. Python runs with -S: like in the runtime image, a
+// function sees the standard library and its own requirements (PYTHONPATH), not this
+// machine's site-packages, whose .pth hooks can cost a cold start 100 ms and more.
+func command(art *buildkit.Artifact) []string {
+	if rt, err := buildkit.LookupRuntime(art.Runtime); err == nil && rt.Language == buildkit.LanguagePython {
+		return append([]string{art.Command[0], "-S"}, art.Command[1:]...)
 	}
-	path, ok := interpreters.Load(name)
-	if !ok {
-		path = lookupInterpreter(name)
-		interpreters.Store(name, path)
-	}
-	argv := []string{path.(string)}
-	if strings.HasPrefix(name, "python") {
-		argv = append(argv, "-S")
-	}
-	return append(argv, cmd[1:]...)
-}
-
-func lookupInterpreter(name string) string {
-	var probe []string
-	switch {
-	case strings.HasPrefix(name, "python"):
-		probe = []string{"-c", "import sys; print(sys.executable)"}
-	case name == "node":
-		probe = []string{"-p", "process.execPath"}
-	}
-	if probe != nil {
-		if out, err := exec.Command(name, probe...).Output(); err == nil {
-			if p := strings.TrimSpace(string(out)); strings.HasPrefix(p, "/") {
-				return p
-			}
-		}
-	}
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	return name // exec reports the missing program with its name
+	return art.Command
 }
