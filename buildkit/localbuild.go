@@ -39,6 +39,9 @@ type LocalBuilder struct {
 	Env []string
 	// MaxContextBytes caps the extracted context; default 1 GiB.
 	MaxContextBytes int64
+	// Output, when set, gets the build tools' own output as they write it (the error of a
+	// failed step carries it too).
+	Output io.Writer
 	// Seal makes a finished build read-only (files and directories), so the function that
 	// runs from it cannot change what a later start of it runs (sless dev).
 	Seal bool
@@ -225,7 +228,11 @@ func (b LocalBuilder) run(ctx context.Context, rt Runtime, dir string, env []str
 	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), b.Env...), env...)
 	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	var w io.Writer = &out
+	if b.Output != nil {
+		w = io.MultiWriter(&out, b.Output)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Run(); err != nil {
 		return &BuildError{Runtime: rt.Name, Step: name + " " + strings.Join(args[:min(len(args), 2)], " "), Output: out.String(), Err: err}
 	}

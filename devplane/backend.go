@@ -126,6 +126,7 @@ type Backend struct {
 	routes   atomic.Pointer[map[string]gateway.Route]
 
 	builds  builds
+	logs    *logStore
 	queue   workqueue.TypedRateLimitingInterface[string]
 	runners runners
 	jobs    jobRuns
@@ -161,9 +162,13 @@ func New(opts Options) (*Backend, error) {
 	}
 	b := &Backend{opts: opts, log: opts.Logger.With("component", "devplane"), store: st,
 		deployed: map[string]deployment{}, builds: newBuilds(opts.MaxBuilds),
+		logs:    &logStore{dir: filepath.Join(opts.DataDir, "logs"), m: map[string]*objectLog{}},
 		runners: runners{m: map[string]*runner{}}, jobs: jobRuns{m: map[string]context.CancelFunc{}}, unlock: unlock}
 	if opts.Pool.OnStart == nil {
 		opts.Pool.OnStart = b.noteStart
+	}
+	if opts.Pool.OnOutput == nil {
+		opts.Pool.OnOutput = b.onOutput
 	}
 	if b.pool, err = pool.New(opts.Pool); err != nil {
 		unlock()

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/scaling/pool"
 )
@@ -44,6 +45,9 @@ func (b *Backend) reconcileFunction(key string) error {
 	if !ok {
 		b.undeploy(key)
 		b.deleteArtifacts(ctx, key)
+		ns, name := splitKey(key)
+		b.logs.remove(logKey(gateway.LogFunction, ns, name))
+		b.logs.remove(logKey(gateway.LogBuild, ns, name))
 		return nil
 	}
 	fn, gen := functionOf(r), r.Generation
@@ -60,7 +64,7 @@ func (b *Backend) reconcileFunction(key string) error {
 			st.Phase, st.Message = api.PhasePending, "waiting for source: upload a zip to POST /v1/namespaces/"+fn.Namespace+"/functions/"+fn.Name+"/upload"
 		})
 	}
-	art, built, err := b.artifact(ctx, fn.Namespace, fn.Runtime, fn.Source, func() {
+	art, built, err := b.artifact(ctx, fn.Namespace, fn.Runtime, fn.Source, logKey(gateway.LogBuild, fn.Namespace, fn.Name), func() {
 		_ = b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) {
 			st.Phase, st.Message = api.PhaseBuilding, "building "+short(fn.Source.SHA256)
 		})
@@ -240,14 +244,15 @@ type builds struct {
 
 func newBuilds(n int) builds { return builds{sem: make(chan struct{}, n)} }
 
-// artifact returns ns's build of src, building it when no build of this content exists.
-// starting is called when the build takes long enough to show; built reports that.
-func (b *Backend) artifact(ctx context.Context, ns, runtime string, src *api.Source, starting func()) (art *buildkit.Artifact, built bool, err error) {
+// artifact returns ns's build of src, building it when no build of this content exists,
+// with the build's output in the log logKey. starting is called when the build takes long
+// enough to show; built reports that.
+func (b *Backend) artifact(ctx context.Context, ns, runtime string, src *api.Source, logKey string, starting func()) (art *buildkit.Artifact, built bool, err error) {
 	dir := filepath.Join(b.opts.BuildDir, ns, runtime+"-"+short(src.SHA256))
 	if art, ok := b.builds.done.Load(dir); ok {
 		return art.(*buildkit.Artifact), false, nil
 	}
-	ch := b.builds.group.DoChan(dir, func() (any, error) { return b.build(ctx, runtime, src, dir) })
+	ch := b.builds.group.DoChan(dir, func() (any, error) { return b.build(ctx, runtime, src, dir, logKey) })
 	var res singleflight.Result
 	select {
 	case res = <-ch: // found on disk from an earlier run: no Building phase to show
@@ -266,7 +271,7 @@ func (b *Backend) artifact(ctx context.Context, ns, runtime string, src *api.Sou
 
 // build runs one build into dir under the concurrency cap; a file lock keeps data
 // directories that share a build directory from building into the same place at once.
-func (b *Backend) build(ctx context.Context, runtime string, src *api.Source, dir string) (*buildkit.Artifact, error) {
+func (b *Backend) build(ctx context.Context, runtime string, src *api.Source, dir, logKey string) (*buildkit.Artifact, error) {
 	ctx, span := tracer.Start(ctx, "devplane.build", withKey(src.ContextKey))
 	defer span.End()
 	data, err := b.readContext(ctx, src.ContextKey)
@@ -284,9 +289,17 @@ func (b *Backend) build(ctx context.Context, runtime string, src *api.Source, di
 		return nil, fmt.Errorf("build lock %s: %w", dir, err)
 	}
 	defer unlock()
-	art, err := b.opts.Builder.Build(ctx, data, runtime, dir)
+	b.logs.reset(logKey)
+	out := &buildLog{b: b, key: logKey}
+	fmt.Fprintf(out, "[sless] building %s source %s\n", runtime, short(src.SHA256))
+	builder := b.opts.Builder
+	builder.Output = out
+	art, err := builder.Build(ctx, data, runtime, dir)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
+		fmt.Fprintf(out, "[sless] build failed: %v\n", err)
+	} else {
+		fmt.Fprintln(out, "[sless] build done")
 	}
 	return art, err
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/rules"
@@ -65,6 +66,8 @@ func (b *Backend) reconcileJob(key string) error {
 	r, ok := snap.jobs[key]
 	if !ok {
 		b.jobs.stop(key)
+		ns, name := splitKey(key)
+		b.logs.remove(logKey(gateway.LogJob, ns, name))
 		return nil
 	}
 	spec, st := cloneJobSpec(r.Spec), r.Status
@@ -77,6 +80,13 @@ func (b *Backend) reconcileJob(key string) error {
 		return b.setJobStatus(key, -1, func(s *api.JobStatus) { *s = api.JobStatus{Phase: api.JobSkipped} })
 	case st.ObservedRunID == spec.RunID && st.Phase != api.JobPending && st.Phase != api.JobBuilding:
 		return nil // this run_id has run or is running
+	}
+	if st.ObservedRunID != spec.RunID { // a new run: its log starts anew
+		lk := logKey(gateway.LogJob, r.Namespace, r.Name)
+		b.logs.reset(lk)
+		b.logs.append(lk, api.LogLine{Time: time.Now().UTC(), Instance: "run", Line: fmt.Sprintf("[sless] run %d", spec.RunID)})
+	}
+	switch {
 	case spec.Function == "" && spec.Source != nil:
 		return b.runSelfContained(key, r.Namespace, spec)
 	case spec.Function == "":
@@ -95,7 +105,7 @@ func (b *Backend) reconcileJob(key string) error {
 // runSelfContained builds the job's own uploaded code (cached by tenant and content hash
 // like a function's) and runs it.
 func (b *Backend) runSelfContained(key, ns string, spec api.JobSpec) error {
-	art, _, err := b.artifact(b.ctx, ns, spec.Runtime, spec.Source, func() {
+	art, _, err := b.artifact(b.ctx, ns, spec.Runtime, spec.Source, logKey(gateway.LogJob, ns, jobName(key)), func() {
 		_ = b.setJobStatus(key, -1, func(s *api.JobStatus) { *s = api.JobStatus{Phase: api.JobBuilding, ObservedRunID: spec.RunID} })
 	})
 	if err != nil {
@@ -128,7 +138,7 @@ func (b *Backend) startJob(key string, spec api.JobSpec, run pool.Spec) error {
 	go func() {
 		defer b.wg.Done()
 		defer cancel()
-		res := b.pool.RunJob(ctx, run, spec.Event)
+		res := b.pool.RunJob(ctx, "job/"+key, run, spec.Event)
 		done := now.Add(res.Duration)
 		fn := spec.Function
 		if fn == "" {

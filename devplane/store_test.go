@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 )
 
@@ -215,4 +217,31 @@ func FuzzStoreRecord(f *testing.F) {
 			t.Fatal("a written state does not load back")
 		}
 	})
+}
+
+// TestLogStoreIsBounded: an object's log rotates at logFileBytes and keeps one older file,
+// so what a flood leaves on disk is bounded; reads see the newest lines, in order.
+func TestLogStoreIsBounded(t *testing.T) {
+	s := &logStore{dir: t.TempDir(), m: map[string]*objectLog{}}
+	line := strings.Repeat("x", 1000)
+	const n = 20000 // ≈ 20 MB written
+	for i := range n {
+		s.append("function/ns/f", api.LogLine{Time: time.Unix(int64(i), 0), Line: line})
+	}
+	var total int64
+	files, _ := filepath.Glob(filepath.Join(s.dir, "function", "ns", "*"))
+	for _, f := range files {
+		info, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += info.Size()
+	}
+	if len(files) != 2 || total > 2*logFileBytes+2000 {
+		t.Fatalf("%d files, %d bytes on disk after %d MB of lines", len(files), total, n*1000>>20)
+	}
+	lines, _, _, err := s.read("function/ns/f", gateway.LogQuery{Tail: 3})
+	if err != nil || len(lines) != 3 || lines[2].Time.Unix() != n-1 || lines[0].Time.Unix() != n-3 {
+		t.Fatalf("the newest 3 lines: %+v %v", lines, err)
+	}
 }

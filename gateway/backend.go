@@ -23,6 +23,34 @@ type Backend interface {
 	Triggers
 	Jobs
 	Router
+	Logs
+}
+
+// Logs reads what functions, their builds and job runs printed.
+type Logs interface {
+	// Logs calls emit with each line q selects, oldest first; with q.Follow it then waits for
+	// new lines until ctx ends. An error from emit ends it. It answers NotFoundError for an
+	// object that does not exist.
+	Logs(ctx context.Context, q LogQuery, emit func(api.LogLine) error) error
+}
+
+// LogSource is what a log belongs to.
+type LogSource string
+
+const (
+	LogFunction LogSource = "function" // the instances of a function
+	LogBuild    LogSource = "build"    // the latest build of a function
+	LogJob      LogSource = "job"      // the latest run of a job
+)
+
+// LogQuery selects lines of one object's log.
+type LogQuery struct {
+	Source          LogSource
+	Namespace, Name string
+	// Since drops older lines (zero: none); Tail keeps only the last Tail of the rest (0: all).
+	Since  time.Time
+	Tail   int
+	Follow bool
 }
 
 // Functions is the function store of a Backend.

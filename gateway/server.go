@@ -144,6 +144,9 @@ func (s *Server) routes() *echo.Echo {
 	ns.POST("/jobs/:name/upload", s.uploadJobSource)
 	ns.GET("/functions/:name/source", s.getSource)
 	ns.GET("/functions/:name/invocations", s.listInvocations)
+	ns.GET("/functions/:name/logs", s.logsHandler(LogFunction))
+	ns.GET("/functions/:name/builds/latest/logs", s.logsHandler(LogBuild))
+	ns.GET("/jobs/:name/logs", s.logsHandler(LogJob))
 	route(s, ns, "/triggers", http.MethodPatch, triggerResource)
 	route(s, ns, "/jobs", http.MethodPut, jobResource)
 	return e

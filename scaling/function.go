@@ -18,11 +18,13 @@ import (
 	"sless.dev/sless/rules"
 )
 
+// FunctionContainer names the container of a function's pods (and of its job runs).
+const FunctionContainer = "function"
+
 // Function pods listen on this port; the wrapper reads it from $PORT (runtimes/README.md).
 const (
-	containerName = "function"
-	portName      = "http"
-	port          = buildkit.DefaultPort
+	portName = "http"
+	port     = buildkit.DefaultPort
 	// noLimit stands in for "no timeout" where the add-on needs a duration (0 means its
 	// global default of 300 s there, not unlimited).
 	noLimit = 24 * time.Hour
@@ -73,7 +75,7 @@ func functionContainer(code *v1.CodeSpec, image string, platformEnv ...corev1.En
 	}
 	mem := resource.MustParse(strconv.Itoa(int(memoryMB(code))) + "Mi")
 	return corev1.Container{
-		Name:  containerName,
+		Name:  FunctionContainer,
 		Image: image,
 		Env:   sortedEnv(code.Env, append(env, platformEnv...)...),
 		Resources: corev1.ResourceRequirements{

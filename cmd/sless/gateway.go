@@ -30,7 +30,7 @@ type gatewayFlags struct {
 	jwksURL, issuer, audience, hmacKeyFile     string
 	insecureNoAuth                             bool
 	codeCheckURL, codeCheckModel               string
-	functionsDomain                            string
+	functionsDomain, buildNamespace            string
 	proxy                                      gateway.ProxyConfig
 	conns                                      gateway.ConnLimits
 	store                                      storeFlags
@@ -64,6 +64,7 @@ RS256/ES256 keys of --jwks-url. Traces are exported over OTLP when OTEL_EXPORTER
 	fs.Int64Var(&f.proxy.MaxHeldPerFunction, "max-held-per-function", 1000, "requests in flight per function before /fn/ answers 503")
 	fs.Int64Var(&f.proxy.MaxHeld, "max-held", 10000, "requests in flight in total before /fn/ answers 503")
 	fs.StringVar(&f.functionsDomain, "functions-domain", os.Getenv("SLESS_FUNCTIONS_DOMAIN"), "serve each function on its own origin <name>.<namespace>.<domain> (a wildcard DNS name pointing at the gateway; env SLESS_FUNCTIONS_DOMAIN); /fn/ paths keep working, sandboxed")
+	fs.StringVar(&f.buildNamespace, "build-namespace", envOr("SLESS_BUILD_NAMESPACE", "sless-system"), "namespace the operator runs builds in, read for build logs (env SLESS_BUILD_NAMESPACE)")
 	bindConnFlags(fs, &f.conns)
 	f.store.bind(fs, "/var/lib/sless/artifacts")
 	return cmd
@@ -96,7 +97,7 @@ func runGateway(cmd *cobra.Command, f gatewayFlags) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes configuration: %w", err)
 	}
-	backend, err := cluster.New(ctx, cfg, cluster.Options{InterceptorURL: f.interceptorURL, Logger: logger})
+	backend, err := cluster.New(ctx, cfg, cluster.Options{InterceptorURL: f.interceptorURL, BuildNamespace: f.buildNamespace, Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -308,3 +308,14 @@ type (
 		Jobs []Job `json:"jobs"`
 	}
 )
+
+// LogLine is one line of GET .../logs (application/x-ndjson, one object a line): what a
+// function's instance, a build or a job run printed.
+type LogLine struct {
+	Time time.Time `json:"time"`
+	// Instance is the process or pod that printed it.
+	Instance string `json:"instance,omitempty"`
+	// Stream is "stdout" or "stderr"; "" where the platform cannot tell them apart.
+	Stream string `json:"stream,omitempty"`
+	Line   string `json:"line"`
+}

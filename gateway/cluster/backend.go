@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -35,16 +36,22 @@ type Options struct {
 	// http://keda-add-ons-http-interceptor-proxy.keda:8080. Every /fn/ request is sent there
 	// with the function's routing host.
 	InterceptorURL string
+	// BuildNamespace is where the operator runs builds (their logs are read there). Default
+	// sless-system.
+	BuildNamespace string
 	Logger         *slog.Logger
 }
 
 // Backend implements gateway.Backend on a Kubernetes API server.
 type Backend struct {
-	client    client.Client // direct: REST answers must reflect the write just made
-	cache     cache.Cache
-	routes    *routeTable
-	transport http.RoundTripper
-	log       *slog.Logger
+	client client.Client // direct: REST answers must reflect the write just made
+	pods   kubernetes.Interface
+	cache  cache.Cache
+	// buildNamespace holds the build pods.
+	buildNamespace string
+	routes         *routeTable
+	transport      http.RoundTripper
+	log            *slog.Logger
 }
 
 var _ gateway.Backend = (*Backend)(nil)
@@ -71,7 +78,15 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Backend, error) 
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes cache: %w", err)
 	}
-	b := &Backend{client: c, cache: ca, transport: newInterceptorTransport(target), log: opts.Logger.With("component", "gateway-cluster")}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	if opts.BuildNamespace == "" {
+		opts.BuildNamespace = "sless-system"
+	}
+	b := &Backend{client: c, pods: cs, cache: ca, buildNamespace: opts.BuildNamespace,
+		transport: newInterceptorTransport(target), log: opts.Logger.With("component", "gateway-cluster")}
 	b.routes = newRouteTable(ca, b.log)
 	if err := b.routes.watch(ctx); err != nil {
 		return nil, err

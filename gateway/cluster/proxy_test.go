@@ -16,6 +16,7 @@ import (
 
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/cluster"
 )
 
 // upstream is a real HTTP server standing where the KEDA interceptor would be.
@@ -565,4 +566,45 @@ func TestProxyInterceptorDown(t *testing.T) {
 		}
 	}
 	waitFor(t, 10*time.Second, "3 failed invocations recorded", func() bool { return countRows(t, h.dbURL, tn.ns) == 3 })
+}
+
+// TestLogsWithoutPods: the logs of a function or job with no pod (yet, or any more) are an
+// empty stream; an unknown object is a 404 and another tenant's a 403. (The lines
+// themselves come from pods/log, which needs a kubelet: test/e2e reads them.)
+func TestLogsWithoutPods(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	tn, other := h.tenant(), h.tenant()
+	h.deploy(tn, "quiet", 0)
+	base := h.URL + "/v1/namespaces/" + tn.ns
+	for _, tc := range []struct {
+		path, token string
+		code        int
+	}{
+		{"/functions/quiet/logs", tn.token, 200},
+		{"/functions/quiet/logs?follow=false&tail=5", tn.token, 200},
+		{"/functions/quiet/builds/latest/logs", tn.token, 200},
+		{"/functions/nope/logs", tn.token, 404},
+		{"/jobs/nope/logs", tn.token, 404},
+		{"/functions/quiet/logs", other.token, 403},
+	} {
+		code, _, hdr := do(t, "GET", base+tc.path, tc.token, "", nil)
+		if code != tc.code || (code == 200 && hdr.Get("Content-Type") != "application/x-ndjson") {
+			t.Errorf("GET %s: %d %s, want %d", tc.path, code, hdr.Get("Content-Type"), tc.code)
+		}
+	}
+}
+
+func TestScanLog(t *testing.T) {
+	var got []string
+	in := "2026-12-01T10:00:00.123456789Z hello world\n2026-12-01T10:00:01Z  two spaces\nno time here\n"
+	if err := cluster.ScanLog(strings.NewReader(in), "pod-1", func(l api.LogLine) error {
+		got = append(got, l.Time.Format(time.RFC3339Nano)+"|"+l.Instance+"|"+l.Line)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"2026-12-01T10:00:00.123456789Z|pod-1|hello world", "2026-12-01T10:00:01Z|pod-1| two spaces"}
+	if len(got) != 3 || got[0] != want[0] || got[1] != want[1] || !strings.HasSuffix(got[2], "|pod-1|no time here") {
+		t.Fatalf("got %q", got)
+	}
 }

@@ -32,11 +32,12 @@ type JobResult struct {
 	Err error
 }
 
-// RunJob runs spec's function once with event in job mode and waits for it. Only
+// RunJob runs spec's function once with event in job mode and waits for it; its lines go to
+// OnOutput under key, as Instance "run". Only
 // spec.Artifact, Env and Timeout are used. The process runs in its own group, killed with
 // whatever it forked when it exits, when ctx ends or when the timeout (plus a margin)
 // passes; the group is recorded in RunDir like the pool's processes.
-func (p *Pool) RunJob(ctx context.Context, spec Spec, event []byte) JobResult {
+func (p *Pool) RunJob(ctx context.Context, key string, spec Spec, event []byte) JobResult {
 	ctx, span := tracer.Start(ctx, "local.job", trace.WithAttributes(attribute.String("sless.runtime", spec.Artifact.Runtime)))
 	defer span.End()
 	if spec.Timeout > 0 {
@@ -54,8 +55,16 @@ func (p *Pool) RunJob(ctx context.Context, spec Spec, event []byte) JobResult {
 	cmd.Env = append(processEnv(spec, ""), "SLESS_MODE=job", "SLESS_EVENT="+string(event))
 	var stdout bytes.Buffer
 	logs := newTailBuffer(8 << 10)
-	cmd.Stdout = io.MultiWriter(&limitedBuffer{buf: &stdout, max: 1 << 20}, tailWriter{logs})
-	cmd.Stderr = tailWriter{logs}
+	limit := newOutputLimit(p.opts.OutputRate, p.opts.OutputBurst)
+	lines := func(stream string) *lineWriter {
+		return &lineWriter{stream: stream, tail: logs, limit: limit, send: func(stream, text string) {
+			if on := p.opts.OnOutput; on != nil {
+				on(Line{Time: time.Now(), Function: key, Instance: "run", Stream: stream, Text: text})
+			}
+		}}
+	}
+	cmd.Stdout = io.MultiWriter(&limitedBuffer{buf: &stdout, max: 1 << 20}, lines("stdout"))
+	cmd.Stderr = lines("stderr")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
@@ -103,10 +112,6 @@ func lastLine(s string) string {
 	}
 	return s
 }
-
-type tailWriter struct{ t *tailBuffer }
-
-func (w tailWriter) Write(p []byte) (int, error) { w.t.Write(p); return len(p), nil }
 
 // limitedBuffer keeps the first max bytes and discards the rest without failing the writer.
 type limitedBuffer struct {

@@ -41,7 +41,7 @@ func TestRunJob(t *testing.T) {
 		{name: "timeout", event: `{"sleep": 30}`, timeout: time.Second, err: "timed out"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := p.RunJob(ctx, Spec{Artifact: art, Timeout: tc.timeout}, []byte(tc.event))
+			res := p.RunJob(ctx, "job", Spec{Artifact: art, Timeout: tc.timeout}, []byte(tc.event))
 			for _, printed := range []string{"progress: started", "warning: on stderr"} {
 				if !strings.Contains(res.Output, printed) {
 					t.Errorf("output lacks %q:\n%s", printed, res.Output)

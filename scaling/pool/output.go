@@ -66,19 +66,31 @@ func newLogPipe(out io.Writer) (*logPipe, error) {
 // never run): the pipe ends when the process and whatever it forked have exited.
 func (lp *logPipe) started() { lp.w.Close() }
 
-// lineWriter splits one stream of pr into lines: the tail keeps the last bytes for error
-// messages, the rest goes to the log and OnOutput within the function's output rate.
+// lineWriter splits one output stream into lines: the tail keeps the last bytes for error
+// messages; each line goes to send within the output limit, and a line saying how many were
+// dropped (at most one a second) takes the place of the rest.
 type lineWriter struct {
-	pr     *process
 	stream string
+	tail   *tailBuffer
+	limit  *outputLimit
+	send   func(stream, text string)
 	mu     sync.Mutex
 	buf    []byte
 }
 
-func (pr *process) lineWriter(stream string) *lineWriter { return &lineWriter{pr: pr, stream: stream} }
+// lineWriter is pr's writer for stream: lines go to the log and OnOutput as the
+// function's, tagged with the process.
+func (pr *process) lineWriter(stream string) *lineWriter {
+	return &lineWriter{stream: stream, tail: pr.tail, limit: pr.fn.output, send: func(stream, text string) {
+		pr.log.Info("function output", "stream", stream, "line", text)
+		if on := pr.pool.opts.OnOutput; on != nil {
+			on(Line{Time: time.Now(), Function: pr.fn.key, Instance: pr.addr, Stream: stream, Text: text})
+		}
+	}}
+}
 
 func (w *lineWriter) Write(p []byte) (int, error) {
-	w.pr.tail.Write(p)
+	w.tail.Write(p)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.buf = append(w.buf, p...)
@@ -102,7 +114,7 @@ func (w *lineWriter) emit(text []byte) {
 	if len(bytes.TrimSpace(text)) == 0 {
 		return
 	}
-	out := w.pr.fn.output
+	out := w.limit
 	if !out.limit.Allow() {
 		out.dropped.Add(1)
 		return
@@ -113,12 +125,4 @@ func (w *lineWriter) emit(text []byte) {
 		w.send("stderr", fmt.Sprintf("[sless] %d lines of output dropped: this function printed more than %.0f lines a second", n, out.per))
 	}
 	w.send(w.stream, string(text))
-}
-
-func (w *lineWriter) send(stream, text string) {
-	pr := w.pr
-	pr.log.Info("function output", "stream", stream, "line", text)
-	if on := pr.pool.opts.OnOutput; on != nil {
-		on(Line{Time: time.Now(), Function: pr.fn.key, Instance: pr.addr, Stream: stream, Text: text})
-	}
 }

@@ -29,7 +29,7 @@ const helloPython = `def handle(event, request=None):
     return {"message": "hello, " + (event or {}).get("name", "world"), "method": (request or {}).get("method")}
 `
 
-const coldStartHeader = "X-Keda-Http-Cold-Start"
+const coldStartHeader = "X-Sless-Cold-Start"
 
 // helloFields is a Python function that scales to zero after scaleDown seconds idle.
 func helloFields(scaleDown int32) api.FunctionFields {
@@ -91,6 +91,10 @@ func TestScaleFromZeroAndBack(t *testing.T) {
 			if i.HTTPStatus != http.StatusOK || i.Kind != "http" {
 				t.Fatalf("history row %+v, want kind http and status 200", i)
 			}
+		}
+		// Newest first: the warm call, then the cold one.
+		if inv.Invocations[0].ColdStart || !inv.Invocations[len(inv.Invocations)-1].ColdStart {
+			t.Fatalf("history cold_start: %+v, want the first call cold and the second warm", inv.Invocations)
 		}
 		return true
 	})

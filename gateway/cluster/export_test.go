@@ -1,0 +1,4 @@
+package cluster
+
+// ScanLog is scanLog for the external tests.
+var ScanLog = scanLog

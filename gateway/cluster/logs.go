@@ -1,0 +1,192 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/gateway"
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/scaling"
+)
+
+// A function's log is its pods' logs through the API server (pods/log, which the kubelet
+// serves), every replica merged; a build's is the kaniko pod's in the build namespace; a
+// job's its latest run's pod. A pod's log lives as long as the pod: what a function printed
+// before it scaled to zero is gone with its pods (export logs with OpenTelemetry or the
+// cluster's log collector to keep them).
+
+// newPodsEvery is how often a followed function is checked for new replicas.
+const newPodsEvery = 2 * time.Second
+
+// Logs implements gateway.Logs over pods/log.
+func (b *Backend) Logs(ctx context.Context, q gateway.LogQuery, emit func(api.LogLine) error) error {
+	sel, ns, container, err := b.logPods(ctx, q)
+	if err != nil {
+		return err
+	}
+	pods, err := b.podsOf(ctx, ns, sel, q.Source != gateway.LogFunction)
+	if err != nil {
+		return err
+	}
+	opts := &corev1.PodLogOptions{Container: container, Timestamps: true}
+	if !q.Since.IsZero() {
+		opts.SinceTime = &metav1.Time{Time: q.Since}
+	}
+	var lines []api.LogLine
+	for _, p := range pods {
+		got, err := b.podLog(ctx, p, opts)
+		if err != nil {
+			return err
+		}
+		lines = append(lines, got...)
+	}
+	slices.SortStableFunc(lines, func(x, y api.LogLine) int { return x.Time.Compare(y.Time) })
+	if q.Tail > 0 && len(lines) > q.Tail {
+		lines = lines[len(lines)-q.Tail:]
+	}
+	for _, l := range lines {
+		if err := emit(l); err != nil {
+			return err
+		}
+	}
+	if !q.Follow {
+		return nil
+	}
+	return b.follow(ctx, q, ns, sel, container, pods, emit)
+}
+
+// logPods names the pods of q's log: their selector, namespace and container.
+func (b *Backend) logPods(ctx context.Context, q gateway.LogQuery) (labels.Selector, string, string, error) {
+	switch q.Source {
+	case gateway.LogJob:
+		if err := b.get(ctx, "job", q.Namespace, q.Name, &v1alpha1.FunctionJob{}); err != nil {
+			return nil, "", "", err
+		}
+		return labels.SelectorFromSet(labels.Set{scaling.LabelJob: q.Name}), q.Namespace, "", nil
+	}
+	if err := b.get(ctx, "function", q.Namespace, q.Name, &v1alpha1.Function{}); err != nil {
+		return nil, "", "", err
+	}
+	if q.Source == gateway.LogBuild {
+		// Builds run in the platform namespace: the tenant's only by these labels.
+		return labels.SelectorFromSet(labels.Set{scaling.LabelFunctionNamespace: q.Namespace, scaling.LabelFunction: q.Name}), b.buildNamespace, "", nil
+	}
+	return labels.SelectorFromSet(labels.Set{scaling.LabelFunction: q.Name}), q.Namespace, scaling.FunctionContainer, nil
+}
+
+// podsOf lists the pods selected, oldest first; latest keeps only the newest (a build's or
+// a job's latest run).
+func (b *Backend) podsOf(ctx context.Context, ns string, sel labels.Selector, latest bool) ([]corev1.Pod, error) {
+	list, err := b.pods.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("list pods for logs in %s: %w", ns, err)
+	}
+	pods := list.Items
+	slices.SortFunc(pods, func(x, y corev1.Pod) int { return x.CreationTimestamp.Compare(y.CreationTimestamp.Time) })
+	if latest && len(pods) > 1 {
+		pods = pods[len(pods)-1:]
+	}
+	return pods, nil
+}
+
+// podLog reads one pod's log as it stands.
+func (b *Backend) podLog(ctx context.Context, p corev1.Pod, opts *corev1.PodLogOptions) ([]api.LogLine, error) {
+	if p.Status.Phase == corev1.PodPending {
+		return nil, nil // no container has run yet
+	}
+	rc, err := b.pods.CoreV1().Pods(p.Namespace).GetLogs(p.Name, opts).Stream(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("log of pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	defer rc.Close()
+	var lines []api.LogLine
+	err = scanLog(rc, p.Name, func(l api.LogLine) error { lines = append(lines, l); return nil })
+	return lines, err
+}
+
+// follow streams new lines of the pods (and of replicas that start later) until ctx ends.
+func (b *Backend) follow(ctx context.Context, q gateway.LogQuery, ns string, sel labels.Selector, container string, pods []corev1.Pod, emit func(api.LogLine) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := make(chan api.LogLine, 256)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	followed := map[string]bool{}
+	now := metav1.Now()
+	attach := func(p corev1.Pod) {
+		if followed[p.Name] || p.Status.Phase == corev1.PodPending {
+			return
+		}
+		followed[p.Name] = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			opts := &corev1.PodLogOptions{Container: container, Timestamps: true, Follow: true, SinceTime: &now}
+			rc, err := b.pods.CoreV1().Pods(p.Namespace).GetLogs(p.Name, opts).Stream(ctx)
+			if err != nil {
+				return // the pod went away; its lines so far were read
+			}
+			defer rc.Close()
+			_ = scanLog(rc, p.Name, func(l api.LogLine) error {
+				select {
+				case out <- l:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			})
+		}()
+	}
+	for _, p := range pods {
+		attach(p)
+	}
+	tick := time.NewTicker(newPodsEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case l := <-out:
+			if err := emit(l); err != nil {
+				return err
+			}
+		case <-tick.C:
+			if q.Source != gateway.LogFunction {
+				continue
+			}
+			if current, err := b.podsOf(ctx, ns, sel, false); err == nil {
+				for _, p := range current {
+					attach(p)
+				}
+			}
+		}
+	}
+}
+
+// scanLog reads "<RFC 3339 time> <line>" lines (the kubelet's timestamps=true form).
+func scanLog(r io.Reader, pod string, emit func(api.LogLine) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		ts, text, _ := strings.Cut(sc.Text(), " ")
+		t, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil {
+			t, text = time.Now().UTC(), sc.Text()
+		}
+		if err := emit(api.LogLine{Time: t.UTC(), Instance: pod, Line: text}); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
