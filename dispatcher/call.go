@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -25,12 +24,12 @@ type call struct {
 }
 
 // run invokes the function once under ctx (which carries the span) and records the attempt.
-func (c call) run(ctx context.Context, body []byte, header http.Header) error {
+func (c call) run(ctx context.Context, req Call) (Result, error) {
 	start := time.Now()
 	ictx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	propagator.Inject(ctx, propagation.HeaderCarrier(header))
-	res, err := c.invoker.Invoke(ictx, body, header)
+	propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	res, err := c.invoker.Invoke(ictx, req)
 	status := res.Status
 	r := c.record
 	r.Start, r.Duration, r.HTTPStatus, r.TraceID, r.ColdStart = start, time.Since(start), status, traceIDOf(ctx), res.ColdStart
@@ -52,5 +51,5 @@ func (c call) run(ctx context.Context, body []byte, header http.Header) error {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, r.Status)
 	}
-	return err
+	return res, err
 }

@@ -102,7 +102,10 @@ type Config struct {
 
 	Invoker  Invoker
 	Recorder history.Recorder // nil records nothing
-	Logger   *slog.Logger
+	// Async, when set, makes this a consumer of asynchronous invocations (AsyncQueue): each
+	// message replays its caller's request and keeps its record here up to date.
+	Async  history.AsyncStore
+	Logger *slog.Logger
 }
 
 func (c Config) withDefaults() Config {

@@ -33,8 +33,12 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 		return Stats{}, err
 	}
 	d := &dispatcher{cfg: cfg, log: cfg.Logger.With("queue", cfg.Queue, "function", cfg.Function.String()), m: newMeters(cfg.Queue)}
+	kind := history.KindEvent
+	if cfg.Async != nil {
+		kind = history.KindAsync
+	}
 	d.call = call{invoker: cfg.Invoker, timeout: cfg.Timeout, recorder: cfg.Recorder, record: history.Record{
-		Namespace: cfg.Function.Namespace, Function: cfg.Function.Name, Trigger: cfg.Trigger, Kind: history.KindEvent}}
+		Namespace: cfg.Function.Namespace, Function: cfg.Function.Name, Trigger: cfg.Trigger, Kind: kind}}
 	delay := minReconnectDelay
 	for {
 		done, established, err := d.session(ctx)

@@ -95,7 +95,7 @@ func Fire(ctx context.Context, cfg FireConfig) error {
 		trace.WithAttributes(attribute.String("sless.cron.schedule", ev.Schedule), attribute.String("sless.cron.scheduled_time", ev.ScheduledTime)))
 	defer span.End()
 	for attempt := 1; ; attempt++ {
-		err := c.run(ctx, body, cronHeader(ev, attempt))
+		_, err := c.run(ctx, Call{Body: body, Header: cronHeader(ev, attempt)})
 		if err == nil {
 			log.Info("fired", "attempt", attempt)
 			return nil

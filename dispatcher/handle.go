@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -38,7 +39,7 @@ func (d *dispatcher) handle(work context.Context, stopping <-chan struct{}, ch *
 		d.requeue(a, m)
 		return
 	}
-	body, err := EventBody(m.ContentType, m.Body, d.cfg.MaxBodyBytes)
+	id, req, err := d.request(&m, attempt)
 	if err == nil && attempt > d.cfg.Retry.MaxAttempts { // the policy was lowered since the retry was queued
 		err = fmt.Errorf("attempt %d exceeds the retry policy's %d attempts", attempt, d.cfg.Retry.MaxAttempts)
 	}
@@ -47,23 +48,74 @@ func (d *dispatcher) handle(work context.Context, stopping <-chan struct{}, ch *
 		r.Start, r.Status, r.Error, r.TraceID = time.Now(), history.StatusFailed, err.Error(), traceIDOf(ctx)
 		d.cfg.Recorder.Record(r)
 		log().Warn("Warning: message cannot be delivered; dead-lettering it", "reason", err)
+		if id != "" {
+			d.settleAsync(ctx, id, failed(attempt, err))
+		}
 		d.deadLetter(ctx, ch, a, m, attempt, err)
 		return
 	}
-	err = d.call.run(ctx, body, InvocationHeader(&m, d.cfg.Queue, d.cfg.Trigger, attempt))
+	if id != "" {
+		d.noteAsync(ctx, id, func(inv *history.AsyncInvocation) { inv.Status, inv.Attempts = history.AsyncRunning, attempt })
+	}
+	res, err := d.call.run(ctx, req)
 	switch {
 	case err == nil:
+		if id != "" && !d.settleAsync(ctx, id, succeeded(res)) {
+			d.requeue(a, m) // run again rather than leave a record that says it did not
+			return
+		}
 		a.ack(m.DeliveryTag)
 		d.m.count(&d.m.acked, d.m.ackedC)
 	case work.Err() != nil:
 		log().Info("invocation aborted by stop or connection loss; message returns to the queue", "error", err)
+		if id != "" {
+			d.noteAsync(context.WithoutCancel(ctx), id, func(inv *history.AsyncInvocation) { inv.Status = history.AsyncQueued })
+		}
 		d.requeue(a, m)
 	case attempt < d.cfg.Retry.MaxAttempts:
 		log().Info("invocation failed; scheduling a retry", "error", err, "retryIn", d.cfg.Retry.delay(attempt))
+		if id != "" {
+			d.noteAsync(ctx, id, func(inv *history.AsyncInvocation) {
+				inv.Status, inv.HTTPStatus, inv.Error = history.AsyncQueued, res.Status, err.Error()
+			})
+		}
 		d.retry(ctx, ch, a, m, attempt, err)
 	default:
 		log().Warn("Warning: invocation failed on the last attempt; dead-lettering the message", "error", err)
+		if id != "" {
+			d.settleAsync(ctx, id, func(inv *history.AsyncInvocation) { failed(attempt, err)(inv); inv.HTTPStatus = res.Status })
+		}
 		d.deadLetter(ctx, ch, a, m, attempt, err)
+	}
+}
+
+// request is the call a delivery makes: an event's JSON body with its message headers, or
+// the request an asynchronous invocation (id) replays.
+func (d *dispatcher) request(m *amqp.Delivery, attempt int) (id string, c Call, err error) {
+	if d.cfg.Async != nil {
+		id, c, err = asyncCall(m)
+		if err == nil && len(c.Body) > d.cfg.MaxBodyBytes {
+			err = &PoisonError{Reason: fmt.Sprintf("body is %d bytes, over the limit of %d (--max-body-bytes)", len(c.Body), d.cfg.MaxBodyBytes)}
+		}
+		if err == nil {
+			c.Header.Set("X-Sless-Attempt", strconv.Itoa(attempt))
+		}
+		return id, c, err
+	}
+	body, err := EventBody(m.ContentType, m.Body, d.cfg.MaxBodyBytes)
+	return "", Call{Body: body, Header: InvocationHeader(m, d.cfg.Queue, d.cfg.Trigger, attempt)}, err
+}
+
+func succeeded(res Result) func(*history.AsyncInvocation) {
+	return func(inv *history.AsyncInvocation) {
+		inv.Status, inv.HTTPStatus, inv.Error, inv.ColdStart = history.AsyncSucceeded, res.Status, "", res.ColdStart
+		inv.Result, inv.Truncated, inv.ContentType = res.Body, res.Truncated, res.ContentType
+	}
+}
+
+func failed(attempt int, err error) func(*history.AsyncInvocation) {
+	return func(inv *history.AsyncInvocation) {
+		inv.Status, inv.Attempts, inv.Error = history.AsyncFailed, attempt, err.Error()
 	}
 }
 

@@ -2,28 +2,46 @@ package dispatcher
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
+	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/rules"
 )
 
 // Invoker calls the function once. It returns how the function answered and a non-nil
 // error unless the invocation succeeded (2xx).
 type Invoker interface {
-	Invoke(ctx context.Context, body []byte, header http.Header) (Result, error)
+	Invoke(ctx context.Context, c Call) (Result, error)
 }
 
-// Result is one invocation's answer: the function's HTTP status, and whether the call
-// waited for an instance to start (the interceptor's, or the dev pool's, cold-start header).
+// Call is one request to a function. Events and cron ticks POST to the invoker's URL as it
+// is (Method, Path and RawQuery empty); an asynchronous invocation replays its caller's
+// (Path escaped, below the URL's).
+type Call struct {
+	Method, Path, RawQuery string
+	Header                 http.Header
+	Body                   []byte
+	// KeepBody asks for the answer's body, at most history.MaxAsyncResult bytes.
+	KeepBody bool
+}
+
+// Result is one invocation's answer: the function's HTTP status, whether the call waited
+// for an instance to start (the interceptor's, or the dev pool's, cold-start header), and
+// with Call.KeepBody the body.
 type Result struct {
-	Status    int
-	ColdStart bool
+	Status      int
+	ColdStart   bool
+	Body        []byte
+	Truncated   bool
+	ContentType string
 }
 
 // FunctionError is a non-2xx answer of the function.
@@ -71,13 +89,27 @@ func NewHTTPInvoker(target, host string, concurrency int) (*HTTPInvoker, error) 
 	return &HTTPInvoker{URL: target, Host: host, Client: &http.Client{Transport: t}}, nil
 }
 
-// Invoke posts body with header; ctx bounds the whole exchange.
-func (i *HTTPInvoker) Invoke(ctx context.Context, body []byte, header http.Header) (Result, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, i.URL, bytes.NewReader(body))
+// Invoke sends c; ctx bounds the whole exchange.
+func (i *HTTPInvoker) Invoke(ctx context.Context, c Call) (Result, error) {
+	target := i.URL
+	if c.Path != "" || c.RawQuery != "" {
+		u, err := url.Parse(i.URL)
+		if err != nil {
+			return Result{}, fmt.Errorf("invoke %s: %w", i.URL, err)
+		}
+		path, err := url.PathUnescape(c.Path)
+		if err != nil {
+			return Result{}, fmt.Errorf("invoke %s: path %q: %w", i.URL, c.Path, err)
+		}
+		u.Path, u.RawPath = strings.TrimSuffix(u.Path, "/")+path, strings.TrimSuffix(u.EscapedPath(), "/")+c.Path
+		u.RawQuery = c.RawQuery
+		target = u.String()
+	}
+	req, err := http.NewRequestWithContext(ctx, cmp.Or(c.Method, http.MethodPost), target, bytes.NewReader(c.Body))
 	if err != nil {
 		return Result{}, fmt.Errorf("build request to %s: %w", i.URL, err)
 	}
-	req.Header = header
+	req.Header = c.Header
 	if i.Host != "" {
 		req.Host = i.Host
 	}
@@ -88,6 +120,11 @@ func (i *HTTPInvoker) Invoke(ctx context.Context, body []byte, header http.Heade
 	defer resp.Body.Close()
 	res := Result{Status: resp.StatusCode, ColdStart: resp.Header.Get(rules.HeaderBackendColdStart) == "true"}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if c.KeepBody {
+			res.Body, _ = io.ReadAll(io.LimitReader(resp.Body, history.MaxAsyncResult+1))
+			res.Truncated = len(res.Body) > history.MaxAsyncResult
+			res.Body, res.ContentType = res.Body[:min(len(res.Body), history.MaxAsyncResult)], resp.Header.Get("Content-Type")
+		}
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // lets the connection be reused
 		return res, nil
 	}

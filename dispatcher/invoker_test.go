@@ -59,7 +59,7 @@ func invoke(t *testing.T, inv *dispatcher.HTTPInvoker, body string, h http.Heade
 	if h == nil {
 		h = http.Header{}
 	}
-	res, err := inv.Invoke(ctx, []byte(body), h)
+	res, err := inv.Invoke(ctx, dispatcher.Call{Body: []byte(body), Header: h})
 	return res.Status, err
 }
 
@@ -103,7 +103,7 @@ func TestHTTPInvoker(t *testing.T) {
 		inv, _ := dispatcher.NewHTTPInvoker(s.URL, "", 1)
 		for _, want := range []bool{false, true} {
 			cold.Store(want)
-			res, err := inv.Invoke(context.Background(), []byte(`{}`), http.Header{})
+			res, err := inv.Invoke(context.Background(), dispatcher.Call{Body: []byte(`{}`), Header: http.Header{}})
 			if err != nil || res.ColdStart != want || res.Status != 200 {
 				t.Fatalf("cold start %v: got %+v, %v", want, res, err)
 			}
@@ -182,7 +182,7 @@ func TestHTTPInvoker(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		_, err := inv.Invoke(ctx, []byte(`{}`), http.Header{})
+		_, err := inv.Invoke(ctx, dispatcher.Call{Body: []byte(`{}`), Header: http.Header{}})
 		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
 			t.Fatalf("error %v after %s", err, time.Since(start))
 		}

@@ -100,6 +100,9 @@ type Route struct {
 	RequireAuth bool
 	// Disabled is set when the function has http triggers and all of them are disabled.
 	Disabled bool
+	// AsyncAttempts is how many attempts an asynchronous invocation gets; 0 when the
+	// function takes none.
+	AsyncAttempts int
 }
 
 // NotFoundError says an object does not exist.

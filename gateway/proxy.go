@@ -64,14 +64,18 @@ var w3c = propagation.TraceContext{}
 // fnProxy serves /fn/{ns}/{name}[/rest] and function hosts by forwarding to the backend's
 // transport.
 type fnProxy struct {
-	cfg      ProxyConfig
-	router   Router
-	auth     Authenticator
-	rec      history.Recorder
-	log      *slog.Logger
-	rp       *httputil.ReverseProxy
-	held     heldRequests
-	rejected prometheus.Counter
+	cfg    ProxyConfig
+	router Router
+	auth   Authenticator
+	rec    history.Recorder
+	log    *slog.Logger
+	rp     *httputil.ReverseProxy
+	held   heldRequests
+	// async queues calls that prefer respond-async (nil: none); callbackHosts are the hosts
+	// their callbacks may go to.
+	async         AsyncInvoker
+	callbackHosts []string
+	rejected      prometheus.Counter
 	// coldStarts counts invocations that waited for an instance, coldStartTime how long
 	// until the function's response began (by namespace and function).
 	coldStarts    *prometheus.CounterVec
@@ -115,7 +119,8 @@ const fnSandbox = "sandbox allow-scripts allow-forms allow-popups allow-download
 var sharedOriginDropped = []string{"Service-Worker-Allowed", "Set-Cookie", "Clear-Site-Data"}
 
 func newFnProxy(cfg Config, log *slog.Logger) *fnProxy {
-	p := &fnProxy{cfg: cfg.Proxy.withDefaults(), router: cfg.Backend, auth: cfg.Auth, rec: cfg.Recorder, log: log}
+	p := &fnProxy{cfg: cfg.Proxy.withDefaults(), router: cfg.Backend, auth: cfg.Auth, rec: cfg.Recorder, log: log,
+		async: cfg.Async, callbackHosts: cfg.CallbackHosts}
 	p.held.perFunction = map[string]*atomic.Int64{}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        rewrite,
@@ -137,17 +142,22 @@ func rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Path, pr.Out.URL.RawPath = t.path, t.rawPath
 	pr.Out.Host = t.host
 	pr.SetXForwarded()
-	h := pr.Out.Header
+	functionHeader(pr.Out.Header, t.identity)
+	w3c.Inject(pr.Out.Context(), propagation.HeaderCarrier(pr.Out.Header))
+}
+
+// functionHeader replaces the caller's credentials and trace context in h, a request going
+// to a function, by the verified identity (nil: none).
+func functionHeader(h http.Header, id *Identity) {
 	for _, k := range []string{"Authorization", "Cookie", HeaderSubject, HeaderNamespace, "Traceparent", "Tracestate"} {
 		h.Del(k)
 	}
-	if t.identity != nil {
-		h.Set(HeaderSubject, t.identity.Subject)
-		if t.identity.Namespace != "" {
-			h.Set(HeaderNamespace, t.identity.Namespace)
+	if id != nil {
+		h.Set(HeaderSubject, id.Subject)
+		if id.Namespace != "" {
+			h.Set(HeaderNamespace, id.Namespace)
 		}
 	}
-	w3c.Inject(pr.Out.Context(), propagation.HeaderCarrier(h))
 }
 
 // errBodyTimeout fails a forward whose request body did not arrive in time: the function
@@ -285,6 +295,10 @@ func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest s
 	path, err := url.PathUnescape(rest)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "malformed path escape")
+		return
+	}
+	if preferAsync(r.Header) {
+		p.serveAsync(w, r, ns, name, rest, route, id)
 		return
 	}
 	// The body must arrive within the function's timeout (the longest one when it has none):

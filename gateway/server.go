@@ -40,6 +40,12 @@ type Config struct {
 	// History reads invocations back; nil answers the invocations endpoint with 503.
 	History history.Reader
 	Proxy   ProxyConfig
+	// Async takes calls that prefer respond-async and serves /v1/namespaces/{ns}/invocations;
+	// nil answers both with 501.
+	Async AsyncInvoker
+	// CallbackHosts are the hosts ("example.com", "*.example.com") asynchronous invocations
+	// may POST their outcome to; none turns callbacks off.
+	CallbackHosts []string
 	// Conns bound connections and request bodies (see HTTPServer).
 	Conns ConnLimits
 	// FunctionsDomain, when set, serves each function on a host of its own,
@@ -144,6 +150,8 @@ func (s *Server) routes() *echo.Echo {
 	ns.POST("/jobs/:name/upload", s.uploadJobSource)
 	ns.GET("/functions/:name/source", s.getSource)
 	ns.GET("/functions/:name/invocations", s.listInvocations)
+	ns.GET("/invocations", s.listAsyncInvocations)
+	ns.GET("/invocations/:id", s.getAsyncInvocation)
 	ns.GET("/functions/:name/logs", s.logsHandler(LogFunction))
 	ns.GET("/functions/:name/builds/latest/logs", s.logsHandler(LogBuild))
 	ns.GET("/jobs/:name/logs", s.logsHandler(LogJob))

@@ -55,6 +55,17 @@ func validRuntime(field, rt string) error {
 	return nil
 }
 
+// validQueue checks a RabbitMQ queue name: at most 255 bytes of printable characters.
+func validQueue(field, q string, required bool) error {
+	switch {
+	case q == "" && required:
+		return invalid(field, "a queue name of 1-255 characters is required")
+	case len(q) > 255 || strings.ContainsFunc(q, func(c rune) bool { return c < 0x20 || c == 0x7f }):
+		return invalid(field, "%q is not a queue name: use at most 255 printable characters", q)
+	}
+	return nil
+}
+
 func inRange(field string, v, lo, hi int64) error {
 	if v < lo || v > hi {
 		return invalid(field, "%d is out of range; use %d-%d", v, lo, hi)
@@ -112,7 +123,8 @@ func validEntrypoint(field, runtime, ep string) error {
 
 // defaultFunctionSpec holds the defaults of a new function (the CRD's defaults).
 func defaultFunctionSpec() api.FunctionSpec {
-	return api.FunctionSpec{MemoryMB: 128, MaxReplicas: 10, ScaleDownPeriodSec: 300, ScalingMetric: "concurrency", ScalingTarget: 100}
+	return api.FunctionSpec{MemoryMB: 128, MaxReplicas: 10, ScaleDownPeriodSec: 300, ScalingMetric: "concurrency", ScalingTarget: 100,
+		Async: api.AsyncPolicy{MaxAttempts: 3, BackoffMs: 1000}}
 }
 
 // applyFunctionFields sets the sent fields of f on spec.
@@ -128,6 +140,12 @@ func applyFunctionFields(spec *api.FunctionSpec, f api.FunctionFields) {
 	setIf(&spec.ScalingMetric, f.ScalingMetric)
 	setIf(&spec.ScalingTarget, f.ScalingTarget)
 	setIf(&spec.Image, f.Image)
+	if a := f.Async; a != nil {
+		setIf(&spec.Async.Enabled, a.Enabled)
+		setIf(&spec.Async.MaxAttempts, a.MaxAttempts)
+		setIf(&spec.Async.BackoffMs, a.BackoffMs)
+		setIf(&spec.Async.DeadLetterQueue, a.DeadLetterQueue)
+	}
 }
 
 func setIf[T any](dst *T, src *T) {
@@ -148,6 +166,9 @@ func validateFunctionSpec(s api.FunctionSpec) error {
 		inRange("max_replicas", int64(s.MaxReplicas), 1, maxReplicas),
 		inRange("scale_down_period_sec", int64(s.ScaleDownPeriodSec), 1, maxScaleDownSec),
 		inRange("scaling_target", int64(s.ScalingTarget), 1, maxTarget),
+		inRange("async.max_attempts", int64(s.Async.MaxAttempts), 1, maxAttemptsCap),
+		inRange("async.backoff_ms", int64(s.Async.BackoffMs), 0, maxBackoffMs),
+		validQueue("async.dead_letter_queue", s.Async.DeadLetterQueue, false),
 	}
 	for _, err := range checks {
 		if err != nil {
@@ -274,13 +295,14 @@ func validateCron(schedule, tz string) error {
 }
 
 func validateEvent(s api.TriggerSpec) error {
-	switch {
-	case s.Queue == "" || len(s.Queue) > 255:
-		return invalid("queue", "an event trigger needs a queue name of 1-255 characters")
-	case s.BrokerSecret == "" || len(s.BrokerSecret) > 253:
+	if err := validQueue("queue", s.Queue, true); err != nil {
+		return err
+	}
+	if s.BrokerSecret == "" || len(s.BrokerSecret) > 253 {
 		return invalid("broker_secret", "an event trigger needs the name of a Secret holding the amqp:// URL")
-	case len(s.DeadLetterQueue) > 255:
-		return invalid("dead_letter_queue", "longer than 255 characters")
+	}
+	if err := validQueue("dead_letter_queue", s.DeadLetterQueue, false); err != nil {
+		return err
 	}
 	if err := inRange("max_attempts", int64(s.MaxAttempts), 1, maxAttemptsCap); err != nil {
 		return err

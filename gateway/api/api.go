@@ -75,6 +75,26 @@ type FunctionSpec struct {
 	Image string `json:"image,omitempty"`
 	// Source is the uploaded code; set by POST .../upload, never by create or update.
 	Source *Source `json:"source,omitempty"`
+	// Async lets callers invoke the function asynchronously (Prefer: respond-async).
+	Async AsyncPolicy `json:"async"`
+}
+
+// AsyncPolicy governs a function's asynchronous invocations: off unless Enabled; each gets
+// MaxAttempts attempts BackoffMs apart (doubling), then goes to DeadLetterQueue
+// (<namespace>.async.<function>.dlq when empty) with its last error.
+type AsyncPolicy struct {
+	Enabled         bool   `json:"enabled"`
+	MaxAttempts     int32  `json:"max_attempts"`
+	BackoffMs       int32  `json:"backoff_ms"`
+	DeadLetterQueue string `json:"dead_letter_queue,omitempty"`
+}
+
+// AsyncFields are the settable fields of AsyncPolicy; nil fields are not sent.
+type AsyncFields struct {
+	Enabled         *bool   `json:"enabled,omitempty"`
+	MaxAttempts     *int32  `json:"max_attempts,omitempty"`
+	BackoffMs       *int32  `json:"backoff_ms,omitempty"`
+	DeadLetterQueue *string `json:"dead_letter_queue,omitempty"`
 }
 
 // Source locates a function's uploaded code.
@@ -111,6 +131,7 @@ type FunctionFields struct {
 	ScalingMetric      *string            `json:"scaling_metric,omitempty"`
 	ScalingTarget      *int32             `json:"scaling_target,omitempty"`
 	Image              *string            `json:"image,omitempty"`
+	Async              *AsyncFields       `json:"async,omitempty"`
 }
 
 // CreateFunction is the body of POST /v1/namespaces/{ns}/functions.
@@ -318,4 +339,32 @@ type LogLine struct {
 	// Stream is "stdout" or "stderr"; "" where the platform cannot tell them apart.
 	Stream string `json:"stream,omitempty"`
 	Line   string `json:"line"`
+}
+
+// AsyncInvocation answers POST /fn/... with Prefer: respond-async (202, with Location its
+// URL) and GET /v1/namespaces/{ns}/invocations/{id}.
+type AsyncInvocation struct {
+	ID       string `json:"id"`
+	Function string `json:"function"`
+	// Status is queued, running, succeeded or failed (every attempt failed: dead-lettered).
+	Status      string    `json:"status"`
+	Attempts    int       `json:"attempts"`
+	MaxAttempts int       `json:"max_attempts"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	HTTPStatus  int       `json:"http_status,omitempty"`
+	// Result is the function's answer: text as is, anything else base64 (result_base64);
+	// at most 256 KiB (result_truncated says there was more).
+	Result          string `json:"result,omitempty"`
+	ResultBase64    bool   `json:"result_base64,omitempty"`
+	ResultTruncated bool   `json:"result_truncated,omitempty"`
+	ContentType     string `json:"content_type,omitempty"`
+	Error           string `json:"error,omitempty"`
+	IdempotencyKey  string `json:"idempotency_key,omitempty"`
+	ColdStart       bool   `json:"cold_start"`
+}
+
+// AsyncInvocations answers GET /v1/namespaces/{ns}/invocations (newest first).
+type AsyncInvocations struct {
+	Invocations []AsyncInvocation `json:"invocations"`
 }

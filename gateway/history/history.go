@@ -20,6 +20,7 @@ const (
 	KindEvent Kind = "event"
 	KindCron  Kind = "cron"
 	KindJob   Kind = "job"
+	KindAsync Kind = "async"
 )
 
 // Outcome values for Record.Status.
