@@ -37,6 +37,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	opts.SlessImage = "registry.example/sless:test"
 	e, err := testenv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
