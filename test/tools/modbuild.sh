@@ -21,3 +21,16 @@ build_module_tool() {
   rm -rf "$work"
   log "built $out/$name in $((SECONDS - start))s"
 }
+
+# install_module_tool installs MODULE/CMD@VERSION (a project `go install` accepts) as
+# OUT-DIR/NAME through a private GOBIN per run, so concurrent first runs never remove each
+# other's build.
+#   install_module_tool NAME PACKAGE@VERSION OUT-DIR
+install_module_tool() {
+  local name=$1 pkg=$2 out=$3 tmp
+  tmp=$(mktemp -d "$out/tmp.XXXXXX")
+  log "installing $pkg (cold: a few minutes)"
+  GOBIN="$tmp" GOFLAGS=-mod=mod CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "$pkg" >&2
+  mv "$tmp/$name" "$out/$name"
+  rm -rf "$tmp"
+}
