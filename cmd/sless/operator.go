@@ -84,6 +84,8 @@ func newOperatorCmd() *cobra.Command {
 					&kedav1alpha1.ScaledJob{}: managed, &kedav1alpha1.TriggerAuthentication{}: managed,
 					// The add-on copies the HTTPScaledObject's labels onto the ScaledObject it generates.
 					&kedav1alpha1.ScaledObject{}: managed,
+					// Function and build pods carry the labels of their templates.
+					&corev1.Pod{}: managed,
 				}},
 			})
 			if err != nil {
