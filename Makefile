@@ -33,7 +33,7 @@ image:
 	if [ -n "$(BASE_IMAGE)" ]; then export KO_DEFAULTBASEIMAGE=$(BASE_IMAGE); fi; \
 	flags="--base-import-paths --sbom=none --platform=$(PLATFORMS) $(KO_FLAGS)"; \
 	if [ -n "$(REGISTRY)" ]; then \
-	  KO_DOCKER_REPO=$(REGISTRY) $$ko build $$flags --tags=$(VERSION) --image-refs=$(IMAGE_REF) ./cmd/sless; \
+	  ref=$$(KO_DOCKER_REPO=$(REGISTRY) $$ko build $$flags --tags=$(VERSION) ./cmd/sless); echo "$$ref" > $(IMAGE_REF); echo "$$ref"; \
 	else \
 	  rm -rf $(IMAGE_LAYOUT); KO_DOCKER_REPO=sless.local $$ko build $$flags --push=false --oci-layout-path=$(IMAGE_LAYOUT) ./cmd/sless; \
 	fi

@@ -63,7 +63,12 @@ func TestPlatformImage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	layoutDir := filepath.Join(out, "layout")
+	// ko takes the layout's path for a repository name: lower case only.
+	layoutDir, err := os.MkdirTemp("", "sless-image-layout-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(layoutDir)
 	makeImage(t, "BASE_IMAGE="+base, "IMAGE_LAYOUT="+layoutDir, "VERSION=v0.0.0-test")
 	lp, err := layout.ImageIndexFromPath(layoutDir)
 	if err != nil {
