@@ -5,13 +5,16 @@ package e2e
 import (
 	"archive/tar"
 	"encoding/binary"
+	"fmt"
 	"io"
+	"os"
 	"path"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"k8s.io/utils/ptr"
 
@@ -61,6 +64,7 @@ func TestFunctionImages(t *testing.T) {
 				t.Errorf("the same source built into %s and %s: digests %s and %s differ", fa.Status.Image, fb.Status.Image, da, db)
 			}
 			inspectImage(t, fa.Status.Image, rc.reach)
+			t.Logf("%s image: %.1f MB compressed", rc.runtime, float64(compressedSize(t, fa.Status.Image))/1e6)
 			waitServiceResolvable(t, a, name)
 			resp, body := invoke(t, a, name, `{"name": "image"}`)
 			checkHello(t, resp, body, "image")
@@ -92,11 +96,7 @@ func imageDigest(t *testing.T, ref string) string {
 // build context came along.
 func inspectImage(t *testing.T, ref string, reach []string) {
 	t.Helper()
-	r, err := images.Ref(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := remote.Image(r)
+	img, err := images.Pull(ref)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,16 +109,7 @@ func inspectImage(t *testing.T, ref string, reach []string) {
 		t.Fatalf("image user %q (%v), want 65532", cf.Config.User, err)
 	}
 	entries := map[string]*tar.Header{}
-	tr := tar.NewReader(mutate.Extract(img))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := strings.TrimSuffix(strings.TrimPrefix(path.Clean("/"+h.Name), "/"), "/")
+	err = images.Walk(img, func(name string, h *tar.Header, r io.Reader) error {
 		entries[name] = h
 		if path.Base(name) == "context.tar.gz" {
 			t.Errorf("the image holds the build context: /%s", name)
@@ -127,10 +118,14 @@ func inspectImage(t *testing.T, ref string, reach []string) {
 		// is what makes a Python image reproducible.
 		if strings.HasPrefix(name, "app/") && strings.HasSuffix(name, ".pyc") {
 			head := make([]byte, 8)
-			if _, err := io.ReadFull(tr, head); err != nil || binary.LittleEndian.Uint32(head[4:]) != 0b11 {
+			if _, err := io.ReadFull(r, head); err != nil || binary.LittleEndian.Uint32(head[4:]) != 0b11 {
 				t.Errorf("/%s is not checked-hash bytecode (header %x, %v)", name, head, err)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, p := range reach {
 		for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
@@ -164,4 +159,62 @@ func allowed(h *tar.Header, uid, gid int, want int64) bool {
 		mode = h.Mode >> 3 & 0o7
 	}
 	return mode&want == want
+}
+
+// TestBuildFigures measures upload → Ready through the real kaniko per runtime, one build
+// at a time, SLESS_E2E_BUILDS sources each (0, the default, skips it), and the compressed
+// size of each function image. With SLESS_E2E_FIGURES=file the table is appended there.
+func TestBuildFigures(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("SLESS_E2E_BUILDS"))
+	if n <= 0 {
+		t.Skip("set SLESS_E2E_BUILDS=3 to measure builds")
+	}
+	tn := newTenant(t)
+	var b strings.Builder
+	fmt.Fprintf(&b, "| runtime (%d builds each) | upload → Ready p50 | min | max | image (compressed) |\n|---|---|---|---|---|\n", n)
+	for _, rc := range runtimeCases {
+		var took []time.Duration
+		var size int64
+		for i := 0; i < n; i++ {
+			name := fmt.Sprintf("fig-%s-%d", strings.TrimRight(rc.runtime, "0123456789."), i)
+			files := map[string]string{}
+			for f, body := range rc.files { // a source of its own: nothing is built twice
+				files[f] = body + map[bool]string{true: "\n# ", false: "\n// "}[strings.HasSuffix(f, ".py")] + name + "\n"
+			}
+			start := time.Now()
+			createAndUpload(t, tn, name, imageFields(rc.runtime), files)
+			fn := waitReady(t, tn, name)
+			took = append(took, time.Since(start))
+			size = compressedSize(t, fn.Status.Image)
+		}
+		sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.1f MB |\n", rc.runtime, fmtDur(percentile(took, 50)), fmtDur(took[0]), fmtDur(took[len(took)-1]), float64(size)/1e6)
+	}
+	t.Log("\n" + b.String())
+	if f := os.Getenv("SLESS_E2E_FIGURES"); f != "" {
+		out, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Close()
+		_, _ = out.WriteString(b.String())
+	}
+}
+
+// compressedSize is what a node downloads for ref: its layers as stored in the registry.
+func compressedSize(t *testing.T, ref string) int64 {
+	t.Helper()
+	img, err := images.Pull(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, l := range m.Layers {
+		n += l.Size
+	}
+	return n
 }

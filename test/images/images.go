@@ -4,6 +4,7 @@
 package images
 
 import (
+	"archive/tar"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,7 +14,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -226,4 +229,38 @@ func PushKaniko(ctx context.Context, executor, caBundle, repo, tmpDir string) (s
 		return "", err
 	}
 	return ref.Context().Name() + "@" + d.String(), nil
+}
+
+// Pull reads the image ref (a platform's image, not an index) from a plain-HTTP registry.
+func Pull(ref string) (v1.Image, error) {
+	r, err := Ref(ref)
+	if err != nil {
+		return nil, err
+	}
+	img, err := remote.Image(r)
+	if err != nil {
+		return nil, fmt.Errorf("pulling %s: %w", ref, err)
+	}
+	return img, nil
+}
+
+// Walk calls fn for every entry of the image's flattened filesystem (what a container
+// sees), with its path relative to / and its content.
+func Walk(img v1.Image, fn func(name string, h *tar.Header, r io.Reader) error) error {
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading the image's filesystem: %w", err)
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(path.Clean("/"+h.Name), "/"), "/")
+		if err := fn(name, h, tr); err != nil {
+			return err
+		}
+	}
 }

@@ -14,7 +14,6 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"sless.dev/sless/test/testenv"
@@ -130,16 +129,7 @@ func checkPlatformImage(t *testing.T, img v1.Image, arch string) []byte {
 	}
 	want := map[string]bool{"etc/ssl/certs/ca-certificates.crt": false, "usr/share/zoneinfo/Europe/Berlin": false, "etc/passwd": false}
 	var binary []byte
-	tr := tar.NewReader(mutate.Extract(img))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := strings.TrimPrefix(h.Name, "/")
+	err = Walk(img, func(name string, h *tar.Header, r io.Reader) error {
 		if _, ok := want[name]; ok {
 			want[name] = true
 		}
@@ -147,10 +137,14 @@ func checkPlatformImage(t *testing.T, img v1.Image, arch string) []byte {
 			if h.Mode&0o005 != 0o005 {
 				t.Errorf("%s: /ko-app/sless mode %o is not executable by the image's user", arch, h.Mode)
 			}
-			if binary, err = io.ReadAll(tr); err != nil {
-				t.Fatal(err)
-			}
+			var err error
+			binary, err = io.ReadAll(r)
+			return err
 		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	for f, ok := range want {
 		if !ok {

@@ -16,10 +16,5 @@ log() { echo "kaniko.sh: $*" >&2; }
 # shellcheck source=modbuild.sh
 source "$(dirname "$0")/modbuild.sh"
 
-if [ ! -x "$OUT/executor" ]; then
-  mkdir -p "$OUT"
-  exec 9>"$OUT.lock"
-  flock 9
-  [ -x "$OUT/executor" ] || build_module_tool executor "$MODULE" "$VERSION" "$MODULE/cmd/executor" "$OUT"
-fi
+cached "$OUT" "$OUT/executor" build_module_tool executor "$MODULE" "$VERSION" "$MODULE/cmd/executor" "$OUT"
 echo "$OUT"

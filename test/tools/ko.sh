@@ -13,10 +13,5 @@ log() { echo "ko.sh: $*" >&2; }
 # shellcheck source=modbuild.sh
 source "$(dirname "$0")/modbuild.sh"
 
-if [ ! -x "$OUT/ko" ]; then
-  mkdir -p "$OUT"
-  exec 9>"$OUT.lock"
-  flock 9
-  [ -x "$OUT/ko" ] || install_module_tool ko "github.com/google/ko@$VERSION" "$OUT"
-fi
+cached "$OUT" "$OUT/ko" install_module_tool ko "github.com/google/ko@$VERSION" "$OUT"
 echo "$OUT/ko"

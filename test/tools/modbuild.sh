@@ -34,3 +34,15 @@ install_module_tool() {
   mv "$tmp/$name" "$out/$name"
   rm -rf "$tmp"
 }
+
+# cached OUT-DIR FILE COMMAND...: runs COMMAND (which makes FILE) unless FILE exists, under a
+# lock beside OUT-DIR so concurrent first runs build once.
+cached() {
+  local out=$1 file=$2
+  shift 2
+  [ -x "$file" ] && return 0
+  mkdir -p "$out"
+  exec 9>"$out.lock"
+  flock 9
+  [ -x "$file" ] || "$@"
+}
