@@ -275,7 +275,12 @@ func (g *ground) startNode(ctx context.Context) error {
 	if _, err := startServices(ctx, g.cs, g.hosts, g.log); err != nil {
 		return err
 	}
-	env := nodeEnv{hosts: g.hosts.path, apiHost: nodeIP, apiPort: strconv.Itoa(apiServerPort), apiCA: g.cfg.CAData}
+	resolv := filepath.Join(g.dir, "resolv.conf")
+	// No cluster DNS: names come from the hosts file, and a lookup past it fails at once.
+	if err := os.WriteFile(resolv, []byte("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"), 0o644); err != nil {
+		return err
+	}
+	env := nodeEnv{hosts: g.hosts, resolvConf: resolv, apiHost: nodeIP, apiPort: strconv.Itoa(apiServerPort), apiCA: g.cfg.CAData}
 	g.kubelet = newKubelet(g.cs, filepath.Join(g.dir, "pods"), newRuntime(filepath.Join(g.dir, "runtime")), env, g.marks, g.log)
 	return g.kubelet.start(ctx)
 }

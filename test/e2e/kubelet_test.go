@@ -46,9 +46,11 @@ type kubelet struct {
 }
 
 // nodeEnv is what every container gets from the node: the cluster's hosts file (its DNS
-// here) and the API server's address and CA for in-cluster clients.
+// here; the kubelet adds each pod's own name), a resolv.conf with no server to wait for, and
+// the API server's address and CA for in-cluster clients.
 type nodeEnv struct {
-	hosts            string
+	hosts            *hostsFile
+	resolvConf       string
 	apiHost, apiPort string
 	apiCA            []byte
 }
@@ -285,7 +287,7 @@ func (k *kubelet) runContainer(ctx context.Context, p *corev1.Pod, c *corev1.Con
 	var spec containerSpec
 	if err == nil {
 		defer logf.Close()
-		spec, err = k.containerSpec(ctx, p, c, img, dir, termPath)
+		spec, err = k.containerSpec(ctx, p, c, img, ip, dir, termPath)
 	}
 	var run *imageProcess
 	if err == nil {
@@ -373,7 +375,7 @@ func (k *kubelet) pullWithBackoff(ctx context.Context, p *corev1.Pod, c *corev1.
 // says otherwise (and never root under runAsNonRoot), the image's environment overridden by
 // the container's, the image's or container's working directory and command, and the
 // kubelet's mounts (hosts file, termination log, service account token).
-func (k *kubelet) containerSpec(ctx context.Context, p *corev1.Pod, c *corev1.Container, img *pulledImage, dir, termPath string) (containerSpec, error) {
+func (k *kubelet) containerSpec(ctx context.Context, p *corev1.Pod, c *corev1.Container, img *pulledImage, ip, dir, termPath string) (containerSpec, error) {
 	uid, gid, err := imageUser(img.config.User)
 	if err != nil {
 		return containerSpec{}, err
@@ -431,7 +433,12 @@ func (k *kubelet) containerSpec(ctx context.Context, p *corev1.Pod, c *corev1.Co
 	if msgPath == "" {
 		msgPath = corev1.TerminationMessagePathDefault
 	}
-	mounts := []bindMount{{Source: k.env.hosts, Target: "/etc/hosts", ReadOnly: true}, {Source: termPath, Target: msgPath}}
+	// As the kubelet's /etc/hosts, the pod's own name resolves to its address.
+	if err := k.env.hosts.set(ip, p.Name); err != nil {
+		return containerSpec{}, err
+	}
+	mounts := []bindMount{{Source: k.env.hosts.path, Target: "/etc/hosts", ReadOnly: true},
+		{Source: k.env.resolvConf, Target: "/etc/resolv.conf", ReadOnly: true}, {Source: termPath, Target: msgPath}}
 	if sa, err := k.serviceAccount(ctx, p, dir); err != nil {
 		return containerSpec{}, err
 	} else if sa != "" {
