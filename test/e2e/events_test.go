@@ -21,14 +21,15 @@ import (
 	"sless.dev/sless/gateway/api"
 )
 
-// recordingPython logs every event it gets (one line on stdout, which its pod's log keeps)
-// and fails on events asking for it.
-const recordingPython = `import json
+// recordingPython logs every event it gets (one write of one line on stdout, which its pod's
+// log keeps beside the wrapper's lines on stderr) and fails on events asking for it.
+const recordingPython = `import json, sys
 
 def handle(event, request=None):
     if event.get("fail"):
         raise RuntimeError("asked to fail")
-    print("E2E-EVENT " + json.dumps(event), flush=True)
+    sys.stdout.write("E2E-EVENT " + json.dumps(event) + "\n")
+    sys.stdout.flush()
     return {"ok": True}
 `
 
@@ -87,7 +88,7 @@ func readEvents(t *testing.T, ns, function string) map[int]int {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
 			var ev struct{ ID int }
-			if line, ok := strings.CutPrefix(sc.Text(), "E2E-EVENT "); ok && json.Unmarshal([]byte(line), &ev) == nil {
+			if _, rest, ok := strings.Cut(sc.Text(), "E2E-EVENT "); ok && json.NewDecoder(strings.NewReader(rest)).Decode(&ev) == nil {
 				seen[ev.ID]++
 			}
 		}
