@@ -100,12 +100,19 @@ func buildTools() (map[string]string, error) {
 		}
 		tools[key] = out
 	}
+	// The module cache is the GOPROXY of the Dockerfile's build (TestPlatformDockerfile):
+	// complete it with every module of the build list, as a proxy would hold them.
+	cmd := exec.Command("go", "mod", "download")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("go mod download: %w", err)
+	}
 	bin, err := os.MkdirTemp("", "sless-e2e-bin-")
 	if err != nil {
 		return nil, err
 	}
 	tools["sless"] = filepath.Join(bin, "sless")
-	cmd := exec.Command("go", "build", "-o", tools["sless"], "./cmd/sless")
+	cmd = exec.Command("go", "build", "-o", tools["sless"], "./cmd/sless")
 	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("building sless: %w", err)

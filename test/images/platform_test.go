@@ -96,6 +96,13 @@ func TestPlatformImage(t *testing.T) {
 			t.Fatal(err)
 		}
 		binary := checkPlatformImage(t, img, m.Platform.Architecture)
+		if im, err := img.Manifest(); err == nil {
+			var size int64
+			for _, l := range im.Layers {
+				size += l.Size
+			}
+			t.Logf("%s: %s, %.1f MB compressed in %d layers", m.Platform.Architecture, m.Digest, float64(size)/1e6, len(im.Layers))
+		}
 		if f, err := elf.NewFile(bytes.NewReader(binary)); err != nil || f.Machine != machines[m.Platform.Architecture] {
 			t.Errorf("%s: /ko-app/sless is not a %s ELF binary (%v)", m.Platform.Architecture, machines[m.Platform.Architecture], err)
 		} else if m.Platform.Architecture == "amd64" {
