@@ -376,6 +376,10 @@ func (k *kubelet) pullWithBackoff(ctx context.Context, p *corev1.Pod, c *corev1.
 // the container's, the image's or container's working directory and command, and the
 // kubelet's mounts (hosts file, termination log, service account token).
 func (k *kubelet) containerSpec(ctx context.Context, p *corev1.Pod, c *corev1.Container, img *pulledImage, ip, dir, termPath string) (containerSpec, error) {
+	if len(c.VolumeMounts) > 0 {
+		// Loudly: a build Job's registry credentials, say, must not silently go missing.
+		return containerSpec{}, fmt.Errorf("volume mounts are not supported by the e2e kubelet (%s)", c.VolumeMounts[0].Name)
+	}
 	uid, gid, err := imageUser(img.config.User)
 	if err != nil {
 		return containerSpec{}, err
