@@ -7,17 +7,56 @@ GOTEST_FLAGS ?= -count=1 -timeout 60m
 # tracked go.mod files only, never the builds `make dev` leaves under .sless/.
 MODULES := $(shell git ls-files '*go.mod' | grep -v /testdata/ | xargs -n1 dirname | sort)
 
-.PHONY: all build generate lint test test-deps test-e2e test-faults verify-generated
+.PHONY: all build config-image generate image lint test test-deps test-e2e test-faults verify-generated
 
 all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/sless ./cmd/sless
 
-## generate: regenerate deepcopy code, CRDs and RBAC from the kubebuilder markers.
+## image: the platform image (one sless binary: operator, gateway, dispatcher) built by ko
+## without Docker, reproducibly (same commit, same digest), for PLATFORMS on the pinned static
+## base of .ko.yaml (BASE_IMAGE=ref overrides it). REGISTRY=host/path pushes it as
+## host/path/sless and writes the pushed reference with its digest to IMAGE_REF; without
+## REGISTRY it is written as an OCI layout to IMAGE_LAYOUT. KO_FLAGS are added (e.g.
+## --insecure-registry for a plain-HTTP registry).
+REGISTRY ?=
+BASE_IMAGE ?=
+PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_LAYOUT ?= $(BIN)/image
+IMAGE_REF ?= $(BIN)/image.ref
+KO_FLAGS ?=
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+image:
+	@set -euo pipefail; ko=$$(bash test/tools/ko.sh); mkdir -p $(BIN); \
+	export VERSION=$(VERSION) CGO_ENABLED=0; \
+	if [ -n "$(BASE_IMAGE)" ]; then export KO_DEFAULTBASEIMAGE=$(BASE_IMAGE); fi; \
+	flags="--base-import-paths --sbom=none --platform=$(PLATFORMS) $(KO_FLAGS)"; \
+	if [ -n "$(REGISTRY)" ]; then \
+	  ref=$$(KO_DOCKER_REPO=$(REGISTRY) $$ko build $$flags --tags=$(VERSION) ./cmd/sless); echo "$$ref" > $(IMAGE_REF); echo "$$ref"; \
+	else \
+	  rm -rf $(IMAGE_LAYOUT); KO_DOCKER_REPO=sless.local $$ko build $$flags --push=false --oci-layout-path=$(IMAGE_LAYOUT) ./cmd/sless; \
+	fi
+
+## config-image: pin config/ (kustomize images:) and the Helm chart's values to the image
+## `make image REGISTRY=...` pushed (IMAGE_REF), by digest.
+CONFIG ?= config
+config-image:
+	@set -euo pipefail; ref=$$(cat $(IMAGE_REF)); digest=$${ref##*@}; repo=$${ref%@*}; \
+	case "$${repo##*/}" in *:*) repo=$${repo%:*};; esac; \
+	case "$$digest" in sha256:*) ;; *) echo "$(IMAGE_REF) holds $$ref, want repo@sha256:..."; exit 1;; esac; \
+	sed -i -e "s#^  newName: .*#  newName: $$repo#" -e "s#^  \(newTag\|digest\): .*#  digest: $$digest#" $(CONFIG)/default/kustomization.yaml; \
+	sed -i -e "s#^  repository: .*#  repository: $$repo#" -e "s#^  digest: .*#  digest: \"$$digest\"#" $(CONFIG)/helm/sless/values.yaml; \
+	echo "$(CONFIG)/ and $(CONFIG)/helm/sless now install $$repo@$$digest"
+
+## generate: regenerate deepcopy code, CRDs and RBAC from the kubebuilder markers (into config/
+## and the Helm chart).
 generate:
 	$(GO) tool controller-gen object paths=./apis/... crd paths=./apis/... output:crd:artifacts:config=config/crd/bases
 	$(GO) tool controller-gen rbac:roleName=sless-operator paths=./reconcilers/... output:rbac:artifacts:config=config/rbac/operator
+	@# The Helm chart carries the same generated CRDs and operator role.
+	cp config/crd/bases/*.yaml config/helm/sless/crds/
+	cp config/rbac/operator/role.yaml config/helm/sless/templates/operator-role.yaml
 
 ## verify-generated: fail when generated files are not what `make generate` produces.
 verify-generated: generate

@@ -157,6 +157,7 @@ func TestBuildContextLayout(t *testing.T) {
 				if (strings.HasPrefix(line, "ARG ") || strings.HasPrefix(line, "FROM ")) && (strings.Contains(line, ":latest") || strings.HasSuffix(line, "IMAGE=")) {
 					t.Errorf("Dockerfile image not pinned: %s", line)
 				}
+				checkCopySources(t, line, files)
 			}
 		})
 	}
@@ -183,6 +184,30 @@ func TestKanikoSpec(t *testing.T) {
 	for _, bad := range []struct{ bucket, hash string }{{"", hash}, {"sless", "short"}, {"sless", strings.Repeat("G", 64)}} {
 		if _, err := NewKanikoSpec(bad.bucket, "contexts/a/b/c.tar.gz", bad.hash, "r", "a", "b"); err == nil {
 			t.Errorf("bucket %q hash %q: want an error", bad.bucket, bad.hash)
+		}
+	}
+}
+
+// checkCopySources fails a COPY from the build context that names the context root or a
+// path the context lacks: kaniko's context directory is 0750 (copied onto the workdir it
+// locks out the image's user) and holds the downloaded context.tar.gz.
+func checkCopySources(t *testing.T, line string, files map[string]string) {
+	t.Helper()
+	fields := strings.Fields(line)
+	if len(fields) < 3 || fields[0] != "COPY" || strings.HasPrefix(fields[1], "--from=") {
+		return
+	}
+	for _, src := range fields[1 : len(fields)-1] {
+		if src == "." || src == "./" || src == "*" {
+			t.Errorf("%q copies the whole context", line)
+			continue
+		}
+		found := false
+		for name := range files {
+			found = found || name == src || strings.HasPrefix(name, src)
+		}
+		if !found {
+			t.Errorf("%q: the context has no %s", line, src)
 		}
 	}
 }

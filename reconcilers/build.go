@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -30,7 +32,18 @@ type buildResult struct {
 	image   string
 	message string // failure reason and log tail
 	job     *batchv1.Job
+	// unreachable names the registry a failed build could not reach: the failure says
+	// nothing about the source, so the build is retried (retryBuild).
+	unreachable string
 }
+
+// ReasonRegistryUnavailable is the Built condition's reason while builds fail because a
+// registry cannot be reached; such builds are retried every registryRetryDelay.
+const ReasonRegistryUnavailable = "RegistryUnavailable"
+
+// registryRetryDelay spaces the builds retried while a registry is unreachable (kaniko has
+// already retried within each build).
+var registryRetryDelay = 15 * time.Second
 
 // builds runs kaniko Jobs for Functions and self-contained FunctionJobs. Job names derive
 // from the source hash, so a restarted operator finds the build it started instead of
@@ -67,7 +80,8 @@ func (b builds) ensure(ctx context.Context, t scaling.BuildTarget) (buildResult,
 	case jobCondition(job, batchv1.JobComplete):
 		return buildResult{state: buildSucceeded, image: image, job: job}, nil
 	case jobCondition(job, batchv1.JobFailed):
-		return buildResult{state: buildFailed, image: image, job: job, message: b.failure(ctx, job)}, nil
+		msg := b.failure(ctx, job)
+		return buildResult{state: buildFailed, image: image, job: job, message: msg, unreachable: unreachableRegistry(msg, b.opts)}, nil
 	}
 	return buildResult{state: buildRunning, image: image, job: job}, nil
 }
@@ -85,6 +99,39 @@ func (b builds) failure(ctx context.Context, job *batchv1.Job) string {
 		return reason + "\n" + msg
 	}
 	return reason
+}
+
+// retry removes t's failed build Job, so the next ensure starts the build again.
+func (b builds) retry(ctx context.Context, t scaling.BuildTarget) error {
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: b.opts.Namespace, Name: scaling.BuildJobName(t.Namespace, t.Name, t.Source.SHA256)}}
+	if err := b.client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting failed build job %s for a retry: %w", job.Name, err)
+	}
+	return nil
+}
+
+// networkErrors are the phrases of a connection that never got an answer, as Go's and the
+// registry clients' errors print them.
+var networkErrors = []string{"connection refused", "no such host", "i/o timeout", "connection reset", "TLS handshake timeout",
+	"network is unreachable", "no route to host", "503 Service Unavailable", "502 Bad Gateway", "server misbehaving"}
+
+// unreachableRegistry names the registry a failed build's log shows unreachable — the push
+// registry or a mirror, else Docker Hub — or returns "" for a failure of the build itself.
+func unreachableRegistry(log string, opts scaling.BuildOptions) string {
+	network := false
+	for _, p := range networkErrors {
+		network = network || strings.Contains(log, p)
+	}
+	if !network {
+		return ""
+	}
+	host, _, _ := strings.Cut(opts.Registry, "/")
+	for _, h := range append([]string{host}, append(opts.RegistryMirrors, "index.docker.io", "registry-1.docker.io")...) {
+		if strings.Contains(log, h) {
+			return h
+		}
+	}
+	return ""
 }
 
 // deleteAll removes every build Job of t (the owner is going away).
@@ -123,7 +170,8 @@ func terminationMessage(ctx context.Context, r client.Reader, job *batchv1.Job) 
 
 func newestPod(ctx context.Context, r client.Reader, job *batchv1.Job) *corev1.Pod {
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+	// By UID: a retried build's Job has the same name as the one before it.
+	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.ControllerUidLabel: string(job.UID)}); err != nil {
 		return nil
 	}
 	var newest *corev1.Pod

@@ -3,7 +3,9 @@ package reconcilers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	httpv1alpha1 "github.com/kedacore/http-add-on/operator/apis/http/v1alpha1"
@@ -34,7 +36,7 @@ import (
 // +kubebuilder:rbac:groups=sless.dev,resources=functions/finalizers;triggers/finalizers;functionjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete;deletecollection
 // +kubebuilder:rbac:groups=http.keda.sh,resources=httpscaledobjects,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=keda.sh,resources=scaledobjects,verbs=get;list;watch;patch
@@ -63,9 +65,20 @@ func (r *FunctionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			return ctrl.Result{}, fmt.Errorf("adding finalizer to function %s: %w", req.NamespacedName, err)
 		}
 	}
-	return ctrl.Result{}, reconcileStatus(ctx, r.Client, "function", fn, r.reconcileFunction,
+	err := reconcileStatus(ctx, r.Client, "function", fn, r.reconcileFunction,
 		func(o *v1.Function) (any, *int64) { return &o.Status, &o.Status.ObservedGeneration })
+	var wait retryAfter
+	if errors.As(err, &wait) {
+		return ctrl.Result{RequeueAfter: time.Duration(wait)}, nil
+	}
+	return ctrl.Result{}, err
 }
+
+// retryAfter asks for another reconcile after a delay without reporting an error: the
+// status already says what is waited for.
+type retryAfter time.Duration
+
+func (r retryAfter) Error() string { return "retry after " + time.Duration(r).String() }
 
 func (r *FunctionReconciler) reconcileFunction(ctx context.Context, fn *v1.Function) error {
 	st := &fn.Status
@@ -73,7 +86,8 @@ func (r *FunctionReconciler) reconcileFunction(ctx context.Context, fn *v1.Funct
 	st.RoutingHost = rules.RoutingHost(fn.Namespace, fn.Name, r.Options.Domain)
 
 	phase, err := r.reconcileImage(ctx, fn)
-	if err != nil {
+	var wait retryAfter
+	if err != nil && !errors.As(err, &wait) {
 		setCondition(fn, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, "BuildError", err.Error())
 		return err
 	}
@@ -92,13 +106,22 @@ func (r *FunctionReconciler) reconcileFunction(ctx context.Context, fn *v1.Funct
 		setCondition(fn, &st.Conditions, v1.ConditionDeployed, metav1.ConditionTrue, "Deployed", "Deployment, Service and HTTPScaledObject are up to date")
 	}
 	st.Phase = phase
+	reason, msg := "", ""
 	if phase == v1.FunctionReady {
+		reason, msg = r.podTrouble(ctx, fn)
+	}
+	switch {
+	case reason != "":
+		// Built and deployed, but its pods cannot run: never a silent Ready.
+		st.Phase = v1.FunctionFailed
+		setCondition(fn, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	case phase == v1.FunctionReady:
 		setCondition(fn, &st.Conditions, v1.ConditionReady, metav1.ConditionTrue, "Ready", "serving at "+st.URL)
-	} else {
+	default:
 		built := meta.FindStatusCondition(st.Conditions, v1.ConditionBuilt)
 		setCondition(fn, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, built.Reason, built.Message)
 	}
-	return nil
+	return err
 }
 
 // reconcileImage settles status.image for the current source: a prebuilt image, the image
@@ -119,10 +142,9 @@ func (r *FunctionReconciler) reconcileImage(ctx context.Context, fn *v1.Function
 		setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionTrue, "Built", "image "+st.Image)
 		return v1.FunctionReady, nil
 	case src.SHA256 == st.LastBuildSHA256 && st.LastBuildError != "":
-		setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionFalse, "BuildFailed", st.LastBuildError)
-		return v1.FunctionFailed, nil
+		return r.failedBuild(ctx, fn)
 	}
-	res, err := r.builds.ensure(ctx, scaling.BuildTarget{Namespace: fn.Namespace, Name: fn.Name, Label: scaling.LabelFunction, Source: *fn.Spec.Source})
+	res, err := r.builds.ensure(ctx, r.buildTarget(fn))
 	if err != nil {
 		return v1.FunctionFailed, err
 	}
@@ -136,12 +158,50 @@ func (r *FunctionReconciler) reconcileImage(ctx context.Context, fn *v1.Function
 	case buildFailed:
 		st.LastBuildSHA256, st.LastBuildError = fn.Spec.Source.SHA256, res.message
 		st.LastBuildTime = finishedAt(res.job)
-		log.FromContext(ctx).Info("build failed", "job", res.job.Name)
+		log.FromContext(ctx).Info("build failed", "job", res.job.Name, "unreachableRegistry", res.unreachable)
+		if res.unreachable != "" {
+			st.LastBuildError = "registry " + res.unreachable + " is unreachable; the build is retried every " + registryRetryDelay.String() + ":\n" + res.message
+			setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionFalse, ReasonRegistryUnavailable, st.LastBuildError)
+			return v1.FunctionFailed, retryAfter(registryRetryDelay)
+		}
 		setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionFalse, "BuildFailed", res.message)
 		return v1.FunctionFailed, nil
 	}
 	setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionFalse, "Building", "kaniko job "+res.job.Name+" is building the source")
 	return v1.FunctionBuilding, nil
+}
+
+func (r *FunctionReconciler) buildTarget(fn *v1.Function) scaling.BuildTarget {
+	return scaling.BuildTarget{Namespace: fn.Namespace, Name: fn.Name, Label: scaling.LabelFunction, Source: *fn.Spec.Source}
+}
+
+// failedBuild settles a Function whose current source failed to build: for good, unless the
+// build only failed to reach a registry, which is retried once registryRetryDelay passed.
+func (r *FunctionReconciler) failedBuild(ctx context.Context, fn *v1.Function) (v1.FunctionPhase, error) {
+	st := &fn.Status
+	built := meta.FindStatusCondition(st.Conditions, v1.ConditionBuilt)
+	if built == nil || built.Reason != ReasonRegistryUnavailable {
+		setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionFalse, "BuildFailed", st.LastBuildError)
+		return v1.FunctionFailed, nil
+	}
+	if st.LastBuildTime != nil {
+		if wait := registryRetryDelay - time.Since(st.LastBuildTime.Time); wait > 0 {
+			return v1.FunctionFailed, retryAfter(wait)
+		}
+	}
+	if err := r.builds.retry(ctx, r.buildTarget(fn)); err != nil {
+		return v1.FunctionFailed, err
+	}
+	log.FromContext(ctx).Info("retrying a build that could not reach a registry")
+	st.LastBuildError = ""
+	setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionFalse, "Building", "retrying the build: "+firstLine(built.Message))
+	// The next pass starts the build; a moment lets the cache drop the deleted Job.
+	return v1.FunctionBuilding, retryAfter(2 * time.Second)
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 func finishedAt(job *batchv1.Job) *metav1.Time {
@@ -226,7 +286,8 @@ func (r *FunctionReconciler) httpPaused(ctx context.Context, fn *v1.Function) (b
 }
 
 // SetupWithManager watches Functions, their children, their build Jobs (by label: they live
-// in another namespace) and their http Triggers (which pause the HTTPScaledObject).
+// in another namespace), their pods' troubles and their http Triggers (which pause the
+// HTTPScaledObject).
 func (r *FunctionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.Function{}, builder.WithPredicates(specChanged)).
@@ -234,6 +295,7 @@ func (r *FunctionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Service{}, builder.WithPredicates(notCreated)).
 		Owns(&httpv1alpha1.HTTPScaledObject{}, builder.WithPredicates(notCreated)).
 		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(buildOwner(scaling.LabelFunction)), builder.WithPredicates(notCreated)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podFunction), builder.WithPredicates(podTroubleChanged)).
 		Watches(&v1.Trigger{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			t := o.(*v1.Trigger)
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: t.Namespace, Name: t.Spec.FunctionRef.Name}}}

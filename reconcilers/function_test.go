@@ -10,6 +10,7 @@ import (
 
 	httpv1alpha1 "github.com/kedacore/http-add-on/operator/apis/http/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/reconcilers"
 	"sless.dev/sless/scaling"
 )
 
@@ -135,6 +137,68 @@ func TestBuildFailureThenNewSourceRecovers(t *testing.T) {
 	if fixed.Status.LastBuildError != "" || fixed.Status.BuiltSHA256 != sha("d") {
 		t.Errorf("status after recovery = %+v", fixed.Status)
 	}
+}
+
+// TestUnreachableRegistryIsRetried: a build that failed only to reach the registry says so,
+// naming it, and is built again after the retry delay until the registry answers.
+func TestUnreachableRegistryIsRetried(t *testing.T) {
+	defer func(d time.Duration) { *reconcilers.RegistryRetryDelay = d }(*reconcilers.RegistryRetryDelay)
+	*reconcilers.RegistryRetryDelay = time.Second
+	ns := newNamespace(t)
+	fn := newFunction(ns, "offline", "e")
+	if err := env.Client.Create(context.Background(), fn); err != nil {
+		t.Fatal(err)
+	}
+	first := waitBuildJob(t, ns, "offline", "e")
+	finishJob(t, first, false, `error checking push permissions: Get "http://`+opts.Build.Registry+`/v2/": dial tcp 10.0.0.9:5000: connect: connection refused`)
+	got := waitFunction(t, fn, v1.FunctionFailed)
+	ready := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady)
+	if ready.Reason != reconcilers.ReasonRegistryUnavailable || !strings.Contains(ready.Message, "registry "+opts.Build.Registry+" is unreachable") {
+		t.Errorf("Ready condition %+v, want the unreachable registry named", ready)
+	}
+	var retried *batchv1.Job
+	eventually(t, "a retried build", func() error {
+		retried = waitBuildJob(t, ns, "offline", "e")
+		if retried.UID == first.UID {
+			return fmt.Errorf("still the first build job")
+		}
+		return nil
+	})
+	finishJob(t, retried, true, "")
+	if fixed := waitFunction(t, fn, v1.FunctionReady); fixed.Status.LastBuildError != "" {
+		t.Errorf("lastBuildError after recovery = %q", fixed.Status.LastBuildError)
+	}
+}
+
+// TestPodThatCannotPullIsNotReady: a built Function whose pod cannot pull its image reports
+// the pod's reason instead of Ready, and is Ready again once the pod runs.
+func TestPodThatCannotPullIsNotReady(t *testing.T) {
+	ns := newNamespace(t)
+	fn := readyFunction(t, ns, "unpullable", "f")
+	ctx := context.Background()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "unpullable-1", Namespace: ns, Labels: scaling.FunctionLabels(fn)},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "function", Image: fn.Status.Image}}}}
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	setWaiting := func(reason string) {
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "function", Image: fn.Status.Image}}
+		if reason != "" {
+			pod.Status.ContainerStatuses[0].State.Waiting = &corev1.ContainerStateWaiting{Reason: reason, Message: "pulling: dial tcp: connection refused"}
+		} else {
+			pod.Status.ContainerStatuses[0].State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.Now()}
+		}
+		if err := env.Client.Status().Update(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setWaiting("ImagePullBackOff")
+	got := waitFunction(t, fn, v1.FunctionFailed)
+	if ready := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady); ready.Reason != "ImagePullBackOff" || !strings.Contains(ready.Message, "pod unpullable-1") {
+		t.Errorf("Ready condition %+v, want the pod's ImagePullBackOff", ready)
+	}
+	setWaiting("")
+	waitFunction(t, fn, v1.FunctionReady)
 }
 
 func TestEnvChangeRollsDeploymentWithoutRebuild(t *testing.T) {

@@ -37,6 +37,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	opts.SlessImage = "registry.example/sless:test"
 	e, err := testenv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -181,7 +182,7 @@ func finishJob(t *testing.T, job *batchv1.Job, succeed bool, message string) {
 	start := metav1.NewTime(time.Now().Add(-3 * time.Second).Truncate(time.Second))
 	end := metav1.NewTime(start.Add(2 * time.Second)) // whole seconds: the API serializes times that way
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-pod", Namespace: job.Namespace, Labels: map[string]string{batchv1.JobNameLabel: job.Name}},
+		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-" + string(job.UID)[:8], Namespace: job.Namespace, Labels: map[string]string{batchv1.ControllerUidLabel: string(job.UID)}},
 		Spec:       job.Spec.Template.Spec,
 	}
 	if err := env.Client.Create(ctx, pod); err != nil {

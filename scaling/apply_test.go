@@ -31,6 +31,7 @@ func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 	ctx := context.Background()
 	c := env.Client
 	opts := scaling.DefaultOptions()
+	opts.SlessImage = "registry.example/sless:test"
 	opts.HistorySecret = "sless-history"
 	opts.Build.RegistrySecret = "registry-push"
 	for _, ns := range []string{"sless-apply", opts.Build.Namespace} {

@@ -51,7 +51,7 @@ func MakeBuildJob(t BuildTarget, opts BuildOptions) (*batchv1.Job, error) {
 	c := corev1.Container{
 		Name:  "kaniko",
 		Image: opts.KanikoImage,
-		Args:  append(k.Args(), "--cache=false", "--verbosity=warn"),
+		Args:  kanikoArgs(k, opts),
 		Env: []corev1.EnvVar{
 			{Name: "AWS_REGION", Value: opts.S3Region},
 			{Name: "S3_ENDPOINT", Value: opts.S3Endpoint},
@@ -98,6 +98,24 @@ func MakeBuildJob(t BuildTarget, opts BuildOptions) (*batchv1.Job, error) {
 			},
 		},
 	}, nil
+}
+
+// kanikoPushRetries rides out a registry that is briefly away (a restart, a rollout) within
+// the build; longer outages fail the Job and the reconciler retries the build later.
+const kanikoPushRetries = 3
+
+// kanikoArgs are the executor's arguments for one build: the spec's, then the cluster's
+// registry settings.
+func kanikoArgs(k buildkit.KanikoSpec, opts BuildOptions) []string {
+	args := append(k.Args(), "--cache=false", "--verbosity=warn",
+		"--push-retry="+strconv.Itoa(kanikoPushRetries), "--image-download-retry="+strconv.Itoa(kanikoPushRetries))
+	for _, r := range opts.InsecureRegistries {
+		args = append(args, "--insecure-registry="+r)
+	}
+	for _, m := range opts.RegistryMirrors {
+		args = append(args, "--registry-mirror="+m)
+	}
+	return args
 }
 
 // JobLabels select the run Jobs of a FunctionJob.

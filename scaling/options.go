@@ -16,7 +16,8 @@ type Options struct {
 	// InterceptorURL is the KEDA HTTP interceptor's proxy service, which dispatcher jobs and
 	// cron firings invoke through so KEDA also handles their cold starts.
 	InterceptorURL string
-	// SlessImage runs `sless dispatcher` in ScaledJob and CronJob pods.
+	// SlessImage runs `sless dispatcher` in ScaledJob and CronJob pods: the operator's own
+	// image, found from its pod when not given.
 	SlessImage string
 	// HistorySecret, when set, names a Secret (key "url") in the function's namespace with the
 	// PostgreSQL URL dispatcher pods record invocations to; optional in the pod.
@@ -32,10 +33,15 @@ type Options struct {
 // BuildOptions configures kaniko image builds. Build Jobs run in Namespace (the platform's
 // own), so tenants never see the registry or S3 credentials.
 type BuildOptions struct {
-	Namespace   string
+	Namespace string
+	// KanikoImage is the executor image, pinned by digest (DefaultKanikoImage).
 	KanikoImage string
 	// Registry is host[:port][/path]; images go to <Registry>/<namespace>/<name>:sha-<hash>.
 	Registry string
+	// InsecureRegistries are registries kaniko talks plain HTTP to (push and pull).
+	InsecureRegistries []string
+	// RegistryMirrors serve the Dockerfiles' Docker Hub base images (kaniko --registry-mirror).
+	RegistryMirrors []string
 	// RegistrySecret is a kubernetes.io/dockerconfigjson Secret in Namespace used to push.
 	RegistrySecret string
 	// Bucket, S3Endpoint and S3Region locate the build contexts; S3Secret holds
@@ -50,17 +56,22 @@ type BuildOptions struct {
 	MemoryMB int32
 }
 
+// DefaultKanikoImage is kaniko's last upstream release, pinned by the digest of its
+// multi-platform index. Upstream is archived; the maintained fork (chainguard-dev/kaniko)
+// publishes no free image, so a cluster that builds its own sets --kaniko-image
+// (docs/install.md).
+const DefaultKanikoImage = "gcr.io/kaniko-project/executor:v1.24.0@sha256:4e7a52dd1f14872430652bb3b027405b8dfd17c4538751c620ac005741ef9698"
+
 // DefaultOptions are the values `sless operator` starts from; flags override them.
 func DefaultOptions() Options {
 	return Options{
 		Domain:           rules.DefaultDomain,
 		GatewayURL:       "http://sless-gateway.sless-system:8080",
 		InterceptorURL:   "http://keda-add-ons-http-interceptor-proxy.keda:8080",
-		SlessImage:       "ghcr.io/sless-dev/sless:v0.1.0",
 		ColdStartTimeout: 2 * time.Minute,
 		Build: BuildOptions{
 			Namespace:   "sless-system",
-			KanikoImage: "gcr.io/kaniko-project/executor:v1.23.2",
+			KanikoImage: DefaultKanikoImage,
 			Registry:    "registry.sless-system:5000",
 			Bucket:      "sless",
 			S3Region:    "us-east-1",

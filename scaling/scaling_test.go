@@ -18,6 +18,7 @@ const sha = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 func testOptions() Options {
 	o := DefaultOptions()
+	o.SlessImage = "registry.example/sless:test"
 	o.Build.S3Endpoint = "http://s3.sless-system:7070"
 	o.Build.RegistrySecret = "registry-push"
 	o.HistorySecret = "sless-history"
@@ -380,6 +381,47 @@ func TestMakeBuildJob(t *testing.T) {
 	}
 	if j.Labels[LabelFunction] != "hello" || j.Labels[LabelFunctionNamespace] != "sless-abc" {
 		t.Errorf("labels = %v", j.Labels)
+	}
+
+	if c.Image != DefaultKanikoImage || !strings.Contains(c.Image, "@sha256:") {
+		t.Errorf("kaniko image %s, want the pinned default", c.Image)
+	}
+
+	registries := map[string]struct {
+		insecure, mirrors []string
+		want, absent      []string
+	}{
+		"defaults retry pushes and pulls, talk TLS and use Docker Hub": {
+			want:   []string{"--push-retry=3", "--image-download-retry=3", "--reproducible", "--cache=false"},
+			absent: []string{"--insecure-registry=", "--registry-mirror="},
+		},
+		"plain-HTTP registry and a mirror": {
+			insecure: []string{"registry.e2e:5000"}, mirrors: []string{"registry.e2e:5000", "mirror.example"},
+			want: []string{"--insecure-registry=registry.e2e:5000", "--registry-mirror=registry.e2e:5000", "--registry-mirror=mirror.example"},
+		},
+	}
+	for name, tc := range registries {
+		t.Run(name, func(t *testing.T) {
+			o := opts
+			o.InsecureRegistries, o.RegistryMirrors = tc.insecure, tc.mirrors
+			j, err := MakeBuildJob(target, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := j.Spec.Template.Spec.Containers[0].Args
+			for _, w := range tc.want {
+				if !hasArg(args, w) {
+					t.Errorf("args %v lack %s", args, w)
+				}
+			}
+			for _, a := range args {
+				for _, prefix := range tc.absent {
+					if strings.HasPrefix(a, prefix) {
+						t.Errorf("unexpected %s", a)
+					}
+				}
+			}
+		})
 	}
 
 	for name, bad := range map[string]BuildTarget{

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/go-logr/logr"
 	httpv1alpha1 "github.com/kedacore/http-add-on/operator/apis/http/v1alpha1"
@@ -45,15 +48,24 @@ func newOperatorCmd() *cobra.Command {
 				return err
 			}
 			log.SetLogger(logr.FromSlogHandler(logger.Handler()))
-			if err := opts.Validate(); err != nil {
-				return err
-			}
 			cfg, err := ctrl.GetConfig()
 			if err != nil {
 				return fmt.Errorf("kubernetes configuration: %w", err)
 			}
 			s, err := scheme.New()
 			if err != nil {
+				return err
+			}
+			if opts.SlessImage == "" {
+				c, err := client.New(cfg, client.Options{Scheme: s})
+				if err != nil {
+					return err
+				}
+				if opts.SlessImage, err = ownImage(cmd.Context(), c); err != nil {
+					return err
+				}
+			}
+			if err := opts.Validate(); err != nil {
 				return err
 			}
 			// Cache only what sless manages: the operator's memory stays flat however many
@@ -72,6 +84,8 @@ func newOperatorCmd() *cobra.Command {
 					&kedav1alpha1.ScaledJob{}: managed, &kedav1alpha1.TriggerAuthentication{}: managed,
 					// The add-on copies the HTTPScaledObject's labels onto the ScaledObject it generates.
 					&kedav1alpha1.ScaledObject{}: managed,
+					// Function and build pods carry the labels of their templates.
+					&corev1.Pod{}: managed,
 				}},
 			})
 			if err != nil {
@@ -104,12 +118,14 @@ func newOperatorCmd() *cobra.Command {
 	fs.StringVar(&opts.Domain, "domain", opts.Domain, "routing hosts are <name>.<namespace>.<domain>")
 	fs.StringVar(&opts.GatewayURL, "gateway-url", opts.GatewayURL, "external base URL of the gateway, for function URLs")
 	fs.StringVar(&opts.InterceptorURL, "interceptor-url", opts.InterceptorURL, "KEDA HTTP interceptor proxy that dispatcher jobs invoke through")
-	fs.StringVar(&opts.SlessImage, "sless-image", opts.SlessImage, "image of this binary, run by ScaledJobs and CronJobs")
+	fs.StringVar(&opts.SlessImage, "sless-image", opts.SlessImage, "image of this binary, run by ScaledJobs and CronJobs (default: the image of the operator's own pod, POD_NAME/POD_NAMESPACE)")
 	fs.StringVar(&opts.HistorySecret, "history-secret", opts.HistorySecret, "Secret (key url) in tenant namespaces with the PostgreSQL URL dispatcher pods record to")
 	fs.DurationVar(&opts.ColdStartTimeout, "cold-start-timeout", opts.ColdStartTimeout, "how long the interceptor holds a request for a function at zero")
 	fs.StringVar(&opts.ImagePullSecret, "image-pull-secret", opts.ImagePullSecret, "pull Secret attached to function pods")
 	fs.StringVar(&opts.Build.Namespace, "build-namespace", opts.Build.Namespace, "namespace kaniko build Jobs run in")
-	fs.StringVar(&opts.Build.KanikoImage, "kaniko-image", opts.Build.KanikoImage, "kaniko executor image")
+	fs.StringVar(&opts.Build.KanikoImage, "kaniko-image", opts.Build.KanikoImage, "kaniko executor image, pinned by digest")
+	fs.StringSliceVar(&opts.Build.InsecureRegistries, "kaniko-insecure-registry", nil, "registry host[:port] kaniko pushes to and pulls from over plain HTTP (repeatable)")
+	fs.StringSliceVar(&opts.Build.RegistryMirrors, "kaniko-registry-mirror", nil, "mirror of Docker Hub for the Dockerfiles' base images (repeatable)")
 	fs.StringVar(&opts.Build.Registry, "registry", opts.Build.Registry, "registry host[:port][/path] function images are pushed to")
 	fs.StringVar(&opts.Build.RegistrySecret, "registry-secret", opts.Build.RegistrySecret, "dockerconfigjson Secret in the build namespace used to push")
 	fs.StringVar(&opts.Build.S3Secret, "build-s3-secret", opts.Build.S3Secret, "Secret in the build namespace with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY for kaniko")
@@ -120,6 +136,21 @@ func newOperatorCmd() *cobra.Command {
 		opts.Build.Bucket, opts.Build.S3Endpoint, opts.Build.S3Region = store.s3.Bucket, store.s3.Endpoint, store.s3.Region
 	}
 	return cmd
+}
+
+// ownImage is the image of the operator's own pod (POD_NAME and POD_NAMESPACE from the
+// downward API): dispatcher pods run the same binary, so an install that pins the operator by
+// digest (kustomize images:, the Helm chart) pins them too.
+func ownImage(ctx context.Context, c client.Reader) (string, error) {
+	ns, name := os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")
+	if ns == "" || name == "" {
+		return "", errors.New("--sless-image is not set and POD_NAME/POD_NAMESPACE do not name the operator's pod: set one of them")
+	}
+	var pod corev1.Pod
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
+		return "", fmt.Errorf("reading the operator's pod %s/%s for its image (or set --sless-image): %w", ns, name, err)
+	}
+	return pod.Spec.Containers[0].Image, nil
 }
 
 // newLogger builds the JSON slog logger every long-running component uses.

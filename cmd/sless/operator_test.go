@@ -47,6 +47,16 @@ func TestOperatorCommand(t *testing.T) {
 		}
 	}
 
+	// Without --sless-image the operator takes its own pod's image for the dispatcher pods.
+	const selfImage = "registry.example/sless@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	self := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sless-operator-0", Namespace: "sless-system"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "operator", Image: selfImage}}}}
+	if err := env.Client.Create(ctx, self); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("POD_NAMESPACE", self.Namespace)
+	t.Setenv("POD_NAME", self.Name)
+
 	cmd := newOperatorCmd()
 	cmd.SetArgs([]string{"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0",
 		"--leader-election-namespace=sless-system", "--artifacts-dir=" + t.TempDir(), "--log-level=warn"})
@@ -90,6 +100,21 @@ func TestOperatorCommand(t *testing.T) {
 			t.Fatal("no deployment for a prebuilt function")
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	tick := &v1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "tick", Namespace: "tenant"},
+		Spec: v1.TriggerSpec{Type: v1.TriggerCron, FunctionRef: v1.LocalObjectReference{Name: "pre"}, Cron: &v1.CronSpec{Schedule: "* * * * *"}}}
+	if err := env.Client.Create(ctx, tick); err != nil {
+		t.Fatal(err)
+	}
+	cj := &batchv1.CronJob{}
+	for env.Client.Get(ctx, client.ObjectKey{Namespace: "tenant", Name: scaling.CronJobName("tick")}, cj) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no CronJob for the cron trigger")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if img := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image; img != selfImage {
+		t.Errorf("dispatcher image %s, want the operator's own %s", img, selfImage)
 	}
 	cancel()
 	select {

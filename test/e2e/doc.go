@@ -1,7 +1,9 @@
 // Package e2e runs sless end to end on the real KEDA operator and HTTP add-on: etcd,
 // kube-apiserver, kube-controller-manager, KEDA, the add-on's interceptor/scaler/operator,
-// the sless operator and gateway, versitygw, RabbitMQ and PostgreSQL, with one stand-in — a
-// process kubelet that runs each Pod's containers as local processes.
+// versitygw, RabbitMQ and PostgreSQL, a real OCI registry holding base-image stand-ins, the
+// real kaniko executor and the platform image (make image), and sless installed from
+// config/ with that image. The one stand-in is a process kubelet that pulls each Pod's images
+// and runs its containers from them, each in namespaces of its own (runtime_test.go).
 //
 // The test binary re-executes itself inside a private network and mount namespace (it must
 // run as root): the add-on binds 0.0.0.0 and components find each other by Service DNS names,

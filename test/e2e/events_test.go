@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,15 +21,15 @@ import (
 	"sless.dev/sless/gateway/api"
 )
 
-// recordingPython appends every event it gets to $E2E_OUT (one JSON line; small appends are
-// atomic) and fails on events asking for it.
-const recordingPython = `import json, os
+// recordingPython logs every event it gets (one write of one line on stdout, which its pod's
+// log keeps beside the wrapper's lines on stderr) and fails on events asking for it.
+const recordingPython = `import json, sys
 
 def handle(event, request=None):
     if event.get("fail"):
         raise RuntimeError("asked to fail")
-    with open(os.environ["E2E_OUT"], "a") as f:
-        f.write(json.dumps(event) + "\n")
+    sys.stdout.write("E2E-EVENT " + json.dumps(event) + "\n")
+    sys.stdout.flush()
     return {"ok": True}
 `
 
@@ -39,7 +40,7 @@ const amqpURL = "amqp://guest:guest@127.0.0.1:5672/"
 func tenantSecrets(t *testing.T, tn tenant) {
 	t.Helper()
 	for name, data := range map[string]map[string]string{
-		"broker": {"host": amqpURL}, "sless-history": {"url": g.dbURL},
+		"broker": {"host": strings.Replace(amqpURL, "127.0.0.1", nodeIP, 1)}, "sless-history": {"url": g.podDatabaseURL()},
 	} {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tn.ns}, StringData: data}
 		if err := g.client.Create(context.Background(), s); err != nil {
@@ -71,24 +72,27 @@ func queueDepth(t *testing.T, ch *amqp.Channel, q string) int {
 	return st.Messages
 }
 
-// readEvents counts the ids the function recorded.
-func readEvents(t *testing.T, path string) map[int]int {
+// readEvents counts the ids the function's pods logged.
+func readEvents(t *testing.T, ns, function string) map[int]int {
 	t.Helper()
 	seen := map[int]int{}
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return seen
-	}
+	logs, err := filepath.Glob(filepath.Join(g.dir, "pods", "*", ns+"_"+function+"-*.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var ev struct{ ID int }
-		if json.Unmarshal(sc.Bytes(), &ev) == nil {
-			seen[ev.ID]++
+	for _, path := range logs {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
 		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			var ev struct{ ID int }
+			if _, rest, ok := strings.Cut(sc.Text(), "E2E-EVENT "); ok && json.NewDecoder(strings.NewReader(rest)).Decode(&ev) == nil {
+				seen[ev.ID]++
+			}
+		}
+		f.Close()
 	}
 	return seen
 }
@@ -102,10 +106,7 @@ func TestEventTrigger(t *testing.T) {
 	tn := newTenant(t)
 	tenantSecrets(t, tn)
 	ctx := context.Background()
-	out := filepath.Join(t.TempDir(), "events.jsonl")
-	fields := helloFields(5)
-	fields.EnvVars = &map[string]string{"E2E_OUT": out}
-	deployFunction(t, tn, "consumer", fields, map[string]string{"handler.py": recordingPython})
+	deployFunction(t, tn, "consumer", helloFields(5), map[string]string{"handler.py": recordingPython})
 
 	ch := amqpChannel(t)
 	queue := "e2e-" + tn.ns
@@ -134,10 +135,10 @@ func TestEventTrigger(t *testing.T) {
 	}
 	const poison = 4
 	waitFor(t, 4*time.Minute, "every message handled", func() bool {
-		return len(readEvents(t, out)) == total-poison && queueDepth(t, ch, queue) == 0 && queueDepth(t, ch, dlq) == poison
+		return len(readEvents(t, tn.ns, "consumer")) == total-poison && queueDepth(t, ch, queue) == 0 && queueDepth(t, ch, dlq) == poison
 	})
 	t.Logf("%d messages: KEDA-started dispatcher jobs drained the queue in %s", total, time.Since(start).Round(time.Millisecond))
-	for id, n := range readEvents(t, out) {
+	for id, n := range readEvents(t, tn.ns, "consumer") {
 		if n != 1 || id%50 == 7 {
 			t.Errorf("message %d handled %d times", id, n)
 		}

@@ -13,7 +13,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/big"
 	"net"
@@ -23,10 +22,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -40,11 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"sless.dev/sless/apis/scheme"
-	v1 "sless.dev/sless/apis/v1alpha1"
-	"sless.dev/sless/buildkit"
-	"sless.dev/sless/gateway"
-	"sless.dev/sless/gateway/cluster"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/test/images"
 	"sless.dev/sless/test/testenv"
 )
 
@@ -67,14 +62,17 @@ const (
 	slessProbePort          = 19105
 	kcmPort                 = 19110
 	s3Port                  = 19200
+	apiServerPort           = 16443
 
-	slessImage  = "sless.e2e/sless:dev"
-	kanikoImage = "kaniko.e2e/executor:local"
-	registry    = "registry.e2e:5000"
-	bucket      = "sless"
-	s3Key       = "sless-e2e"
-	s3Secret    = "sless-e2e-secret"
-	hmacKey     = "e2e-signing-key-0123456789abcdef0123456789abcdef"
+	// The registry every image comes from: base-image stand-ins, kaniko, the platform image
+	// and the function images kaniko builds. Its name resolves through the hosts file.
+	registryIP   = "10.244.0.2"
+	registryName = "registry.e2e"
+	registry     = registryName + ":5000"
+	bucket       = "sless"
+	s3Key        = "sless-e2e"
+	s3Secret     = "sless-e2e-secret"
+	hmacKey      = "e2e-signing-key-0123456789abcdef0123456789abcdef"
 )
 
 // ground is the running test ground.
@@ -89,13 +87,15 @@ type ground struct {
 	cs         kubernetes.Interface
 	hosts      *hostsFile
 	marks      *timeline
-	store      buildkit.Store
 	dbURL      string
 	gatewayURL string
-	images     sync.Map // image reference → *buildkit.Artifact
-	procs      []*component
-	kubelet    *kubelet
-	stops      []func()
+	reg        *images.Registry
+	standIns   map[string]v1.Hash // stand-in name (library/python:3.11...) → digest
+	// platformImage and kanikoImage are references by digest in the registry.
+	platformImage, kanikoImage string
+	procs                      []*component
+	kubelet                    *kubelet
+	stops                      []func()
 }
 
 // component is a platform process (KEDA, the add-on, kube-controller-manager, ...).
@@ -157,7 +157,7 @@ func startGround(ctx context.Context, tools map[string]string, log *slog.Logger)
 		return nil, err
 	}
 	g := &ground{dir: dir, tools: tools, log: log, marks: newTimeline()}
-	for _, d := range []string{"logs", "pods", "builds", "keda-certs", "s3"} {
+	for _, d := range []string{"logs", "pods", "runtime", "keda-certs", "s3"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return g, err
 		}
@@ -166,20 +166,20 @@ func startGround(ctx context.Context, tools map[string]string, log *slog.Logger)
 	if err := enterNamespace(ctx, g.hosts.path); err != nil {
 		return g, err
 	}
-	if err := addAddress(nodeIP); err != nil {
+	if err := addAddress(registryIP); err != nil {
 		return g, err
 	}
 	steps := []struct {
 		name string
 		fn   func(context.Context) error
 	}{
+		{"registry and images", g.startRegistry},
 		{"control plane", g.startControlPlane},
 		{"kubelet and services", g.startNode},
 		{"kube-controller-manager", g.startControllerManager},
 		{"KEDA and the HTTP add-on", g.startKEDA},
 		{"S3 and PostgreSQL", g.startStorage},
-		{"sless operator", g.startOperator},
-		{"gateway", g.startGateway},
+		{"sless from config/ (operator, gateway)", g.installSless},
 	}
 	for _, s := range steps {
 		start := time.Now()
@@ -227,6 +227,8 @@ func (g *ground) startControlPlane(ctx context.Context) error {
 	g.env = &envtest.Environment{BinaryAssetsDirectory: g.tools["envtest"], CRDDirectoryPaths: crds, ErrorIfCRDPathMissing: true,
 		ControlPlaneStopTimeout: time.Minute} // the API server drains for a while after SIGTERM
 	api := g.env.ControlPlane.GetAPIServer()
+	// Pods reach the API server from their own network namespaces, at the node's address.
+	api.SecureServing.ListenAddr = envtest.ListenAddr{Address: nodeIP, Port: strconv.Itoa(apiServerPort)}
 	// The namespace has no default route to take an advertise address from, and 1.37
 	// refuses loopback with the default endpoint reconciler.
 	api.Configure().Set("advertise-address", nodeIP).Set("endpoint-reconciler-type", "none")
@@ -273,7 +275,13 @@ func (g *ground) startNode(ctx context.Context) error {
 	if _, err := startServices(ctx, g.cs, g.hosts, g.log); err != nil {
 		return err
 	}
-	g.kubelet = newKubelet(g.cs, filepath.Join(g.dir, "pods"), g.runImage, g.marks, g.log)
+	resolv := filepath.Join(g.dir, "resolv.conf")
+	// No cluster DNS: names come from the hosts file, and a lookup past it fails at once.
+	if err := os.WriteFile(resolv, []byte("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"), 0o644); err != nil {
+		return err
+	}
+	env := nodeEnv{hosts: g.hosts, resolvConf: resolv, apiHost: nodeIP, apiPort: strconv.Itoa(apiServerPort), apiCA: g.cfg.CAData}
+	g.kubelet = newKubelet(g.cs, filepath.Join(g.dir, "pods"), newRuntime(filepath.Join(g.dir, "runtime")), env, g.marks, g.log)
 	return g.kubelet.start(ctx)
 }
 
@@ -364,7 +372,7 @@ func (g *ground) startKEDA(ctx context.Context) error {
 }
 
 func (g *ground) startStorage(ctx context.Context) error {
-	addr := "127.0.0.1:" + strconv.Itoa(s3Port)
+	addr := nodeIP + ":" + strconv.Itoa(s3Port)
 	err := g.spawn("versitygw", []string{"ROOT_ACCESS_KEY_ID=" + s3Key, "ROOT_SECRET_ACCESS_KEY=" + s3Secret, "VGW_REGION=us-east-1"},
 		g.tools["versitygw"], "--port", addr, "--quiet", "posix", filepath.Join(g.dir, "s3"))
 	if err != nil {
@@ -373,148 +381,12 @@ func (g *ground) startStorage(ctx context.Context) error {
 	if err := g.waitTCP(ctx, addr, 30*time.Second); err != nil {
 		return err
 	}
-	store, err := buildkit.NewS3Store(buildkit.S3Config{Endpoint: "http://" + addr, AccessKey: s3Key, SecretKey: s3Secret, Bucket: bucket})
-	if err != nil {
-		return err
-	}
-	if err := store.EnsureBucket(ctx); err != nil {
-		return err
-	}
-	g.store = store
 	g.dbURL, err = newDatabase(ctx)
 	if err != nil {
 		return err
 	}
 	g.stops = append(g.stops, func() { dropDatabase(g.dbURL) })
 	return nil
-}
-
-func (g *ground) startOperator(ctx context.Context) error {
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sless-s3", Namespace: "sless-system"},
-		StringData: map[string]string{"AWS_ACCESS_KEY_ID": s3Key, "AWS_SECRET_ACCESS_KEY": s3Secret}}
-	if err := g.client.Create(ctx, secret); err != nil {
-		return err
-	}
-	err := g.spawn("sless-operator", []string{"AWS_ACCESS_KEY_ID=" + s3Key, "AWS_SECRET_ACCESS_KEY=" + s3Secret},
-		g.tools["sless"], "operator", "--leader-elect=false", "--metrics-bind-address=0",
-		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(slessProbePort),
-		"--interceptor-url=http://keda-add-ons-http-interceptor-proxy.keda:"+strconv.Itoa(interceptorProxySvcPort),
-		"--sless-image="+slessImage, "--kaniko-image="+kanikoImage, "--registry="+registry,
-		"--s3-endpoint=http://127.0.0.1:"+strconv.Itoa(s3Port), "--s3-bucket="+bucket,
-		"--history-secret=sless-history", "--build-timeout=5m")
-	if err != nil {
-		return err
-	}
-	return g.waitHealthy(ctx, "http://127.0.0.1:"+strconv.Itoa(slessProbePort)+"/readyz", 60*time.Second)
-}
-
-func (g *ground) startGateway(ctx context.Context) error {
-	if _, err := gateway.SetupTracing(ctx, "sless-e2e-gateway"); err != nil {
-		return err
-	}
-	b, err := cluster.New(ctx, g.cfg, cluster.Options{InterceptorURL: "http://127.0.0.1:" + strconv.Itoa(interceptorProxyPort), Logger: g.log})
-	if err != nil {
-		return err
-	}
-	h, err := history.OpenPostgres(g.dbURL, history.PostgresOptions{FlushInterval: 50 * time.Millisecond, WriteTimeout: 2 * time.Second, Logger: g.log})
-	if err != nil {
-		return err
-	}
-	g.stops = append(g.stops, func() {
-		c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		_ = h.Close(c)
-	})
-	auth, err := gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: []byte(hmacKey)})
-	if err != nil {
-		return err
-	}
-	srv, err := gateway.New(gateway.Config{Backend: b, Auth: auth, Sources: buildkit.Artifacts{Store: g.store},
-		Recorder: h, History: h, Logger: g.log})
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	g.stops = append(g.stops, func() { _ = hs.Close() })
-	g.gatewayURL = "http://" + ln.Addr().String()
-	return nil
-}
-
-// runImage maps an image reference to what runs it on this machine.
-func (g *ground) runImage(ctx context.Context, pod *corev1.Pod, c *corev1.Container, env []string, logf *os.File) (container, error) {
-	switch c.Image {
-	case slessImage:
-		return startProcess(append(append([]string{g.tools["sless"]}, c.Command...), c.Args...), "", env, logf)
-	case kanikoImage:
-		return startTask(ctx, func(ctx context.Context) int { return g.kaniko(ctx, c.Args, logf) }), nil
-	}
-	v, ok := g.images.Load(c.Image)
-	if !ok {
-		return nil, fmt.Errorf("image %s was never built on this ground (ErrImagePull)", c.Image)
-	}
-	art := v.(*buildkit.Artifact)
-	return startProcess(append(append([]string{}, art.Command...), c.Args...), art.Dir, append(append([]string{}, art.Env...), env...), logf)
-}
-
-// kaniko stands in for the kaniko executor: the same context from the same bucket, built by
-// buildkit's local build, the result registered under the destination image reference.
-func (g *ground) kaniko(ctx context.Context, args []string, logf io.Writer) int {
-	fail := func(err error) int { fmt.Fprintln(logf, "error building image:", err); return 1 }
-	var ctxURL, dest string
-	for _, a := range args {
-		if v, ok := strings.CutPrefix(a, "--context="); ok {
-			ctxURL = v
-		}
-		if v, ok := strings.CutPrefix(a, "--destination="); ok {
-			dest = v
-		}
-	}
-	key, ok := strings.CutPrefix(ctxURL, "s3://"+bucket+"/")
-	if !ok || dest == "" {
-		return fail(fmt.Errorf("want --context=s3://%s/... and --destination, got %q", bucket, args))
-	}
-	// <registry>/<ns>/<name>:<tag>: the runtime is the Function's (kaniko reads it from
-	// the Dockerfile's FROM; the local build needs it by name).
-	repo, _, _ := strings.Cut(strings.TrimPrefix(dest, registry+"/"), ":")
-	ns, name, _ := strings.Cut(repo, "/")
-	runtime, err := g.runtimeOf(ctx, ns, name)
-	if err != nil {
-		return fail(err)
-	}
-	rc, err := g.store.Get(ctx, key)
-	if err != nil {
-		return fail(err)
-	}
-	data, err := io.ReadAll(rc)
-	rc.Close()
-	if err != nil {
-		return fail(err)
-	}
-	b := buildkit.LocalBuilder{Logger: slog.New(slog.NewTextHandler(logf, nil))}
-	art, err := b.Build(ctx, data, runtime, filepath.Join(g.dir, "builds", strings.NewReplacer("/", "_", ":", "_").Replace(dest)))
-	if err != nil {
-		return fail(err)
-	}
-	g.images.Store(dest, art)
-	fmt.Fprintln(logf, "pushed", dest)
-	return 0
-}
-
-func (g *ground) runtimeOf(ctx context.Context, ns, name string) (string, error) {
-	var fn v1.Function
-	if err := g.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &fn); err == nil {
-		return string(fn.Spec.Runtime), nil
-	}
-	var fj v1.FunctionJob
-	if err := g.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &fj); err != nil {
-		return "", fmt.Errorf("no Function or FunctionJob %s/%s to build for: %w", ns, name, err)
-	}
-	return string(fj.Spec.Runtime), nil
 }
 
 func (g *ground) waitHealthy(ctx context.Context, url string, within time.Duration) error {

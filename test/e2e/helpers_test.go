@@ -85,26 +85,47 @@ func zipOf(t *testing.T, files map[string]string) []byte {
 // it is Ready, with KEDA's ScaledObject for it in place.
 func deployFunction(t *testing.T, tn tenant, name string, fields api.FunctionFields, files map[string]string) api.Function {
 	t.Helper()
+	createAndUpload(t, tn, name, fields, files)
+	fn := waitReady(t, tn, name)
+	waitServiceResolvable(t, tn, name)
+	return fn
+}
+
+// createAndUpload creates a function through the REST API and uploads its code.
+func createAndUpload(t *testing.T, tn tenant, name string, fields api.FunctionFields, files map[string]string) {
+	t.Helper()
 	ctx := context.Background()
 	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: name, FunctionFields: fields}); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	if _, err := tn.c.UploadSource(ctx, tn.ns, name, bytes.NewReader(zipOf(t, files))); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waitReady waits until the function is Ready (built by kaniko, deployed), failing at once
+// when it fails.
+func waitReady(t *testing.T, tn tenant, name string) api.Function {
+	t.Helper()
+	start := time.Now()
 	var fn api.Function
-	waitFor(t, 3*time.Minute, "function "+name+" Ready", func() bool {
+	waitFor(t, 5*time.Minute, "function "+name+" Ready", func() bool {
 		var err error
-		fn, err = tn.c.GetFunction(ctx, tn.ns, name)
+		fn, err = tn.c.GetFunction(context.Background(), tn.ns, name)
 		if err == nil && fn.Status.Phase == "Failed" {
 			t.Fatalf("function %s failed: %s", name, fn.Status.Message)
 		}
 		return err == nil && fn.Status.Ready
 	})
-	t.Logf("%s: upload → Ready (build through the kaniko stand-in) in %s", name, time.Since(start).Round(time.Millisecond))
-	// The add-on turns the HTTPScaledObject into a ScaledObject, which KEDA must have taken
-	// up (Ready condition) before a request can wake the function.
+	t.Logf("%s: Ready (kaniko build) after %s more", name, time.Since(start).Round(time.Millisecond))
+	return fn
+}
+
+// waitServiceResolvable waits until a request can wake the function: KEDA has taken up the
+// ScaledObject the add-on made from its HTTPScaledObject, and its Service name resolves.
+func waitServiceResolvable(t *testing.T, tn tenant, name string) {
+	t.Helper()
+	ctx := context.Background()
 	waitFor(t, time.Minute, "KEDA ScaledObject for "+name+" ready", func() bool {
 		var so kedav1alpha1.ScaledObject
 		if err := g.client.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: name}, &so); err != nil {
@@ -120,7 +141,6 @@ func deployFunction(t *testing.T, tn tenant, name string, fields api.FunctionFie
 		t.Fatal(err)
 	}
 	time.Sleep(time.Until(svc.CreationTimestamp.Add(7 * time.Second)))
-	return fn
 }
 
 // invoke sends one request through the gateway's /fn/ route.

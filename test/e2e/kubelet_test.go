@@ -9,13 +9,12 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -28,27 +27,16 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// container is one running container of a pod: a process, or for the kaniko image a build
-// run in the harness itself.
-type container interface {
-	// wait blocks until the container ends and returns its exit code.
-	wait() int
-	// stop asks the container to end and kills it after grace.
-	stop(grace time.Duration)
-}
-
-// imageRunner starts a container of image for pod; the harness maps image references to
-// programs (function artifacts, the sless binary, the local build standing in for kaniko).
-type imageRunner func(ctx context.Context, pod *corev1.Pod, c *corev1.Container, env []string, logf *os.File) (container, error)
-
 // kubelet is the one stand-in on the test ground: it schedules pods onto its node (there is
-// no kube-scheduler), runs their containers as local processes each with its own address on
-// lo, probes readiness, and writes pod status the way the real kubelet does, so Deployments,
+// no kube-scheduler), pulls each container's image from the registry and runs it from the
+// image's filesystem in a network namespace of the pod's own (runtime_test.go), probes
+// readiness, and writes pod status the way the real kubelet does, so Deployments,
 // ReplicaSets, EndpointSlices, Jobs, KEDA and the interceptor see real pod lifecycles.
 type kubelet struct {
 	cs     kubernetes.Interface
 	node   string
-	run    imageRunner
+	rt     *runtime
+	env    nodeEnv
 	dir    string
 	log    *slog.Logger
 	marks  *timeline
@@ -57,18 +45,35 @@ type kubelet struct {
 	nextIP int
 }
 
+// nodeEnv is what every container gets from the node: the cluster's hosts file (its DNS
+// here; the kubelet adds each pod's own name), a resolv.conf with no server to wait for, and
+// the API server's address and CA for in-cluster clients.
+type nodeEnv struct {
+	hosts            *hostsFile
+	resolvConf       string
+	apiHost, apiPort string
+	apiCA            []byte
+}
+
 type podRun struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	stopMu sync.Mutex
-	c      container
+	c      *imageProcess
 	grace  time.Duration
 }
 
 const nodeIP = "10.244.0.1"
 
-func newKubelet(cs kubernetes.Interface, dir string, run imageRunner, marks *timeline, log *slog.Logger) *kubelet {
-	return &kubelet{cs: cs, node: "e2e-node", run: run, dir: dir, log: log.With("component", "kubelet"), marks: marks,
+// Image pull back-off: the kubelet's doubles from 10 s to 5 min; shorter here so a test sees
+// a registry come back within seconds.
+const (
+	pullBackoff    = time.Second
+	maxPullBackoff = 8 * time.Second
+)
+
+func newKubelet(cs kubernetes.Interface, dir string, rt *runtime, env nodeEnv, marks *timeline, log *slog.Logger) *kubelet {
+	return &kubelet{cs: cs, node: "e2e-node", rt: rt, env: env, dir: dir, log: log.With("component", "kubelet"), marks: marks,
 		pods: map[types.UID]*podRun{}, nextIP: 10}
 }
 
@@ -208,7 +213,7 @@ func (k *kubelet) allocIP() (string, error) {
 	ip := fmt.Sprintf("10.244.%d.%d", 1+k.nextIP/250, 1+k.nextIP%250)
 	k.nextIP++
 	k.mu.Unlock()
-	return ip, addAddress(ip)
+	return ip, nil
 }
 
 // runPod runs the pod's single container (sless renders no multi-container pods), restarting
@@ -249,8 +254,13 @@ func (k *kubelet) runPod(ctx context.Context, p *corev1.Pod, r *podRun) {
 		k.setStatus(ctx, p, func(st *corev1.PodStatus) {
 			st.Phase = phase
 			setPodReady(st, false)
-			st.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, ImageID: c.Image, RestartCount: restarts,
-				State: corev1.ContainerState{Terminated: term}}}
+			cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, RestartCount: restarts, State: corev1.ContainerState{Terminated: term}}
+			if !never { // waiting to be restarted, as the kubelet reports a crashing container
+				cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+					Message: fmt.Sprintf("back-off restarting failed container %s (exit code %d)", c.Name, exit)}}
+				cs.LastTerminationState = corev1.ContainerState{Terminated: term}
+			}
+			st.ContainerStatuses = []corev1.ContainerStatus{cs}
 		})
 		log.Info("container exited", "exit", exit, "restartPolicy", p.Spec.RestartPolicy)
 		if never {
@@ -268,24 +278,27 @@ func (k *kubelet) runPod(ctx context.Context, p *corev1.Pod, r *podRun) {
 // runContainer starts c once and returns its exit code, termination message and start time.
 func (k *kubelet) runContainer(ctx context.Context, p *corev1.Pod, c *corev1.Container, ip, dir string, restarts int32, r *podRun) (int, string, metav1.Time) {
 	key := p.Namespace + "/" + p.Name
-	termPath := filepath.Join(dir, "termination-log")
-	_ = os.Remove(termPath)
-	env, err := k.containerEnv(ctx, p, c, ip, termPath)
-	var run container
-	logf, ferr := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.log", c.Name, restarts)))
-	if ferr != nil {
-		err = errors.Join(err, ferr)
+	img, ok := k.pullWithBackoff(ctx, p, c, restarts)
+	if !ok {
+		return 1, "", metav1.Now()
 	}
+	termPath := filepath.Join(dir, "termination-log")
+	logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s_%s_%s-%d.log", p.Namespace, p.Name, c.Name, restarts)))
+	var spec containerSpec
 	if err == nil {
 		defer logf.Close()
-		run, err = k.run(ctx, p, c, env, logf)
+		spec, err = k.containerSpec(ctx, p, c, img, ip, dir, termPath)
+	}
+	var run *imageProcess
+	if err == nil {
+		run, err = k.rt.start(spec, ip, logf)
 	}
 	if err != nil {
 		k.log.Warn("container cannot start", "pod", key, "err", err)
 		k.setStatus(ctx, p, func(st *corev1.PodStatus) {
 			st.Phase = corev1.PodPending
-			st.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, RestartCount: restarts,
-				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerError", Message: err.Error()}}}}
+			st.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, ImageID: img.ref, RestartCount: restarts,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: err.Error()}}}}
 		})
 		<-ctx.Done()
 		return 1, err.Error(), metav1.Now()
@@ -308,7 +321,7 @@ func (k *kubelet) runContainer(ctx context.Context, p *corev1.Pod, c *corev1.Con
 		setCondition(st, corev1.PodScheduled, true)
 		setCondition(st, corev1.PodInitialized, true)
 		setPodReady(st, ready)
-		st.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, ImageID: c.Image, RestartCount: restarts, Ready: ready,
+		st.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, ImageID: img.ref, RestartCount: restarts, Ready: ready,
 			Started: ptr.To(true), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}
 	})
 	exited := make(chan int, 1)
@@ -320,6 +333,163 @@ func (k *kubelet) runContainer(ctx context.Context, p *corev1.Pod, c *corev1.Con
 	exit := <-exited
 	stopProbe()
 	return exit, terminationMessage(c, termPath, logf.Name(), exit), started
+}
+
+// pullWithBackoff makes c's image present, reporting ErrImagePull and then ImagePullBackOff
+// in the pod's status while the registry refuses, and retrying with a doubling delay. It
+// returns false when the pod went away first.
+func (k *kubelet) pullWithBackoff(ctx context.Context, p *corev1.Pod, c *corev1.Container, restarts int32) (*pulledImage, bool) {
+	key := p.Namespace + "/" + p.Name
+	k.marks.mark(key, "pulling", time.Now())
+	wait := pullBackoff
+	for {
+		img, fetched, err := k.rt.pull(ctx, c.Image)
+		if err == nil {
+			k.marks.mark(key, "pulled", time.Now())
+			if fetched {
+				k.marks.mark(key, "fetched", time.Now())
+			}
+			return img, true
+		}
+		if ctx.Err() != nil {
+			return nil, false
+		}
+		k.log.Warn("image pull failed", "pod", key, "image", c.Image, "err", err)
+		for _, reason := range []string{"ErrImagePull", "ImagePullBackOff"} {
+			k.setStatus(ctx, p, func(st *corev1.PodStatus) {
+				st.Phase = corev1.PodPending
+				st.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, RestartCount: restarts,
+					State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: err.Error()}}}}
+			})
+			select {
+			case <-ctx.Done():
+				return nil, false
+			case <-time.After(wait / 2):
+			}
+		}
+		wait = min(2*wait, maxPullBackoff)
+	}
+}
+
+// containerSpec resolves what runs: the image's user unless the pod's security context
+// says otherwise (and never root under runAsNonRoot), the image's environment overridden by
+// the container's, the image's or container's working directory and command, and the
+// kubelet's mounts (hosts file, termination log, service account token).
+func (k *kubelet) containerSpec(ctx context.Context, p *corev1.Pod, c *corev1.Container, img *pulledImage, ip, dir, termPath string) (containerSpec, error) {
+	if len(c.VolumeMounts) > 0 {
+		// Loudly: a build Job's registry credentials, say, must not silently go missing.
+		return containerSpec{}, fmt.Errorf("volume mounts are not supported by the e2e kubelet (%s)", c.VolumeMounts[0].Name)
+	}
+	uid, gid, err := imageUser(img.config.User)
+	if err != nil {
+		return containerSpec{}, err
+	}
+	var groups []int
+	nonRoot := false
+	for _, sc := range []*corev1.SecurityContext{podSecurity(p), c.SecurityContext} {
+		if sc == nil {
+			continue
+		}
+		if sc.RunAsUser != nil {
+			uid = int(*sc.RunAsUser)
+		}
+		if sc.RunAsGroup != nil {
+			gid = int(*sc.RunAsGroup)
+		}
+		nonRoot = nonRoot || ptr.Deref(sc.RunAsNonRoot, false)
+	}
+	if nonRoot && uid == 0 {
+		return containerSpec{}, errors.New("container has runAsNonRoot and image will run as root")
+	}
+	if psc := p.Spec.SecurityContext; psc != nil {
+		if psc.FSGroup != nil {
+			groups = append(groups, int(*psc.FSGroup))
+		}
+		for _, g := range psc.SupplementalGroups {
+			groups = append(groups, int(g))
+		}
+	}
+	env, err := k.containerEnv(ctx, p, c, img.config.Env)
+	if err != nil {
+		return containerSpec{}, err
+	}
+	vals := map[string]string{}
+	for _, kv := range env {
+		n, v, _ := strings.Cut(kv, "=")
+		vals[n] = v
+	}
+	args, err := argv(c.Command, c.Args, img.config, vals)
+	if err != nil {
+		return containerSpec{}, err
+	}
+	workdir := c.WorkingDir
+	if workdir == "" {
+		workdir = img.config.WorkingDir
+	}
+	if workdir == "" {
+		workdir = "/"
+	}
+	if err := os.WriteFile(termPath, nil, 0o666); err != nil {
+		return containerSpec{}, err
+	}
+	_ = os.Chmod(termPath, 0o666) // writable by the container's user, whoever it is
+	msgPath := c.TerminationMessagePath
+	if msgPath == "" {
+		msgPath = corev1.TerminationMessagePathDefault
+	}
+	// As the kubelet's /etc/hosts, the pod's own name resolves to its address.
+	if err := k.env.hosts.set(ip, p.Name); err != nil {
+		return containerSpec{}, err
+	}
+	mounts := []bindMount{{Source: k.env.hosts.path, Target: "/etc/hosts", ReadOnly: true},
+		{Source: k.env.resolvConf, Target: "/etc/resolv.conf", ReadOnly: true}, {Source: termPath, Target: msgPath}}
+	if sa, err := k.serviceAccount(ctx, p, dir); err != nil {
+		return containerSpec{}, err
+	} else if sa != "" {
+		mounts = append(mounts, bindMount{Source: sa, Target: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true})
+	}
+	return containerSpec{Lower: img.rootfs, Argv: args, Env: env, UID: uid, GID: gid, Groups: groups, Dir: workdir,
+		Hostname: p.Name, ReadOnlyRoot: c.SecurityContext != nil && ptr.Deref(c.SecurityContext.ReadOnlyRootFilesystem, false),
+		Mounts: mounts}, nil
+}
+
+// podSecurity is the part of the pod's security context a container's may override.
+func podSecurity(p *corev1.Pod) *corev1.SecurityContext {
+	psc := p.Spec.SecurityContext
+	if psc == nil {
+		return nil
+	}
+	return &corev1.SecurityContext{RunAsUser: psc.RunAsUser, RunAsGroup: psc.RunAsGroup, RunAsNonRoot: psc.RunAsNonRoot}
+}
+
+// serviceAccount writes the pod's projected service account token (TokenRequest, bound to
+// the pod), the API server's CA and the namespace, unless the pod opts out; it returns the
+// directory to mount, or "".
+func (k *kubelet) serviceAccount(ctx context.Context, p *corev1.Pod, dir string) (string, error) {
+	if !ptr.Deref(p.Spec.AutomountServiceAccountToken, true) {
+		return "", nil
+	}
+	sa := p.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	tr, err := k.cs.CoreV1().ServiceAccounts(p.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: ptr.To(int64(3600)),
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("token for service account %s/%s: %w", p.Namespace, sa, err)
+	}
+	out := filepath.Join(dir, "serviceaccount")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return "", err
+	}
+	for name, data := range map[string][]byte{"token": []byte(tr.Status.Token), "ca.crt": k.env.apiCA, "namespace": []byte(p.Namespace)} {
+		if err := os.WriteFile(filepath.Join(out, name), data, 0o644); err != nil {
+			return "", err
+		}
+	}
+	return out, nil
 }
 
 // probe runs c's HTTP readiness probe like the kubelet: the first probe right away, then
@@ -377,11 +547,10 @@ func (k *kubelet) probe(ctx context.Context, p *corev1.Pod, c *corev1.Container,
 	}
 }
 
-// containerEnv resolves the container's environment the way the kubelet does (literal
-// values, Secret and ConfigMap references, the downward API) and maps in-pod facts onto
-// this machine: a wildcard listen address becomes the pod's own address, the termination
-// log path the pod's own file.
-func (k *kubelet) containerEnv(ctx context.Context, p *corev1.Pod, c *corev1.Container, ip, termPath string) ([]string, error) {
+// containerEnv resolves the container's environment the way the kubelet does: the image's,
+// then envFrom (Secrets, ConfigMaps), then env (literal values, references, the downward
+// API), later names overriding earlier ones; plus HOSTNAME and the API server's address.
+func (k *kubelet) containerEnv(ctx context.Context, p *corev1.Pod, c *corev1.Container, image []string) ([]string, error) {
 	vals := map[string]string{}
 	var order []string
 	set := func(n, v string) {
@@ -390,23 +559,24 @@ func (k *kubelet) containerEnv(ctx context.Context, p *corev1.Pod, c *corev1.Con
 		}
 		vals[n] = v
 	}
+	for _, kv := range image {
+		n, v, _ := strings.Cut(kv, "=")
+		set(n, v)
+	}
+	set("HOSTNAME", p.Name)
+	set("KUBERNETES_SERVICE_HOST", k.env.apiHost)
+	set("KUBERNETES_SERVICE_PORT", k.env.apiPort)
 	for _, ef := range c.EnvFrom {
-		if ef.SecretRef == nil {
-			continue
-		}
-		s, err := k.cs.CoreV1().Secrets(p.Namespace).Get(ctx, ef.SecretRef.Name, metav1.GetOptions{})
+		data, err := k.envSource(ctx, p.Namespace, ef)
 		if err != nil {
-			if apierrors.IsNotFound(err) && ptr.Deref(ef.SecretRef.Optional, false) {
-				continue
-			}
-			return nil, fmt.Errorf("secret %s for envFrom: %w", ef.SecretRef.Name, err)
+			return nil, err
 		}
-		for kk, v := range s.Data {
-			set(ef.Prefix+kk, string(v))
+		for kk, v := range data {
+			set(ef.Prefix+kk, v)
 		}
 	}
 	for _, e := range c.Env {
-		v, skip, err := k.envValue(ctx, p, e, ip)
+		v, skip, err := k.envValue(ctx, p, e)
 		if err != nil {
 			return nil, fmt.Errorf("env %s: %w", e.Name, err)
 		}
@@ -414,26 +584,45 @@ func (k *kubelet) containerEnv(ctx context.Context, p *corev1.Pod, c *corev1.Con
 			set(e.Name, v)
 		}
 	}
-	path := c.TerminationMessagePath
-	if path == "" {
-		path = corev1.TerminationMessagePathDefault
-	}
-	// A container sees only its spec's environment; PATH and HOME stand in for the image's.
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "HOSTNAME=" + p.Name}
+	env := make([]string, 0, len(order))
 	for _, n := range order {
-		v := vals[n]
-		switch {
-		case v == "0.0.0.0":
-			v = ip
-		case v == path:
-			v = termPath
-		}
-		env = append(env, n+"="+v)
+		env = append(env, n+"="+vals[n])
 	}
 	return env, nil
 }
 
-func (k *kubelet) envValue(ctx context.Context, p *corev1.Pod, e corev1.EnvVar, ip string) (string, bool, error) {
+// envSource reads the Secret or ConfigMap of one envFrom entry (nil when optional and
+// missing).
+func (k *kubelet) envSource(ctx context.Context, ns string, ef corev1.EnvFromSource) (map[string]string, error) {
+	out := map[string]string{}
+	switch {
+	case ef.SecretRef != nil:
+		s, err := k.cs.CoreV1().Secrets(ns).Get(ctx, ef.SecretRef.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) && ptr.Deref(ef.SecretRef.Optional, false) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("secret %s for envFrom: %w", ef.SecretRef.Name, err)
+		}
+		for kk, v := range s.Data {
+			out[kk] = string(v)
+		}
+	case ef.ConfigMapRef != nil:
+		cm, err := k.cs.CoreV1().ConfigMaps(ns).Get(ctx, ef.ConfigMapRef.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) && ptr.Deref(ef.ConfigMapRef.Optional, false) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("config map %s for envFrom: %w", ef.ConfigMapRef.Name, err)
+		}
+		for kk, v := range cm.Data {
+			out[kk] = v
+		}
+	}
+	return out, nil
+}
+
+func (k *kubelet) envValue(ctx context.Context, p *corev1.Pod, e corev1.EnvVar) (string, bool, error) {
 	src := e.ValueFrom
 	switch {
 	case src == nil:
@@ -458,8 +647,6 @@ func (k *kubelet) envValue(ctx context.Context, p *corev1.Pod, e corev1.EnvVar, 
 			return p.Name, false, nil
 		case "metadata.namespace":
 			return p.Namespace, false, nil
-		case "status.podIP":
-			return ip, false, nil
 		}
 		return "", false, fmt.Errorf("field %s is not supported by the e2e kubelet", src.FieldRef.FieldPath)
 	}
@@ -528,64 +715,3 @@ func setPodReady(st *corev1.PodStatus, ok bool) {
 		st.ContainerStatuses[i].Ready = ok
 	}
 }
-
-// process is a container run as a local process in its own process group.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	code int
-}
-
-func startProcess(argv []string, dir string, env []string, logf *os.File) (*process, error) {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
-	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		err := cmd.Wait()
-		p.code = cmd.ProcessState.ExitCode()
-		if err != nil && p.code == 0 {
-			p.code = 1
-		}
-		if p.code < 0 { // killed by a signal: report 128+signal like a container runtime
-			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
-				p.code = 128 + int(ws.Signal())
-			}
-		}
-		close(p.done)
-	}()
-	return p, nil
-}
-
-func (p *process) wait() int { <-p.done; return p.code }
-
-func (p *process) stop(grace time.Duration) {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
-}
-
-// task is a container run inside the harness (the kaniko stand-in).
-type task struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	code   int
-}
-
-func startTask(ctx context.Context, fn func(context.Context) int) *task {
-	ctx, cancel := context.WithCancel(ctx)
-	t := &task{cancel: cancel, done: make(chan struct{})}
-	go func() { t.code = fn(ctx); close(t.done) }()
-	return t
-}
-
-func (t *task) wait() int { <-t.done; return t.code }
-
-func (t *task) stop(time.Duration) { t.cancel(); <-t.done }

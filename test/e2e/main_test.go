@@ -3,14 +3,12 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +19,9 @@ import (
 var g *ground
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envContainer) != "" { // this binary is a container's init (runtime_test.go)
+		containerInit()
+	}
 	if os.Getenv(envInside) == "" {
 		tools, err := buildTools()
 		if err != nil {
@@ -54,16 +55,28 @@ func runInside(m *testing.M) int {
 		return 1
 	}
 	log.Info("ground ready", "took", time.Since(start).Round(time.Millisecond))
+	watch, err := plantCanary()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 	code := m.Run()
+	if err := watch.check(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		code = 1
+	}
 	if code != 0 {
 		dumpLogs(g.dir)
 	}
 	return code
 }
 
-// dumpLogs prints the tail of every component log, so a failure in CI explains itself.
+// dumpLogs prints the tail of every component log and of the platform's pods, so a failure
+// in CI explains itself.
 func dumpLogs(dir string) {
 	files, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
+	pods, _ := filepath.Glob(filepath.Join(dir, "pods", "*", "sless-system_*.log"))
+	files = append(files, pods...)
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -73,39 +86,33 @@ func dumpLogs(dir string) {
 	}
 }
 
-// buildTools builds or finds every binary the ground runs (cached under
-// ~/.cache/sless-tools by the repository's scripts) and the sless binary itself.
+// buildTools builds or finds every binary and image stand-in the ground runs (cached under
+// ~/.cache/sless-tools by the repository's scripts) and the sless binary itself, on the host
+// network: inside the namespace there is no module proxy.
 func buildTools() (map[string]string, error) {
 	root := testenv.RepoRoot()
-	script := func(name string, env ...string) (string, error) {
-		var out bytes.Buffer
-		cmd := exec.Command("bash", filepath.Join(root, "test", "tools", name))
-		cmd.Env, cmd.Stdout, cmd.Stderr = append(os.Environ(), env...), &out, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return "", fmt.Errorf("test/tools/%s: %w", name, err)
-		}
-		return strings.TrimSpace(out.String()), nil
-	}
 	tools := map[string]string{}
-	var err error
-	if tools["envtest"], err = script("envtest.sh", "K8S_COMMANDS=kube-apiserver kube-controller-manager"); err != nil {
-		return nil, err
+	for key, script := range map[string]string{"envtest": "envtest.sh", "keda": "keda.sh", "versitygw": "versitygw.sh",
+		"terraform": "terraform.sh", "kaniko": "kaniko.sh", "ko": "ko.sh", "base-images": "base-images.sh"} {
+		out, err := testenv.Tool(script, "K8S_COMMANDS=kube-apiserver kube-controller-manager")
+		if err != nil {
+			return nil, err
+		}
+		tools[key] = out
 	}
-	if tools["keda"], err = script("keda.sh"); err != nil {
-		return nil, err
-	}
-	if tools["versitygw"], err = script("versitygw.sh"); err != nil {
-		return nil, err
-	}
-	if tools["terraform"], err = script("terraform.sh"); err != nil {
-		return nil, err
+	// The module cache is the GOPROXY of the Dockerfile's build (TestPlatformDockerfile):
+	// complete it with every module of the build list, as a proxy would hold them.
+	cmd := exec.Command("go", "mod", "download")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("go mod download: %w", err)
 	}
 	bin, err := os.MkdirTemp("", "sless-e2e-bin-")
 	if err != nil {
 		return nil, err
 	}
 	tools["sless"] = filepath.Join(bin, "sless")
-	cmd := exec.Command("go", "build", "-o", tools["sless"], "./cmd/sless")
+	cmd = exec.Command("go", "build", "-o", tools["sless"], "./cmd/sless")
 	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("building sless: %w", err)

@@ -25,7 +25,8 @@ const (
 	envTools     = "SLESS_E2E_TOOLS" // tool paths, key=value;...
 )
 
-// bridged are the host services reachable inside the namespace at the same loopback address.
+// bridged are the host services reachable inside the namespace at the same loopback address
+// and, for pods, at the same port of the node's address.
 var bridged = map[string]string{"rabbitmq": "127.0.0.1:5672", "postgres": "127.0.0.1:5432"}
 
 // runOutside prepares what needs the host network (tool builds go through the module
@@ -89,20 +90,30 @@ func enterNamespace(ctx context.Context, hostsFile string) error {
 	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
 		return fmt.Errorf("ip link set lo up: %w: %s", err, out)
 	}
+	// Pods have network namespaces of their own, routed through this one.
+	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644); err != nil {
+		return fmt.Errorf("enabling forwarding between pods: %w", err)
+	}
 	if err := os.WriteFile(hostsFile, []byte("127.0.0.1 localhost\n"), 0o644); err != nil {
 		return err
 	}
 	if err := syscall.Mount(hostsFile, "/etc/hosts", "", syscall.MS_BIND, ""); err != nil {
 		return fmt.Errorf("bind-mounting %s over /etc/hosts: %w", hostsFile, err)
 	}
+	if err := addAddress(nodeIP); err != nil {
+		return err
+	}
 	dir := os.Getenv(envBridgeDir)
 	for name, addr := range bridged {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("bridge for %s: %w", name, err)
+		_, port, _ := net.SplitHostPort(addr)
+		for _, a := range []string{addr, net.JoinHostPort(nodeIP, port)} {
+			ln, err := net.Listen("tcp", a)
+			if err != nil {
+				return fmt.Errorf("bridge for %s: %w", name, err)
+			}
+			sock := filepath.Join(dir, name+".sock")
+			go forward(ctx, ln, func() (net.Conn, error) { return net.Dial("unix", sock) })
 		}
-		sock := filepath.Join(dir, name+".sock")
-		go forward(ctx, ln, func() (net.Conn, error) { return net.Dial("unix", sock) })
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,13 +39,12 @@ resource "sless_function" "hello" {
 output "url" { value = sless_function.hello.url }
 `
 
-// TestTerraformJourney is journey 7: the same function through the Terraform provider and
-// the real Terraform CLI — apply (upload, kaniko build, Ready) → a cold start through the
-// gateway, interceptor and KEDA → destroy removes it all.
-func TestTerraformJourney(t *testing.T) {
-	tn := newTenant(t)
+// terraformDir writes main.tf, the function's source and a CLI config pointing Terraform at
+// the provider under test.
+func terraformDir(t *testing.T, mainTF, handler string) string {
+	t.Helper()
 	dir := t.TempDir()
-	files := map[string]string{"main.tf": terraformConfig, "hello/handler.py": helloPython,
+	files := map[string]string{"main.tf": mainTF, "hello/handler.py": handler,
 		"cli.tfrc": `provider_installation {
   dev_overrides { "sless.dev/sless/sless" = "` + filepath.Dir(g.tools["terraform-provider"]) + `" }
   direct {}
@@ -59,20 +59,31 @@ func TestTerraformJourney(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	terraform := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command(g.tools["terraform"], args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+filepath.Join(dir, "cli.tfrc"), "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1",
-			"SLESS_ENDPOINT="+g.gatewayURL, "SLESS_TOKEN="+tn.token)
-		start := time.Now()
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("terraform %v: %v\n%s", args, err, out)
-		}
-		t.Logf("terraform %s took %s", args[0], time.Since(start).Round(time.Millisecond))
+	return dir
+}
+
+// terraform runs the real Terraform CLI in dir as tenant tn and returns its output.
+func terraform(t *testing.T, dir string, tn tenant, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(g.tools["terraform"], args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+filepath.Join(dir, "cli.tfrc"), "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1",
+		"SLESS_ENDPOINT="+g.gatewayURL, "SLESS_TOKEN="+tn.token)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	t.Logf("terraform %s took %s", args[0], time.Since(start).Round(time.Millisecond))
+	return string(out), err
+}
+
+// TestTerraformJourney is journey 7: the same function through the Terraform provider and
+// the real Terraform CLI — apply (upload, kaniko build, Ready) → a cold start through the
+// gateway, interceptor and KEDA → destroy removes it all.
+func TestTerraformJourney(t *testing.T) {
+	tn := newTenant(t)
+	dir := terraformDir(t, terraformConfig, helloPython)
+	if out, err := terraform(t, dir, tn, "apply", "-auto-approve", "-input=false", "-no-color"); err != nil {
+		t.Fatalf("terraform apply: %v\n%s", err, out)
 	}
-	terraform("apply", "-auto-approve", "-input=false", "-no-color")
 	if d := deployment(t, tn.ns, "tf-hello"); *d.Spec.Replicas != 0 {
 		t.Fatalf("applied function has %d replicas, want 0", *d.Spec.Replicas)
 	}
@@ -82,7 +93,9 @@ func TestTerraformJourney(t *testing.T) {
 	if !checkHello(t, resp, body, "terraform") {
 		t.Errorf("first request: %s %q, want a cold start", coldStartHeader, resp.Header.Get(coldStartHeader))
 	}
-	terraform("destroy", "-auto-approve", "-input=false", "-no-color")
+	if out, err := terraform(t, dir, tn, "destroy", "-auto-approve", "-input=false", "-no-color"); err != nil {
+		t.Fatalf("terraform destroy: %v\n%s", err, out)
+	}
 	ctx := context.Background()
 	key := client.ObjectKey{Namespace: tn.ns, Name: "tf-hello"}
 	waitFor(t, time.Minute, "function and deployment gone after destroy", func() bool {
@@ -90,5 +103,21 @@ func TestTerraformJourney(t *testing.T) {
 	})
 	if resp, _ := invoke(t, tn, "tf-hello", `{}`); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("destroyed function through the gateway: %d, want 404", resp.StatusCode)
+	}
+}
+
+// TestTerraformBuildError: a source kaniko cannot build fails `terraform apply` with
+// kaniko's own error tail, where the user looks first.
+func TestTerraformBuildError(t *testing.T) {
+	tn := newTenant(t)
+	dir := terraformDir(t, strings.Replace(terraformConfig, `"tf-hello"`, `"tf-broken"`, 1), "def handle(event:\n    return 1\n")
+	out, err := terraform(t, dir, tn, "apply", "-auto-approve", "-input=false", "-no-color")
+	if err == nil {
+		t.Fatalf("terraform apply of a source with a syntax error succeeded:\n%s", out)
+	}
+	for _, want := range []string{"SyntaxError", "handler.py"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("terraform apply's error lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -41,14 +41,15 @@ func Assets() (string, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir, nil
 	}
-	return runTool("envtest.sh")
+	return Tool("envtest.sh")
 }
 
-// runTool runs one of the repository's cached tool builders and returns what it printed.
-func runTool(script string) (string, error) {
+// Tool runs one of the repository's cached tool builders (test/tools/<script>) with env
+// added to the environment and returns what it printed: a tool's path or directory.
+func Tool(script string, env ...string) (string, error) {
 	var stdout bytes.Buffer
 	cmd := exec.Command("bash", filepath.Join(RepoRoot(), "test", "tools", script))
-	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
+	cmd.Env, cmd.Stdout, cmd.Stderr = append(os.Environ(), env...), &stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("test/tools/%s: %w", script, err)
 	}

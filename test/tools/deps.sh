@@ -24,18 +24,24 @@ if ! port_open 5672; then
   wait_port 5672
 fi
 
-# Headless Chromium drives the console tests.
-if ! command -v chromium >/dev/null; then
-  log "installing chromium (Debian package)"
+# Headless Chromium drives the console tests; mmdebstrap and a static busybox build the
+# base-image stand-ins (base-images.sh).
+missing=()
+command -v chromium >/dev/null || missing+=(chromium)
+command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
+[ -x /bin/busybox ] || missing+=(busybox-static)
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${missing[*]} (Debian packages)"
   apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
 fi
 
 # Tools built from source once and cached (a cache hit takes milliseconds). One at a time:
 # each link peaks near 2.5 GB and the machine has 2 cores.
-# kube-controller-manager and KEDA + the HTTP add-on serve the e2e suite (make test-e2e).
+# kube-controller-manager, KEDA + the HTTP add-on and kaniko serve the e2e suite (make
+# test-e2e); ko and the base-image stand-ins serve make image and both suites.
 export K8S_COMMANDS="kube-apiserver kube-controller-manager"
-for tool in envtest.sh versitygw.sh terraform.sh keda.sh; do
+for tool in envtest.sh versitygw.sh terraform.sh keda.sh ko.sh kaniko.sh base-images.sh; do
   t0=$(date +%s)
   bash "$here/$tool" >/dev/null
   log "$tool ready ($(( $(date +%s) - t0 ))s)"

@@ -97,6 +97,7 @@ func run(n, workers int) error {
 	defer cancel()
 	c := env.Client
 	opts := scaling.DefaultOptions()
+	opts.SlessImage = "registry.example/sless:bench"
 	for _, ns := range []string{"bench-baseline", "bench", opts.Build.Namespace} {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return err

@@ -1,0 +1,99 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/utils/ptr"
+
+	"sless.dev/sless/gateway/api"
+)
+
+// waitPhase waits until the function is in phase (Failed or Ready, passing through others)
+// and returns its status message.
+func waitPhase(t *testing.T, tn tenant, name, phase string, within time.Duration) string {
+	t.Helper()
+	var fn api.Function
+	waitFor(t, within, "function "+name+" "+phase, func() bool {
+		var err error
+		fn, err = tn.c.GetFunction(context.Background(), tn.ns, name)
+		return err == nil && fn.Status.Phase == phase
+	})
+	return fn.Status.Message
+}
+
+// TestBuildFailures: sources kaniko cannot build leave the Function Failed with kaniko's own
+// error tail in the API's status message, the words the user needs to fix them.
+func TestBuildFailures(t *testing.T) {
+	tn := newTenant(t)
+	cases := map[string]struct {
+		files map[string]string
+		want  []string
+	}{
+		"python syntax error": {files: map[string]string{"handler.py": "def handle(event:\n    return 1\n"},
+			want: []string{"SyntaxError", "handler.py", "exit status 1"}},
+		"missing dependency": {files: map[string]string{"handler.py": helloPython, "requirements.txt": "./wheels/sless_missing-1.0-py3-none-any.whl\n"},
+			want: []string{"sless_missing-1.0-py3-none-any.whl", "exit status 1"}},
+	}
+	for name, tc := range cases {
+		fn := strings.ReplaceAll(name, " ", "-")
+		createAndUpload(t, tn, fn, helloFields(5), tc.files)
+		defer func() {
+			msg := waitPhase(t, tn, fn, "Failed", 4*time.Minute)
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("%s: status message lacks %q:\n%s", name, w, msg)
+				}
+			}
+		}()
+	}
+}
+
+// TestRegistryOutage: while the registry is down a build fails, the Function says which
+// registry it could not reach, and once the registry is back the retried build succeeds and
+// the function answers.
+func TestRegistryOutage(t *testing.T) {
+	tn := newTenant(t)
+	g.reg.Stop()
+	restarted := false
+	defer func() {
+		if !restarted {
+			_ = g.reg.Restart()
+		}
+	}()
+	createAndUpload(t, tn, "outage", helloFields(5), map[string]string{"handler.py": helloPython + "# built during an outage\n"})
+	msg := waitPhase(t, tn, "outage", "Failed", 3*time.Minute)
+	if !strings.Contains(msg, "registry "+registry+" is unreachable") {
+		t.Errorf("status message does not name the registry:\n%s", msg)
+	}
+	if err := g.reg.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	back := time.Now()
+	waitPhase(t, tn, "outage", "Ready", 3*time.Minute) // through the operator's retries
+	t.Logf("registry back → Ready in %s", time.Since(back).Round(time.Second))
+	waitServiceResolvable(t, tn, "outage")
+	resp, body := invoke(t, tn, "outage", `{"name": "outage"}`)
+	checkHello(t, resp, body, "outage")
+}
+
+// TestUnpullableImage: a Function whose image cannot be pulled is not Ready; its status says
+// so, from its pod's ErrImagePull / ImagePullBackOff (a prebuilt image is Ready until its
+// first pod tries).
+func TestUnpullableImage(t *testing.T) {
+	tn := newTenant(t)
+	fields := helloFields(5)
+	fields.Image, fields.MinReplicas = ptr.To(registry+"/nowhere/missing:1"), ptr.To(int32(1))
+	if _, err := tn.c.CreateFunction(context.Background(), tn.ns, api.CreateFunction{Name: "unpullable", FunctionFields: fields}); err != nil {
+		t.Fatal(err)
+	}
+	msg := waitPhase(t, tn, "unpullable", "Failed", 2*time.Minute)
+	if !strings.Contains(msg, "ErrImagePull") && !strings.Contains(msg, "ImagePullBackOff") || !strings.Contains(msg, "nowhere/missing") {
+		t.Errorf("status message does not tell the image cannot be pulled:\n%s", msg)
+	}
+}
