@@ -61,6 +61,11 @@ go.mod, requirements.txt or package.json.`,
 			return runDeploy(cmd, f, dir)
 		},
 	}
+	f.bind(cmd)
+	return cliCommand(cmd)
+}
+
+func (f *deployFlags) bind(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.name, "name", "", "function name (default: the folder's name)")
 	fs.StringVar(&f.runtime, "runtime", "", "go, python, node or a runtime name (default: detected from the files for a new function, unchanged for an existing one)")
@@ -72,7 +77,6 @@ go.mod, requirements.txt or package.json.`,
 	fs.DurationVar(&f.waitTimeout, "wait-timeout", 10*time.Minute, "how long to wait for Ready")
 	_ = cmd.RegisterFlagCompletionFunc("runtime", cobra.FixedCompletions(
 		append([]string{"go", "python", "node"}, buildkit.RuntimeNames()...), cobra.ShellCompDirectiveNoFileComp))
-	return cliCommand(cmd)
 }
 
 // fields are the settings the flags change (nil: unchanged).

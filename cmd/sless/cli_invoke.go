@@ -84,8 +84,7 @@ func runInvoke(cmd *cobra.Command, f invokeFlags, name string) error {
 		return s.explain(err, "function "+name)
 	}
 	defer resp.Body.Close()
-	_, proxied := resp.Header[textproto.CanonicalMIMEHeaderKey(rules.HeaderColdStart)]
-	if !proxied && resp.StatusCode >= 400 && resp.StatusCode < 500 {
+	if refused(resp) {
 		return gatewayRefusal(resp, name)
 	}
 	out := &lastByteWriter{w: cmd.OutOrStdout()}
@@ -105,9 +104,16 @@ func runInvoke(cmd *cobra.Command, f invokeFlags, name string) error {
 	return nil
 }
 
-// gatewayRefusal is the error for a 4xx the gateway answered itself, before any function ran
-// (its answers to proxied calls carry X-Sless-Cold-Start): no such function, a closed URL, a
-// missing token.
+// refused reports an error the gateway answered without calling the function: no such
+// function, a URL closed by disabled triggers, a missing token, too many calls held. Answers
+// of a function carry X-Sless-Cold-Start; a function that could not be reached (502) or did
+// not answer in time (504) has failed, not been refused.
+func refused(resp *http.Response) bool {
+	_, proxied := resp.Header[textproto.CanonicalMIMEHeaderKey(rules.HeaderColdStart)]
+	return !proxied && resp.StatusCode >= 400 && resp.StatusCode != http.StatusBadGateway && resp.StatusCode != http.StatusGatewayTimeout
+}
+
+// gatewayRefusal is the error for an answer refused names.
 func gatewayRefusal(resp *http.Response, name string) error {
 	var body api.Error
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))

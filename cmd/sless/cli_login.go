@@ -110,5 +110,5 @@ func devCLI(f devFlags, endpoint, token string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("--login: %w", err)
 	}
-	return "logged in: sless ls functions, sless deploy, ... use this server (" + path + ")", nil
+	return "logged in (" + path + "): sless deploy, invoke, logs … use this server", nil
 }

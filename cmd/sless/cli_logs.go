@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
@@ -40,6 +41,9 @@ the pods.`,
   sless logs hello --build
   sless logs --job nightly -o json`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if build && job != "" {
+				return errors.New("--build is a function's; give --build or --job, not both")
+			}
 			if job != "" {
 				return cobra.NoArgs(cmd, args)
 			}
@@ -58,9 +62,6 @@ the pods.`,
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := out.check(); err != nil {
 			return err
-		}
-		if build && job != "" {
-			return usageErrorf("--build is a function's; give --build or --job, not both")
 		}
 		if opts.Tail < 0 {
 			return usageErrorf("--tail %d: want a number of lines", opts.Tail)
