@@ -157,7 +157,7 @@ func runDeploy(cmd *cobra.Command, f deployFlags, dir string) error {
 	if err != nil {
 		return s.objectErr(err, "function", name)
 	}
-	fmt.Fprintf(progress, "uploaded %s (%s), sha256 %.12s\n", plural(files, "file"), size(len(zipped)), fn.Source.SHA256)
+	fmt.Fprintf(progress, "uploaded %s (%s), sha256 %.12s\n", plural(files, "file"), byteSize(len(zipped)), fn.Source.SHA256)
 	if !f.wait {
 		fmt.Fprintf(cmd.OutOrStdout(), "function %s: uploaded; `sless get function %s` shows when it is Ready\n", name, name)
 		return nil
@@ -189,12 +189,17 @@ func ensureFunction(ctx context.Context, s *session, progress io.Writer, name, d
 		fmt.Fprintf(progress, "function %s created (%s)\n", name, *fields.Runtime)
 		return nil
 	case err != nil:
+		var apiErr *client.Error
+		if errors.As(err, &apiErr) && apiErr.Field == "name" {
+			return usageErrorf("function %s: %w; the name is the folder's unless --name gives one", name, err)
+		}
 		return s.objectErr(err, "function", name)
 	}
 	if fields.Runtime == nil {
 		// A folder of another language than the function's would fail in the build, later and
 		// less clearly.
-		if lang, err := detectLanguage(dir); err == nil && buildkit.Runtimes[existing.Runtime].Language != lang {
+		rt, known := buildkit.Runtimes[existing.Runtime]
+		if lang, err := detectLanguage(dir); err == nil && known && rt.Language != lang {
 			return usageErrorf("function %s runs %s but %s holds %s code: pass --runtime %s to change it, or --name for another function",
 				name, existing.Runtime, dir, lang, lang)
 		}
@@ -326,8 +331,8 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// size is n bytes for people (812 B, 1.2 KiB, 3.4 MiB).
-func size(n int) string {
+// byteSize is n bytes for people (812 B, 1.2 KiB, 3.4 MiB).
+func byteSize(n int) string {
 	switch {
 	case n < 1<<10:
 		return fmt.Sprintf("%d B", n)

@@ -155,7 +155,7 @@ func msDuration(ms int64) string {
 	return (time.Duration(ms) * time.Millisecond).String()
 }
 
-func timeout(sec int32) string {
+func timeoutText(sec int32) string {
 	if sec == 0 {
 		return "none"
 	}
@@ -204,7 +204,7 @@ func describeFunction(ctx context.Context, s *session, f api.Function) (any, fun
 			fl.add("Last build", f.Status.LastBuildTime.Local().Format(time.RFC3339))
 		}
 		fl.add("Memory", fmt.Sprintf("%d MB", f.MemoryMB))
-		fl.add("Timeout", timeout(f.TimeoutSec))
+		fl.add("Timeout", timeoutText(f.TimeoutSec))
 		fl.add("Replicas", fmt.Sprintf("%d to %d", f.MinReplicas, f.MaxReplicas))
 		fl.add("Env", strings.Join(slices.Sorted(maps.Keys(f.EnvVars)), ", ")) // names only: values may be secrets
 		if f.Source != nil {
@@ -271,7 +271,7 @@ func describeJob(_ context.Context, _ *session, j api.Job) (any, func(io.Writer)
 		fl.add("Namespace", j.Namespace)
 		fl.add("Runs", jobTarget(j))
 		fl.add("Event", string(j.Event))
-		fl.add("Timeout", timeout(j.TimeoutSec))
+		fl.add("Timeout", timeoutText(j.TimeoutSec))
 		fl.add("Run", fmt.Sprintf("%d (requested %d)", j.Status.ObservedRunID, j.RunID))
 		fl.add("Phase", j.Status.Phase)
 		if j.Status.StartTime != nil {
