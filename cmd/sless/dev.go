@@ -34,6 +34,7 @@ type devFlags struct {
 	functionsDomain                                          string
 	conns                                                    gateway.ConnLimits
 	store                                                    storeFlags
+	login                                                    bool
 }
 
 func newDevCmd() *cobra.Command {
@@ -61,6 +62,7 @@ A signing key is generated into the data directory and a ready token is printed.
 	bindConnFlags(fs, &f.conns)
 	fs.Lookup("max-connections").DefValue = "1000"
 	f.conns.MaxConns = 1000
+	fs.BoolVar(&f.login, "login", false, "save this server's endpoint and token for the sless CLI, as `sless login` does")
 	f.store.bind(fs, "")
 	fs.Lookup("artifacts-dir").Usage = "directory for uploads when no S3 endpoint is given (default <data-dir>/artifacts)"
 	return cmd
@@ -132,7 +134,11 @@ func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 	if err := writeSecret(filepath.Join(dataDir, "token"), []byte(token+"\n")); err != nil {
 		return err
 	}
-	printBanner(out, endpoint, token, api.TenantNamespace(f.subject), f)
+	cli, err := devCLI(f, endpoint, token)
+	if err != nil {
+		return err
+	}
+	printBanner(out, endpoint, token, api.TenantNamespace(f.subject), cli, f)
 	if f.examples != "" {
 		if err := deployExamples(ctx, out, endpoint, token, api.TenantNamespace(f.subject), f.examples); err != nil {
 			log.Error("deploying the examples failed", "error", err)
@@ -152,7 +158,7 @@ func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 	return nil
 }
 
-func printBanner(out io.Writer, endpoint, token, ns string, f devFlags) {
+func printBanner(out io.Writer, endpoint, token, ns, cli string, f devFlags) {
 	broker := "off (start with --amqp-url to run event triggers)"
 	if f.amqpURL != "" {
 		broker = "on"
@@ -174,13 +180,14 @@ func printBanner(out io.Writer, endpoint, token, ns string, f devFlags) {
   events     %[3]s
   history    %[4]s
   data       %[5]s
+  CLI        %[9]s
 
 Every function runs as your OS user (%[8]s), like sless dev itself: deploy only code you
 trust. Tenants are kept apart at the API, not by the operating system.
 
 export SLESS_ENDPOINT=%[1]s
 export SLESS_TOKEN=%[6]s
-`, endpoint, ns, broker, hist, f.dataDir, token, own, currentUser())
+`, endpoint, ns, broker, hist, f.dataDir, token, own, currentUser(), cli)
 }
 
 // currentUser names the OS user functions run as.

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -74,7 +71,7 @@ func deployExample(ctx context.Context, c *client.Client, ns, dir, name, runtime
 	if err != nil && !client.IsConflict(err) {
 		return fmt.Errorf("function %s: %w", name, err)
 	}
-	data, err := zipDir(dir)
+	data, _, err := zipSource(dir)
 	if err != nil {
 		return fmt.Errorf("example %s: %w", name, err)
 	}
@@ -107,39 +104,6 @@ func waitReady(ctx context.Context, c *client.Client, ns, name string) (api.Func
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-// zipDir zips the regular files under dir with slash-separated relative names.
-func zipDir(dir string) ([]byte, error) {
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		rel, err := filepath.Rel(dir, path)
-		if err != nil {
-			return err
-		}
-		w, err := zw.Create(filepath.ToSlash(rel))
-		if err != nil {
-			return err
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.Copy(w, f)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -76,6 +76,24 @@ func nsPath(ns string, parts ...string) string {
 // do sends a request with an optional JSON body (or raw reader) and decodes a JSON answer
 // into out (nil: discarded).
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, body any, out any) error {
+	resp, err := c.send(ctx, method, path, query, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// send sends a /v1 request and returns a 2xx answer, whose body the caller closes; any other
+// status is an *Error.
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, body any) (*http.Response, error) {
 	var (
 		r           io.Reader
 		contentType string
@@ -87,40 +105,42 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	default:
 		data, err := json.Marshal(b)
 		if err != nil {
-			return fmt.Errorf("encode %s %s body: %w", method, path, err)
+			return nil, fmt.Errorf("encode %s %s body: %w", method, path, err)
 		}
 		r, contentType = bytes.NewReader(data), "application/json"
 	}
-	u := *c.endpoint
-	u.Path += path
-	u.RawQuery = query.Encode()
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), r)
+	req, err := c.newRequest(ctx, method, path, query, r)
 	if err != nil {
-		return fmt.Errorf("build %s %s: %w", method, path, err)
+		return nil, err
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
 	req.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
+	}
+	return resp, nil
+}
+
+// newRequest builds a request for path under the endpoint, with the token when there is one.
+func (c *Client) newRequest(ctx context.Context, method, path string, query url.Values, body io.Reader) (*http.Request, error) {
+	u := *c.endpoint
+	u.Path += path
+	u.RawQuery = query.Encode()
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return nil, fmt.Errorf("build %s %s: %w", method, path, err)
+	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return decodeError(resp)
-	}
-	if out == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return nil
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
-	}
-	return nil
+	return req, nil
 }
 
 func decodeError(resp *http.Response) error {

@@ -1,0 +1,343 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"sless.dev/sless/buildkit"
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/client"
+)
+
+func init() { subcommands = append(subcommands, newDeployCmd) }
+
+type deployFlags struct {
+	name, runtime, entrypoint string
+	env                       []string
+	timeout                   time.Duration
+	memoryMB                  int32
+	wait                      bool
+	waitTimeout               time.Duration
+}
+
+func newDeployCmd() *cobra.Command {
+	var f deployFlags
+	cmd := &cobra.Command{
+		Use:   "deploy [dir]",
+		Short: "Create or update a function from a folder, upload its code and wait until it is Ready",
+		Long: `deploy zips the folder (default: the current one), creates the function (named after the
+folder unless --name is given) or updates the settings given as flags, uploads the zip and
+waits until the new code is Ready, printing each phase and the build's own output (compiler,
+pip, npm). A failed build exits with code 3 and the compiler's message.
+
+The runtime comes from --runtime, else from the files: go.mod or *.go → go1.25, handler.py
+or requirements.txt → python3.11, handler.js or package.json → nodejs20. An existing
+function keeps its runtime, environment and limits unless a flag changes them.
+
+Left out of the zip: .git, .hg, .svn, node_modules, .venv, __pycache__, .sless, .DS_Store,
+symbolic links, and what .slessignore lists (one path.Match pattern a line; with a slash it
+matches the path from the folder, without one any file or folder of that name; a trailing
+slash matches folders only; # starts a comment). Dependencies are installed by the build from
+go.mod, requirements.txt or package.json.`,
+		Example: `  sless deploy
+  sless deploy ./hello --env GREETING=hi --timeout 30s
+  sless deploy --name api --runtime python3.12`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := "."
+			if len(args) == 1 {
+				dir = args[0]
+			}
+			return runDeploy(cmd, f, dir)
+		},
+	}
+	f.bind(cmd)
+	return cliCommand(cmd)
+}
+
+func (f *deployFlags) bind(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.name, "name", "", "function name (default: the folder's name)")
+	fs.StringVar(&f.runtime, "runtime", "", "go, python, node or a runtime name (default: detected from the files for a new function, unchanged for an existing one)")
+	fs.StringVar(&f.entrypoint, "entrypoint", "", "module.function (default: the runtime's, handler.handle or Handle)")
+	fs.StringArrayVar(&f.env, "env", nil, "environment variable K=V, repeated; replaces all of the function's variables")
+	fs.DurationVar(&f.timeout, "timeout", 0, "limit of one invocation, e.g. 30s (0: none)")
+	fs.Int32Var(&f.memoryMB, "memory", 0, "memory in MB")
+	fs.BoolVar(&f.wait, "wait", true, "wait until Ready, streaming the build; --wait=false returns after the upload")
+	fs.DurationVar(&f.waitTimeout, "wait-timeout", 10*time.Minute, "how long to wait for Ready")
+	_ = cmd.RegisterFlagCompletionFunc("runtime", cobra.FixedCompletions(
+		append([]string{"go", "python", "node"}, buildkit.RuntimeNames()...), cobra.ShellCompDirectiveNoFileComp))
+}
+
+// fields are the settings the flags change (nil: unchanged).
+func (f deployFlags) fields(cmd *cobra.Command) (api.FunctionFields, error) {
+	var out api.FunctionFields
+	set := cmd.Flags().Changed
+	if f.runtime != "" {
+		rt, err := lookupRuntime(f.runtime)
+		if err != nil {
+			return out, err
+		}
+		out.Runtime = &rt.Name
+	}
+	if set("entrypoint") {
+		out.Entrypoint = &f.entrypoint
+	}
+	if set("env") {
+		env, err := parseEnv(f.env)
+		if err != nil {
+			return out, err
+		}
+		out.EnvVars = &env
+	}
+	if set("timeout") {
+		sec := math.Ceil(f.timeout.Seconds())
+		if sec < 0 || sec > math.MaxInt32 {
+			return out, usageErrorf("--timeout %s: want 0 (none) or a positive duration", f.timeout)
+		}
+		out.TimeoutSec = ptr(int32(sec))
+	}
+	if set("memory") {
+		out.MemoryMB = &f.memoryMB
+	}
+	return out, nil
+}
+
+// parseEnv reads K=V pairs; a value may hold '=' and be empty.
+func parseEnv(pairs []string) (map[string]string, error) {
+	env := map[string]string{}
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, usageErrorf("--env %q: want NAME=value", p)
+		}
+		env[k] = v
+	}
+	return env, nil
+}
+
+func runDeploy(cmd *cobra.Command, f deployFlags, dir string) error {
+	ctx, progress := cmd.Context(), cmd.ErrOrStderr()
+	fields, err := f.fields(cmd)
+	if err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("folder %s: %w", dir, err)
+	}
+	name := firstOf(f.name, filepath.Base(abs))
+	zipped, files, err := zipSource(abs)
+	if err != nil {
+		return err
+	}
+	s, err := connect(ctx, "")
+	if err != nil {
+		return err
+	}
+	if err := ensureFunction(ctx, s, progress, name, abs, fields); err != nil {
+		return err
+	}
+	since := time.Now()
+	fn, err := s.c.UploadSource(ctx, s.ns, name, bytes.NewReader(zipped))
+	var apiErr *client.Error
+	if errors.As(err, &apiErr) && apiErr.Field == "source" {
+		return failedError(fmt.Errorf("function %s: the upload was refused: %s", name, apiErr.Message))
+	}
+	if err != nil {
+		return s.objectErr(err, "function", name)
+	}
+	fmt.Fprintf(progress, "uploaded %s (%s), sha256 %.12s\n", plural(files, "file"), byteSize(len(zipped)), fn.Source.SHA256)
+	if !f.wait {
+		fmt.Fprintf(cmd.OutOrStdout(), "function %s: uploaded; `sless get function %s` shows when it is Ready\n", name, name)
+		return nil
+	}
+	fn, err = waitDeployed(ctx, s, progress, name, fn.Status, since, f.waitTimeout)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "function %s is Ready: %s\n", name, fn.Status.URL)
+	return nil
+}
+
+// ensureFunction creates the function, or updates the fields the flags set on an existing
+// one. A new function's runtime is detected from dir when --runtime is absent.
+func ensureFunction(ctx context.Context, s *session, progress io.Writer, name, dir string, fields api.FunctionFields) error {
+	existing, err := s.c.GetFunction(ctx, s.ns, name)
+	switch {
+	case client.IsNotFound(err):
+		if fields.Runtime == nil {
+			lang, err := detectLanguage(dir)
+			if err != nil {
+				return err
+			}
+			fields.Runtime = ptr(languageRuntimes[lang])
+		}
+		if _, err := s.c.CreateFunction(ctx, s.ns, api.CreateFunction{Name: name, FunctionFields: fields}); err != nil {
+			return s.explain(err, "creating function "+name)
+		}
+		fmt.Fprintf(progress, "function %s created (%s)\n", name, *fields.Runtime)
+		return nil
+	case err != nil:
+		var apiErr *client.Error
+		if errors.As(err, &apiErr) && apiErr.Field == "name" {
+			return usageErrorf("function %s: %w; the name is the folder's unless --name gives one", name, err)
+		}
+		return s.objectErr(err, "function", name)
+	}
+	if fields.Runtime == nil {
+		// A folder of another language than the function's would fail in the build, later and
+		// less clearly.
+		rt, known := buildkit.Runtimes[existing.Runtime]
+		if lang, err := detectLanguage(dir); err == nil && known && rt.Language != lang {
+			return usageErrorf("function %s runs %s but %s holds %s code: pass --runtime %s to change it, or --name for another function",
+				name, existing.Runtime, dir, lang, lang)
+		}
+	}
+	if fields == (api.FunctionFields{}) {
+		return nil
+	}
+	if _, err := s.c.UpdateFunction(ctx, s.ns, name, fields); err != nil {
+		return s.explain(err, "updating function "+name)
+	}
+	fmt.Fprintf(progress, "function %s updated\n", name)
+	return nil
+}
+
+// waitDeployed prints each phase change and the build's own output until the function is
+// Ready for the new code, or its build failed (exit code 3 with the compiler's message), or
+// timeout passed. prev is the status the upload answered with: an older build's failure
+// must not count.
+func waitDeployed(ctx context.Context, s *session, out io.Writer, name string, prev api.FunctionStatus, since time.Time, timeout time.Duration) (api.Function, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	build := followBuild(ctx, s, out, name, since)
+	defer build.stop()
+	var (
+		fn   api.Function
+		last string
+	)
+	err := poll(ctx, func() (bool, error) {
+		var err error
+		if fn, err = s.c.GetFunction(ctx, s.ns, name); err != nil {
+			if ctx.Err() != nil {
+				return false, nil
+			}
+			return false, s.objectErr(err, "function", name)
+		}
+		ready, failed := fn.Status.Ready, client.NewFailure(prev, fn.Status)
+		if ready || failed {
+			build.stop() // the build's last lines before the outcome
+		}
+		if state := phaseOf(fn.Status); state != last {
+			build.printf("function %s: %s\n", name, state)
+			last = state
+		}
+		if failed {
+			msg := firstOf(fn.Status.LastBuildError, fn.Status.Message)
+			return false, failedError(fmt.Errorf("function %s failed to build:\n%s\nfix the code and deploy again; `sless logs %s --build` shows the whole build output",
+				name, strings.TrimRight(msg, "\n"), name))
+		}
+		if fn.Status.Phase != api.PhaseFailed {
+			prev = fn.Status // a later Failed is a new one
+		}
+		return ready, nil
+	})
+	return fn, waitError(err, "the deploy of function "+name, timeout, last, "sless describe function "+name)
+}
+
+// phaseOf words a status for the progress lines. A Ready phase that is not ready is about
+// an older configuration, so only its message ("applying the latest change") is current.
+func phaseOf(st api.FunctionStatus) string {
+	phase := firstOf(st.Phase, api.PhasePending)
+	switch {
+	case phase == api.PhaseReady && !st.Ready:
+		return firstOf(st.Message, "updating")
+	case st.Message == "":
+		return phase
+	}
+	return phase + " (" + st.Message + ")"
+}
+
+// buildFollower prints the build's own output as the build writes it, between the phase
+// lines of the wait.
+type buildFollower struct {
+	mu       sync.Mutex
+	out      io.Writer
+	lastLine time.Time
+	cancel   func()
+	done     chan struct{}
+	once     sync.Once
+}
+
+// Once the wait is over, stop lets lines still on their way arrive: it ends the stream after
+// buildQuiet without a line, at most buildDrain after it was called.
+const (
+	buildQuiet = 300 * time.Millisecond
+	buildDrain = 3 * time.Second
+)
+
+// followBuild streams the function's latest build log from since on. It is best effort: a
+// server without build logs just shows no lines, and the wait reports the outcome anyway.
+func followBuild(ctx context.Context, s *session, out io.Writer, name string, since time.Time) *buildFollower {
+	ctx, cancel := context.WithCancel(ctx)
+	b := &buildFollower{out: out, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		_ = s.c.BuildLogs(ctx, s.ns, name, client.LogOptions{Since: since.UTC().Format(time.RFC3339Nano), Follow: true}, func(l api.LogLine) error {
+			b.printf("  | %s\n", l.Line)
+			return nil
+		})
+	}()
+	return b
+}
+
+func (b *buildFollower) printf(format string, args ...any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	fmt.Fprintf(b.out, format, args...)
+	b.lastLine = time.Now()
+}
+
+func (b *buildFollower) stop() {
+	b.once.Do(func() {
+		for deadline := time.Now().Add(buildDrain); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			b.mu.Lock()
+			quiet := time.Since(b.lastLine) >= buildQuiet
+			b.mu.Unlock()
+			if quiet {
+				break
+			}
+		}
+		b.cancel()
+		<-b.done
+	})
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// byteSize is n bytes for people (812 B, 1.2 KiB, 3.4 MiB).
+func byteSize(n int) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}

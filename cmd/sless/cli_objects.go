@@ -1,0 +1,435 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/client"
+)
+
+// objectKind is one kind of API object as ls, get, describe and rm see it; kind[O] is the
+// one implementation, so each verb is written once for functions, triggers and jobs.
+type objectKind interface {
+	names() []string // singular first, then the plural and a short form
+	list(ctx context.Context, s *session) (any, table, error)
+	get(ctx context.Context, s *session, name string) (any, table, error)
+	describe(ctx context.Context, s *session, name string) (any, func(io.Writer) error, error)
+	remove(ctx context.Context, s *session, name string) error
+}
+
+type kind[O any] struct {
+	singular, plural, short string
+	listFn                  func(*client.Client, context.Context, string) ([]O, error)
+	getFn                   func(*client.Client, context.Context, string, string) (O, error)
+	deleteFn                func(*client.Client, context.Context, string, string) error
+	header                  []string
+	row                     func(o O, now time.Time) []string
+	// details is what describe adds to the object (a function's triggers and invocations)
+	// and how it prints as text.
+	details func(ctx context.Context, s *session, o O) (any, func(io.Writer) error, error)
+}
+
+func (k kind[O]) names() []string { return []string{k.singular, k.plural, k.short} }
+
+func (k kind[O]) list(ctx context.Context, s *session) (any, table, error) {
+	objs, err := k.listFn(s.c, ctx, s.ns)
+	if err != nil {
+		return nil, table{}, s.explain(err, "listing "+k.plural)
+	}
+	if objs == nil {
+		objs = []O{} // JSON [] rather than null
+	}
+	return objs, k.table(objs...), nil
+}
+
+func (k kind[O]) get(ctx context.Context, s *session, name string) (any, table, error) {
+	o, err := k.getFn(s.c, ctx, s.ns, name)
+	if err != nil {
+		return nil, table{}, s.objectErr(err, k.singular, name)
+	}
+	return o, k.table(o), nil
+}
+
+func (k kind[O]) table(objs ...O) table {
+	t, now := table{header: k.header}, time.Now()
+	for _, o := range objs {
+		t.rows = append(t.rows, k.row(o, now))
+	}
+	return t
+}
+
+func (k kind[O]) describe(ctx context.Context, s *session, name string) (any, func(io.Writer) error, error) {
+	o, err := k.getFn(s.c, ctx, s.ns, name)
+	if err != nil {
+		return nil, nil, s.objectErr(err, k.singular, name)
+	}
+	return k.details(ctx, s, o)
+}
+
+func (k kind[O]) remove(ctx context.Context, s *session, name string) error {
+	if err := k.deleteFn(s.c, ctx, s.ns, name); err != nil {
+		return s.objectErr(err, k.singular, name)
+	}
+	return nil
+}
+
+var (
+	functionKind = kind[api.Function]{
+		singular: "function", plural: "functions", short: "fn",
+		listFn: (*client.Client).ListFunctions, getFn: (*client.Client).GetFunction, deleteFn: (*client.Client).DeleteFunction,
+		header: []string{"NAME", "RUNTIME", "PHASE", "READY", "URL", "AGE"},
+		row: func(f api.Function, now time.Time) []string {
+			return []string{f.Name, f.Runtime, f.Status.Phase, strconv.FormatBool(f.Status.Ready), f.Status.URL, age(f.CreatedAt, now)}
+		},
+		details: describeFunction,
+	}
+	triggerKind = kind[api.Trigger]{
+		singular: "trigger", plural: "triggers", short: "tr",
+		listFn: (*client.Client).ListTriggers, getFn: (*client.Client).GetTrigger, deleteFn: (*client.Client).DeleteTrigger,
+		header: []string{"NAME", "TYPE", "FUNCTION", "ENABLED", "ACTIVE", "SOURCE", "AGE"},
+		row: func(t api.Trigger, now time.Time) []string {
+			return []string{t.Name, t.Type, t.Function, strconv.FormatBool(t.Enabled), strconv.FormatBool(t.Status.Active), triggerSource(t), age(t.CreatedAt, now)}
+		},
+		details: describeTrigger,
+	}
+	jobKind = kind[api.Job]{
+		singular: "job", plural: "jobs", short: "jb",
+		listFn: (*client.Client).ListJobs, getFn: (*client.Client).GetJob, deleteFn: (*client.Client).DeleteJob,
+		header: []string{"NAME", "RUNS", "RUN", "PHASE", "DURATION", "AGE"},
+		row: func(j api.Job, now time.Time) []string {
+			return []string{j.Name, jobTarget(j), strconv.FormatInt(j.Status.ObservedRunID, 10), j.Status.Phase, msDuration(j.Status.DurationMs), age(j.CreatedAt, now)}
+		},
+		details: describeJob,
+	}
+	objectKinds = []objectKind{functionKind, triggerKind, jobKind}
+)
+
+// kindNamed finds a kind by any of its names.
+func kindNamed(name string) (objectKind, error) {
+	for _, k := range objectKinds {
+		if slices.Contains(k.names(), name) {
+			return k, nil
+		}
+	}
+	return nil, usageErrorf("no kind %q: want functions, triggers or jobs", name)
+}
+
+// triggerSource is where a trigger's calls come from: its URL, schedule or queue.
+func triggerSource(t api.Trigger) string {
+	switch t.Type {
+	case api.TriggerCron:
+		if t.Timezone != "" {
+			return t.Schedule + " " + t.Timezone
+		}
+		return t.Schedule
+	case api.TriggerEvent:
+		return t.Queue
+	}
+	if t.RequireAuth {
+		return t.Status.URL + " (auth)"
+	}
+	return t.Status.URL
+}
+
+// jobTarget is what a job runs: a function, or its own code in a runtime.
+func jobTarget(j api.Job) string {
+	if j.Function != "" {
+		return "function " + j.Function
+	}
+	return j.Runtime + " code"
+}
+
+func msDuration(ms int64) string {
+	if ms == 0 {
+		return ""
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
+}
+
+func timeoutText(sec int32) string {
+	if sec == 0 {
+		return "none"
+	}
+	return (time.Duration(sec) * time.Second).String()
+}
+
+// recentInvocations is how many invocations describe function shows.
+const recentInvocations = 10
+
+// functionDetails is describe function's answer: the function, the triggers that call it and
+// its latest invocations.
+type functionDetails struct {
+	Function    api.Function     `json:"function"`
+	Triggers    []api.Trigger    `json:"triggers"`
+	Invocations []api.Invocation `json:"invocations"`
+}
+
+func describeFunction(ctx context.Context, s *session, f api.Function) (any, func(io.Writer) error, error) {
+	d := functionDetails{Function: f, Triggers: []api.Trigger{}}
+	all, err := s.c.ListTriggers(ctx, s.ns)
+	if err != nil {
+		return nil, nil, s.explain(err, "listing the triggers of function "+f.Name)
+	}
+	for _, t := range all {
+		if t.Function == f.Name {
+			d.Triggers = append(d.Triggers, t)
+		}
+	}
+	inv, err := s.c.ListInvocations(ctx, s.ns, f.Name, recentInvocations, "")
+	if err != nil {
+		return nil, nil, s.objectErr(err, "function", f.Name)
+	}
+	d.Invocations = inv.Invocations
+	return d, func(w io.Writer) error {
+		fl := newFields(w)
+		fl.add("Name", f.Name)
+		fl.add("Namespace", f.Namespace)
+		fl.add("Runtime", f.Runtime)
+		fl.add("Entrypoint", f.Entrypoint)
+		fl.add("Phase", f.Status.Phase)
+		fl.add("Ready", f.Status.Ready)
+		fl.add("Message", f.Status.Message)
+		fl.add("URL", f.Status.URL)
+		fl.add("Image", f.Status.Image)
+		if f.Status.LastBuildTime != nil {
+			fl.add("Last build", f.Status.LastBuildTime.Local().Format(time.RFC3339))
+		}
+		fl.add("Memory", fmt.Sprintf("%d MB", f.MemoryMB))
+		fl.add("Timeout", timeoutText(f.TimeoutSec))
+		fl.add("Replicas", fmt.Sprintf("%d to %d", f.MinReplicas, f.MaxReplicas))
+		fl.add("Env", strings.Join(slices.Sorted(maps.Keys(f.EnvVars)), ", ")) // names only: values may be secrets
+		if f.Source != nil {
+			fl.add("Source", "sha256:"+f.Source.SHA256)
+		}
+		fl.add("Created", f.CreatedAt.Local().Format(time.RFC3339))
+		if err := fl.flush(); err != nil {
+			return err
+		}
+		if f.Status.LastBuildError != "" {
+			fmt.Fprintf(w, "\nBuild error:\n%s\n", indent(f.Status.LastBuildError))
+		}
+		fmt.Fprintln(w, "\nTriggers:")
+		if err := indented(w, triggerKind.table(d.Triggers...)); err != nil {
+			return err
+		}
+		fmt.Fprintln(w, "\nRecent invocations:")
+		t := table{header: []string{"START", "KIND", "STATUS", "HTTP", "DURATION", "COLD", "TRIGGER", "ERROR"}}
+		for _, i := range d.Invocations {
+			httpStatus := ""
+			if i.HTTPStatus != 0 {
+				httpStatus = strconv.Itoa(i.HTTPStatus)
+			}
+			t.rows = append(t.rows, []string{i.Start.Local().Format("2006-01-02 15:04:05"), i.Kind, i.Status, httpStatus,
+				fmt.Sprintf("%.1fms", i.DurationMs), strconv.FormatBool(i.ColdStart), i.Trigger, i.Error})
+		}
+		return indented(w, t)
+	}, nil
+}
+
+func describeTrigger(_ context.Context, _ *session, t api.Trigger) (any, func(io.Writer) error, error) {
+	return t, func(w io.Writer) error {
+		fl := newFields(w)
+		fl.add("Name", t.Name)
+		fl.add("Namespace", t.Namespace)
+		fl.add("Type", t.Type)
+		fl.add("Function", t.Function)
+		fl.add("Enabled", t.Enabled)
+		fl.add("Active", t.Status.Active)
+		fl.add("Message", t.Status.Message)
+		fl.add("URL", t.Status.URL)
+		if t.Type == api.TriggerHTTP {
+			fl.add("Require auth", t.RequireAuth)
+		}
+		fl.add("Schedule", t.Schedule)
+		fl.add("Timezone", t.Timezone)
+		fl.add("Queue", t.Queue)
+		fl.add("Dead-letter queue", t.DeadLetterQueue)
+		if t.MaxAttempts != 0 {
+			fl.add("Attempts", fmt.Sprintf("%d, backoff %dms", t.MaxAttempts, t.BackoffMs))
+		}
+		if t.Status.LastFireTime != nil {
+			fl.add("Last fired", t.Status.LastFireTime.Local().Format(time.RFC3339))
+		}
+		fl.add("Created", t.CreatedAt.Local().Format(time.RFC3339))
+		return fl.flush()
+	}, nil
+}
+
+func describeJob(_ context.Context, _ *session, j api.Job) (any, func(io.Writer) error, error) {
+	return j, func(w io.Writer) error {
+		fl := newFields(w)
+		fl.add("Name", j.Name)
+		fl.add("Namespace", j.Namespace)
+		fl.add("Runs", jobTarget(j))
+		fl.add("Event", string(j.Event))
+		fl.add("Timeout", timeoutText(j.TimeoutSec))
+		fl.add("Run", fmt.Sprintf("%d (requested %d)", j.Status.ObservedRunID, j.RunID))
+		fl.add("Phase", j.Status.Phase)
+		if j.Status.StartTime != nil {
+			fl.add("Started", j.Status.StartTime.Local().Format(time.RFC3339))
+		}
+		fl.add("Duration", msDuration(j.Status.DurationMs))
+		fl.add("Result", j.Status.Result)
+		fl.add("Error", j.Status.Error)
+		fl.add("Created", j.CreatedAt.Local().Format(time.RFC3339))
+		if err := fl.flush(); err != nil {
+			return err
+		}
+		if j.Status.Output != "" {
+			fmt.Fprintf(w, "\nOutput:\n%s\n", indent(j.Status.Output))
+		}
+		return nil
+	}, nil
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
+}
+
+// indented prints t two spaces in, under a describe heading.
+func indented(w io.Writer, t table) error {
+	if len(t.rows) == 0 {
+		_, err := fmt.Fprintln(w, "  none")
+		return err
+	}
+	var b strings.Builder
+	if err := t.write(&b); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, indent(b.String()))
+	return err
+}
+
+func init() {
+	subcommands = append(subcommands, newLsCmd, newGetCmd, newDescribeCmd, newRmCmd)
+}
+
+func newLsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:               "ls functions|triggers|jobs",
+		Short:             "List the functions, triggers or jobs of your namespace",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeKinds,
+	}
+	out := bindOutput(cmd, formatTable, formatJSON, formatYAML)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error { return runGet(cmd, out, args[0], "") }
+	return cliCommand(cmd)
+}
+
+func newGetCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "get function|trigger|job [name]",
+		Short: "Show one object (or, without a name, all of a kind) as a table, JSON or YAML",
+		Example: `  sless get function hello
+  sless get function hello -o yaml
+  sless get triggers -o json`,
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: completeKindThenNames,
+	}
+	out := bindOutput(cmd, formatTable, formatJSON, formatYAML)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		name := ""
+		if len(args) == 2 {
+			name = args[1]
+		}
+		return runGet(cmd, out, args[0], name)
+	}
+	return cliCommand(cmd)
+}
+
+// runGet prints one object, or all of a kind when name is "".
+func runGet(cmd *cobra.Command, out *outputFlag, kindName, name string) error {
+	k, err := kindNamed(kindName)
+	if err != nil {
+		return err
+	}
+	if err := out.check(); err != nil {
+		return err
+	}
+	s, err := connect(cmd.Context(), "")
+	if err != nil {
+		return err
+	}
+	var (
+		v any
+		t table
+	)
+	if name == "" {
+		v, t, err = k.list(cmd.Context(), s)
+	} else {
+		v, t, err = k.get(cmd.Context(), s, name)
+	}
+	if err != nil {
+		return err
+	}
+	if name == "" && len(t.rows) == 0 && out.format == formatTable {
+		fmt.Fprintf(cmd.ErrOrStderr(), "no %s in namespace %s\n", k.names()[1], s.ns)
+		return nil
+	}
+	return out.write(cmd.OutOrStdout(), v, t.write)
+}
+
+func newDescribeCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:               "describe function|trigger|job <name>",
+		Short:             "Show an object in full: status and settings; for a function also its URL, triggers and recent invocations",
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: completeKindThenNames,
+	}
+	out := bindOutput(cmd, formatTable, formatJSON, formatYAML)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		k, err := kindNamed(args[0])
+		if err != nil {
+			return err
+		}
+		if err := out.check(); err != nil {
+			return err
+		}
+		s, err := connect(cmd.Context(), "")
+		if err != nil {
+			return err
+		}
+		v, text, err := k.describe(cmd.Context(), s, args[1])
+		if err != nil {
+			return err
+		}
+		return out.write(cmd.OutOrStdout(), v, text)
+	}
+	return cliCommand(cmd)
+}
+
+func newRmCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:               "rm function|trigger|job <name>...",
+		Short:             "Delete objects (a function with everything it owns: its builds, logs and instances)",
+		Args:              cobra.MinimumNArgs(2),
+		ValidArgsFunction: completeKindThenNames,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			k, err := kindNamed(args[0])
+			if err != nil {
+				return err
+			}
+			s, err := connect(cmd.Context(), "")
+			if err != nil {
+				return err
+			}
+			for _, name := range args[1:] {
+				if err := k.remove(cmd.Context(), s, name); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %s deleted\n", k.names()[0], name)
+			}
+			return nil
+		},
+	}
+	return cliCommand(cmd)
+}

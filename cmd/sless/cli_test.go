@@ -1,0 +1,382 @@
+package main
+
+import (
+	"archive/zip"
+	"bytes"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"sless.dev/sless/buildkit"
+	"sless.dev/sless/gateway/api"
+)
+
+func exitCodeOf(err error) int {
+	if err == nil {
+		return 0
+	}
+	return exitCode(err)
+}
+
+func TestParseHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want http.Header
+		code int
+	}{
+		{in: nil, want: http.Header{}},
+		{in: []string{"X-A: b", "x-a:c", "content-type:  text/plain "}, want: http.Header{"X-A": {"b", "c"}, "Content-Type": {"text/plain"}}},
+		{in: []string{"Authorization: Bearer a:b"}, want: http.Header{"Authorization": {"Bearer a:b"}}},
+		{in: []string{"X-Empty:"}, want: http.Header{"X-Empty": {""}}},
+		{in: []string{"no colon"}, code: exitUsage},
+		{in: []string{": v"}, code: exitUsage},
+		{in: []string{"Two words: v"}, code: exitUsage},
+	} {
+		got, err := parseHeaders(tc.in)
+		if code := exitCodeOf(err); code != tc.code || (err == nil && !reflect.DeepEqual(got, tc.want)) {
+			t.Errorf("parseHeaders(%q) = %v, %v (exit %d); want %v, exit %d", tc.in, got, err, code, tc.want, tc.code)
+		}
+	}
+}
+
+func TestReadBody(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "event.json")
+	if err := os.WriteFile(file, []byte(`{"from":"file"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pipeR, pipeW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = pipeW.WriteString(`{"from":"pipe"}`)
+	pipeW.Close()
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devNull.Close()
+	for _, tc := range []struct {
+		name, data string
+		stdin      *os.File
+		want       string
+		none       bool
+		code       int
+	}{
+		{name: "text", data: `{"a":1}`, stdin: devNull, want: `{"a":1}`},
+		{name: "file", data: "@" + file, stdin: devNull, want: `{"from":"file"}`},
+		{name: "missing file", data: "@" + filepath.Join(dir, "nope.json"), stdin: devNull, code: exitUsage},
+		{name: "@- reads stdin", data: "@-", stdin: pipeR, want: `{"from":"pipe"}`},
+		{name: "a terminal-like stdin is not read", stdin: devNull, none: true},
+	} {
+		got, err := readBody(tc.data, tc.stdin)
+		if code := exitCodeOf(err); code != tc.code || (err == nil && (string(got) != tc.want || (got == nil) != tc.none)) {
+			t.Errorf("%s: readBody = %q, %v; want %q (none %v), exit %d", tc.name, got, err, tc.want, tc.none, tc.code)
+		}
+	}
+	// Without -d, a pipe is the body.
+	r, w, _ := os.Pipe()
+	_, _ = w.WriteString("piped")
+	w.Close()
+	if got, err := readBody("", r); err != nil || string(got) != "piped" {
+		t.Errorf("stdin pipe without -d: %q, %v", got, err)
+	}
+	if got, err := readBody("", strings.NewReader("")); err != nil || got != nil {
+		t.Errorf("empty stdin: %q, %v; want no body", got, err)
+	}
+}
+
+func TestParseEnv(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want map[string]string
+		code int
+	}{
+		{in: nil, want: map[string]string{}},
+		{in: []string{"A=1", "B=x=y", "C=", "A=2"}, want: map[string]string{"A": "2", "B": "x=y", "C": ""}},
+		{in: []string{"A=1,B=2"}, want: map[string]string{"A": "1,B=2"}},
+		{in: []string{"NOVALUE"}, code: exitUsage},
+		{in: []string{"=v"}, code: exitUsage},
+	} {
+		got, err := parseEnv(tc.in)
+		if code := exitCodeOf(err); code != tc.code || (err == nil && !reflect.DeepEqual(got, tc.want)) {
+			t.Errorf("parseEnv(%q) = %v, %v; want %v, exit %d", tc.in, got, err, tc.want, tc.code)
+		}
+	}
+}
+
+// TestDeployFlags: only the flags given become fields; --env, --timeout and --runtime are
+// checked before anything is sent.
+func TestDeployFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want api.FunctionFields
+		code int
+	}{
+		{args: nil, want: api.FunctionFields{}},
+		{args: []string{"--runtime", "python"}, want: api.FunctionFields{Runtime: ptr("python3.11")}},
+		{args: []string{"--runtime", "nodejs22", "--timeout", "1500ms", "--memory", "256"},
+			want: api.FunctionFields{Runtime: ptr("nodejs22"), TimeoutSec: ptr(int32(2)), MemoryMB: ptr(int32(256))}},
+		{args: []string{"--timeout", "0", "--entrypoint", ""}, want: api.FunctionFields{TimeoutSec: ptr(int32(0)), Entrypoint: ptr("")}},
+		{args: []string{"--env", "A=1", "--env", "B=2"}, want: api.FunctionFields{EnvVars: &map[string]string{"A": "1", "B": "2"}}},
+		{args: []string{"--env", "A"}, code: exitUsage},
+		{args: []string{"--runtime", "cobol"}, code: exitUsage},
+		{args: []string{"--timeout", "-1s"}, code: exitUsage},
+	} {
+		cmd := &cobra.Command{}
+		var f deployFlags
+		f.bind(cmd)
+		var got api.FunctionFields
+		err := cmd.ParseFlags(tc.args)
+		if err == nil {
+			got, err = f.fields(cmd)
+		}
+		if code := exitCodeOf(err); code != tc.code || (err == nil && !reflect.DeepEqual(got, tc.want)) {
+			t.Errorf("deploy %q: %+v, %v; want %+v, exit %d", tc.args, got, err, tc.want, tc.code)
+		}
+	}
+}
+
+func TestTable(t *testing.T) {
+	var b bytes.Buffer
+	tb := table{header: []string{"NAME", "URL", "AGE"}, rows: [][]string{
+		{"hello", "http://x/fn/ns/hello", "5m"},
+		{"a-much-longer-name", "", "12h"},
+		{"tabs\tand\nlines", "u", "1d"},
+	}}
+	if err := tb.write(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := "" +
+		"NAME                 URL                    AGE\n" +
+		"hello                http://x/fn/ns/hello   5m\n" +
+		"a-much-longer-name   -                      12h\n" +
+		"tabs and lines       u                      1d\n"
+	if b.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+func TestOutputFormats(t *testing.T) {
+	fn := api.Function{Name: "hello", FunctionSpec: api.FunctionSpec{Runtime: "go1.25"}, Status: api.FunctionStatus{Phase: "Ready"}}
+	for format, want := range map[string]string{
+		formatJSON:  "{\n  \"name\": \"hello\",",
+		formatYAML:  "name: hello\n",
+		formatTable: "NAME",
+	} {
+		o := &outputFlag{format: format, allowed: []string{formatTable, formatJSON, formatYAML}}
+		var b bytes.Buffer
+		if err := o.write(&b, fn, functionKind.table(fn).write); err != nil || !strings.Contains(b.String(), want) {
+			t.Errorf("-o %s: %q, %v; want it to contain %q", format, b.String(), err, want)
+		}
+	}
+	if err := (&outputFlag{format: "xml", allowed: []string{formatTable, formatJSON}}).check(); exitCodeOf(err) != exitUsage {
+		t.Errorf("-o xml: %v", err)
+	}
+}
+
+func TestAge(t *testing.T) {
+	now := time.Date(2025, 1, 10, 12, 0, 0, 0, time.UTC)
+	for d, want := range map[time.Duration]string{
+		0: "0s", 45 * time.Second: "45s", 12 * time.Minute: "12m", 3 * time.Hour: "3h", 47 * time.Hour: "47h", 72 * time.Hour: "3d", -time.Second: "0s",
+	} {
+		if got := age(now.Add(-d), now); got != want {
+			t.Errorf("age(%s) = %s, want %s", d, got, want)
+		}
+	}
+	if age(time.Time{}, now) != "" {
+		t.Error("a zero time has no age")
+	}
+}
+
+func TestPhaseOf(t *testing.T) {
+	for _, tc := range []struct {
+		st   api.FunctionStatus
+		want string
+	}{
+		{api.FunctionStatus{}, "Pending"},
+		{api.FunctionStatus{Phase: "Ready", Ready: true}, "Ready"},
+		{api.FunctionStatus{Phase: "Ready", Message: "applying the latest change"}, "applying the latest change"},
+		{api.FunctionStatus{Phase: "Building", Message: "building abc"}, "Building (building abc)"},
+	} {
+		if got := phaseOf(tc.st); got != tc.want {
+			t.Errorf("phaseOf(%+v) = %q, want %q", tc.st, got, tc.want)
+		}
+	}
+}
+
+// TestZipSource: the default ignores, .slessignore patterns (base names, anchored paths,
+// folders only), symbolic links left out, modes kept.
+func TestZipSource(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"handler.py":                "x",
+		"lib/util.py":               "x",
+		"lib/cache.tmp":             "x",
+		"data/big.bin":              "x",
+		"docs/data/keep.md":         "x",
+		"build":                     "a file named like an ignored folder",
+		"out/build/x":               "x",
+		".git/config":               "x",
+		"node_modules/m/index.js":   "x",
+		"sub/__pycache__/a.pyc":     "x",
+		".slessignore":              "# comment\n*.tmp\n/data/\nbuild/\n\n",
+		"bin/run.sh":                "#!/bin/sh\n",
+		"sub/.venv/bin/python":      "x",
+		"sub/keep.txt":              "x",
+		"node_modules.txt":          "x",
+		"docs/.DS_Store":            "x",
+		".sless/dev-signing.key":    "x",
+		"pkg/node_modules/b/x.json": "x",
+	} {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(dir, "bin", "run.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("handler.py", filepath.Join(dir, "link.py")); err != nil {
+		t.Fatal(err)
+	}
+	data, n, err := zipSource(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range zr.File {
+		names = append(names, f.Name)
+		if f.Name == "bin/run.sh" && f.Mode()&0o111 == 0 {
+			t.Errorf("bin/run.sh lost its executable bit: %v", f.Mode())
+		}
+	}
+	slices.Sort(names)
+	want := []string{".slessignore", "bin/run.sh", "build", "docs/data/keep.md", "handler.py", "lib/util.py", "node_modules.txt", "sub/keep.txt"}
+	if !slices.Equal(names, want) || n != len(want) {
+		t.Errorf("zipped %d: %q\nwant %q", n, names, want)
+	}
+	// The upload validator takes what deploy zips.
+	if _, err := buildkit.OpenArchive(bytes.NewReader(data), int64(len(data)), buildkit.DefaultLimits()); err != nil {
+		t.Errorf("the upload validator refuses the zip: %v", err)
+	}
+}
+
+func TestParseIgnoreErrors(t *testing.T) {
+	for _, lines := range [][]string{{"!keep.txt"}, {"ok", "[bad"}} {
+		if _, err := parseIgnore(lines); err == nil || !strings.Contains(err.Error(), ignoreFile+" line") {
+			t.Errorf("parseIgnore(%q): %v", lines, err)
+		}
+	}
+}
+
+func TestDetectLanguage(t *testing.T) {
+	for _, tc := range []struct {
+		files []string
+		want  buildkit.Language
+		code  int
+	}{
+		{files: []string{"go.mod", "handler.go"}, want: buildkit.LanguageGo},
+		{files: []string{"main.go"}, want: buildkit.LanguageGo},
+		{files: []string{"handler.py", "README.md"}, want: buildkit.LanguagePython},
+		{files: []string{"requirements.txt"}, want: buildkit.LanguagePython},
+		{files: []string{"package.json", "src/index.js"}, want: buildkit.LanguageNode},
+		{files: []string{"handler.js"}, want: buildkit.LanguageNode},
+		{files: []string{"README.md"}, code: exitUsage},
+		{files: []string{"handler.py", "handler.js"}, code: exitUsage},
+	} {
+		dir := t.TempDir()
+		for _, f := range tc.files {
+			p := filepath.Join(dir, f)
+			_ = os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.WriteFile(p, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := detectLanguage(dir)
+		if code := exitCodeOf(err); code != tc.code || got != tc.want {
+			t.Errorf("%q: %q, %v; want %q, exit %d", tc.files, got, err, tc.want, tc.code)
+		}
+	}
+}
+
+// TestInitTemplates: every language has a template, runtime names and languages are
+// accepted, and init refuses to overwrite without writing anything.
+func TestInitTemplates(t *testing.T) {
+	want := map[buildkit.Language][]string{
+		buildkit.LanguageGo:     {"go.mod", "handler.go"},
+		buildkit.LanguagePython: {"handler.py"},
+		buildkit.LanguageNode:   {"handler.js", "package.json"},
+	}
+	for _, name := range buildkit.RuntimeNames() {
+		rt, err := lookupRuntime(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(t.TempDir(), "fn-"+strings.ReplaceAll(name, ".", ""))
+		got, err := writeTemplate(dir, rt, initData{Name: filepath.Base(dir), Runtime: rt.Name, GoVersion: rt.Version})
+		if err != nil || !slices.Equal(got, want[rt.Language]) {
+			t.Fatalf("%s: %q, %v", name, got, err)
+		}
+		for _, f := range got {
+			data, _ := os.ReadFile(filepath.Join(dir, f))
+			if strings.Contains(string(data), "{{") {
+				t.Errorf("%s/%s: unrendered template:\n%s", name, f, data)
+			}
+		}
+		if rt.Language == buildkit.LanguageGo {
+			if data, _ := os.ReadFile(filepath.Join(dir, "go.mod")); !strings.Contains(string(data), "go "+rt.Version+"\n") {
+				t.Errorf("%s go.mod:\n%s", name, data)
+			}
+		}
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rt, _ := lookupRuntime("node")
+	if _, err := writeTemplate(dir, rt, initData{Name: "x"}); err == nil || !strings.Contains(err.Error(), "package.json") {
+		t.Fatalf("overwrite: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "handler.js")); !errors.Is(err, os.ErrNotExist) {
+		t.Error("a refused init wrote handler.js")
+	}
+	if _, err := lookupRuntime("java"); exitCodeOf(err) != exitUsage {
+		t.Errorf("--runtime java: %v", err)
+	}
+}
+
+func TestRefused(t *testing.T) {
+	for _, tc := range []struct {
+		status  int
+		proxied bool
+		want    bool
+	}{
+		{404, false, true}, {503, false, true}, {401, false, true},
+		{404, true, false}, {500, true, false}, {200, false, false},
+		{502, false, false}, {504, false, false},
+	} {
+		resp := &http.Response{StatusCode: tc.status, Header: http.Header{}}
+		if tc.proxied {
+			resp.Header.Set("X-Sless-Cold-Start", "false")
+		}
+		if got := refused(resp); got != tc.want {
+			t.Errorf("refused(%d, proxied %v) = %v", tc.status, tc.proxied, got)
+		}
+	}
+}
