@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/history"
@@ -44,8 +45,11 @@ type Options struct {
 	GatewayURL string
 	// AMQPURL is the broker of event triggers; without it event triggers stay inactive.
 	AMQPURL string
-	// Recorder receives cron, event and job invocations (the gateway records /fn/ calls).
+	// Recorder receives cron, event, asynchronous and job invocations (the gateway records
+	// /fn/ calls).
 	Recorder history.Recorder
+	// AsyncStore keeps asynchronous invocations; default files under DataDir/async/records.
+	AsyncStore history.AsyncStore
 	// Builder builds uploads; its Logger defaults to Logger.
 	Builder buildkit.LocalBuilder
 	// Pool tunes the process pool.
@@ -130,6 +134,11 @@ type Backend struct {
 	queue   workqueue.TypedRateLimitingInterface[string]
 	runners runners
 	jobs    jobRuns
+	// async queues asynchronous invocations: the broker's Publisher, or files (then files is
+	// set); asyncStore keeps their records.
+	async      gateway.AsyncInvoker
+	asyncStore history.AsyncStore
+	files      *fileQueue
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -164,6 +173,10 @@ func New(opts Options) (*Backend, error) {
 		deployed: map[string]deployment{}, builds: newBuilds(opts.MaxBuilds),
 		logs:    &logStore{dir: filepath.Join(opts.DataDir, "logs"), m: map[string]*objectLog{}},
 		runners: runners{m: map[string]*runner{}}, jobs: jobRuns{m: map[string]context.CancelFunc{}}, unlock: unlock}
+	if err := b.openAsync(); err != nil {
+		unlock()
+		return nil, err
+	}
 	if opts.Pool.OnStart == nil {
 		opts.Pool.OnStart = b.noteStart
 	}
@@ -204,6 +217,9 @@ func (b *Backend) Close() {
 	b.queue.ShutDown()
 	b.workers.Wait()
 	b.runners.stopAll()
+	if p, ok := b.async.(*dispatcher.Publisher); ok {
+		p.Close()
+	}
 	b.wg.Wait()
 	b.pool.Close()
 	b.unlock()
@@ -301,6 +317,11 @@ func (b *Backend) rebuildRoutes() {
 		g := gates[key]
 		routes[key] = gateway.Route{Host: b.deployed[key].host, Timeout: time.Duration(fn.Spec.TimeoutSec) * time.Second,
 			RequireAuth: g.RequireAuth, Disabled: g.Disabled}
+		if a := fn.Spec.Async; a.Enabled {
+			r := routes[key]
+			r.AsyncAttempts = int(a.MaxAttempts)
+			routes[key] = r
+		}
 	}
 	b.routes.Store(&routes)
 }

@@ -44,6 +44,7 @@ func (b *Backend) reconcileFunction(key string) error {
 	r, ok := snap.functions[key]
 	if !ok {
 		b.undeploy(key)
+		b.dropAsync(key)
 		b.deleteArtifacts(ctx, key)
 		ns, name := splitKey(key)
 		b.logs.remove(logKey(gateway.LogFunction, ns, name))
@@ -89,6 +90,7 @@ func (b *Backend) reconcileFunction(key string) error {
 		_ = b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) { st.Phase, st.Message = api.PhaseFailed, err.Error() })
 		return err
 	}
+	b.setAsyncRunner(key, fn, b.routingHost(fn.Namespace, fn.Name))
 	return b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) {
 		st.Phase, st.Message, st.URL, st.Image, st.LastBuildError = api.PhaseReady, "", b.functionURL(fn.Namespace, fn.Name), "local:"+short(art.Hash), ""
 		if built || st.LastBuildTime == nil {
@@ -145,6 +147,7 @@ func (b *Backend) undeploy(key string) {
 	d, ok := b.deployed[key]
 	delete(b.deployed, key)
 	b.depMu.Unlock()
+	b.runners.set(b.ctx, asyncRunnerKey(key), nil, nil)
 	if ok {
 		b.pool.Remove(d.host)
 		b.rebuildRoutes()

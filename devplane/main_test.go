@@ -78,6 +78,8 @@ type devOptions struct {
 	maxPerNamespace int
 	buildDir        string        // default: the one shared by every test
 	retryMax        time.Duration // default: the dev plane's
+	callbackHosts   []string
+	asyncStore      history.AsyncStore // default: files in the data dir
 }
 
 func startDev(t testing.TB, o devOptions) *dev {
@@ -109,7 +111,7 @@ func startDev(t testing.TB, o devOptions) *dev {
 		o.buildDir = buildDir
 	}
 	b, err := devplane.New(devplane.Options{DataDir: o.dataDir, BuildDir: o.buildDir, Artifacts: arts, GatewayURL: endpoint, RetryMax: o.retryMax,
-		AMQPURL: o.amqpURL, Recorder: o.recorder, Logger: log, MaxPerNamespace: o.maxPerNamespace,
+		AMQPURL: o.amqpURL, Recorder: o.recorder, Logger: log, MaxPerNamespace: o.maxPerNamespace, AsyncStore: o.asyncStore,
 		Pool: pool.Options{Tick: 50 * time.Millisecond, StopGrace: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +120,8 @@ func startDev(t testing.TB, o devOptions) *dev {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.New(gateway.Config{Backend: b, Auth: auth, Sources: arts, Recorder: o.recorder, History: o.recorder, Proxy: o.proxy, Logger: log})
+	gw, err := gateway.New(gateway.Config{Backend: b, Auth: auth, Sources: arts, Recorder: o.recorder, History: o.recorder, Proxy: o.proxy,
+		Async: b.Async(), CallbackHosts: o.callbackHosts, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,10 @@ type kindOps[S, T, O any] struct {
 var (
 	functionKind = kindOps[api.FunctionSpec, api.FunctionStatus, api.Function]{table: functions, view: functionOf,
 		initial: api.FunctionStatus{Phase: api.PhasePending}, kick: (*Backend).kickFunction,
-		check: func(_ *Backend, _ string, _ *api.FunctionSpec, spec api.FunctionSpec) error {
+		check: func(_ *Backend, ns string, _ *api.FunctionSpec, spec api.FunctionSpec) error {
+			if q := spec.Async.DeadLetterQueue; q != "" && !strings.HasPrefix(q, ns+".") {
+				return &gateway.InvalidError{Field: "async.dead_letter_queue", Reason: fmt.Sprintf("sless dev runs every tenant's queues on one broker, so name it %s.<name>; %q is not", ns, q)}
+			}
 			return runtimeHere(spec.Runtime)
 		}}
 	triggerKind = kindOps[api.TriggerSpec, api.TriggerStatus, api.Trigger]{table: triggers, view: triggerOf,

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,9 +17,10 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/rules"
 )
 
-// Asynchronous invocations travel as messages of the queue AsyncQueue(ns, fn): the body is
+// Asynchronous invocations travel as messages of the queue rules.AsyncQueue(ns, fn): the body is
 // the caller's, the headers carry the invocation's ID and the request to replay. A
 // dispatcher with Config.Async consumes them like event messages — retries with backoff,
 // then the dead-letter queue — and keeps the invocation's record up to date.
@@ -27,10 +29,6 @@ const (
 	headerInvocation = "x-sless-invocation-id"
 	headerRequest    = "x-sless-request"
 )
-
-// AsyncQueue is the queue of a function's asynchronous invocations. The tenant's namespace
-// leads the name, as sless dev requires of every queue a tenant uses.
-func AsyncQueue(ns, fn string) string { return ns + ".async." + fn }
 
 // asyncRequest is what headerRequest holds.
 type asyncRequest struct {
@@ -158,7 +156,7 @@ func (p *Publisher) Enqueue(ctx context.Context, req history.AsyncRequest) (hist
 	}
 	msg, err := AsyncPublishing(inv.ID, req)
 	if err == nil {
-		err = p.publish(ctx, AsyncQueue(req.Namespace, req.Function), msg)
+		err = p.publish(ctx, rules.AsyncQueue(req.Namespace, req.Function), msg)
 	}
 	if err != nil {
 		if derr := p.AsyncStore.DeleteAsync(context.WithoutCancel(ctx), req.Namespace, inv.ID); derr != nil {
@@ -241,3 +239,61 @@ func (p *Publisher) resetLocked() {
 
 // Close drops the broker connection.
 func (p *Publisher) Close() { p.reset() }
+
+// AsyncRunner makes attempts of one function's asynchronous invocations without a broker —
+// sless dev's durable queue in its data dir — with the calls, records, history and
+// callbacks of the broker path. The caller keeps the queue and waits the returned delays.
+type AsyncRunner struct{ d *dispatcher }
+
+// NewAsyncRunner takes cfg's Function, Trigger, Retry, Timeout, Invoker, Recorder, Async and
+// Logger; the broker fields are not used.
+func NewAsyncRunner(cfg Config) (*AsyncRunner, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Async == nil || cfg.Invoker == nil || cfg.Function.Namespace == "" || cfg.Function.Name == "" {
+		return nil, &ConfigError{Field: "async", Reason: "an asynchronous runner needs the function, an invoker and a store"}
+	}
+	d := &dispatcher{cfg: cfg, log: cfg.Logger.With("function", cfg.Function.String())}
+	d.call = call{invoker: cfg.Invoker, timeout: cfg.Timeout, recorder: cfg.Recorder, record: history.Record{
+		Namespace: cfg.Function.Namespace, Function: cfg.Function.Name, Trigger: cfg.Trigger, Kind: history.KindAsync}}
+	return &AsyncRunner{d: d}, nil
+}
+
+// Attempt makes attempt number attempt (1-based) of invocation id replaying req. It returns
+// the attempt due next and when, or next 0 once the outcome is recorded as final. A store
+// that cannot be written, or a ctx ended mid-attempt, leaves the same attempt due again.
+func (r *AsyncRunner) Attempt(ctx context.Context, id string, req history.AsyncRequest, attempt int) (next int, retryIn time.Duration) {
+	d := r.d
+	ctx, span := tracer.Start(ctx, "dispatcher.async "+d.cfg.Function.String())
+	defer span.End()
+	settled := func(ok bool) (int, time.Duration) {
+		if ok {
+			return 0, 0
+		}
+		return attempt, time.Second // run it again rather than leave a record that says otherwise
+	}
+	if attempt > d.cfg.Retry.MaxAttempts { // the policy was lowered since it was queued
+		return settled(d.settleAsync(ctx, id, failed(attempt-1, fmt.Errorf("attempt %d exceeds the function's %d attempts", attempt, d.cfg.Retry.MaxAttempts))))
+	}
+	c := Call{Method: req.Method, Path: req.Path, RawQuery: req.RawQuery, Header: http.Header(req.Header).Clone(), Body: req.Body, KeepBody: true}
+	if c.Header == nil {
+		c.Header = http.Header{}
+	}
+	c.Header.Set("X-Sless-Attempt", strconv.Itoa(attempt))
+	if _, ok := d.noteAsync(ctx, id, func(inv *history.AsyncInvocation) { inv.Status, inv.Attempts = history.AsyncRunning, attempt }); !ok {
+		return attempt, time.Second
+	}
+	res, err := d.call.run(ctx, c)
+	switch {
+	case err == nil:
+		return settled(d.settleAsync(ctx, id, succeeded(res)))
+	case ctx.Err() != nil:
+		d.noteAsync(context.WithoutCancel(ctx), id, func(inv *history.AsyncInvocation) { inv.Status, inv.Attempts = history.AsyncQueued, attempt-1 })
+		return attempt, 0
+	case attempt < d.cfg.Retry.MaxAttempts:
+		d.noteAsync(ctx, id, func(inv *history.AsyncInvocation) {
+			inv.Status, inv.HTTPStatus, inv.Error = history.AsyncQueued, res.Status, err.Error()
+		})
+		return attempt + 1, d.cfg.Retry.delay(attempt)
+	}
+	return settled(d.settleAsync(ctx, id, func(inv *history.AsyncInvocation) { failed(attempt, err)(inv); inv.HTTPStatus = res.Status }))
+}

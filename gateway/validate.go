@@ -146,6 +146,12 @@ func applyFunctionFields(spec *api.FunctionSpec, f api.FunctionFields) {
 		setIf(&spec.Async.BackoffMs, a.BackoffMs)
 		setIf(&spec.Async.DeadLetterQueue, a.DeadLetterQueue)
 	}
+	if spec.Async.MaxAttempts == 0 { // stored before functions had async settings
+		spec.Async.MaxAttempts = defaultFunctionSpec().Async.MaxAttempts
+		if f.Async == nil || f.Async.BackoffMs == nil {
+			spec.Async.BackoffMs = defaultFunctionSpec().Async.BackoffMs
+		}
+	}
 }
 
 func setIf[T any](dst *T, src *T) {

@@ -97,3 +97,16 @@ func CurrentMessage(message string, generation, observedGeneration int64) string
 	}
 	return message
 }
+
+// AsyncQueue is the queue of a function's asynchronous invocations. The tenant's namespace
+// leads the name, as sless dev requires of every queue a tenant uses.
+func AsyncQueue(namespace, name string) string { return namespace + ".async." + name }
+
+// AsyncDeadLetterQueue is where a function's asynchronous invocations go after their last
+// attempt: the one its settings name, else AsyncQueue(...).dlq.
+func AsyncDeadLetterQueue(namespace, name, configured string) string {
+	if configured != "" {
+		return configured
+	}
+	return AsyncQueue(namespace, name) + ".dlq"
+}

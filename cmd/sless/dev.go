@@ -35,6 +35,7 @@ type devFlags struct {
 	conns                                                    gateway.ConnLimits
 	store                                                    storeFlags
 	login                                                    bool
+	callbackHosts                                            []string
 }
 
 func newDevCmd() *cobra.Command {
@@ -62,6 +63,7 @@ A signing key is generated into the data directory and a ready token is printed.
 	bindConnFlags(fs, &f.conns)
 	fs.Lookup("max-connections").DefValue = "1000"
 	f.conns.MaxConns = 1000
+	bindCallbackFlag(fs, &f.callbackHosts)
 	fs.BoolVar(&f.login, "login", false, "save this server's endpoint and token for the sless CLI, as `sless login` does")
 	f.store.bind(fs, "")
 	fs.Lookup("artifacts-dir").Usage = "directory for uploads when no S3 endpoint is given (default <data-dir>/artifacts)"
@@ -115,15 +117,18 @@ func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 		return fmt.Errorf("--listen %s: %w", f.listen, err)
 	}
 	endpoint := "http://" + ln.Addr().String()
-	backend, err := devplane.New(devplane.Options{DataDir: dataDir, Artifacts: artifacts, GatewayURL: endpoint,
-		AMQPURL: f.amqpURL, Recorder: rec, Logger: log})
+	opts := devplane.Options{DataDir: dataDir, Artifacts: artifacts, GatewayURL: endpoint, AMQPURL: f.amqpURL, Recorder: rec, Logger: log}
+	if pg, ok := reader.(*history.Postgres); ok {
+		opts.AsyncStore = pg
+	}
+	backend, err := devplane.New(opts)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	defer backend.Close()
 	srv, err := gateway.New(gateway.Config{Backend: backend, Auth: auth, Sources: artifacts, Recorder: rec, History: reader,
-		Conns: f.conns, FunctionsDomain: f.functionsDomain, Logger: log})
+		Conns: f.conns, FunctionsDomain: f.functionsDomain, Async: backend.Async(), CallbackHosts: f.callbackHosts, Logger: log})
 	if err != nil {
 		ln.Close()
 		return err

@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/cluster"
 	"sless.dev/sless/gateway/history"
@@ -31,6 +32,8 @@ type gatewayFlags struct {
 	insecureNoAuth                             bool
 	codeCheckURL, codeCheckModel               string
 	functionsDomain, buildNamespace            string
+	amqpURL                                    string
+	callbackHosts                              []string
 	proxy                                      gateway.ProxyConfig
 	conns                                      gateway.ConnLimits
 	store                                      storeFlags
@@ -64,6 +67,8 @@ RS256/ES256 keys of --jwks-url. Traces are exported over OTLP when OTEL_EXPORTER
 	fs.Int64Var(&f.proxy.MaxHeldPerFunction, "max-held-per-function", 1000, "requests in flight per function before /fn/ answers 503")
 	fs.Int64Var(&f.proxy.MaxHeld, "max-held", 10000, "requests in flight in total before /fn/ answers 503")
 	fs.StringVar(&f.functionsDomain, "functions-domain", os.Getenv("SLESS_FUNCTIONS_DOMAIN"), "serve each function on its own origin <name>.<namespace>.<domain> (a wildcard DNS name pointing at the gateway; env SLESS_FUNCTIONS_DOMAIN); /fn/ paths keep working, sandboxed")
+	fs.StringVar(&f.amqpURL, "amqp-url", os.Getenv("SLESS_AMQP_URL"), "RabbitMQ URL asynchronous invocations are queued on (env SLESS_AMQP_URL); with --database-url it turns on Prefer: respond-async")
+	bindCallbackFlag(fs, &f.callbackHosts)
 	fs.StringVar(&f.buildNamespace, "build-namespace", envOr("SLESS_BUILD_NAMESPACE", "sless-system"), "namespace the operator runs builds in, read for build logs (env SLESS_BUILD_NAMESPACE)")
 	bindConnFlags(fs, &f.conns)
 	f.store.bind(fs, "/var/lib/sless/artifacts")
@@ -75,6 +80,11 @@ func bindConnFlags(fs *pflag.FlagSet, l *gateway.ConnLimits) {
 	fs.Int64Var(&l.MaxConns, "max-connections", 10000, "open client connections before requests get 503 and the connection is closed")
 	fs.DurationVar(&l.IdleTimeout, "idle-timeout", 60*time.Second, "closes keep-alive connections idle this long")
 	fs.DurationVar(&l.BodyTimeout, "body-timeout", 2*time.Minute, "time to send a /v1 request body, uploads included (/fn/ bodies: the function's timeout)")
+}
+
+// bindCallbackFlag declares the hosts asynchronous invocations may call back.
+func bindCallbackFlag(fs *pflag.FlagSet, hosts *[]string) {
+	fs.StringSliceVar(hosts, "async-callback-hosts", nil, "hosts (example.com, *.example.com) asynchronous invocations may POST their outcome to (X-Sless-Callback-URL); none: callbacks are refused")
 }
 
 func runGateway(cmd *cobra.Command, f gatewayFlags) error {
@@ -117,6 +127,11 @@ func runGateway(cmd *cobra.Command, f gatewayFlags) error {
 		}
 		defer shutdownWithin(10*time.Second, store.Close, logger, "invocation history flush")
 		gcfg.Recorder, gcfg.History = store, store
+		if f.amqpURL != "" {
+			pub := &dispatcher.Publisher{URL: f.amqpURL, AsyncStore: store, Logger: logger}
+			defer pub.Close()
+			gcfg.Async, gcfg.CallbackHosts = pub, f.callbackHosts
+		}
 	}
 	srv, err := gateway.New(gcfg)
 	if err != nil {

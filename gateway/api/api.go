@@ -292,6 +292,7 @@ const (
 	KindEvent = "event"
 	KindCron  = "cron"
 	KindJob   = "job"
+	KindAsync = "async" // an asynchronous invocation's attempt
 )
 
 // Invocation is one recorded call of a function.

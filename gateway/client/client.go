@@ -316,3 +316,28 @@ func (c *Client) UpdateJob(ctx context.Context, ns, name string, f api.JobFields
 func (c *Client) DeleteJob(ctx context.Context, ns, name string) error {
 	return c.delete(ctx, ns, "jobs", name)
 }
+
+// GetAsyncInvocation returns an asynchronous invocation (the ID of a 202's Location).
+func (c *Client) GetAsyncInvocation(ctx context.Context, ns, id string) (api.AsyncInvocation, error) {
+	var out api.AsyncInvocation
+	err := c.do(ctx, http.MethodGet, nsPath(ns, "invocations", id), nil, nil, &out)
+	return out, err
+}
+
+// ListAsyncInvocations returns a namespace's asynchronous invocations, newest first, of one
+// function and in one status when given ("" any); limit 0 means the server's default.
+func (c *Client) ListAsyncInvocations(ctx context.Context, ns, function, status string, limit int) ([]api.AsyncInvocation, error) {
+	q := url.Values{}
+	if function != "" {
+		q.Set("function", function)
+	}
+	if status != "" {
+		q.Set("status", status)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out api.AsyncInvocations
+	err := c.do(ctx, http.MethodGet, nsPath(ns, "invocations"), q, nil, &out)
+	return out.Invocations, err
+}

@@ -1,0 +1,242 @@
+package devplane_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/history"
+)
+
+// asyncHandler answers with what it was sent, fails on {"fail": true} and sleeps on
+// {"sleep": seconds}.
+const asyncHandler = `import time
+
+def handle(event, request=None):
+    if event.get("fail"):
+        raise RuntimeError("asked to fail: " + event.get("name", ""))
+    if event.get("sleep"):
+        time.sleep(event["sleep"])
+    return {"hello": event.get("name", "world")}
+`
+
+var asyncOn = api.FunctionFields{Async: &api.AsyncFields{Enabled: ptr(true), MaxAttempts: ptr(int32(2)), BackoffMs: ptr(int32(20))}}
+
+// callAsync POSTs body to the function preferring an asynchronous answer.
+func (d *dev) callAsync(name, body string, header http.Header) (*http.Response, api.AsyncInvocation) {
+	d.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, d.endpoint+"/fn/"+d.ns+"/"+name, strings.NewReader(body))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Prefer", "respond-async")
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var inv api.AsyncInvocation
+	_ = json.NewDecoder(resp.Body).Decode(&inv)
+	return resp, inv
+}
+
+// enqueue makes n asynchronous calls of name (8 at a time), body i's {"name": "<prefix><i>"}
+// plus extra, and returns the invocation IDs in order.
+func (d *dev) enqueue(name, prefix, extra string, n int) []string {
+	d.t.Helper()
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			resp, inv := d.callAsync(name, fmt.Sprintf(`{"name":"%s%d"%s}`, prefix, i, extra), nil)
+			if resp.StatusCode != http.StatusAccepted || resp.Header.Get("Location") != "/v1/namespaces/"+d.ns+"/invocations/"+inv.ID {
+				d.t.Errorf("call %d: %d, Location %q, invocation %+v", i, resp.StatusCode, resp.Header.Get("Location"), inv)
+			}
+			ids[i] = inv.ID
+		}()
+	}
+	wg.Wait()
+	if d.t.Failed() {
+		d.t.FailNow()
+	}
+	return ids
+}
+
+// settle waits until every invocation is final and returns them.
+func (d *dev) settle(ids []string, within time.Duration) []api.AsyncInvocation {
+	d.t.Helper()
+	out := make([]api.AsyncInvocation, len(ids))
+	waitFor(d.t, fmt.Sprintf("%d asynchronous invocations to finish", len(ids)), within, func() bool {
+		for i, id := range ids {
+			if out[i].Status == history.AsyncSucceeded || out[i].Status == history.AsyncFailed {
+				continue
+			}
+			inv, err := d.client.GetAsyncInvocation(context.Background(), d.ns, id)
+			if err != nil {
+				d.t.Fatalf("get invocation %s: %v", id, err)
+			}
+			out[i] = inv
+			if inv.Status != history.AsyncSucceeded && inv.Status != history.AsyncFailed {
+				return false
+			}
+		}
+		return true
+	})
+	return out
+}
+
+func TestAsyncInvocationsInTheDataDir(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{})
+	ctx := context.Background()
+	d.deploy("worker", "python3.11", map[string]string{"handler.py": asyncHandler}, asyncOn)
+	d.deploy("sync-only", "python3.11", map[string]string{"handler.py": asyncHandler}, api.FunctionFields{})
+
+	ids := d.enqueue("worker", "a", "", 200)
+	for i, inv := range d.settle(ids, 2*time.Minute) {
+		if inv.Status != history.AsyncSucceeded || inv.Attempts != 1 || inv.HTTPStatus != 200 || inv.Result != fmt.Sprintf(`{"hello": "a%d"}`, i) && inv.Result != fmt.Sprintf(`{"hello":"a%d"}`, i) {
+			t.Fatalf("invocation %d: %+v", i, inv)
+		}
+	}
+
+	failing := d.enqueue("worker", "f", `,"fail":true`, 5)
+	for _, inv := range d.settle(failing, time.Minute) {
+		if inv.Status != history.AsyncFailed || inv.Attempts != 2 || inv.HTTPStatus != 500 || !strings.Contains(inv.Error, "HTTP 500") {
+			t.Fatalf("failing invocation: %+v", inv)
+		}
+	}
+	var asyncRecords int
+	for _, r := range d.invocations("worker") {
+		if r.Kind == api.KindAsync && r.Status == history.StatusFailed {
+			asyncRecords++
+		}
+	}
+	if asyncRecords != 10 {
+		t.Fatalf("want 10 failed attempts (5 invocations × 2) in the history, got %d", asyncRecords)
+	}
+	failed, err := d.client.ListAsyncInvocations(ctx, d.ns, "worker", history.AsyncFailed, 0)
+	if err != nil || len(failed) != 5 {
+		t.Fatalf("list failed: %d, %v", len(failed), err)
+	}
+
+	// A repeated Idempotency-Key names the same invocation.
+	key := http.Header{"Idempotency-Key": {"order-7"}}
+	first, inv1 := d.callAsync("worker", `{"name":"once"}`, key)
+	again, inv2 := d.callAsync("worker", `{"name":"twice"}`, key)
+	if first.StatusCode != http.StatusAccepted || again.StatusCode != http.StatusOK || inv1.ID != inv2.ID {
+		t.Fatalf("idempotency: %d %s, then %d %s", first.StatusCode, inv1.ID, again.StatusCode, inv2.ID)
+	}
+	if got := d.settle([]string{inv1.ID}, time.Minute)[0]; got.Result == "" || !strings.Contains(got.Result, "once") {
+		t.Fatalf("the first body must run: %+v", got)
+	}
+
+	// Refusals name the fix.
+	for _, c := range []struct {
+		fn     string
+		header http.Header
+		code   int
+		msg    string
+	}{
+		{"sync-only", nil, http.StatusConflict, "async.enabled"},
+		{"worker", http.Header{"Idempotency-Key": {strings.Repeat("k", 300)}}, http.StatusBadRequest, "Idempotency-Key"},
+		{"worker", http.Header{"X-Sless-Callback-Url": {"http://127.0.0.1:1/hook"}}, http.StatusBadRequest, "--async-callback-hosts"},
+	} {
+		resp, _ := d.callAsync(c.fn, `{}`, c.header)
+		if resp.StatusCode != c.code {
+			t.Errorf("%s %v: want %d, got %d", c.fn, c.header, c.code, resp.StatusCode)
+		}
+	}
+	if _, err := d.client.GetAsyncInvocation(ctx, d.ns, strings.Repeat("0", 24)); !isStatus(err, http.StatusNotFound) {
+		t.Fatalf("unknown invocation: %v", err)
+	}
+	other := startDev(t, devOptions{dataDir: t.TempDir()})
+	if _, err := other.client.GetAsyncInvocation(ctx, d.ns, ids[0]); !isStatus(err, http.StatusForbidden) {
+		t.Fatalf("another tenant's invocation: %v", err)
+	}
+}
+
+// TestAsyncInvocationsSurviveARestart stops sless dev while invocations run and wait, and
+// starts it again on the same data dir: every one finishes, none twice as a success record
+// of its own.
+func TestAsyncInvocationsSurviveARestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	subject := "restart-" + randomHex(t)
+	d := startDev(t, devOptions{dataDir: dir, subject: subject})
+	d.deploy("slow", "python3.11", map[string]string{"handler.py": asyncHandler}, asyncOn)
+	ids := d.enqueue("slow", "s", `,"sleep":0.3`, 60)
+	d.stop()
+	d = startDev(t, devOptions{dataDir: dir, subject: subject})
+	for i, inv := range d.settle(ids, 2*time.Minute) {
+		if inv.Status != history.AsyncSucceeded || !strings.Contains(inv.Result, fmt.Sprintf("s%d", i)) {
+			t.Fatalf("invocation %d after the restart: %+v", i, inv)
+		}
+	}
+}
+
+// TestAsyncInvocationsOnTheBroker: with a broker sless dev queues on RabbitMQ and consumes
+// with the cluster's dispatcher; exhausted invocations are in the dead-letter queue.
+func TestAsyncInvocationsOnTheBroker(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{amqpURL: amqpURL()})
+	d.deploy("worker", "python3.11", map[string]string{"handler.py": asyncHandler}, asyncOn)
+	conn, err := amqp.Dial(amqpURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := d.ns + ".async.worker"
+	t.Cleanup(func() {
+		_, _ = ch.QueueDelete(queue, false, false, false)
+		_, _ = ch.QueueDelete(queue+".dlq", false, false, false)
+	})
+	ids := d.enqueue("worker", "b", "", 100)
+	for i, inv := range d.settle(ids, 2*time.Minute) {
+		if inv.Status != history.AsyncSucceeded || !strings.Contains(inv.Result, fmt.Sprintf("b%d", i)) {
+			t.Fatalf("invocation %d: %+v", i, inv)
+		}
+	}
+	failing := d.enqueue("worker", "f", `,"fail":true`, 3)
+	for _, inv := range d.settle(failing, time.Minute) {
+		if inv.Status != history.AsyncFailed || inv.Attempts != 2 {
+			t.Fatalf("failing invocation: %+v", inv)
+		}
+	}
+	var dead []amqp.Delivery
+	waitFor(t, "3 messages in the dead-letter queue", 30*time.Second, func() bool {
+		m, ok, err := ch.Get(queue+".dlq", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			dead = append(dead, m)
+		}
+		return len(dead) == 3
+	})
+	for _, m := range dead {
+		if e, _ := m.Headers["x-sless-last-error"].(string); !strings.Contains(e, "HTTP 500") {
+			t.Fatalf("dead letter without the last error: %v", m.Headers)
+		}
+	}
+}
