@@ -58,6 +58,9 @@ func (r *FunctionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !fn.DeletionTimestamp.IsZero() {
+		if err := r.deleteAsync(ctx, fn); err != nil {
+			return ctrl.Result{}, err
+		}
 		return ctrl.Result{}, finalize(ctx, r.Client, r.Artifacts, r.builds, fn, scaling.LabelFunction)
 	}
 	if controllerutil.AddFinalizer(fn, finalizer) {
@@ -104,6 +107,9 @@ func (r *FunctionReconciler) reconcileFunction(ctx context.Context, fn *v1.Funct
 		return err
 	} else {
 		setCondition(fn, &st.Conditions, v1.ConditionDeployed, metav1.ConditionTrue, "Deployed", "Deployment, Service and HTTPScaledObject are up to date")
+	}
+	if err := r.reconcileAsync(ctx, fn); err != nil {
+		return err
 	}
 	st.Phase = phase
 	reason, msg := "", ""

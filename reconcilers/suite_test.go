@@ -38,6 +38,7 @@ var (
 
 func TestMain(m *testing.M) {
 	opts.SlessImage = "registry.example/sless:test"
+	opts.AsyncSecret = "sless-gateway"
 	e, err := testenv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -58,6 +58,12 @@ func RunJobName(name string, runID int64) string {
 // ScaledJobName names the dispatcher ScaledJob of an event trigger.
 func ScaledJobName(trigger string) string { return childName(maxNameLength, trigger, "events") }
 
+// AsyncName names the ScaledJob and TriggerAuthentication draining a function's
+// asynchronous invocations, in the platform namespace beside every other tenant's.
+func AsyncName(namespace, name string) string {
+	return childName(maxNameLength, "async", namespace, name)
+}
+
 // CronJobName names the CronJob of a cron trigger.
 func CronJobName(trigger string) string { return childName(maxCronJobNameLength, trigger, "cron") }
 

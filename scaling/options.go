@@ -24,6 +24,11 @@ type Options struct {
 	HistorySecret string
 	// ColdStartTimeout bounds how long the interceptor holds a request for a function at zero.
 	ColdStartTimeout time.Duration
+	// AsyncSecret, when set, names a Secret in Build.Namespace (the platform's) with the
+	// keys SLESS_AMQP_URL and SLESS_DATABASE_URL: the broker the gateway queues asynchronous
+	// invocations on and the database of their records. Functions with async enabled get a
+	// dispatcher ScaledJob there; without it they take no asynchronous invocations.
+	AsyncSecret string
 	// ImagePullSecret, when set, is attached to function pods.
 	ImagePullSecret string
 

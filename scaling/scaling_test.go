@@ -304,6 +304,51 @@ func TestMakeScaledJob(t *testing.T) {
 	}
 }
 
+func TestMakeAsyncScaledJob(t *testing.T) {
+	opts := testOptions()
+	opts.AsyncSecret = "sless-gateway"
+	cases := map[string]struct {
+		async    v1.AsyncSpec
+		wantArgs []string
+		maxJobs  int32
+	}{
+		"defaults": {async: v1.AsyncSpec{Enabled: true, Retry: v1.RetryPolicy{MaxAttempts: 3, BackoffMillis: 1000}},
+			wantArgs: []string{"--dead-letter-queue=sless-abc.async.hello.dlq", "--max-attempts=3", "--backoff=1s"}, maxJobs: 1},
+		"own dead-letter queue and limits": {async: v1.AsyncSpec{Enabled: true, Retry: v1.RetryPolicy{MaxAttempts: 7, BackoffMillis: 250}, DeadLetterQueue: "sless-abc.failed", MaxJobs: 4},
+			wantArgs: []string{"--dead-letter-queue=sless-abc.failed", "--max-attempts=7", "--backoff=250ms"}, maxJobs: 4},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			fn := testFunction(func(fn *v1.Function) { fn.Spec.Async = tc.async })
+			sj := MakeAsyncScaledJob(fn, opts)
+			if sj.Namespace != opts.Build.Namespace || sj.Name != "async-sless-abc-hello" || len(sj.OwnerReferences) != 0 {
+				t.Errorf("placed at %s/%s owned by %v", sj.Namespace, sj.Name, sj.OwnerReferences)
+			}
+			if sj.Labels[LabelFunctionNamespace] != "sless-abc" || sj.Labels[LabelFunction] != "hello" {
+				t.Errorf("labels %v", sj.Labels)
+			}
+			c := sj.Spec.JobTargetRef.Template.Spec.Containers[0]
+			for _, want := range append(tc.wantArgs, "dispatcher", "--async", "--queue=sless-abc.async.hello", "--exit-when-empty",
+				"--function=sless-abc/hello", "--target-host=hello.sless-abc.fn.sless.local") {
+				if !hasArg(c.Args, want) {
+					t.Errorf("args %v lack %s", c.Args, want)
+				}
+			}
+			if len(c.Env) != 2 || c.Env[0].ValueFrom.SecretKeyRef.Name != "sless-gateway" || c.Env[0].ValueFrom.SecretKeyRef.Key != "SLESS_AMQP_URL" ||
+				c.Env[1].ValueFrom.SecretKeyRef.Key != "SLESS_DATABASE_URL" {
+				t.Errorf("env %+v: only the platform secret's two keys, never the tenant's history secret", c.Env)
+			}
+			if *sj.Spec.MaxReplicaCount != tc.maxJobs || sj.Spec.Triggers[0].AuthenticationRef.Name != sj.Name {
+				t.Errorf("max %d, auth %v", *sj.Spec.MaxReplicaCount, sj.Spec.Triggers[0].AuthenticationRef)
+			}
+		})
+	}
+	ta := MakeAsyncTriggerAuthentication(testFunction(), opts)
+	if ref := ta.Spec.SecretTargetRef[0]; ta.Namespace != opts.Build.Namespace || ref.Parameter != "host" || ref.Name != "sless-gateway" || ref.Key != "SLESS_AMQP_URL" {
+		t.Errorf("trigger authentication %s: %+v", ta.Namespace, ta.Spec.SecretTargetRef)
+	}
+}
+
 func TestMakeCronJob(t *testing.T) {
 	cases := map[string]struct {
 		tr    *v1.Trigger

@@ -47,12 +47,13 @@ func invocationTimeout(fn *v1.Function) time.Duration {
 	return noLimit
 }
 
-// dispatcherContainer runs `sless dispatcher` against fn through the interceptor, so a
-// function at zero is woken by KEDA like any HTTP caller would wake it.
-func dispatcherContainer(tr *v1.Trigger, fn *v1.Function, opts Options, args ...string) corev1.Container {
+// dispatcherContainer runs `sless dispatcher` for trigger (its name in the history) against
+// fn through the interceptor, so a function at zero is woken by KEDA like any HTTP caller
+// would wake it.
+func dispatcherContainer(trigger string, fn *v1.Function, opts Options, args ...string) corev1.Container {
 	args = append(args,
 		"--function="+fn.Namespace+"/"+fn.Name,
-		"--trigger="+tr.Name,
+		"--trigger="+trigger,
 		"--target-url="+opts.InterceptorURL,
 		"--target-host="+rules.RoutingHost(fn.Namespace, fn.Name, opts.Domain),
 		"--timeout="+invocationTimeout(fn).String(),
@@ -119,7 +120,7 @@ func secretKey(ref v1.SecretKeyReference) string {
 // enabled=false pauses it in place.
 func MakeScaledJob(tr *v1.Trigger, fn *v1.Function, opts Options) *kedav1alpha1.ScaledJob {
 	e := tr.Spec.Event
-	c := dispatcherContainer(tr, fn, opts,
+	c := dispatcherContainer(tr.Name, fn, opts,
 		"dispatcher",
 		"--queue="+e.Queue,
 		"--dead-letter-queue="+DeadLetterQueue(e),
@@ -165,7 +166,7 @@ func MakeScaledJob(tr *v1.Trigger, fn *v1.Function, opts Options) *kedav1alpha1.
 // enabled=false suspends it in place.
 func MakeCronJob(tr *v1.Trigger, fn *v1.Function, opts Options) *batchv1.CronJob {
 	cr := tr.Spec.Cron
-	c := dispatcherContainer(tr, fn, opts, "dispatcher", "fire", "--schedule="+cr.Schedule)
+	c := dispatcherContainer(tr.Name, fn, opts, "dispatcher", "fire", "--schedule="+cr.Schedule)
 	if cr.Timezone != "" {
 		c.Args = append(c.Args, "--timezone="+cr.Timezone)
 	}

@@ -108,6 +108,9 @@ const (
 	ConditionBuilt = "Built"
 	// ConditionDeployed reports the rendered workloads of a Function.
 	ConditionDeployed = "Deployed"
+	// ConditionAsync is True while a function with async enabled has a dispatcher draining
+	// its asynchronous invocations; the gateway takes them only then.
+	ConditionAsync = "Async"
 	// ConditionSucceeded is the terminal summary of a FunctionJob run.
 	ConditionSucceeded = "Succeeded"
 )

@@ -68,6 +68,37 @@ type FunctionSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Scale ScaleSpec `json:"scale,omitempty"`
+
+	// Async lets callers invoke the function asynchronously (Prefer: respond-async): the
+	// gateway queues each call on RabbitMQ and a dispatcher the operator runs through KEDA
+	// replays it, with retries, then the dead-letter queue.
+	// +optional
+	// +kubebuilder:default={}
+	Async AsyncSpec `json:"async,omitempty"`
+}
+
+// AsyncSpec governs a function's asynchronous invocations.
+type AsyncSpec struct {
+	// Enabled turns asynchronous invocations on.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// +optional
+	// +kubebuilder:default={}
+	Retry RetryPolicy `json:"retry,omitempty"`
+
+	// DeadLetterQueue receives invocations that exhausted their attempts;
+	// <namespace>.async.<name>.dlq when empty.
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	DeadLetterQueue string `json:"deadLetterQueue,omitempty"`
+
+	// MaxJobs caps the dispatcher Jobs draining the queue at once.
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	MaxJobs int32 `json:"maxJobs,omitempty"`
 }
 
 // FunctionStatus is what the operator observed.

@@ -52,7 +52,9 @@ type dispatcherRuntime struct {
 	function dispatcher.FunctionRef
 	invoker  dispatcher.Invoker
 	recorder history.Recorder
-	stop     func()
+	// store is the database behind recorder, when there is one.
+	store *history.Postgres
+	stop  func()
 }
 
 // start reads SLESS_* fallbacks, then sets up logging, tracing (OTLP when OTEL_* is set), the
@@ -90,7 +92,7 @@ func (c *dispatcherCommon) start(cmd *cobra.Command, concurrency int) (*dispatch
 		rt.stop()
 		return nil, &dispatcher.ConfigError{Field: "database-url", Reason: err.Error(), Err: err}
 	}
-	rt.recorder = store
+	rt.recorder, rt.store = store, store
 	rt.stop = func() {
 		shutdownWithin(10*time.Second, store.Close, log, "invocation history")
 		shutdownWithin(10*time.Second, stopTracing, log, "trace export")
@@ -104,7 +106,7 @@ func newDispatcherCmd() *cobra.Command {
 		cfg                    dispatcher.Config
 		queueArgs              []string
 		maxBody                int
-		exitWhenEmpty          bool
+		exitWhenEmpty, async   bool
 		idleTimeout, drainTime time.Duration
 	)
 	cmd := &cobra.Command{
@@ -135,6 +137,12 @@ Exit codes: 0 done, 1 failure, 2 configuration (flags, queue-argument mismatch, 
 			cfg.Function, cfg.Trigger, cfg.Invoker, cfg.Recorder, cfg.Logger = rt.function, common.trigger, rt.invoker, rt.recorder, rt.log
 			cfg.Retry, cfg.Timeout, cfg.MaxBodyBytes = common.retry, common.timeout, maxBody
 			cfg.ExitWhenEmpty, cfg.IdleTimeout, cfg.DrainTimeout = exitWhenEmpty, idleTimeout, drainTime
+			if async {
+				if rt.store == nil {
+					return dispatcherExit(&dispatcher.ConfigError{Field: "database-url", Reason: "--async keeps the invocations' records there: set it (or SLESS_DATABASE_URL)"})
+				}
+				cfg.Async = rt.store
+			}
 			_, err = dispatcher.Run(cmd.Context(), cfg)
 			return dispatcherExit(err)
 		},
@@ -149,6 +157,7 @@ Exit codes: 0 done, 1 failure, 2 configuration (flags, queue-argument mismatch, 
 	fs.IntVar(&maxBody, "max-body-bytes", 1<<20, "larger messages are dead-lettered")
 	fs.BoolVar(&exitWhenEmpty, "exit-when-empty", false, "exit once the queue stayed empty for --idle-timeout (ScaledJob jobs)")
 	fs.DurationVar(&idleTimeout, "idle-timeout", 2*time.Second, "how long the queue must stay empty before --exit-when-empty exits")
+	fs.BoolVar(&async, "async", false, "the queue holds asynchronous invocations (Prefer: respond-async): replay each caller's request and keep its record in --database-url")
 	fs.IntVar(&cfg.MaxMessages, "max-messages", 0, "exit after taking this many messages (0: no limit)")
 	fs.DurationVar(&drainTime, "drain-timeout", 25*time.Second, "on SIGTERM, how long in-flight invocations may finish")
 	cmd.AddCommand(newDispatcherFireCmd())

@@ -119,6 +119,7 @@ func newOperatorCmd() *cobra.Command {
 	fs.StringVar(&opts.GatewayURL, "gateway-url", opts.GatewayURL, "external base URL of the gateway, for function URLs")
 	fs.StringVar(&opts.InterceptorURL, "interceptor-url", opts.InterceptorURL, "KEDA HTTP interceptor proxy that dispatcher jobs invoke through")
 	fs.StringVar(&opts.SlessImage, "sless-image", opts.SlessImage, "image of this binary, run by ScaledJobs and CronJobs (default: the image of the operator's own pod, POD_NAME/POD_NAMESPACE)")
+	fs.StringVar(&opts.AsyncSecret, "async-secret", os.Getenv("SLESS_ASYNC_SECRET"), "Secret in the build namespace with SLESS_AMQP_URL and SLESS_DATABASE_URL: functions with async enabled get a dispatcher ScaledJob there (env SLESS_ASYNC_SECRET); empty: no asynchronous invocations")
 	fs.StringVar(&opts.HistorySecret, "history-secret", opts.HistorySecret, "Secret (key url) in tenant namespaces with the PostgreSQL URL dispatcher pods record to")
 	fs.DurationVar(&opts.ColdStartTimeout, "cold-start-timeout", opts.ColdStartTimeout, "how long the interceptor holds a request for a function at zero")
 	fs.StringVar(&opts.ImagePullSecret, "image-pull-secret", opts.ImagePullSecret, "pull Secret attached to function pods")

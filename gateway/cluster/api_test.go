@@ -288,7 +288,7 @@ func TestOpenAPIServed(t *testing.T) {
 		if r.Method == "echo_route_not_found" || (!strings.HasPrefix(r.Path, "/v1/namespaces") && r.Path != "/v1/whoami") {
 			continue
 		}
-		path := strings.NewReplacer(":ns", "{ns}", ":name", "{name}").Replace(r.Path)
+		path := strings.NewReplacer(":ns", "{ns}", ":name", "{name}", ":id", "{id}").Replace(r.Path)
 		if _, ok := doc.Paths[path][strings.ToLower(r.Method)]; !ok {
 			t.Errorf("openapi.yaml does not document %s %s", r.Method, path)
 		}

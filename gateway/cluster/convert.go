@@ -27,6 +27,8 @@ func functionOf(fn *v1alpha1.Function) api.Function {
 			TimeoutSec: s.TimeoutSeconds, MinReplicas: s.Scale.MinReplicas, MaxReplicas: s.Scale.MaxReplicas,
 			ScaleDownPeriodSec: s.Scale.ScaleDownPeriodSeconds, ScalingMetric: string(s.Scale.Metric),
 			ScalingTarget: s.Scale.Target, Image: s.Image, Source: sourceOf(s.Source),
+			Async: api.AsyncPolicy{Enabled: s.Async.Enabled, MaxAttempts: s.Async.Retry.MaxAttempts,
+				BackoffMs: s.Async.Retry.BackoffMillis, DeadLetterQueue: s.Async.DeadLetterQueue},
 		},
 		Status: api.FunctionStatus{
 			Phase: string(fn.Status.Phase), URL: fn.Status.URL, Image: fn.Status.Image,
@@ -44,6 +46,8 @@ func applyFunctionSpec(dst *v1alpha1.FunctionSpec, s api.FunctionSpec) {
 	dst.Scale.MinReplicas, dst.Scale.MaxReplicas = s.MinReplicas, s.MaxReplicas
 	dst.Scale.ScaleDownPeriodSeconds = s.ScaleDownPeriodSec
 	dst.Scale.Metric, dst.Scale.Target = v1alpha1.ScalingMetric(s.ScalingMetric), s.ScalingTarget
+	dst.Async.Enabled, dst.Async.DeadLetterQueue = s.Async.Enabled, s.Async.DeadLetterQueue
+	dst.Async.Retry.MaxAttempts, dst.Async.Retry.BackoffMillis = s.Async.MaxAttempts, s.Async.BackoffMs
 }
 
 func applyCode(dst *v1alpha1.CodeSpec, runtime, entrypoint string, env map[string]string, memoryMB, timeoutSec int32, image string) {

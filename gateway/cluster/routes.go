@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -110,6 +111,10 @@ func (t *routeTable) refresh(ctx context.Context, key client.ObjectKey) error {
 // trigger requires auth, and whether all of its http triggers are disabled.
 func routeOf(fn *v1alpha1.Function, triggers []v1alpha1.Trigger) gateway.Route {
 	g := scaling.HTTPGate(triggers)
-	return gateway.Route{Host: fn.Status.RoutingHost, Timeout: time.Duration(fn.Spec.TimeoutSeconds) * time.Second,
+	r := gateway.Route{Host: fn.Status.RoutingHost, Timeout: time.Duration(fn.Spec.TimeoutSeconds) * time.Second,
 		RequireAuth: g.RequireAuth, Disabled: g.Disabled}
+	if fn.Spec.Async.Enabled && meta.IsStatusConditionTrue(fn.Status.Conditions, v1alpha1.ConditionAsync) {
+		r.AsyncAttempts = int(max(fn.Spec.Async.Retry.MaxAttempts, 1))
+	}
+	return r
 }

@@ -22,6 +22,10 @@ type functionSettings struct {
 	ScaleDownPeriodSec types.Int64  `tfsdk:"scale_down_period_sec"`
 	ScalingMetric      types.String `tfsdk:"scaling_metric"`
 	ScalingTarget      types.Int64  `tfsdk:"scaling_target"`
+	AsyncEnabled       types.Bool   `tfsdk:"async_enabled"`
+	AsyncMaxAttempts   types.Int64  `tfsdk:"async_max_attempts"`
+	AsyncBackoffMs     types.Int64  `tfsdk:"async_backoff_ms"`
+	AsyncDLQ           types.String `tfsdk:"async_dead_letter_queue"`
 }
 
 // functionStatus is what the platform reports about a function.
@@ -50,6 +54,9 @@ func (s functionSettings) fields(ctx context.Context) (api.FunctionFields, diag.
 		ScaleDownPeriodSec: setInt32(s.ScaleDownPeriodSec),
 		ScalingMetric:      setString(s.ScalingMetric),
 		ScalingTarget:      setInt32(s.ScalingTarget),
+		// enabled and the dead-letter queue are always sent: unset means off and the default.
+		Async: &api.AsyncFields{Enabled: ptrTo(s.AsyncEnabled.ValueBool()), MaxAttempts: setInt32(s.AsyncMaxAttempts),
+			BackoffMs: setInt32(s.AsyncBackoffMs), DeadLetterQueue: ptrTo(s.AsyncDLQ.ValueString())},
 	}, diags
 }
 
@@ -68,6 +75,10 @@ func functionSettingsFrom(ctx context.Context, fn api.Function, prior functionSe
 		ScaleDownPeriodSec: types.Int64Value(int64(fn.ScaleDownPeriodSec)),
 		ScalingMetric:      types.StringValue(fn.ScalingMetric),
 		ScalingTarget:      types.Int64Value(int64(fn.ScalingTarget)),
+		AsyncEnabled:       types.BoolValue(fn.Async.Enabled),
+		AsyncMaxAttempts:   types.Int64Value(int64(fn.Async.MaxAttempts)),
+		AsyncBackoffMs:     types.Int64Value(int64(fn.Async.BackoffMs)),
+		AsyncDLQ:           stringOrNull(fn.Async.DeadLetterQueue),
 	}, diags
 }
 
@@ -78,3 +89,5 @@ func functionStatusFrom(fn api.Function) functionStatus {
 		Phase: types.StringValue(fn.Status.Phase),
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }

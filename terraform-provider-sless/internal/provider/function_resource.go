@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
@@ -127,6 +128,22 @@ func functionAttributes() map[string]schema.Attribute {
 		"scaling_target": schema.Int64Attribute{
 			Optional: true, Computed: true, MarkdownDescription: "Target value of `scaling_metric` per instance, e.g. the concurrency target (1-100000; server default 100).",
 			Validators: []validator.Int64{int64validator.Between(1, 100000)}, PlanModifiers: keep,
+		},
+		"async_enabled": schema.BoolAttribute{
+			Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+			MarkdownDescription: "Take asynchronous invocations: a call with `Prefer: respond-async` is queued and answered `202` with the invocation's `Location` (default false).",
+		},
+		"async_max_attempts": schema.Int64Attribute{
+			Optional: true, Computed: true, MarkdownDescription: "Attempts of one asynchronous invocation before it is dead-lettered (1-100; server default 3).",
+			Validators: []validator.Int64{int64validator.Between(1, 100)}, PlanModifiers: keep,
+		},
+		"async_backoff_ms": schema.Int64Attribute{
+			Optional: true, Computed: true, MarkdownDescription: "Delay before the second attempt in ms, doubling for each next one (0-3600000; server default 1000).",
+			Validators: []validator.Int64{int64validator.Between(0, 3600000)}, PlanModifiers: keep,
+		},
+		"async_dead_letter_queue": schema.StringAttribute{
+			Optional: true, MarkdownDescription: "Queue exhausted asynchronous invocations go to; `<namespace>.async.<name>.dlq` when unset.",
+			Validators: []validator.String{stringvalidator.LengthBetween(1, 255)},
 		},
 		"build_timeout_sec": schema.Int64Attribute{
 			Optional: true, Computed: true, Default: int64default.StaticInt64(defaultBuildTimeoutSec),

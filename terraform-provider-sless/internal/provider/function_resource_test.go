@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -40,19 +41,21 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-func functionConfig(name, dir, greeting string) string {
+// functionConfig declares one function; extra lines go into its block.
+func functionConfig(name, dir, greeting string, extra ...string) string {
 	return fmt.Sprintf(`
 resource "sless_function" "test" {
   name       = %[1]q
   runtime    = "go1.23"
   source_dir = %[2]q
   env_vars   = { GREETING = %[3]q }
+  %[4]s
 }
 
 data "sless_function" "test" {
   name = sless_function.test.name
 }
-`, name, dir, greeting)
+`, name, dir, greeting, strings.Join(extra, "\n  "))
 }
 
 // checkInvoke calls the function's url from the state and expects body.
@@ -152,6 +155,33 @@ func TestAccFunction(t *testing.T) {
 					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
 				}},
 				Check: checkInvoke(addr, "v2 world"),
+			},
+			{
+				// Asynchronous invocations on, with their retry policy.
+				Config: functionConfig("acc-fn", src, "world", "async_enabled = true", "async_max_attempts = 4", "async_backoff_ms = 50"),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("async_enabled"), knownvalue.Bool(true)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("async_max_attempts"), knownvalue.Int64Exact(4)),
+					statecheck.ExpectKnownValue("data.sless_function.test", tfjsonpath.New("async_backoff_ms"), knownvalue.Int64Exact(50)),
+				},
+				Check: func(*terraform.State) error {
+					c := d.client(t)
+					fn, err := c.GetFunction(context.Background(), c.namespace, "acc-fn")
+					if err != nil {
+						return err
+					}
+					if a := fn.Async; !a.Enabled || a.MaxAttempts != 4 || a.BackoffMs != 50 {
+						return fmt.Errorf("the API has async %+v", a)
+					}
+					return nil
+				},
+			},
+			{
+				// Removing the attributes turns it off again.
+				Config: functionConfig("acc-fn", src, "world"),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("async_enabled"), knownvalue.Bool(false)),
+				},
 			},
 			{
 				Config:            functionConfig("acc-fn", src, "world"),
