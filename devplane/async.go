@@ -211,21 +211,24 @@ func (q *fileQueue) dirOf(ns, fn string) string { return filepath.Join(q.dir, ns
 
 // Enqueue implements gateway.AsyncInvoker.
 func (q *fileQueue) Enqueue(ctx context.Context, req history.AsyncRequest) (history.AsyncInvocation, bool, error) {
-	inv, created, err := q.CreateAsync(ctx, history.AsyncInvocation{Namespace: req.Namespace, Function: req.Function,
-		IdempotencyKey: req.IdempotencyKey, Status: history.AsyncQueued, MaxAttempts: req.MaxAttempts, CallbackURL: req.CallbackURL})
-	if err != nil || !created {
+	inv, created, err := q.CreateAsync(ctx, history.NewAsyncInvocation(req))
+	if err != nil || !(created || inv.Unstarted()) {
 		return inv, false, err
 	}
+	// A repeated key whose invocation never started writes its file again: a crash may have
+	// come between the record and the file.
 	data, err := json.Marshal(req)
 	if err == nil {
 		err = writeAtomic(filepath.Join(q.dirOf(req.Namespace, req.Function), inv.ID+".json"), data)
 	}
 	if err != nil {
-		_ = q.DeleteAsync(context.WithoutCancel(ctx), req.Namespace, inv.ID)
+		if created {
+			_ = q.DeleteAsync(context.WithoutCancel(ctx), req.Namespace, inv.ID)
+		}
 		return inv, false, fmt.Errorf("queue the invocation: %w", err)
 	}
 	q.signal(objectKey(req.Namespace, req.Function))
-	return inv, true, nil
+	return inv, created, nil
 }
 
 func (q *fileQueue) signal(key string) {
@@ -363,6 +366,9 @@ func (b *Backend) runFileQueue(ctx context.Context, key string, dc dispatcher.Co
 // the invocation left the queue.
 func (b *Backend) replay(ctx context.Context, runner *dispatcher.AsyncRunner, ns, name, id string, slots chan struct{}) bool {
 	req, err := b.files.request(ns, name, id)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true // finished since the directory was listed
+	}
 	if err != nil {
 		b.log.Warn("Warning: an asynchronous request file cannot be read; dropping it", "function", ns+"/"+name, "invocation", id, "error", err)
 		b.settleUnreadable(ns, name, id, err)

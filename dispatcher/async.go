@@ -91,6 +91,17 @@ func (d *dispatcher) noteAsync(ctx context.Context, id string, change func(*hist
 	return history.AsyncInvocation{}, false
 }
 
+// startAsync marks invocation id as running attempt; done reports an invocation already
+// final (a duplicate message, or a retried publish of a call that ran): skip it.
+func (d *dispatcher) startAsync(ctx context.Context, id string, attempt int) (done, ok bool) {
+	_, ok = d.noteAsync(ctx, id, func(inv *history.AsyncInvocation) {
+		if done = inv.Final(); !done {
+			inv.Status, inv.Attempts = history.AsyncRunning, attempt
+		}
+	})
+	return done, ok
+}
+
 // settleAsync writes an invocation's final outcome and, when it asked, calls back.
 func (d *dispatcher) settleAsync(ctx context.Context, id string, change func(*history.AsyncInvocation)) bool {
 	inv, ok := d.noteAsync(ctx, id, change)
@@ -133,7 +144,9 @@ func (d *dispatcher) callBack(inv history.AsyncInvocation) {
 
 // Publisher takes asynchronous invocations for a gateway: each is stored (once per
 // idempotency key), then published with the broker's confirm; if the publish fails the record
-// is removed and the caller gets the error.
+// is removed and the caller gets the error. A repeated key whose invocation never started is
+// published again — the first gateway may have died between the two steps — and the
+// dispatcher skips a copy of an invocation already final.
 type Publisher struct {
 	URL string
 	// AsyncStore keeps the records; the gateway reads them back through it.
@@ -149,9 +162,8 @@ type Publisher struct {
 // Enqueue stores and publishes req; created is false when the idempotency key named an
 // existing invocation, which is returned as it stands.
 func (p *Publisher) Enqueue(ctx context.Context, req history.AsyncRequest) (history.AsyncInvocation, bool, error) {
-	inv, created, err := p.AsyncStore.CreateAsync(ctx, history.AsyncInvocation{Namespace: req.Namespace, Function: req.Function,
-		IdempotencyKey: req.IdempotencyKey, Status: history.AsyncQueued, MaxAttempts: req.MaxAttempts, CallbackURL: req.CallbackURL})
-	if err != nil || !created {
+	inv, created, err := p.AsyncStore.CreateAsync(ctx, history.NewAsyncInvocation(req))
+	if err != nil || !(created || inv.Unstarted()) {
 		return inv, false, err
 	}
 	msg, err := AsyncPublishing(inv.ID, req)
@@ -159,12 +171,14 @@ func (p *Publisher) Enqueue(ctx context.Context, req history.AsyncRequest) (hist
 		err = p.publish(ctx, rules.AsyncQueue(req.Namespace, req.Function), msg)
 	}
 	if err != nil {
-		if derr := p.AsyncStore.DeleteAsync(context.WithoutCancel(ctx), req.Namespace, inv.ID); derr != nil {
-			p.Logger.Warn("Warning: an invocation that was not queued keeps its record", "invocation", inv.ID, "error", derr)
+		if created {
+			if derr := p.AsyncStore.DeleteAsync(context.WithoutCancel(ctx), req.Namespace, inv.ID); derr != nil {
+				p.Logger.Warn("Warning: an invocation that was not queued keeps its record", "invocation", inv.ID, "error", derr)
+			}
 		}
 		return inv, false, fmt.Errorf("queue the invocation: %w", err)
 	}
-	return inv, true, nil
+	return inv, created, nil
 }
 
 // publish sends msg to queue and waits for the broker's confirm; a failed publish drops the
@@ -279,8 +293,11 @@ func (r *AsyncRunner) Attempt(ctx context.Context, id string, req history.AsyncR
 		c.Header = http.Header{}
 	}
 	c.Header.Set("X-Sless-Attempt", strconv.Itoa(attempt))
-	if _, ok := d.noteAsync(ctx, id, func(inv *history.AsyncInvocation) { inv.Status, inv.Attempts = history.AsyncRunning, attempt }); !ok {
+	switch done, ok := d.startAsync(ctx, id, attempt); {
+	case !ok:
 		return attempt, time.Second
+	case done:
+		return 0, 0
 	}
 	res, err := d.call.run(ctx, c)
 	switch {

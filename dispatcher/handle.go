@@ -55,7 +55,14 @@ func (d *dispatcher) handle(work context.Context, stopping <-chan struct{}, ch *
 		return
 	}
 	if id != "" {
-		d.noteAsync(ctx, id, func(inv *history.AsyncInvocation) { inv.Status, inv.Attempts = history.AsyncRunning, attempt })
+		switch done, ok := d.startAsync(ctx, id, attempt); {
+		case !ok:
+			d.requeue(a, m) // its record cannot be written now: run it when it can
+			return
+		case done:
+			a.ack(m.DeliveryTag) // a duplicate of an invocation with its outcome
+			return
+		}
 	}
 	res, err := d.call.run(ctx, req)
 	switch {

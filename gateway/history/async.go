@@ -52,6 +52,15 @@ type AsyncInvocation struct {
 // Final reports whether the invocation has its outcome.
 func (a *AsyncInvocation) Final() bool { return a.Status == AsyncSucceeded || a.Status == AsyncFailed }
 
+// Unstarted reports an invocation queued whose first attempt has not begun.
+func (a *AsyncInvocation) Unstarted() bool { return a.Status == AsyncQueued && a.Attempts == 0 }
+
+// NewAsyncInvocation is the record of req as it is queued.
+func NewAsyncInvocation(req AsyncRequest) AsyncInvocation {
+	return AsyncInvocation{Namespace: req.Namespace, Function: req.Function, IdempotencyKey: req.IdempotencyKey,
+		Status: AsyncQueued, MaxAttempts: req.MaxAttempts, CallbackURL: req.CallbackURL}
+}
+
 // AsyncStore keeps asynchronous invocations.
 type AsyncStore interface {
 	// CreateAsync stores inv (its ID assigned when empty). When an invocation of the same
