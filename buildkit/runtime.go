@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"sless.dev/sless/rules"
 )
 
 // Language is the family of a runtime; it selects the wrapper and the Dockerfile.
@@ -40,7 +42,7 @@ type Runtime struct {
 
 // Wrapper contract shared by all runtimes (runtimes/README.md).
 const (
-	HealthPath  = "/healthz"
+	HealthPath  = rules.HealthPath
 	DefaultPort = 8080
 )
 

@@ -293,7 +293,7 @@ func TestCronTriggerFires(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, devOptions{})
 	ctx := context.Background()
-	d.deploy("ticker", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{})
+	d.deploy("ticker", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{ScaleDownPeriodSec: ptr(int32(1))})
 	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "every-minute", TriggerFields: api.TriggerFields{
 		Type: ptr(api.TriggerCron), Function: ptr("ticker"), Schedule: ptr("* * * * *"), Timezone: ptr("Europe/Berlin")}}); err != nil {
 		t.Fatal(err)
@@ -314,6 +314,46 @@ func TestCronTriggerFires(t *testing.T) {
 	if invs[0].Kind != api.KindCron || invs[0].Status != history.StatusSucceeded || invs[0].Trigger != "every-minute" {
 		t.Fatalf("cron invocation: %+v", invs[0])
 	}
+	if !invs[0].ColdStart {
+		t.Errorf("the tick of a function at zero without pre-warm must be a cold start: %+v", invs[0])
+	}
+}
+
+// TestCronPrewarm: with prewarm_seconds the function is up when the tick comes (no cold
+// start in its record), then scales back to zero after the tick like after any call.
+func TestCronPrewarm(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{})
+	ctx := context.Background()
+	d.deploy("warmed", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{ScaleDownPeriodSec: ptr(int32(1))})
+	created := time.Now()
+	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "warm-tick", TriggerFields: api.TriggerFields{
+		Type: ptr(api.TriggerCron), Function: ptr("warmed"), Schedule: ptr("* * * * *"), PrewarmSeconds: ptr(int32(30))}}); err != nil {
+		t.Fatal(err)
+	}
+	// A tick too close to the trigger's creation had no full window: judge the first one
+	// at least 10 s after it.
+	var tick api.Invocation
+	waitFor(t, "a tick with a full pre-warm window", 140*time.Second, func() bool {
+		for _, inv := range d.invocations("warmed") {
+			if inv.Kind == api.KindCron && inv.Start.After(created.Add(10*time.Second)) {
+				tick = inv
+				return true
+			}
+		}
+		return false
+	})
+	if tick.ColdStart || tick.Status != history.StatusSucceeded {
+		t.Fatalf("the pre-warmed tick: %+v", tick)
+	}
+	for _, inv := range d.invocations("warmed") {
+		if inv.Kind != api.KindCron {
+			t.Errorf("the pre-warm reached the handler: %+v", inv)
+		}
+	}
+	// The window ends 15 s after the tick and the next begins 30 s before the next tick:
+	// in between the function scales down.
+	waitFor(t, "scaled back to zero after the tick", 30*time.Second, func() bool { return d.stats("warmed").Processes == 0 })
 }
 
 // TestBadInputsDisturbNothing: a broken zip, an unknown runtime and a Go syntax error are 4xx

@@ -18,7 +18,7 @@ import (
 // it restarts the runner.
 type runnerConfig struct {
 	Type, Schedule, Timezone, Queue, DeadLetterQueue string
-	MaxAttempts, BackoffMs                           int32
+	MaxAttempts, BackoffMs, PrewarmSeconds           int32
 	Host                                             string
 	Timeout                                          time.Duration
 }
@@ -100,7 +100,8 @@ func (b *Backend) reconcileTrigger(key string) error {
 	var cfg *runnerConfig
 	if active && spec.Type != api.TriggerHTTP {
 		cfg = &runnerConfig{Type: spec.Type, Schedule: spec.Schedule, Timezone: spec.Timezone, Queue: spec.Queue,
-			DeadLetterQueue: spec.DeadLetterQueue, MaxAttempts: spec.MaxAttempts, BackoffMs: spec.BackoffMs, Host: dep.host}
+			DeadLetterQueue: spec.DeadLetterQueue, MaxAttempts: spec.MaxAttempts, BackoffMs: spec.BackoffMs, Host: dep.host,
+			PrewarmSeconds: spec.PrewarmSeconds}
 		cfg.Timeout = rules.InvocationDeadline(timeoutSec)
 	}
 	ref := dispatcher.FunctionRef{Namespace: ns, Name: spec.Function}
@@ -159,8 +160,9 @@ func (b *Backend) invoker(host string) dispatcher.Invoker {
 	return &dispatcher.HTTPInvoker{URL: "http://" + host + "/", Client: &http.Client{Transport: b.pool}}
 }
 
-// runCron fires at every tick of the schedule in its time zone. A tick that comes while the
-// previous firing still runs is skipped (the cluster CronJob's Forbid policy).
+// runCron fires at every tick of the schedule in its time zone, having woken the function
+// prewarm_seconds before when asked. A tick that comes while the previous firing still runs
+// is skipped (the cluster CronJob's Forbid policy).
 func (b *Backend) runCron(ctx context.Context, key, trigger string, ref dispatcher.FunctionRef, cfg runnerConfig) {
 	loc := time.UTC
 	if cfg.Timezone != "" {
@@ -179,6 +181,15 @@ func (b *Backend) runCron(ctx context.Context, key, trigger string, ref dispatch
 	inv := b.invoker(cfg.Host)
 	for {
 		next := sched.Next(time.Now().In(loc))
+		if cfg.PrewarmSeconds > 0 {
+			from, until := rules.PrewarmWindow(next, time.Duration(cfg.PrewarmSeconds)*time.Second)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Until(from)):
+			}
+			go dispatcher.Warm(ctx, &http.Client{Transport: b.pool}, "http://"+cfg.Host, "", until, b.log.With("trigger", key))
+		}
 		select {
 		case <-ctx.Done():
 			return

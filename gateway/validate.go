@@ -146,7 +146,7 @@ func applyFunctionFields(spec *api.FunctionSpec, f api.FunctionFields) {
 		setIf(&spec.Async.BackoffMs, a.BackoffMs)
 		setIf(&spec.Async.DeadLetterQueue, a.DeadLetterQueue)
 	}
-	if spec.Async.MaxAttempts == 0 { // stored before functions had async settings
+	if spec.Async.MaxAttempts == 0 && (f.Async == nil || f.Async.MaxAttempts == nil) { // stored before functions had async settings
 		spec.Async.MaxAttempts = defaultFunctionSpec().Async.MaxAttempts
 		if f.Async == nil || f.Async.BackoffMs == nil {
 			spec.Async.BackoffMs = defaultFunctionSpec().Async.BackoffMs
@@ -212,6 +212,7 @@ func applyTriggerFields(spec *api.TriggerSpec, f api.TriggerFields) error {
 	setIf(&spec.RequireAuth, f.RequireAuth)
 	setIf(&spec.Schedule, f.Schedule)
 	setIf(&spec.Timezone, f.Timezone)
+	setIf(&spec.PrewarmSeconds, f.PrewarmSeconds)
 	setIf(&spec.Queue, f.Queue)
 	setIf(&spec.BrokerSecret, f.BrokerSecret)
 	setIf(&spec.BrokerSecretKey, f.BrokerSecretKey)
@@ -227,7 +228,7 @@ func validateTriggerSpec(s api.TriggerSpec) error {
 	if err := validName("function", s.Function); err != nil {
 		return err
 	}
-	cronSet := s.Schedule != "" || s.Timezone != ""
+	cronSet := s.Schedule != "" || s.Timezone != "" || s.PrewarmSeconds != 0
 	eventSet := s.Queue != "" || s.BrokerSecret != "" || s.DeadLetterQueue != ""
 	switch s.Type {
 	case api.TriggerHTTP:
@@ -237,7 +238,10 @@ func validateTriggerSpec(s api.TriggerSpec) error {
 		return nil
 	case api.TriggerCron:
 		if eventSet || s.RequireAuth {
-			return invalid(misplaced(s), "a cron trigger takes schedule and timezone only")
+			return invalid(misplaced(s), "a cron trigger takes schedule, timezone and prewarm_seconds only")
+		}
+		if err := inRange("prewarm_seconds", int64(s.PrewarmSeconds), 0, rules.MaxPrewarmSeconds); err != nil {
+			return err
 		}
 		return validateCron(s.Schedule, s.Timezone)
 	case api.TriggerEvent:
@@ -258,6 +262,7 @@ func misplaced(s api.TriggerSpec) string {
 	}{
 		{"schedule", s.Schedule != "", "cron"},
 		{"timezone", s.Timezone != "", "cron"},
+		{"prewarm_seconds", s.PrewarmSeconds != 0, "cron"},
 		{"queue", s.Queue != "", "event"},
 		{"broker_secret", s.BrokerSecret != "", "event"},
 		{"dead_letter_queue", s.DeadLetterQueue != "", "event"},

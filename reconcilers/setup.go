@@ -3,6 +3,9 @@ package reconcilers
 import (
 	"context"
 	"fmt"
+	"log/slog"
+
+	"github.com/go-logr/logr"
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -72,7 +75,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if err := (&FunctionReconciler{Client: mgr.GetClient(), Config: cfg, builds: b}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&TriggerReconciler{Client: mgr.GetClient(), Config: cfg}).SetupWithManager(mgr); err != nil {
+	warm := newWarmers(ctx, cfg.Options.InterceptorURL, slog.New(logr.ToSlogHandler(mgr.GetLogger().WithName("prewarm"))))
+	if err := (&TriggerReconciler{Client: mgr.GetClient(), Config: cfg, warm: warm}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return (&FunctionJobReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Config: cfg, builds: b}).SetupWithManager(mgr)

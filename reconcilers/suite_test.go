@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"k8s.io/client-go/util/retry"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,8 +32,10 @@ import (
 )
 
 var (
-	env       *testenv.Env
-	opts      = scaling.DefaultOptions()
+	env  *testenv.Env
+	opts = scaling.DefaultOptions()
+	// warmed holds the host and path of every request to the stand-in interceptor.
+	warmed    sync.Map
 	artifacts buildkit.Artifacts
 	stopMgr   context.CancelFunc
 	nsCounter atomic.Int32
@@ -39,6 +44,12 @@ var (
 func TestMain(m *testing.M) {
 	opts.SlessImage = "registry.example/sless:test"
 	opts.AsyncSecret = "sless-gateway"
+	// The interceptor the operator pre-warms functions through: it notes each request.
+	interceptor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		warmed.Store(r.Host+r.URL.Path, time.Now())
+	}))
+	defer interceptor.Close()
+	opts.InterceptorURL = interceptor.URL
 	e, err := testenv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

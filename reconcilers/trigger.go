@@ -2,7 +2,9 @@ package reconcilers
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -29,6 +31,7 @@ import (
 type TriggerReconciler struct {
 	client.Client
 	Config
+	warm *warmers
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -40,8 +43,13 @@ func (r *TriggerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if !tr.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // children carry owner references
 	}
-	return ctrl.Result{}, reconcileStatus(ctx, r.Client, "trigger", tr, r.reconcileTrigger,
+	err := reconcileStatus(ctx, r.Client, "trigger", tr, r.reconcileTrigger,
 		func(o *v1.Trigger) (any, *int64) { return &o.Status, &o.Status.ObservedGeneration })
+	var wait retryAfter
+	if errors.As(err, &wait) {
+		return ctrl.Result{RequeueAfter: time.Duration(wait)}, nil
+	}
+	return ctrl.Result{}, err
 }
 
 func (r *TriggerReconciler) reconcileTrigger(ctx context.Context, tr *v1.Trigger) error {
@@ -96,7 +104,7 @@ func (r *TriggerReconciler) reconcileTrigger(ctx context.Context, tr *v1.Trigger
 	} else {
 		setCondition(tr, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, "Disabled", "enabled is false: frozen in place")
 	}
-	return nil
+	return r.prewarm(tr, fn, time.Now())
 }
 
 func (r *TriggerReconciler) fail(tr *v1.Trigger, err error) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	httpv1alpha1 "github.com/kedacore/http-add-on/operator/apis/http/v1alpha1"
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
@@ -153,4 +154,33 @@ func TestEnabledFreezesInPlace(t *testing.T) {
 	}
 	eventually(t, "resumed", frozen(false))
 	waitTrigger(t, web, true, "Active")
+}
+
+// TestCronPrewarm: a cron trigger with prewarmSeconds makes the operator request the
+// function's health path through the interceptor, with its routing host, before the tick;
+// one without does not.
+func TestCronPrewarm(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	warm := readyFunction(t, ns, "warm", "e")
+	cold := readyFunction(t, ns, "cold", "f")
+	for _, tr := range []*v1.Trigger{newTrigger(ns, "warm-tick", "warm", v1.TriggerCron), newTrigger(ns, "cold-tick", "cold", v1.TriggerCron)} {
+		tr.Spec.Cron.Schedule = "* * * * *"
+		if tr.Name == "warm-tick" {
+			tr.Spec.Cron.PrewarmSeconds = 59 // the window [tick-59s, tick+15s] covers every moment
+		}
+		if err := env.Client.Create(ctx, tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "a pre-warm request for "+warm.Name, func() error {
+		if _, ok := warmed.Load(warm.Status.RoutingHost + "/healthz"); !ok {
+			return fmt.Errorf("no request with host %s", warm.Status.RoutingHost)
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second)
+	if _, ok := warmed.Load(cold.Status.RoutingHost + "/healthz"); ok {
+		t.Error("a trigger without prewarmSeconds warmed its function")
+	}
 }

@@ -110,3 +110,20 @@ func AsyncDeadLetterQueue(namespace, name, configured string) string {
 	}
 	return AsyncQueue(namespace, name) + ".dlq"
 }
+
+// HealthPath is the wrappers' readiness path: it answers without calling the handler, so a
+// pre-warm through it wakes a function without running it.
+const HealthPath = "/healthz"
+
+// MaxPrewarmSeconds is the longest a cron trigger may wake its function before a tick.
+const MaxPrewarmSeconds = 3600
+
+// PrewarmMargin is how long after a tick the pre-warm keeps the function up: the tick's own
+// invocation arrives within it.
+const PrewarmMargin = 15 * time.Second
+
+// PrewarmWindow is when a cron trigger keeps its function warm for the tick at next: from
+// prewarm before it until PrewarmMargin after.
+func PrewarmWindow(next time.Time, prewarm time.Duration) (from, until time.Time) {
+	return next.Add(-prewarm), next.Add(PrewarmMargin)
+}

@@ -87,8 +87,15 @@ func TestNamesAndDeadlines(t *testing.T) {
 // TestCRDMarkersMatch: the CRD schema states the limits as literals (markers cannot name
 // constants); they must say what the rules say.
 func TestCRDMarkersMatch(t *testing.T) {
-	for _, crd := range []string{"sless.dev_functions.yaml", "sless.dev_functionjobs.yaml"} {
-		data, err := os.ReadFile(filepath.Join("..", "config", "crd", "bases", crd))
+	for _, tc := range []struct {
+		crd, field string
+		max        int
+	}{
+		{"sless.dev_functions.yaml", "timeoutSeconds", rules.MaxTimeoutSeconds},
+		{"sless.dev_functionjobs.yaml", "timeoutSeconds", rules.MaxTimeoutSeconds},
+		{"sless.dev_triggers.yaml", "prewarmSeconds", rules.MaxPrewarmSeconds},
+	} {
+		data, err := os.ReadFile(filepath.Join("..", "config", "crd", "bases", tc.crd))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,15 +105,15 @@ func TestCRDMarkersMatch(t *testing.T) {
 		}
 		found := 0
 		walk(doc, func(key string, node map[string]any) {
-			if key == "timeoutSeconds" {
+			if key == tc.field {
 				found++
-				if max, _ := node["maximum"].(float64); int(max) != rules.MaxTimeoutSeconds {
-					t.Errorf("%s: timeoutSeconds maximum %v, rules say %d", crd, node["maximum"], rules.MaxTimeoutSeconds)
+				if max, _ := node["maximum"].(float64); int(max) != tc.max {
+					t.Errorf("%s: %s maximum %v, rules say %d", tc.crd, tc.field, node["maximum"], tc.max)
 				}
 			}
 		})
 		if found == 0 {
-			t.Errorf("%s has no timeoutSeconds field", crd)
+			t.Errorf("%s has no %s field", tc.crd, tc.field)
 		}
 	}
 }

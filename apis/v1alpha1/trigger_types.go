@@ -34,6 +34,14 @@ type CronSpec struct {
 	// +kubebuilder:validation:Enum=Allow;Forbid;Replace
 	ConcurrencyPolicy string `json:"concurrencyPolicy,omitempty"`
 
+	// PrewarmSeconds wakes the function this long before each tick, through the
+	// interceptor, and keeps it up until just after the tick, so the tick pays no cold start;
+	// 0: no pre-warm.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	PrewarmSeconds int32 `json:"prewarmSeconds,omitempty"`
+
 	// StartingDeadlineSeconds skips a tick that could not start within this many seconds.
 	// +optional
 	// +kubebuilder:default=60

@@ -156,16 +156,19 @@ type Trigger struct {
 	Status TriggerStatus `json:"status"`
 }
 
-// TriggerSpec is a trigger's declared configuration. Schedule and Timezone apply to cron
-// triggers; Queue, the broker secret, retries and DeadLetterQueue to event triggers;
+// TriggerSpec is a trigger's declared configuration. Schedule, Timezone and PrewarmSeconds
+// apply to cron triggers; Queue, the broker secret, retries and DeadLetterQueue to event triggers;
 // RequireAuth to http triggers.
 type TriggerSpec struct {
-	Type            string `json:"type"`
-	Function        string `json:"function"`
-	Enabled         bool   `json:"enabled"`
-	RequireAuth     bool   `json:"require_auth,omitempty"`
-	Schedule        string `json:"schedule,omitempty"`
-	Timezone        string `json:"timezone,omitempty"`
+	Type        string `json:"type"`
+	Function    string `json:"function"`
+	Enabled     bool   `json:"enabled"`
+	RequireAuth bool   `json:"require_auth,omitempty"`
+	Schedule    string `json:"schedule,omitempty"`
+	Timezone    string `json:"timezone,omitempty"`
+	// PrewarmSeconds wakes the function this long before each tick of a cron trigger, so
+	// the tick finds it warm; 0: no pre-warm.
+	PrewarmSeconds  int32  `json:"prewarm_seconds,omitempty"`
 	Queue           string `json:"queue,omitempty"`
 	BrokerSecret    string `json:"broker_secret,omitempty"`
 	BrokerSecretKey string `json:"broker_secret_key,omitempty"`
@@ -191,6 +194,7 @@ type TriggerFields struct {
 	RequireAuth     *bool   `json:"require_auth,omitempty"`
 	Schedule        *string `json:"schedule,omitempty"`
 	Timezone        *string `json:"timezone,omitempty"`
+	PrewarmSeconds  *int32  `json:"prewarm_seconds,omitempty"`
 	Queue           *string `json:"queue,omitempty"`
 	BrokerSecret    *string `json:"broker_secret,omitempty"`
 	BrokerSecretKey *string `json:"broker_secret_key,omitempty"`

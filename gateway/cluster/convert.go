@@ -78,7 +78,7 @@ func triggerOf(t *v1alpha1.Trigger) api.Trigger {
 			Message: readyMessage(t.Status.Conditions)},
 	}
 	if c := s.Cron; c != nil {
-		out.Schedule, out.Timezone = c.Schedule, c.Timezone
+		out.Schedule, out.Timezone, out.PrewarmSeconds = c.Schedule, c.Timezone, c.PrewarmSeconds
 	}
 	if e := s.Event; e != nil {
 		out.Queue, out.BrokerSecret, out.BrokerSecretKey = e.Queue, e.BrokerSecretRef.Name, e.BrokerSecretRef.Key
@@ -94,7 +94,7 @@ func applyTriggerSpec(dst *v1alpha1.TriggerSpec, s api.TriggerSpec) {
 		if dst.Cron == nil {
 			dst.Cron = &v1alpha1.CronSpec{}
 		}
-		dst.Cron.Schedule, dst.Cron.Timezone = s.Schedule, s.Timezone
+		dst.Cron.Schedule, dst.Cron.Timezone, dst.Cron.PrewarmSeconds = s.Schedule, s.Timezone, s.PrewarmSeconds
 	} else {
 		dst.Cron = nil
 	}

@@ -76,8 +76,9 @@ func (g *ground) podDatabaseURL() string { return strings.Replace(g.dbURL, "127.
 // operator and gateway then run as pods from the platform image.
 func (g *ground) installSless(ctx context.Context) error {
 	for name, data := range map[string]map[string]string{
-		"sless-s3":      {"AWS_ACCESS_KEY_ID": s3Key, "AWS_SECRET_ACCESS_KEY": s3Secret},
-		"sless-gateway": {"SLESS_JWT_HMAC_KEY": hmacKey, "SLESS_DATABASE_URL": g.podDatabaseURL()},
+		"sless-s3": {"AWS_ACCESS_KEY_ID": s3Key, "AWS_SECRET_ACCESS_KEY": s3Secret},
+		"sless-gateway": {"SLESS_JWT_HMAC_KEY": hmacKey, "SLESS_DATABASE_URL": g.podDatabaseURL(),
+			"SLESS_AMQP_URL": strings.Replace(amqpURL, "127.0.0.1", nodeIP, 1)},
 	} {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "sless-system"}, StringData: data}
 		if err := g.client.Create(ctx, s); err != nil {

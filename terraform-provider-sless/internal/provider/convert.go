@@ -20,6 +20,13 @@ func stringOrNull(s string) types.String {
 	return types.StringValue(s)
 }
 
+func int64OrNull(v int32) types.Int64 {
+	if v == 0 {
+		return types.Int64Null()
+	}
+	return types.Int64Value(int64(v))
+}
+
 // setString returns a pointer to v's value, or nil when v is null or unknown (not sent).
 func setString(v types.String) *string {
 	if v.IsNull() || v.IsUnknown() {

@@ -44,6 +44,7 @@ type triggerModel struct {
 	RequireAuth     types.Bool   `tfsdk:"require_auth"`
 	Schedule        types.String `tfsdk:"schedule"`
 	Timezone        types.String `tfsdk:"timezone"`
+	PrewarmSeconds  types.Int64  `tfsdk:"prewarm_seconds"`
 	Queue           types.String `tfsdk:"queue"`
 	BrokerSecret    types.String `tfsdk:"broker_secret"`
 	BrokerSecretKey types.String `tfsdk:"broker_secret_key"`
@@ -97,6 +98,10 @@ func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 				Optional: true, MarkdownDescription: "cron only: IANA zone the schedule is read in (default UTC), e.g. `Europe/Berlin`.",
 				Validators: []validator.String{stringCheck{desc: "time zone", check: checkTimezone}},
 			},
+			"prewarm_seconds": schema.Int64Attribute{
+				Optional: true, MarkdownDescription: "cron only: wake the function this many seconds before each tick (through the normal invocation path; the handler is not called) so the tick pays no cold start; it scales down after the tick as usual. 1-3600; unset: no pre-warm.",
+				Validators: []validator.Int64{int64validator.Between(1, 3600)},
+			},
 			"queue": schema.StringAttribute{
 				Optional: true, MarkdownDescription: "event only: AMQP queue to consume.",
 				Validators: []validator.String{stringvalidator.LengthBetween(1, 255)},
@@ -148,6 +153,7 @@ func checkTriggerFields(m triggerModel) diag.Diagnostics {
 	}{
 		"schedule":          {!m.Schedule.IsNull(), api.TriggerCron, true},
 		"timezone":          {!m.Timezone.IsNull(), api.TriggerCron, false},
+		"prewarm_seconds":   {!m.PrewarmSeconds.IsNull(), api.TriggerCron, false},
 		"queue":             {!m.Queue.IsNull(), api.TriggerEvent, true},
 		"broker_secret":     {!m.BrokerSecret.IsNull(), api.TriggerEvent, true},
 		"broker_secret_key": {!m.BrokerSecretKey.IsNull(), api.TriggerEvent, false},
@@ -156,7 +162,7 @@ func checkTriggerFields(m triggerModel) diag.Diagnostics {
 		"dead_letter_queue": {!m.DeadLetterQueue.IsNull(), api.TriggerEvent, false},
 		"require_auth":      {!m.RequireAuth.IsNull() && m.RequireAuth.ValueBool(), api.TriggerHTTP, false},
 	}
-	for _, attr := range []string{"schedule", "timezone", "queue", "broker_secret", "broker_secret_key", "max_attempts", "backoff_ms", "dead_letter_queue", "require_auth"} {
+	for _, attr := range []string{"schedule", "timezone", "prewarm_seconds", "queue", "broker_secret", "broker_secret_key", "max_attempts", "backoff_ms", "dead_letter_queue", "require_auth"} {
 		f := only[attr]
 		switch {
 		case f.set && f.typ != typ:
@@ -193,6 +199,7 @@ func (m triggerModel) fields() api.TriggerFields {
 		RequireAuth:     &requireAuth,
 		Schedule:        str(m.Schedule),
 		Timezone:        str(m.Timezone),
+		PrewarmSeconds:  ptrTo(int32(m.PrewarmSeconds.ValueInt64())), // 0 for null: none
 		Queue:           str(m.Queue),
 		BrokerSecret:    str(m.BrokerSecret),
 		BrokerSecretKey: setString(m.BrokerSecretKey),
@@ -214,6 +221,7 @@ func triggerModelFrom(t api.Trigger) triggerModel {
 		RequireAuth:     types.BoolValue(t.RequireAuth),
 		Schedule:        stringOrNull(t.Schedule),
 		Timezone:        stringOrNull(t.Timezone),
+		PrewarmSeconds:  int64OrNull(t.PrewarmSeconds),
 		Queue:           stringOrNull(t.Queue),
 		BrokerSecret:    stringOrNull(t.BrokerSecret),
 		BrokerSecretKey: stringOrNull(t.BrokerSecretKey),

@@ -37,6 +37,7 @@ resource "sless_trigger" "cron" {
   function = sless_function.fn.name
   schedule = "0 3 * * *"
   timezone = "Europe/Berlin"
+  prewarm_seconds = 30
   enabled  = %[2]t
 }
 
@@ -91,6 +92,8 @@ func TestAccTrigger(t *testing.T) {
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue("sless_trigger.http", tfjsonpath.New("enabled"), knownvalue.Bool(true)),
 					statecheck.ExpectKnownValue("sless_trigger.cron", tfjsonpath.New("schedule"), knownvalue.StringExact("0 3 * * *")),
+					statecheck.ExpectKnownValue("sless_trigger.cron", tfjsonpath.New("prewarm_seconds"), knownvalue.Int64Exact(30)),
+					statecheck.ExpectKnownValue("sless_trigger.http", tfjsonpath.New("prewarm_seconds"), knownvalue.Null()),
 					statecheck.ExpectKnownValue("sless_trigger.cron", tfjsonpath.New("url"), knownvalue.Null()),
 					statecheck.ExpectKnownValue("sless_trigger.cron", tfjsonpath.New("active"), knownvalue.Bool(true)),
 					statecheck.ExpectKnownValue("sless_trigger.events", tfjsonpath.New("active"), knownvalue.Bool(true)),

@@ -6,6 +6,11 @@
 //
 //	go run ./test/bench/dispatcher -messages 20000 -concurrency 16 -rounds 3
 //
+// With -database-url it also runs the dispatcher recording history, and drains as many
+// asynchronous invocations (Prefer: respond-async: each a record in PostgreSQL, queued by
+// the gateway's Publisher beforehand) with `sless dispatcher --async`: the ratio against
+// the event path recording history is the cost of keeping each invocation's record.
+//
 // Throughput: a queue filled with -messages is drained by each consumer, alternating per
 // round; the rate counts from the first to the last message handled (startup and the idle
 // exit are excluded). Latency: messages published at -rate/s, measured from publish to the
@@ -21,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -34,6 +40,10 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"sless.dev/sless/dispatcher"
+	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/rules"
 )
 
 var (
@@ -70,7 +80,7 @@ func main() {
 	// Rounds alternate the three consumers on fresh queues so all see the same background
 	// load; the median of the per-round ratios is the headline figure.
 	var ratios, refRatios []float64
-	var bare, post, disp, hist []result
+	var bare, post, disp, hist, async []result
 	for range *rounds {
 		b := bareThroughput()
 		p := barePostThroughput(fn)
@@ -79,6 +89,7 @@ func main() {
 		ratios, refRatios = append(ratios, d.rate/p.rate), append(refRatios, d.rate/b.rate)
 		if *databaseURL != "" {
 			hist = append(hist, dispatcherThroughput(bin, fn, *databaseURL))
+			async = append(async, asyncThroughput(bin, fn, *databaseURL))
 		}
 	}
 	bareLat := bareLatency()
@@ -95,6 +106,9 @@ func main() {
 		if hist != nil {
 			h := hist[i]
 			fmt.Printf("| %d | sless dispatcher + PostgreSQL history | %.0f | %.2f | %s | %.1f MB (%.1f MB) |\n", i+1, h.rate, h.rate/post[i].rate, us(h.cpuMsg), h.rssMB, h.anonMB)
+			a := async[i]
+			fmt.Printf("| %d | sless dispatcher --async (records + history) | %.0f | %.2f (%.2f vs the event path with history) | %s | %.1f MB (%.1f MB) |\n",
+				i+1, a.rate, a.rate/post[i].rate, a.rate/h.rate, us(a.cpuMsg), a.rssMB, a.anonMB)
 		}
 	}
 	fmt.Printf("\nmedian ratio vs the baseline %.2f (vs consume-only %.2f); median CPU/msg baseline %s, dispatcher %s\n", median(ratios), median(refRatios),
@@ -444,6 +458,58 @@ func dispatcherThroughput(bin string, fn *function, databaseURL string) result {
 	if fn.count < *messages {
 		log.Fatalf("function saw %d of %d messages", fn.count, *messages)
 	}
+	return result{rate: float64(fn.count-1) / fn.last.Sub(fn.first).Seconds(), rssMB: rss, anonMB: anon, cpuMsg: cpu / time.Duration(*messages)}
+}
+
+// asyncThroughput queues -messages asynchronous invocations as the gateway does (a record,
+// then a confirmed publish) and times `sless dispatcher --async` draining them; it checks
+// every record ended succeeded.
+func asyncThroughput(bin string, fn *function, databaseURL string) result {
+	ctx := context.Background()
+	store, err := history.OpenPostgres(databaseURL, history.PostgresOptions{})
+	must(err)
+	defer func() { _ = store.Close(ctx) }()
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	ns, name := "bench-"+hex.EncodeToString(suffix), "fn"
+	q := rules.AsyncQueue(ns, name)
+	conn, ch := connect()
+	defer conn.Close()
+	defer deleteQueue(ch, q)
+	pub := &dispatcher.Publisher{URL: *amqpURL, AsyncStore: store, Logger: slog.New(slog.DiscardHandler)}
+	defer pub.Close()
+	ids := make([]string, *messages)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				inv, _, err := pub.Enqueue(ctx, history.AsyncRequest{Namespace: ns, Function: name, Method: http.MethodPost, Path: "/",
+					Header: map[string][]string{"Content-Type": {"application/json"}}, MaxAttempts: 3,
+					Body: []byte(fmt.Sprintf(`{"order":%d,"item":"bench","qty":1}`, i))})
+				must(err)
+				ids[i] = inv.ID
+			}
+		}()
+	}
+	for i := range *messages {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	fn.reset()
+	rss, anon, cpu := startDispatcher(bin, q, fn, databaseURL, "--async", "--function", ns+"/"+name, "--exit-when-empty", "--idle-timeout", "1s")()
+	for _, id := range ids {
+		inv, err := store.GetAsync(ctx, ns, id)
+		must(err)
+		if inv.Status != history.AsyncSucceeded {
+			log.Fatalf("asynchronous invocation %s ended %s: %s", id, inv.Status, inv.Error)
+		}
+	}
+	fn.mu.Lock()
+	defer fn.mu.Unlock()
 	return result{rate: float64(fn.count-1) / fn.last.Sub(fn.first).Seconds(), rssMB: rss, anonMB: anon, cpuMsg: cpu / time.Duration(*messages)}
 }
 
