@@ -37,7 +37,7 @@ func signIn(p *browser.Page, base string, tn tenant, fn string) {
 
 // TestConsoleInChromium signs in with a token, sees the tenant's functions with badges and
 // build errors, opens the highlighted source, reads the invocation history with its cold
-// starts and toggles a trigger, in a real headless browser.
+// starts, toggles a trigger and watches a build fail, in a real headless browser.
 func TestConsoleInChromium(t *testing.T) {
 	up := newUpstream(t)
 	h := newHarness(t, harnessOptions{interceptor: up.URL})
@@ -113,6 +113,24 @@ func TestConsoleInChromium(t *testing.T) {
 	}
 	if n := p.Eval(`document.querySelectorAll('#invocation-rows tr[data-cold-start="true"]').length`); n != "1" {
 		t.Fatalf("%s rows marked as cold starts, want 1", n)
+	}
+
+	// A build under way: its log is followed and the view moves on when the build does.
+	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "building", FunctionFields: api.FunctionFields{Runtime: ptr("go1.23")}}); err != nil {
+		t.Fatal(err)
+	}
+	setStatus(t, tn.ns, "building", "", false)
+	p.Do("open the function being built",
+		chromedp.Navigate(h.URL+"/console/#/fn/building"),
+		chromedp.WaitVisible(chromedp.CSS(`#build-log[data-follow="true"]`)),
+	)
+	if st, log := p.Text("#build-status"), p.Text("#build-log"); !strings.Contains(st, "Building") || !strings.Contains(log, "Waiting for the build's output") {
+		t.Fatalf("while building: status %q, log %q", st, log)
+	}
+	failBuild(t, tn.ns, "building", "go: cannot find main module")
+	p.Wait("the view to follow the build to its failure", `!document.getElementById("fn-build-error").hidden && document.getElementById("build-log").dataset.follow === "false"`)
+	if st, msg := p.Text("#build-status"), p.Text("#fn-build-error"); !strings.Contains(st, "Failed") || !strings.Contains(msg, "cannot find main module") {
+		t.Fatalf("after the build failed: status %q, error %q", st, msg)
 	}
 
 	p.Do("open the failed function",

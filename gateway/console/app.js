@@ -249,6 +249,7 @@
     log.replaceChildren();
     log.dataset.state = "loading";
     const follow = phase === "Building";
+    log.dataset.follow = String(follow);
     const ctrl = new AbortController();
     onLeave(() => ctrl.abort());
     let lines = 0;
