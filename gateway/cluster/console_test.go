@@ -69,7 +69,7 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p := browser.Open(t, 90*time.Second)
+	p := browser.Open(t, 2*time.Minute)
 	signIn(p, h.URL, tn, "greeter")
 	p.Do("see the broken function", chromedp.WaitVisible(chromedp.CSS(`tr[data-function="broken"]`)))
 	rows, broken, kinds, who := p.Text("#function-rows"), p.Text(`tr[data-function="broken"]`), p.Text(`tr[data-function="greeter"] td:nth-child(3)`), p.Text("#who")
@@ -85,6 +85,7 @@ func TestConsoleInChromium(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`tr[data-function="greeter"] a`)),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-trigger-row="hourly"]`)),
 	)
+	overviewDrawn(p)
 	p.Do("disable the cron trigger",
 		chromedp.Click(chromedp.CSS(`button[data-trigger="hourly"]`)),
 		chromedp.WaitVisible(chromedp.Search(`//tr[@data-trigger-row="hourly"]/td[text()="disabled"]`)),
@@ -188,10 +189,11 @@ func TestConsoleChartsInChromium(t *testing.T) {
 	const shown = `[...document.querySelectorAll('#chart-invocations g.bucket')].filter((g) => g.dataset.count !== "0")
 		.map((g) => new Date(g.dataset.start).toISOString().replace(".000Z", "Z") + "=" + g.dataset.count).sort().join(" ")`
 
-	p := browser.Open(t, 90*time.Second)
+	p := browser.Open(t, 2*time.Minute)
 	signIn(p, h.URL, tn, "charted")
 	p.Do("open the function", chromedp.Navigate(h.URL+"/console/#/fn/charted"))
 	p.Wait("60 bars", `document.querySelectorAll('#chart-invocations g.bucket').length === 60`)
+	overviewDrawn(p)
 	if got, want := p.Eval(shown), want(time.Hour, time.Minute); got != want {
 		t.Fatalf("hour chart bars: %s\nwant %s", got, want)
 	}
@@ -240,7 +242,7 @@ func TestConsoleInvokeInChromium(t *testing.T) {
 	for _, name := range []string{"echo", "page", "sleepy"} {
 		h.deploy(tn, name, 10)
 	}
-	p := browser.Open(t, 90*time.Second)
+	p := browser.Open(t, 2*time.Minute)
 	signIn(p, h.URL, tn, "echo")
 	invoke := func(fn, event string) {
 		t.Helper()
@@ -289,6 +291,12 @@ func TestConsoleInvokeInChromium(t *testing.T) {
 		t.Fatalf("the HTML answer became %s elements", n)
 	}
 	p.Screenshot("invoke-html-as-text")
+}
+
+// overviewDrawn waits until the overview's parts that load on their own (the build log, the
+// charts) are drawn, so nothing moves under a click.
+func overviewDrawn(p *browser.Page) {
+	p.Wait("the overview drawn", `document.getElementById("build-log").dataset.state !== "loading" && document.querySelector("#chart-duration svg")`)
 }
 
 // failBuild writes the status of a failed build, as the reconciler would.
