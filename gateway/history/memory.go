@@ -70,8 +70,8 @@ func (m *Memory) List(_ context.Context, q Query) (Page, error) {
 	return page(match, q.Limit), nil
 }
 
-// Stats summarizes q's invocations among the records kept (the newest DefaultMemoryCapacity,
-// so a busy day's older buckets may come out short).
+// Stats summarizes q's invocations among the records kept: only the newest capacity, so on
+// a busy day the older buckets come out short.
 func (m *Memory) Stats(_ context.Context, q StatsQuery) (Stats, error) {
 	q, start, end, err := q.bounds()
 	if err != nil {
