@@ -1,7 +1,11 @@
 package gateway
 
 import (
+	"net/http"
 	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/history"
@@ -32,3 +36,46 @@ func invocationsOf(p history.Page) api.Invocations {
 	}
 	return out
 }
+
+// invocationStats serves GET .../functions/{name}/stats?window=1h|24h from the history
+// store's buckets, so a chart is one read however many invocations the window holds.
+func (s *Server) invocationStats(c echo.Context) error {
+	name, err := nameParam(c)
+	if err != nil {
+		return err
+	}
+	if s.cfg.History == nil {
+		return &httpError{Code: http.StatusServiceUnavailable, Msg: "invocation history is not configured on this gateway (no database)"}
+	}
+	w, err := history.ParseWindow(c.QueryParam("window"))
+	if err != nil {
+		return err
+	}
+	st, err := s.cfg.History.Stats(c.Request().Context(), history.StatsQuery{Namespace: c.Param("ns"), Function: name, Window: w})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, statsOf(st))
+}
+
+// statsOf converts a history stats read to the wire model.
+func statsOf(s history.Stats) api.InvocationStats {
+	out := api.InvocationStats{Window: s.Window.Name, BucketSec: int(s.Window.Bucket / time.Second), Start: s.Start, End: s.End,
+		Total: summaryOf(s.Total), Buckets: make([]api.StatsBucket, len(s.Buckets))}
+	for i, b := range s.Buckets {
+		out.Buckets[i] = api.StatsBucket{Start: b.Start, InvocationSummary: summaryOf(b.Summary)}
+	}
+	return out
+}
+
+func summaryOf(s history.Summary) api.InvocationSummary {
+	out := api.InvocationSummary{Count: s.Count, Errors: s.Errors}
+	if s.Count > 0 {
+		p50, p95 := millis(s.P50), millis(s.P95)
+		out.P50Ms, out.P95Ms = &p50, &p95
+	}
+	return out
+}
+
+// millis is d in milliseconds, to the microsecond the history keeps.
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

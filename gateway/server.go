@@ -150,6 +150,7 @@ func (s *Server) routes() *echo.Echo {
 	ns.POST("/jobs/:name/upload", s.uploadJobSource)
 	ns.GET("/functions/:name/source", s.getSource)
 	ns.GET("/functions/:name/invocations", s.listInvocations)
+	ns.GET("/functions/:name/stats", s.invocationStats)
 	ns.GET("/invocations", s.listAsyncInvocations)
 	ns.GET("/invocations/:id", s.getAsyncInvocation)
 	ns.GET("/functions/:name/logs", s.logsHandler(LogFunction))

@@ -178,7 +178,8 @@ func printBanner(out io.Writer, endpoint, token, ns, cli string, f devFlags) {
 	}
 	fmt.Fprintf(out, `sless dev is running
   API        %[1]s/v1   (OpenAPI: %[1]s/v1/openapi.yaml)
-  console    %[1]s/console
+  console    %[1]s/console/#token=%[6]s
+             (signs you in at once; a URL fragment never leaves the browser)
   functions  %[1]s/fn/%[2]s/<name>  (sandboxed on this origin)
              %[7]s
   namespace  %[2]s

@@ -322,6 +322,33 @@ type Invocations struct {
 	Next        string       `json:"next,omitempty"`
 }
 
+// InvocationSummary counts invocations and their duration percentiles. Errors are the ones
+// that did not succeed (failed or timed out); P50Ms and P95Ms are absent when Count is 0.
+type InvocationSummary struct {
+	Count  int64    `json:"count"`
+	Errors int64    `json:"errors"`
+	P50Ms  *float64 `json:"p50_ms,omitempty"`
+	P95Ms  *float64 `json:"p95_ms,omitempty"`
+}
+
+// StatsBucket summarizes the invocations started in [Start, Start+bucket_sec).
+type StatsBucket struct {
+	Start time.Time `json:"start"`
+	InvocationSummary
+}
+
+// InvocationStats answers GET .../functions/{name}/stats?window=: the window's total and
+// every bucket of it, oldest first (empty ones included); the last bucket is the current
+// one, still filling.
+type InvocationStats struct {
+	Window    string            `json:"window"`
+	BucketSec int               `json:"bucket_sec"`
+	Start     time.Time         `json:"start"`
+	End       time.Time         `json:"end"`
+	Total     InvocationSummary `json:"total"`
+	Buckets   []StatsBucket     `json:"buckets"`
+}
+
 // List bodies.
 type (
 	FunctionList struct {

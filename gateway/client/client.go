@@ -260,6 +260,18 @@ func (c *Client) ListInvocations(ctx context.Context, ns, name string, limit int
 	return out, err
 }
 
+// InvocationStats returns the function's invocations per bucket of window ("1h", "24h";
+// "" is the server's default) with errors and duration percentiles.
+func (c *Client) InvocationStats(ctx context.Context, ns, name, window string) (api.InvocationStats, error) {
+	q := url.Values{}
+	if window != "" {
+		q.Set("window", window)
+	}
+	var out api.InvocationStats
+	err := c.do(ctx, http.MethodGet, nsPath(ns, "functions", name, "stats"), q, nil, &out)
+	return out, err
+}
+
 // CreateTrigger creates a trigger.
 func (c *Client) CreateTrigger(ctx context.Context, ns string, t api.CreateTrigger) (api.Trigger, error) {
 	return create[api.Trigger](ctx, c, ns, "triggers", t)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/test/pgtest"
 )
 
@@ -206,4 +207,67 @@ func (l *tcpLink) stop() {
 		c.Close()
 	}
 	l.conns = nil
+}
+
+// TestInvocationStatsAPI reads a function's buckets back from records in PostgreSQL: counts,
+// errors and percentiles in the minute they started, every bucket present, the day's
+// coarser buckets; a bad window is a 400 naming the allowed ones, another tenant a 403.
+func TestInvocationStatsAPI(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	tn := h.tenant()
+	ctx := context.Background()
+	now := time.Now()
+	fiveAgo, tenAgo := now.Add(-5*time.Minute).Truncate(time.Minute), now.Add(-10*time.Minute).Truncate(time.Minute)
+	for i, d := range []time.Duration{10, 20, 30, 40} {
+		r := history.HTTPRecord(tn.ns, "charted", fiveAgo.Add(time.Duration(i)*time.Second), d*time.Millisecond, 200, "")
+		if i == 3 {
+			r = history.HTTPRecord(tn.ns, "charted", r.Start, r.Duration, 500, "")
+		}
+		h.history.Record(r)
+	}
+	h.history.Record(history.HTTPRecord(tn.ns, "charted", tenAgo, 5*time.Millisecond, 504, ""))
+	h.history.Record(history.HTTPRecord(tn.ns, "other", fiveAgo, time.Millisecond, 200, ""))
+	waitFor(t, 10*time.Second, "6 rows in PostgreSQL", func() bool { return countRows(t, h.dbURL, tn.ns) == 6 })
+
+	st, err := tn.c.InvocationStats(ctx, tn.ns, "charted", "1h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Window != "1h" || st.BucketSec != 60 || len(st.Buckets) != 60 || st.Total.Count != 5 || st.Total.Errors != 2 {
+		t.Fatalf("hour: window %s, %ds buckets, %d of them, total %+v", st.Window, st.BucketSec, len(st.Buckets), st.Total)
+	}
+	for _, b := range st.Buckets {
+		switch {
+		case b.Start.Equal(fiveAgo):
+			if b.Count != 4 || b.Errors != 1 || b.P50Ms == nil || *b.P50Ms != 25 || *b.P95Ms != 38.5 {
+				t.Errorf("bucket of five minutes ago: %+v", b.InvocationSummary)
+			}
+		case b.Start.Equal(tenAgo):
+			if b.Count != 1 || b.Errors != 1 || *b.P95Ms != 5 {
+				t.Errorf("bucket of ten minutes ago: %+v", b.InvocationSummary)
+			}
+		case b.Count != 0 || b.P50Ms != nil:
+			t.Errorf("bucket %s should be empty: %+v", b.Start, b.InvocationSummary)
+		}
+	}
+	day, err := tn.c.InvocationStats(ctx, tn.ns, "charted", "24h")
+	if err != nil || len(day.Buckets) != 96 || day.BucketSec != 900 || day.Total.Count != 5 {
+		t.Fatalf("day: %d buckets of %ds, total %+v, %v", len(day.Buckets), day.BucketSec, day.Total, err)
+	}
+	if def, err := tn.c.InvocationStats(ctx, tn.ns, "charted", ""); err != nil || def.Window != "1h" {
+		t.Fatalf("no window: %s, %v; want the hour", def.Window, err)
+	}
+
+	base := h.URL + "/v1/namespaces/" + tn.ns + "/functions/charted/stats"
+	code, e, _ := do(t, "GET", base+"?window=7d", tn.token, "", nil)
+	if code != 400 || e.Field != "window" || !strings.Contains(e.Error, `"7d"`) || !strings.Contains(e.Error, "use 1h or 24h") {
+		t.Fatalf("bad window: %d %+v", code, e)
+	}
+	other := h.tenant()
+	if code, e, _ := do(t, "GET", base, other.token, "", nil); code != 403 {
+		t.Fatalf("another tenant's stats: %d %+v", code, e)
+	}
+	if code, _, _ := do(t, "GET", base, "", "", nil); code != 401 {
+		t.Fatalf("stats without a token: %d", code)
+	}
 }

@@ -1,11 +1,44 @@
 // The sless console: a static page over the /v1 API. The token lives in sessionStorage and is
 // sent as a Bearer token; every view is rendered from API answers with DOM APIs (no HTML from
-// data except the highlighter's escaped output).
+// data except the highlighter's escaped output). What a function answers (the invoke panel)
+// and prints (logs) is shown as text only: function content never runs in this origin.
 (function () {
   "use strict";
   const $ = (id) => document.getElementById(id);
   const hl = window.slessHighlight;
-  const state = { token: sessionStorage.getItem("sless.token") || "", ns: "", before: "" };
+  const charts = window.slessChart;
+  const TABS = ["overview", "invoke", "logs", "source", "invocations"];
+  const MAX_LOG_LINES = 5000; // the oldest lines leave the page beyond this
+  const MAX_BODY_CHARS = 256 * 1024; // an invoke answer is shown up to this
+  const POLL_MS = 2000; // status while a build is pending or running
+  const STATS_REFRESH_MS = 30000;
+
+  // A token in the fragment (#token=…, the URL `sless dev` prints) signs in at once. It leaves
+  // the address bar before anything else runs; a fragment never reaches a server or its logs.
+  const fragmentToken = takeFragmentToken();
+
+  const state = {
+    token: sessionStorage.getItem("sless.token") || "",
+    ns: "",
+    fn: "", // the function on screen
+    before: "",
+    view: 0, // bumped on every route: async work of an older view stops drawing
+    stops: [], // what to stop when the view changes (streams, timers)
+    window: "1h",
+    events: {}, // the invoke panel's event per function, kept while the tab lives
+    logs: { ctrl: null, autoscroll: true, unseen: 0 },
+  };
+
+  function takeFragmentToken() {
+    const m = location.hash.match(/^#token=([^&]*)/);
+    if (!m) return "";
+    history.replaceState(null, "", location.pathname + location.search);
+    try {
+      return decodeURIComponent(m[1]);
+    } catch (e) {
+      return m[1];
+    }
+  }
 
   class APIError extends Error {
     constructor(status, body) {
@@ -14,19 +47,51 @@
     }
   }
 
+  const authHeaders = (accept) => ({ Authorization: "Bearer " + state.token, Accept: accept });
+
+  async function failed(resp) {
+    const data = await resp.json().catch(() => ({}));
+    if (resp.status === 401) signOut("Your token was rejected: " + (data.error || "unauthorized"));
+    return new APIError(resp.status, data);
+  }
+
   async function call(method, path, body) {
-    const opts = { method, headers: { Authorization: "Bearer " + state.token, Accept: "application/json" } };
+    const opts = { method, headers: authHeaders("application/json") };
     if (body !== undefined) {
       opts.headers["Content-Type"] = "application/json";
       opts.body = JSON.stringify(body);
     }
     const resp = await fetch(path, opts);
-    const data = resp.status === 204 ? {} : await resp.json().catch(() => ({}));
-    if (!resp.ok) {
-      if (resp.status === 401) signOut("Your token was rejected: " + (data.error || "unauthorized"));
-      throw new APIError(resp.status, data);
+    if (!resp.ok) throw await failed(resp);
+    return resp.status === 204 ? {} : resp.json().catch(() => ({}));
+  }
+
+  // stream reads the NDJSON lines of path (a logs endpoint) into onLine until the server ends
+  // the stream or signal aborts it; onOpen runs once the answer has started.
+  async function stream(path, signal, onLine, onOpen) {
+    const resp = await fetch(path, { headers: authHeaders("application/x-ndjson"), signal, cache: "no-store" });
+    if (!resp.ok) throw await failed(resp);
+    if (onOpen) onOpen();
+    const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += value;
+      let i;
+      while ((i = buf.indexOf("\n")) >= 0) {
+        const text = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        if (!text.trim()) continue;
+        let line;
+        try {
+          line = JSON.parse(text);
+        } catch (e) {
+          line = { line: text }; // not ours to drop: show it as it came
+        }
+        onLine(line);
+      }
     }
-    return data;
   }
 
   const nsPath = (...parts) => "/v1/namespaces/" + encodeURIComponent(state.ns) + "/" + parts.map(encodeURIComponent).join("/");
@@ -43,6 +108,32 @@
   }
 
   const badge = (text, cls) => el("span", { class: "badge " + cls }, text);
+  const phaseOf = (fn) => fn.status.phase || "Pending";
+  const phaseBadge = (fn) => badge(phaseOf(fn), "phase-" + phaseOf(fn));
+  const definitions = (rows) => rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]);
+  const pad = (n, w) => String(n).padStart(w || 2, "0");
+
+  // clock is a log line's local time as the CLI prints it: 2026-12-01 11:18:23.010.
+  function clock(s) {
+    const d = new Date(s);
+    if (isNaN(d)) return s || "";
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
+      pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) + "." + pad(d.getMilliseconds(), 3);
+  }
+
+  function logRow(l) {
+    const stream = l.stream || "";
+    return el("div", { class: "log-line" + (stream === "stderr" ? " stderr" : ""), "data-stream": stream },
+      el("span", { class: "log-time" }, clock(l.time)), el("span", { class: "log-instance" }, l.instance || ""),
+      el("span", { class: "log-stream" }, stream), el("span", { class: "log-text" }, l.line || ""));
+  }
+
+  // onLeave registers what stops when the view changes; leave stops it all.
+  const onLeave = (stop) => state.stops.push(stop);
+  function leave() {
+    for (const stop of state.stops.splice(0)) stop();
+    state.view++;
+  }
 
   function show(section) {
     for (const id of ["signin", "functions", "function"]) $(id).hidden = id !== section;
@@ -50,6 +141,7 @@
   }
 
   function signOut(message) {
+    leave();
     sessionStorage.removeItem("sless.token");
     state.token = "";
     state.ns = "";
@@ -60,6 +152,7 @@
 
   async function signIn(token) {
     state.token = token.trim();
+    state.ns = "";
     try {
       const id = await call("GET", "/v1/whoami");
       state.ns = id.namespace;
@@ -93,46 +186,129 @@
   }
 
   function functionRow(fn, triggers) {
-    const phase = fn.status.phase || "Pending";
     const url = fn.status.url ? el("a", { href: fn.status.url, onclick: (e) => e.stopPropagation() }, fn.status.url) : "";
     return el("tr", { class: "clickable", "data-function": fn.name, onclick: () => (location.hash = "#/fn/" + fn.name) },
       el("td", {}, el("a", { href: "#/fn/" + fn.name }, fn.name)),
       el("td", {}, fn.runtime),
       el("td", {}, ...kinds(fn, triggers).map((k) => badge(k, "kind-" + k))),
-      el("td", {}, badge(phase, "phase-" + phase), fn.status.last_build_error ? el("span", { class: "error", title: fn.status.last_build_error }, " build failed") : null),
+      el("td", {}, phaseBadge(fn), fn.status.last_build_error ? el("span", { class: "error", title: fn.status.last_build_error }, " build failed") : null),
       el("td", {}, url));
   }
 
-  async function functionView(name) {
+  // functionView shows one function with one of its tabs; each tab loads its own data.
+  async function functionView(name, tab) {
+    const gen = state.view;
     show("function");
+    state.fn = name;
     $("fn-name").textContent = name;
-    $("fn-meta").replaceChildren();
-    $("trigger-rows").replaceChildren();
-    $("invocation-rows").replaceChildren();
-    $("source-tabs").replaceChildren();
-    $("source-code").textContent = "";
-    $("trigger-error").textContent = "";
-    state.before = "";
+    $("fn-phase").replaceChildren();
+    $("fn-error").textContent = "";
+    for (const a of $("fn-tabs").children) {
+      a.href = "#/fn/" + name + (a.dataset.tab === "overview" ? "" : "/" + a.dataset.tab);
+      a.classList.toggle("active", a.dataset.tab === tab);
+    }
+    for (const t of TABS) $("tab-" + t).hidden = true;
     let fn;
     try {
       fn = await call("GET", nsPath("functions", name));
     } catch (e) {
-      $("fn-meta").append(el("dd", { class: "error" }, "Could not load the function: " + e.message));
+      if (gen === state.view) $("fn-error").textContent = "Could not load function " + name + ": " + e.message;
       return;
     }
-    const phase = fn.status.phase || "Pending";
-    const meta = [["Phase", badge(phase, "phase-" + phase)], ["Runtime", fn.runtime], ["Entrypoint", fn.entrypoint || "(default)"],
+    if (gen !== state.view) return;
+    $("fn-phase").replaceChildren(phaseBadge(fn));
+    $("tab-" + tab).hidden = false;
+    ({ overview, invoke: invokeTab, logs: logsTab, source, invocations })[tab](fn, gen);
+  }
+
+  function overview(fn, gen) {
+    const meta = [["Runtime", fn.runtime], ["Entrypoint", fn.entrypoint || "(default)"],
       ["Memory", fn.memory_mb + " MiB"], ["Timeout", fn.timeout_sec ? fn.timeout_sec + " s" : "none"],
       ["Replicas", fn.min_replicas + "–" + fn.max_replicas], ["URL", fn.status.url || "—"], ["Image", fn.status.image || "—"]];
-    if (fn.status.message) meta.push(["Message", fn.status.message]);
-    $("fn-meta").replaceChildren(...meta.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+    $("fn-meta").replaceChildren(...definitions(meta));
+    build(fn, gen);
+    stats(fn.name, gen);
+    const timer = setInterval(() => stats(fn.name, gen), STATS_REFRESH_MS);
+    onLeave(() => clearInterval(timer));
+    triggers(fn.name);
+  }
+
+  // build shows the build's status and its own output, followed while the build runs; while
+  // one is pending or running the status is polled and the view redrawn when it moves on.
+  function build(fn, gen) {
+    const st = fn.status, phase = phaseOf(fn);
+    const rows = [["Phase", phaseBadge(fn)]];
+    if (st.message) rows.push(["Message", st.message]);
+    if (st.last_build_time) rows.push(["Last build", new Date(st.last_build_time).toLocaleString()]);
+    $("build-status").replaceChildren(...definitions(rows));
     const be = $("fn-build-error");
-    be.hidden = !fn.status.last_build_error;
-    be.textContent = fn.status.last_build_error ? "Build failed:\n" + fn.status.last_build_error : "";
-    await Promise.all([triggers(name), source(name), invocations(name)]);
+    be.hidden = !st.last_build_error;
+    be.textContent = st.last_build_error ? "Build failed:\n" + st.last_build_error : "";
+
+    const log = $("build-log");
+    log.replaceChildren();
+    log.dataset.state = "loading";
+    const follow = phase === "Building";
+    log.dataset.follow = String(follow);
+    const ctrl = new AbortController();
+    onLeave(() => ctrl.abort());
+    let lines = 0;
+    const q = "?tail=1000" + (follow ? "&follow=true" : "");
+    stream(nsPath("functions", fn.name, "builds", "latest", "logs") + q, ctrl.signal, (l) => {
+      if (!lines++) log.replaceChildren();
+      log.append(logRow(l));
+      log.scrollTop = log.scrollHeight;
+    }).then(() => {
+      if (gen !== state.view) return;
+      log.dataset.state = "done";
+      if (!lines) log.replaceChildren(el("span", { class: "muted" }, "No build output."));
+    }).catch((e) => {
+      if (ctrl.signal.aborted || gen !== state.view) return;
+      log.dataset.state = "error";
+      log.replaceChildren(el("span", { class: "error" }, e.status === 404 ? "No build yet." : "Could not read the build log: " + e.message));
+    });
+    if (follow) log.append(el("span", { class: "muted" }, "Waiting for the build's output…"));
+
+    if (phase !== "Building" && phase !== "Pending") return;
+    const timer = setInterval(async () => {
+      let now;
+      try {
+        now = await call("GET", nsPath("functions", fn.name));
+      } catch (e) {
+        return; // the next tick tries again
+      }
+      if (gen === state.view && (phaseOf(now) !== phase || now.status.message !== st.message)) route();
+    }, POLL_MS);
+    onLeave(() => clearInterval(timer));
+  }
+
+  async function stats(name, gen) {
+    for (const b of $("stats-windows").children) b.classList.toggle("active", b.dataset.window === state.window);
+    let st;
+    try {
+      st = await call("GET", nsPath("functions", name, "stats") + "?window=" + encodeURIComponent(state.window));
+    } catch (e) {
+      if (gen !== state.view) return;
+      $("stats-error").textContent = "Charts unavailable: " + e.message;
+      for (const id of ["chart-invocations", "chart-errors", "chart-duration"]) $(id).replaceChildren();
+      $("stats-total").textContent = "";
+      return;
+    }
+    if (gen !== state.view) return;
+    $("stats-error").textContent = "";
+    const per = st.bucket_sec / 60;
+    $("chart-invocations-title").textContent = "Invocations per minute" + (per > 1 ? " (average over " + per + " minutes)" : "");
+    charts.invocations($("chart-invocations"), st);
+    charts.errors($("chart-errors"), st);
+    charts.duration($("chart-duration"), st);
+    const t = st.total;
+    $("stats-total").textContent = t.count + (t.count === 1 ? " invocation" : " invocations") +
+      (t.count ? ", " + t.errors + " failed (" + ((100 * t.errors) / t.count).toFixed(1) + "%), p50 " + charts.ms(t.p50_ms) + ", p95 " + charts.ms(t.p95_ms) : "");
   }
 
   async function triggers(name) {
+    $("trigger-rows").replaceChildren();
+    $("trigger-error").textContent = "";
     try {
       const tl = await call("GET", nsPath("triggers"));
       $("trigger-rows").replaceChildren(...tl.triggers.filter((t) => t.function === name).map(triggerRow));
@@ -161,10 +337,135 @@
     }
   }
 
-  async function source(name) {
+  // The invoke panel: the event goes to /fn/ exactly as a caller's would (same origin, so the
+  // answer is readable; the gateway strips the token before the function). The answer is
+  // shown as text, never parsed as HTML.
+  const fnURL = (name) => "/fn/" + encodeURIComponent(state.ns) + "/" + encodeURIComponent(name);
+
+  function invokeTab(fn) {
+    $("invoke-url").textContent = location.origin + fnURL(fn.name);
+    if (!(fn.name in state.events)) state.events[fn.name] = "{}";
+    $("event").value = state.events[fn.name];
+    $("invoke-error").textContent = "";
+    $("invoke-result").hidden = true;
+  }
+
+  async function invoke() {
+    const name = state.fn, gen = state.view, text = $("event").value;
+    state.events[name] = text;
+    $("invoke-error").textContent = "";
+    try {
+      JSON.parse(text);
+    } catch (e) {
+      $("invoke-error").textContent = "The event is not valid JSON (" + e.message + "); fix it and invoke again. Nothing was sent.";
+      return;
+    }
+    const button = $("invoke-send");
+    button.disabled = true;
+    const t0 = performance.now();
+    let resp, body;
+    try {
+      resp = await fetch(fnURL(name), { method: "POST", body: text, redirect: "manual", cache: "no-store", credentials: "omit",
+        headers: { "Content-Type": "application/json", Authorization: "Bearer " + state.token } });
+      body = resp.type === "opaqueredirect" ? "" : await resp.text();
+    } catch (e) {
+      if (gen === state.view) $("invoke-error").textContent = "The call to " + name + " did not complete: " + e.message;
+      return;
+    } finally {
+      button.disabled = false;
+    }
+    const took = performance.now() - t0;
+    if (gen !== state.view) return;
+    if (resp.type === "opaqueredirect") {
+      $("invoke-status").replaceChildren(badge("redirect", "phase-Pending"), " the function answered with a redirect; the console does not follow it");
+    } else {
+      $("invoke-status").replaceChildren(badge(resp.status + (resp.statusText ? " " + resp.statusText : ""), resp.ok ? "phase-Ready" : "phase-Failed"));
+    }
+    $("invoke-status").dataset.status = String(resp.status);
+    $("invoke-duration").textContent = took.toFixed(1) + " ms (round trip from this browser)";
+    const cold = resp.headers.get("X-Sless-Cold-Start");
+    $("invoke-cold").dataset.cold = cold || "";
+    $("invoke-cold").textContent = cold === "true" ? "yes: waited for an instance to start" : cold === "false" ? "no" : "not reported";
+    const type = resp.headers.get("Content-Type") || "";
+    $("invoke-type").textContent = type || "—";
+    $("invoke-body").textContent = shown(body, type);
+    $("invoke-result").hidden = false;
+  }
+
+  // shown is an answer as the panel prints it: JSON indented, anything capped.
+  function shown(body, type) {
+    if (/json/i.test(type)) {
+      try {
+        body = JSON.stringify(JSON.parse(body), null, 2);
+      } catch (e) {
+        // not JSON after all: as it came
+      }
+    }
+    if (body.length > MAX_BODY_CHARS) return body.slice(0, MAX_BODY_CHARS) + "\n… (" + (body.length - MAX_BODY_CHARS) + " more characters not shown)";
+    return body || "(empty body)";
+  }
+
+  // The logs tab follows what the function's instances print until stopped or left.
+  function logsTab(fn, gen) {
+    state.logs.autoscroll = true;
+    state.logs.unseen = 0;
+    tail(fn.name, gen);
+  }
+
+  function tail(name, gen) {
+    const box = $("logs"), lg = state.logs;
+    if (lg.ctrl) lg.ctrl.abort();
+    box.replaceChildren();
+    $("logs-error").textContent = "";
+    const ctrl = new AbortController();
+    lg.ctrl = ctrl;
+    onLeave(() => ctrl.abort());
+    following(true, "waiting for lines…");
+    const since = $("logs-since").value;
+    const q = "?follow=true&tail=" + encodeURIComponent($("logs-tail").value) + (since ? "&since=" + encodeURIComponent(since) : "");
+    stream(nsPath("functions", name, "logs") + q, ctrl.signal, (l) => {
+      box.append(logRow(l));
+      while (box.childElementCount > MAX_LOG_LINES) box.firstElementChild.remove();
+      if (lg.autoscroll) box.scrollTop = box.scrollHeight;
+      else lg.unseen++;
+      pauseLabel();
+    }, () => following(true, "following")).then(() => {
+      if (gen === state.view && lg.ctrl === ctrl) following(false, "the gateway ended the stream");
+    }).catch((e) => {
+      if (ctrl.signal.aborted || gen !== state.view) return;
+      following(false, "stopped");
+      $("logs-error").textContent = "Could not follow the logs of " + name + ": " + e.message;
+    });
+  }
+
+  function following(on, text) {
+    $("logs-follow").textContent = on ? "Stop" : "Follow";
+    $("logs-follow").dataset.following = String(on);
+    $("logs-state").textContent = text;
+    $("logs").dataset.state = text;
+  }
+
+  function pauseLabel() {
+    const lg = state.logs;
+    $("logs-pause").textContent = lg.autoscroll ? "Pause scrolling" : "Resume scrolling" + (lg.unseen ? " (" + lg.unseen + " new)" : "");
+  }
+
+  function setAutoscroll(on) {
+    const lg = state.logs, box = $("logs");
+    lg.autoscroll = on;
+    if (on) {
+      lg.unseen = 0;
+      box.scrollTop = box.scrollHeight;
+    }
+    pauseLabel();
+  }
+
+  async function source(fn) {
+    $("source-tabs").replaceChildren();
+    $("source-code").textContent = "";
     let src;
     try {
-      src = await call("GET", nsPath("functions", name, "source"));
+      src = await call("GET", nsPath("functions", fn.name, "source"));
     } catch (e) {
       $("source-code").textContent = e.status === 404 ? "No source uploaded yet." : "Could not load the source: " + e.message;
       return;
@@ -186,32 +487,41 @@
     if (src.files.length) open(src.files[first], buttons[first]);
   }
 
-  async function invocations(name, more) {
+  async function invocations(fn, gen, more) {
+    const name = fn.name;
     const q = "?limit=20" + (more && state.before ? "&before=" + encodeURIComponent(state.before) : "");
+    if (!more) {
+      state.before = "";
+      $("invocation-rows").replaceChildren();
+      $("older").hidden = true;
+    }
     let page;
     try {
       page = await call("GET", nsPath("functions", name, "invocations") + q);
     } catch (e) {
-      $("invocation-rows").replaceChildren(el("tr", {}, el("td", { colspan: "7", class: "error" }, "History unavailable: " + e.message)));
+      $("invocation-rows").replaceChildren(el("tr", {}, el("td", { colspan: "8", class: "error" }, "History unavailable: " + e.message)));
       return;
     }
-    const rows = page.invocations.map((i) => el("tr", { "data-invocation": String(i.id) },
+    if (gen !== state.view) return;
+    const rows = page.invocations.map((i) => el("tr", { "data-invocation": String(i.id), "data-cold-start": String(!!i.cold_start) },
       el("td", {}, new Date(i.start).toLocaleString()), el("td", {}, badge(i.kind, "kind-" + i.kind)),
       el("td", {}, badge(i.status, i.status === "succeeded" ? "phase-Ready" : "phase-Failed")),
       el("td", {}, i.http_status ? String(i.http_status) : ""), el("td", {}, i.duration_ms.toFixed(1) + " ms"),
+      el("td", {}, i.cold_start ? badge("cold", "cold") : ""),
       el("td", {}, i.error || ""), el("td", {}, el("code", {}, (i.trace_id || "").slice(0, 16)))));
     if (more) $("invocation-rows").append(...rows);
     else $("invocation-rows").replaceChildren(...rows);
-    if (!more && !rows.length) $("invocation-rows").append(el("tr", {}, el("td", { colspan: "7" }, "No invocations recorded yet.")));
+    if (!more && !rows.length) $("invocation-rows").append(el("tr", {}, el("td", { colspan: "8" }, "No invocations recorded yet.")));
     state.before = page.next || "";
     $("older").hidden = !state.before;
   }
 
   function route() {
+    leave();
     if (!state.token) return show("signin");
     if (!state.ns) return signIn(state.token);
-    const m = location.hash.match(/^#\/fn\/([a-z0-9-]+)$/);
-    if (m) functionView(m[1]);
+    const m = location.hash.match(/^#\/fn\/([a-z0-9-]+)(?:\/([a-z]+))?$/);
+    if (m) functionView(m[1], TABS.includes(m[2]) ? m[2] : "overview");
     else listView();
   }
 
@@ -221,11 +531,37 @@
       signIn($("token").value);
     });
     $("signout").addEventListener("click", () => signOut());
-    $("older").addEventListener("click", () => {
-      const m = location.hash.match(/^#\/fn\/([a-z0-9-]+)$/);
-      if (m) invocations(m[1], true);
+    $("older").addEventListener("click", () => invocations({ name: state.fn }, state.view, true));
+    $("invoke-send").addEventListener("click", invoke);
+    $("event").addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) invoke();
     });
-    window.addEventListener("hashchange", route);
-    route();
+    $("logs-follow").addEventListener("click", () => {
+      const lg = state.logs;
+      if ($("logs-follow").dataset.following === "true") {
+        lg.ctrl.abort();
+        following(false, "stopped");
+      } else tail(state.fn, state.view);
+    });
+    for (const id of ["logs-tail", "logs-since"]) $(id).addEventListener("change", () => tail(state.fn, state.view));
+    $("logs-pause").addEventListener("click", () => setAutoscroll(!state.logs.autoscroll));
+    $("logs").addEventListener("scroll", () => {
+      const box = $("logs");
+      const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 4;
+      if (atBottom !== state.logs.autoscroll) setAutoscroll(atBottom);
+    });
+    for (const b of $("stats-windows").children) {
+      b.addEventListener("click", () => {
+        state.window = b.dataset.window;
+        stats(state.fn, state.view);
+      });
+    }
+    window.addEventListener("hashchange", () => {
+      const token = takeFragmentToken();
+      if (token) signIn(token);
+      else route();
+    });
+    if (fragmentToken) signIn(fragmentToken);
+    else route();
   });
 })();

@@ -72,9 +72,12 @@ type Recorder interface {
 	Record(Record)
 }
 
-// Reader lists stored invocations of one namespace, newest first.
+// Reader reads stored invocations of one namespace back: List pages through them, newest
+// first; Stats counts them per bucket of a window, with duration percentiles, so a chart
+// needs one read rather than every record.
 type Reader interface {
 	List(ctx context.Context, q Query) (Page, error)
+	Stats(ctx context.Context, q StatsQuery) (Stats, error)
 }
 
 // Query selects one page. Function is optional; Before is the Next cursor of the previous page
@@ -114,7 +117,7 @@ type QueryError struct {
 
 func (e *QueryError) Error() string { return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason) }
 
-// ErrClosed is returned by List after Close.
+// ErrClosed is returned by List and Stats after Close.
 var ErrClosed = errors.New("history store is closed")
 
 // normalize validates q and resolves its defaults and cursor.

@@ -70,6 +70,39 @@ func (m *Memory) List(_ context.Context, q Query) (Page, error) {
 	return page(match, q.Limit), nil
 }
 
+// Stats summarizes q's invocations among the records kept: only the newest capacity, so on
+// a busy day the older buckets come out short.
+func (m *Memory) Stats(_ context.Context, q StatsQuery) (Stats, error) {
+	q, start, end, err := q.bounds()
+	if err != nil {
+		return Stats{}, err
+	}
+	s := newStats(q.Window, start, end)
+	micros := make([][]float64, len(s.Buckets))
+	errs := make([]int64, len(s.Buckets))
+	var all []float64
+	var allErrs int64
+	m.mu.Lock()
+	for _, r := range m.ring {
+		i := s.bucketOf(r.Start)
+		if i < 0 || r.Namespace != q.Namespace || q.Function != "" && r.Function != q.Function {
+			continue
+		}
+		us := float64(r.Duration.Microseconds())
+		micros[i], all = append(micros[i], us), append(all, us)
+		if r.Status != StatusSucceeded {
+			errs[i]++
+			allErrs++
+		}
+	}
+	m.mu.Unlock()
+	for i := range s.Buckets {
+		s.Buckets[i].Summary = summarize(micros[i], errs[i])
+	}
+	s.Total = summarize(all, allErrs)
+	return s, nil
+}
+
 // page cuts newest-first records (at most limit+1 of interest) into a Page.
 func page(records []Record, limit int) Page {
 	if records == nil {

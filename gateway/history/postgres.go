@@ -341,6 +341,75 @@ func (p *Postgres) List(ctx context.Context, q Query) (Page, error) {
 	return page(records, q.Limit), nil
 }
 
+// statsSQL groups a window's invocations by bucket (date_bin from the Unix epoch, so buckets
+// are aligned to their width in UTC like the memory store's) and once more over the whole
+// window (the grouping set (), whose bucket is NULL). One of the two indexes serves the range.
+func statsSQL(q StatsQuery, start, end time.Time) (string, []any) {
+	args := []any{q.Namespace, q.Window.Bucket.Microseconds(), start, end}
+	function := ""
+	if q.Function != "" {
+		args = append(args, q.Function)
+		function = " AND function = $5"
+	}
+	return `SELECT bucket, count(*), count(*) FILTER (WHERE status <> 'succeeded'),
+			percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_us),
+			percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_us)
+		FROM (SELECT date_bin($2::bigint * interval '1 microsecond', started_at, timestamptz '1970-01-01 00:00:00+00') AS bucket,
+				status, duration_us
+			FROM invocations
+			WHERE namespace = $1 AND started_at >= $3 AND started_at < $4` + function + `) AS w
+		GROUP BY GROUPING SETS ((bucket), ())`, args
+}
+
+// Stats summarizes q's invocations per bucket of its window in one query.
+func (p *Postgres) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
+	q, start, end, err := q.bounds()
+	if err != nil {
+		return Stats{}, err
+	}
+	p.mu.RLock()
+	closed := p.closed
+	p.mu.RUnlock()
+	if closed {
+		return Stats{}, ErrClosed
+	}
+	if err := p.Migrate(ctx); err != nil {
+		return Stats{}, &UnavailableError{Err: err}
+	}
+	s := newStats(q.Window, start, end)
+	fail := func(err error) (Stats, error) {
+		return Stats{}, &UnavailableError{Err: fmt.Errorf("stats of invocations of namespace %s: %w", q.Namespace, err)}
+	}
+	sql, args := statsSQL(q, start, end)
+	rows, err := p.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return fail(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			bucket   *time.Time
+			sum      Summary
+			p50, p95 *float64 // NULL over no rows (the total of an empty window)
+		)
+		if err := rows.Scan(&bucket, &sum.Count, &sum.Errors, &p50, &p95); err != nil {
+			return fail(err)
+		}
+		if sum.Count > 0 && p50 != nil && p95 != nil {
+			sum.P50, sum.P95 = fromMicros(*p50), fromMicros(*p95)
+		}
+		if bucket == nil {
+			s.Total = sum
+		} else if i := s.bucketOf(*bucket); i >= 0 {
+			s.Buckets[i].Summary = sum
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
 // listSQL builds a keyset query that one of the two indexes serves; it fetches one row more
 // than the limit to know whether a next page exists.
 func listSQL(q Query, after cursor) (string, []any) {

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/client"
+	"sless.dev/sless/test/browser"
+)
+
+var consoleURLRE = regexp.MustCompile(`(?m)^  console\s+(\S+)$`)
+
+// TestConsoleOnDevInChromium is the console against a real `sless dev`, in a real browser:
+// the banner's console URL signs in at once and leaves no token in the address bar; the
+// invoke panel shows a cold start, then a warm call; the logs tab follows what the function
+// prints (a line from an invoke made while tailing, stderr marked) and stops when left; the
+// chart counts the invocations from the in-memory history; a build that fails shows its log.
+func TestConsoleOnDevInChromium(t *testing.T) {
+	out, _ := runDevCmd(t, "--data-dir", devDataDir(t), "--listen", "127.0.0.1:0")
+	text := waitOutput(t, out, "export SLESS_TOKEN=", time.Minute)
+	vars := map[string]string{}
+	for _, m := range exportRE.FindAllStringSubmatch(text, -1) {
+		vars[m[1]] = m[2]
+	}
+	endpoint, token := vars["SLESS_ENDPOINT"], vars["SLESS_TOKEN"]
+	m := consoleURLRE.FindStringSubmatch(text)
+	if m == nil || m[1] != endpoint+"/console/#token="+token {
+		t.Fatalf("the banner's console line is %q, want %s/console/#token=<the token>:\n%s", m, endpoint, text)
+	}
+	consoleURL := m[1]
+	c, err := client.New(endpoint, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.WhoAmI(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := devSession{endpoint: endpoint, ns: id.Namespace, c: c}
+	d.deployPython(t, "talker", echoHandler, 10)
+	uploadBroken(t, d, "broken", "def handle(event):\n    return (\n")
+
+	p := browser.Open(t, 3*time.Minute)
+	p.Do("open the banner's console URL", chromedp.Navigate(consoleURL), chromedp.WaitVisible(chromedp.CSS(`tr[data-function="talker"]`)))
+	if href := p.Eval("location.href"); strings.Contains(href, token) || strings.Contains(href, "token=") || href != endpoint+"/console/" {
+		t.Fatalf("after signing in from the fragment the address is %q; want %s/console/ without the token", href, endpoint)
+	}
+	if stored := p.Eval(`sessionStorage.getItem("sless.token")`); stored != token {
+		t.Fatalf("the console keeps %q, want the fragment's token", stored)
+	}
+	if who := p.Text("#who"); !strings.Contains(who, d.ns) {
+		t.Fatalf("signed in as %q, want namespace %s", who, d.ns)
+	}
+	p.Screenshot("signed-in-from-fragment")
+
+	invoke := func(say string) {
+		t.Helper()
+		p.Do("invoke from the panel",
+			chromedp.SetValue(chromedp.ID("event"), `{"say": "`+say+`"}`),
+			chromedp.Evaluate[chromedp.Void](`document.getElementById("invoke-result").hidden = true`),
+			chromedp.Click(chromedp.ID("invoke-send")))
+		p.Wait("the answer", `!document.getElementById("invoke-result").hidden`)
+	}
+	p.Do("open the invoke panel", chromedp.Navigate(endpoint+"/console/#/fn/talker/invoke"), chromedp.WaitVisible(chromedp.ID("event")))
+	invoke("from the panel")
+	if status, cold, body := p.Text("#invoke-status"), p.Text("#invoke-cold"), p.Text("#invoke-body"); status != "200 OK" || !strings.HasPrefix(cold, "yes") || !strings.Contains(body, `"say": "from the panel"`) {
+		t.Fatalf("first call: status %q, cold start %q, body %q", status, cold, body)
+	}
+	p.Screenshot("invoke-cold")
+	invoke("again")
+	if status, cold := p.Text("#invoke-status"), p.Text("#invoke-cold"); status != "200 OK" || cold != "no" {
+		t.Fatalf("second call: status %q, cold start %q; want a warm 200", status, cold)
+	}
+
+	p.Do("open the logs tab", chromedp.Click(chromedp.CSS(`#fn-tabs a[data-tab="logs"]`)))
+	p.Wait("the panel's lines", `[...document.querySelectorAll("#logs .log-line")].some((l) => l.textContent.includes("echo again"))`)
+	p.Wait("the stream", `document.getElementById("logs-state").textContent === "following"`)
+	marker := "while tailing " + randomMarker(t)
+	post(t, d.endpoint+"/fn/"+d.ns+"/talker", `{"say": "`+marker+`"}`)
+	p.Wait("the line printed while tailing", `[...document.querySelectorAll("#logs .log-line")].some((l) => l.textContent.includes("echo `+marker+`"))`)
+	line := p.Eval(`[...document.querySelectorAll("#logs .log-line")].filter((l) => l.textContent.includes("echo ` + marker + `")).map((l) =>
+		[l.dataset.stream, l.querySelector(".log-instance").textContent !== "", /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}$/.test(l.querySelector(".log-time").textContent)].join(" "))[0]`)
+	if line != "stdout true true" {
+		t.Fatalf("the tailed line: stream, instance shown, time shown = %q", line)
+	}
+	if n := p.Eval(`document.querySelectorAll("#logs .log-line.stderr").length`); n == "0" {
+		t.Fatal("no stderr line marked in the logs tab")
+	}
+	p.Screenshot("logs")
+
+	p.Do("leave the logs tab", chromedp.Click(chromedp.CSS(`#fn-tabs a[data-tab="overview"]`)))
+	p.Wait("the chart", `document.querySelectorAll("#chart-invocations g.bucket").length === 60`)
+	after := "after leaving " + randomMarker(t)
+	post(t, d.endpoint+"/fn/"+d.ns+"/talker", `{"say": "`+after+`"}`)
+	// The chart read the memory store before that call: the three calls before it.
+	if sum := p.Eval(`[...document.querySelectorAll("#chart-invocations g.bucket")].reduce((n, g) => n + Number(g.dataset.count), 0)`); sum != "3" {
+		t.Errorf("the hour's bars count %s invocations, want the 3 made before the overview opened", sum)
+	}
+	time.Sleep(time.Second) // the line is in the log file by now; a live stream would have shown it
+	if shown := p.Eval(`document.getElementById("logs").textContent.includes("` + after + `")`); shown != "false" {
+		t.Fatal("the logs tab kept following after it was left")
+	}
+	p.Screenshot("overview")
+
+	p.Do("open the failed build", chromedp.Navigate(endpoint+"/console/#/fn/broken"), chromedp.WaitVisible(chromedp.ID("fn-build-error")))
+	p.Wait("the build log", `document.getElementById("build-log").dataset.state === "done"`)
+	if buildLog, buildErr := p.Text("#build-log"), p.Text("#fn-build-error"); !strings.Contains(buildLog, "SyntaxError") || !strings.Contains(buildErr, "SyntaxError") {
+		t.Fatalf("failed build: log %q, error %q; want the compiler's SyntaxError in both", buildLog, buildErr)
+	}
+	if phase := p.Text("#build-status"); !strings.Contains(phase, "Failed") {
+		t.Fatalf("build status %q", phase)
+	}
+	p.Screenshot("build-failed")
+}
+
+// uploadBroken creates a Python function whose source does not compile and waits until its
+// build has failed.
+func uploadBroken(t *testing.T, d devSession, name, handler string) {
+	t.Helper()
+	ctx := context.Background()
+	rt := "python3.11"
+	if _, err := d.c.CreateFunction(ctx, d.ns, api.CreateFunction{Name: name, FunctionFields: api.FunctionFields{Runtime: &rt}}); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	w, _ := zw.Create("handler.py")
+	_, _ = io.WriteString(w, handler)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.UploadSource(ctx, d.ns, name, &buf); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		fn, err := d.c.GetFunction(ctx, d.ns, name)
+		if err == nil && fn.Status.Phase == api.PhaseFailed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the build of %s did not fail: %+v %v", name, fn.Status, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func post(t *testing.T, url, body string) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST %s: %d %s", url, resp.StatusCode, b)
+	}
+}
+
+func randomMarker(t *testing.T) string {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
