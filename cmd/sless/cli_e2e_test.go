@@ -336,7 +336,7 @@ func TestCLIJourney(t *testing.T) {
 		if len(fns) != 4 || fns[0].Name != "echo" {
 			t.Fatalf("ls -o json: %+v", fns)
 		}
-		mustContain(t, "ls -o yaml", cli.ok(work, nil, "ls", "functions", "-o", "yaml").stdout, "- created_at:", "name: hello\n")
+		mustContain(t, "ls -o yaml", cli.ok(work, nil, "ls", "functions", "-o", "yaml").stdout, "created_at: ", "name: hello\n")
 		fn := decodeJSON[api.Function](t, cli.ok(work, nil, "get", "function", "hello", "-o", "json").stdout)
 		if fn.Name != "hello" || !fn.Status.Ready || fn.Status.URL == "" {
 			t.Fatalf("get -o json: %+v", fn)
