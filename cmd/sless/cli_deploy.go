@@ -26,7 +26,7 @@ type deployFlags struct {
 	env                       []string
 	timeout                   time.Duration
 	memoryMB                  int32
-	wait                      bool
+	wait, async               bool
 	waitTimeout               time.Duration
 }
 
@@ -73,6 +73,7 @@ func (f *deployFlags) bind(cmd *cobra.Command) {
 	fs.StringArrayVar(&f.env, "env", nil, "environment variable K=V, repeated; replaces all of the function's variables")
 	fs.DurationVar(&f.timeout, "timeout", 0, "limit of one invocation, e.g. 30s (0: none)")
 	fs.Int32Var(&f.memoryMB, "memory", 0, "memory in MB")
+	fs.BoolVar(&f.async, "async", false, "take asynchronous calls (sless invoke --async, Prefer: respond-async); --async=false turns them off")
 	fs.BoolVar(&f.wait, "wait", true, "wait until Ready, streaming the build; --wait=false returns after the upload")
 	fs.DurationVar(&f.waitTimeout, "wait-timeout", 10*time.Minute, "how long to wait for Ready")
 	_ = cmd.RegisterFlagCompletionFunc("runtime", cobra.FixedCompletions(
@@ -109,6 +110,9 @@ func (f deployFlags) fields(cmd *cobra.Command) (api.FunctionFields, error) {
 	}
 	if set("memory") {
 		out.MemoryMB = &f.memoryMB
+	}
+	if set("async") {
+		out.Async = &api.AsyncFields{Enabled: &f.async}
 	}
 	return out, nil
 }

@@ -218,9 +218,9 @@ func TestCLIJourney(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(echo, "handler.py"), []byte(echoHandler), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cli.ok(work, nil, "deploy", echo, "--timeout", "30s")
-		if fn, _ := c.GetFunction(ctx, ns, "echo"); fn.TimeoutSec != 30 {
-			t.Fatalf("--timeout 30s: %d", fn.TimeoutSec)
+		cli.ok(work, nil, "deploy", echo, "--timeout", "30s", "--async")
+		if fn, _ := c.GetFunction(ctx, ns, "echo"); fn.TimeoutSec != 30 || !fn.Async.Enabled {
+			t.Fatalf("--timeout 30s --async: %d %+v", fn.TimeoutSec, fn.Async)
 		}
 	})
 
@@ -261,6 +261,17 @@ func TestCLIJourney(t *testing.T) {
 		mustContain(t, "a failing function's body", r.stdout, "asked to fail")
 		cli.fails(1, "`sless ls functions`", work, "invoke", "nope")
 		cli.fails(exitUsage, "-H", work, "invoke", "hello", "-H", "nocolon")
+
+		// Asynchronous calls: accepted, followed to the outcome, refused where async is off.
+		r = cli.ok(work, nil, "invoke", "echo", "--async", "-d", `{"say":"queued"}`)
+		mustContain(t, "--async", r.stdout, `"status": "queued"`, `"max_attempts": 3`)
+		r = cli.ok(work, nil, "invoke", "echo", "--async", "--wait", "-d", `{"say":"later"}`)
+		mustContain(t, "--async --wait", r.stdout, `"event":{"say":"later"}`, `"x-sless-attempt":"1"`)
+		mustContain(t, "--async --wait progress", r.stderr, "succeeded (attempt 1 of 3)")
+		r = cli.fails(exitFailed, "failed after 3 attempts", work, "invoke", "echo", "--async", "--wait", "-d", `{"fail":true}`)
+		mustContain(t, "a failed asynchronous call", r.stderr, "HTTP 500")
+		cli.fails(1, "async.enabled", work, "invoke", "hello", "--async")
+		cli.fails(exitUsage, "add --async", work, "invoke", "hello", "--wait")
 	})
 
 	t.Run("logs", func(t *testing.T) {

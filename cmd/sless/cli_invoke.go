@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,7 +26,8 @@ func init() { subcommands = append(subcommands, newInvokeCmd) }
 type invokeFlags struct {
 	data, method, path, namespace string
 	headers                       []string
-	verbose                       bool
+	verbose, async, wait          bool
+	waitTimeout                   time.Duration
 }
 
 func newInvokeCmd() *cobra.Command {
@@ -38,12 +40,18 @@ func newInvokeCmd() *cobra.Command {
 -v adds the status, the duration and whether the call waited for an instance to start (cold
 start) on stderr. An answer of 400 or more exits with code 3 after printing the body.
 
+--async queues the call (Prefer: respond-async; the function needs async enabled) and prints
+the invocation the gateway accepted; with --wait it follows it to its outcome and prints the
+result, exiting 3 when every attempt failed. Send -H 'Idempotency-Key: k' to make a retried
+call the same invocation.
+
 The token is sent for functions behind an http trigger with require_auth; the gateway never
 passes it on to the function.`,
 		Example: `  sless invoke hello -d '{"name":"you"}'
   sless invoke hello -d @event.json -v
   echo '{"name":"pipe"}' | sless invoke hello
-  sless invoke api -X GET --path '/orders/7?full=1' -H 'Accept: text/plain'`,
+  sless invoke api -X GET --path '/orders/7?full=1' -H 'Accept: text/plain'
+  sless invoke report --async --wait -d '{"month":"2026-11"}'`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNamesOf(functionKind),
 		RunE:              func(cmd *cobra.Command, args []string) error { return runInvoke(cmd, f, args[0]) },
@@ -55,6 +63,9 @@ passes it on to the function.`,
 	fs.StringVar(&f.path, "path", "", "path (and ?query) after the function's URL, e.g. /orders/7")
 	fs.StringVarP(&f.namespace, "namespace", "n", "", "the function's namespace (default: your token's); call another tenant's public function without a token")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "print status, duration and cold start on stderr")
+	fs.BoolVar(&f.async, "async", false, "queue the call and print the accepted invocation (Prefer: respond-async)")
+	fs.BoolVar(&f.wait, "wait", false, "with --async: follow the invocation to its outcome and print the result")
+	fs.DurationVar(&f.waitTimeout, "wait-timeout", 10*time.Minute, "with --wait: give up after this long")
 	return cliCommand(cmd)
 }
 
@@ -78,14 +89,23 @@ func runInvoke(cmd *cobra.Command, f invokeFlags, name string) error {
 	if body != nil {
 		in.Body = bytes.NewReader(body)
 	}
+	if f.wait && !f.async {
+		return usageErrorf("--wait follows an asynchronous call: add --async")
+	}
+	if f.async {
+		in.Header.Set("Prefer", "respond-async")
+	}
 	start := time.Now()
 	resp, err := s.c.Invoke(cmd.Context(), s.ns, name, in)
 	if err != nil {
 		return s.explain(err, "function "+name)
 	}
 	defer resp.Body.Close()
-	if refused(resp) {
+	if refused(resp) || (f.async && resp.StatusCode >= 400) {
 		return gatewayRefusal(resp, name)
+	}
+	if f.async {
+		return followAsync(cmd, s, name, resp, f)
 	}
 	out := &lastByteWriter{w: cmd.OutOrStdout()}
 	if _, err := io.Copy(out, resp.Body); err != nil {
@@ -100,6 +120,60 @@ func runInvoke(cmd *cobra.Command, f invokeFlags, name string) error {
 	}
 	if resp.StatusCode >= 400 {
 		return failedError(fmt.Errorf("function %s answered %s", name, resp.Status))
+	}
+	return nil
+}
+
+// followAsync prints the invocation an asynchronous call was accepted as or, with --wait,
+// follows it to its outcome: progress on stderr, the result on stdout.
+func followAsync(cmd *cobra.Command, s *session, name string, resp *http.Response, f invokeFlags) error {
+	var inv api.AsyncInvocation
+	if err := json.NewDecoder(resp.Body).Decode(&inv); err != nil || inv.ID == "" {
+		return fmt.Errorf("function %s: the gateway answered %s without an invocation: %v", name, resp.Status, err)
+	}
+	if !f.wait {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		return enc.Encode(inv)
+	}
+	ctx := cmd.Context()
+	deadline := time.Now().Add(f.waitTimeout)
+	seen := ""
+	for {
+		if state := fmt.Sprintf("%s (attempt %d of %d)", inv.Status, inv.Attempts, inv.MaxAttempts); state != seen {
+			fmt.Fprintf(cmd.ErrOrStderr(), "invocation %s: %s\n", inv.ID, state)
+			seen = state
+		}
+		if inv.Status == "succeeded" || inv.Status == "failed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("invocation %s of %s is still %s after %s; read it later: GET %s", inv.ID, name, inv.Status, f.waitTimeout, resp.Header.Get("Location"))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+		next, err := s.c.GetAsyncInvocation(ctx, s.ns, inv.ID)
+		if err != nil {
+			return s.explain(err, "invocation "+inv.ID)
+		}
+		inv = next
+	}
+	result := []byte(inv.Result)
+	if inv.ResultBase64 {
+		decoded, err := base64.StdEncoding.DecodeString(inv.Result)
+		if err != nil {
+			return fmt.Errorf("invocation %s: result: %w", inv.ID, err)
+		}
+		result = decoded
+	}
+	if _, err := cmd.OutOrStdout().Write(result); err != nil {
+		return err
+	}
+	if inv.Status == "failed" {
+		return failedError(fmt.Errorf("invocation %s of %s failed after %d attempts: %s", inv.ID, name, inv.Attempts, inv.Error))
 	}
 	return nil
 }
