@@ -17,18 +17,11 @@ import (
 
 // +kubebuilder:rbac:groups=keda.sh,resources=scaledjobs;triggerauthentications,verbs=get;list;watch;create;update;patch;delete
 
-// Reasons of the Async condition.
-const (
-	ReasonAsyncDraining      = "Draining"
-	ReasonAsyncNotConfigured = "NotConfigured"
-	ReasonAsyncNotDeployed   = "NotDeployed"
-)
-
 // reconcileAsync renders the dispatcher that drains fn's asynchronous invocations while
 // async is enabled and the function is deployed, and removes it otherwise; the Async
 // condition says which (absent when async is off).
 func (r *FunctionReconciler) reconcileAsync(ctx context.Context, fn *v1.Function) error {
-	st := &fn.Status
+	st, gen := &fn.Status, fn.Generation
 	switch {
 	case !fn.Spec.Async.Enabled:
 		if !meta.RemoveStatusCondition(&st.Conditions, v1.ConditionAsync) {
@@ -36,11 +29,11 @@ func (r *FunctionReconciler) reconcileAsync(ctx context.Context, fn *v1.Function
 		}
 		return r.deleteAsync(ctx, fn)
 	case r.Options.AsyncSecret == "":
-		setCondition(fn, &st.Conditions, v1.ConditionAsync, metav1.ConditionFalse, ReasonAsyncNotConfigured,
+		st.MarkCondition(gen, v1.ConditionAsync, metav1.ConditionFalse, v1.ReasonAsyncNotConfigured,
 			"this platform takes no asynchronous invocations: the operator runs without --async-secret")
 		return nil
 	case st.Image == "":
-		setCondition(fn, &st.Conditions, v1.ConditionAsync, metav1.ConditionFalse, ReasonAsyncNotDeployed, "waiting for the function's first image")
+		st.MarkCondition(gen, v1.ConditionAsync, metav1.ConditionFalse, v1.ReasonNotDeployed, "waiting for the function's first image")
 		return nil
 	}
 	if _, err := ensure(ctx, r.Client, nil, scaling.MakeAsyncTriggerAuthentication(fn, r.Options), &kedav1alpha1.TriggerAuthentication{}, nil,
@@ -51,7 +44,7 @@ func (r *FunctionReconciler) reconcileAsync(ctx context.Context, fn *v1.Function
 		func(live, desired *kedav1alpha1.ScaledJob) { live.Spec = desired.Spec }); err != nil {
 		return err
 	}
-	setCondition(fn, &st.Conditions, v1.ConditionAsync, metav1.ConditionTrue, ReasonAsyncDraining,
+	st.MarkCondition(gen, v1.ConditionAsync, metav1.ConditionTrue, v1.ReasonAsyncDraining,
 		"dispatcher jobs drain "+rules.AsyncQueue(fn.Namespace, fn.Name))
 	return nil
 }

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
-	"sless.dev/sless/reconcilers"
 	"sless.dev/sless/scaling"
 )
 
@@ -75,7 +74,7 @@ func TestAsyncDispatcherFollowsTheSetting(t *testing.T) {
 	if err := get(t, key, &kedav1alpha1.TriggerAuthentication{}); err != nil {
 		t.Fatal(err)
 	}
-	asyncCondition(metav1.ConditionTrue, reconcilers.ReasonAsyncDraining)
+	asyncCondition(metav1.ConditionTrue, v1.ReasonAsyncDraining)
 
 	update(t, fn, func() { fn.Spec.Async.Enabled = false })
 	eventually(t, "the dispatcher removed", gone)

@@ -37,10 +37,6 @@ type buildResult struct {
 	unreachable string
 }
 
-// ReasonRegistryUnavailable is the Built condition's reason while builds fail because a
-// registry cannot be reached; such builds are retried every registryRetryDelay.
-const ReasonRegistryUnavailable = "RegistryUnavailable"
-
 // registryRetryDelay spaces the builds retried while a registry is unreachable (kaniko has
 // already retried within each build).
 var registryRetryDelay = 15 * time.Second

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,6 +50,8 @@ type FunctionReconciler struct {
 	client.Client
 	Config
 	builds builds
+	// Recorder gets an Event for each transition of the Ready dependents (nil: none).
+	Recorder events.EventRecorder
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -68,8 +71,10 @@ func (r *FunctionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			return ctrl.Result{}, fmt.Errorf("adding finalizer to function %s: %w", req.NamespacedName, err)
 		}
 	}
+	before := conditionStates(fn.Status.Conditions)
 	err := reconcileStatus(ctx, r.Client, "function", fn, r.reconcileFunction,
 		func(o *v1.Function) (any, *int64) { return &o.Status, &o.Status.ObservedGeneration })
+	recordTransitions(r.Recorder, fn, before)
 	var wait retryAfter
 	if errors.As(err, &wait) {
 		return ctrl.Result{RequeueAfter: time.Duration(wait)}, nil
@@ -84,97 +89,93 @@ type retryAfter time.Duration
 func (r retryAfter) Error() string { return "retry after " + time.Duration(r).String() }
 
 func (r *FunctionReconciler) reconcileFunction(ctx context.Context, fn *v1.Function) error {
-	st := &fn.Status
+	st, gen := &fn.Status, fn.Generation
 	st.URL = rules.FunctionURL(r.Options.GatewayURL, fn.Namespace, fn.Name)
 	st.RoutingHost = rules.RoutingHost(fn.Namespace, fn.Name, r.Options.Domain)
+	defer st.DeriveReady(gen, "serving at "+st.URL)
 
-	phase, err := r.reconcileImage(ctx, fn)
+	err := r.reconcileImage(ctx, fn)
 	var wait retryAfter
 	if err != nil && !errors.As(err, &wait) {
-		setCondition(fn, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, "BuildError", err.Error())
+		st.MarkCondition(gen, v1.ConditionBuilt, metav1.ConditionFalse, v1.ReasonBuildError, err.Error())
 		return err
 	}
 	if st.Image == "" {
-		setCondition(fn, &st.Conditions, v1.ConditionDeployed, metav1.ConditionFalse, "NoImage", "no image built yet")
-	} else if err := r.reconcileWorkloads(ctx, fn); apierrors.IsConflict(err) {
+		st.MarkCondition(gen, v1.ConditionDeployed, metav1.ConditionFalse, v1.ReasonNoImage, "no image built yet")
+		st.MarkCondition(gen, v1.ConditionHealthy, metav1.ConditionUnknown, v1.ReasonNotDeployed, "nothing runs yet")
+		return err
+	}
+	switch werr := r.reconcileWorkloads(ctx, fn); {
+	case apierrors.IsConflict(werr):
 		// KEDA and the add-on write these children too (replicas, finalizers, status): a
 		// conflict is routine and retried at once, not a failed function.
-		return err
-	} else if err != nil {
-		setCondition(fn, &st.Conditions, v1.ConditionDeployed, metav1.ConditionFalse, "DeployFailed", err.Error())
-		setCondition(fn, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, "DeployFailed", err.Error())
-		st.Phase = v1.FunctionFailed
-		return err
-	} else {
-		setCondition(fn, &st.Conditions, v1.ConditionDeployed, metav1.ConditionTrue, "Deployed", "Deployment, Service and HTTPScaledObject are up to date")
-	}
-	if err := r.reconcileAsync(ctx, fn); err != nil {
-		return err
-	}
-	st.Phase = phase
-	reason, msg := "", ""
-	if phase == v1.FunctionReady {
-		reason, msg = r.podTrouble(ctx, fn)
-	}
-	switch {
-	case reason != "":
-		// Built and deployed, but its pods cannot run: never a silent Ready.
-		st.Phase = v1.FunctionFailed
-		setCondition(fn, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, reason, msg)
-	case phase == v1.FunctionReady:
-		setCondition(fn, &st.Conditions, v1.ConditionReady, metav1.ConditionTrue, "Ready", "serving at "+st.URL)
+		return werr
+	case werr != nil:
+		st.MarkCondition(gen, v1.ConditionDeployed, metav1.ConditionFalse, v1.ReasonDeployFailed, werr.Error())
+		return werr
 	default:
-		built := meta.FindStatusCondition(st.Conditions, v1.ConditionBuilt)
-		setCondition(fn, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, built.Reason, built.Message)
+		st.MarkCondition(gen, v1.ConditionDeployed, metav1.ConditionTrue, v1.ReasonDeployed, "Deployment, Service and HTTPScaledObject are up to date")
+		// Built and deployed, but pods that cannot run their image are never a silent Ready.
+		if reason, msg := r.podTrouble(ctx, fn); reason != "" {
+			st.MarkCondition(gen, v1.ConditionHealthy, metav1.ConditionFalse, reason, msg)
+		} else {
+			st.MarkCondition(gen, v1.ConditionHealthy, metav1.ConditionTrue, v1.ReasonPodsHealthy, "no pod reports a pull error or a crash loop")
+		}
+	}
+	if aerr := r.reconcileAsync(ctx, fn); aerr != nil {
+		return aerr
 	}
 	return err
 }
 
-// reconcileImage settles status.image for the current source: a prebuilt image, the image
-// already built from this source, or a kaniko build. A failed build is not retried for the
-// same source; a new upload (new hash) builds again. While a new source builds or after it
-// failed, the previous image keeps serving.
-func (r *FunctionReconciler) reconcileImage(ctx context.Context, fn *v1.Function) (v1.FunctionPhase, error) {
-	st := &fn.Status
+// reconcileImage settles status.image and the Built condition for the current source: a
+// prebuilt image, the image already built from this source, or a kaniko build. A failed
+// build is not retried for the same source; a new upload (new hash) builds again. While a new
+// source builds or after it failed, the previous image keeps serving.
+func (r *FunctionReconciler) reconcileImage(ctx context.Context, fn *v1.Function) error {
+	st, gen := &fn.Status, fn.Generation
+	built := func(status metav1.ConditionStatus, reason, msg string) {
+		st.MarkCondition(gen, v1.ConditionBuilt, status, reason, msg)
+	}
 	switch src := fn.Spec.Source; {
 	case fn.Spec.Image != "":
 		st.Image, st.BuiltSHA256, st.LastBuildError = fn.Spec.Image, "", ""
-		setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionTrue, "Prebuilt", "runs the image given in spec.image")
-		return v1.FunctionReady, nil
+		built(metav1.ConditionTrue, v1.ReasonPrebuilt, "runs the image given in spec.image")
+		return nil
 	case src == nil:
-		setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionFalse, "AwaitingSource", "upload code to build the function")
-		return v1.FunctionPending, nil
+		built(metav1.ConditionFalse, v1.ReasonAwaitingSource, "upload code to build the function")
+		return nil
 	case src.SHA256 == st.BuiltSHA256 && st.Image != "":
-		setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionTrue, "Built", "image "+st.Image)
-		return v1.FunctionReady, nil
+		built(metav1.ConditionTrue, v1.ReasonBuilt, "image "+st.Image)
+		return nil
 	case src.SHA256 == st.LastBuildSHA256 && st.LastBuildError != "":
 		return r.failedBuild(ctx, fn)
 	}
 	res, err := r.builds.ensure(ctx, r.buildTarget(fn))
 	if err != nil {
-		return v1.FunctionFailed, err
+		return err
 	}
 	switch res.state {
 	case buildSucceeded:
 		st.Image, st.BuiltSHA256, st.LastBuildSHA256, st.LastBuildError = res.image, fn.Spec.Source.SHA256, fn.Spec.Source.SHA256, ""
 		st.LastBuildTime = finishedAt(res.job)
 		log.FromContext(ctx).Info("build succeeded", "image", res.image)
-		setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionTrue, "Built", "image "+st.Image)
-		return v1.FunctionReady, nil
+		built(metav1.ConditionTrue, v1.ReasonBuilt, "image "+st.Image)
+		return nil
 	case buildFailed:
 		st.LastBuildSHA256, st.LastBuildError = fn.Spec.Source.SHA256, res.message
 		st.LastBuildTime = finishedAt(res.job)
 		log.FromContext(ctx).Info("build failed", "job", res.job.Name, "unreachableRegistry", res.unreachable)
 		if res.unreachable != "" {
 			st.LastBuildError = "registry " + res.unreachable + " is unreachable; the build is retried every " + registryRetryDelay.String() + ":\n" + res.message
-			setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionFalse, ReasonRegistryUnavailable, st.LastBuildError)
-			return v1.FunctionFailed, retryAfter(registryRetryDelay)
+			built(metav1.ConditionFalse, v1.ReasonRegistryUnavailable, st.LastBuildError)
+			return retryAfter(registryRetryDelay)
 		}
-		setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionFalse, "BuildFailed", res.message)
-		return v1.FunctionFailed, nil
+		built(metav1.ConditionFalse, v1.ReasonBuildFailed, res.message)
+		return nil
 	}
-	setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionFalse, "Building", "kaniko job "+res.job.Name+" is building the source")
-	return v1.FunctionBuilding, nil
+	built(metav1.ConditionFalse, v1.ReasonBuilding, "kaniko job "+res.job.Name+" is building the source")
+	return nil
 }
 
 func (r *FunctionReconciler) buildTarget(fn *v1.Function) scaling.BuildTarget {
@@ -183,26 +184,26 @@ func (r *FunctionReconciler) buildTarget(fn *v1.Function) scaling.BuildTarget {
 
 // failedBuild settles a Function whose current source failed to build: for good, unless the
 // build only failed to reach a registry, which is retried once registryRetryDelay passed.
-func (r *FunctionReconciler) failedBuild(ctx context.Context, fn *v1.Function) (v1.FunctionPhase, error) {
-	st := &fn.Status
+func (r *FunctionReconciler) failedBuild(ctx context.Context, fn *v1.Function) error {
+	st, gen := &fn.Status, fn.Generation
 	built := meta.FindStatusCondition(st.Conditions, v1.ConditionBuilt)
-	if built == nil || built.Reason != ReasonRegistryUnavailable {
-		setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionFalse, "BuildFailed", st.LastBuildError)
-		return v1.FunctionFailed, nil
+	if built == nil || built.Reason != v1.ReasonRegistryUnavailable {
+		st.MarkCondition(gen, v1.ConditionBuilt, metav1.ConditionFalse, v1.ReasonBuildFailed, st.LastBuildError)
+		return nil
 	}
 	if st.LastBuildTime != nil {
 		if wait := registryRetryDelay - time.Since(st.LastBuildTime.Time); wait > 0 {
-			return v1.FunctionFailed, retryAfter(wait)
+			return retryAfter(wait)
 		}
 	}
 	if err := r.builds.retry(ctx, r.buildTarget(fn)); err != nil {
-		return v1.FunctionFailed, err
+		return err
 	}
 	log.FromContext(ctx).Info("retrying a build that could not reach a registry")
 	st.LastBuildError = ""
-	setCondition(fn, &st.Conditions, v1.ConditionBuilt, metav1.ConditionFalse, "Building", "retrying the build: "+firstLine(built.Message))
+	st.MarkCondition(gen, v1.ConditionBuilt, metav1.ConditionFalse, v1.ReasonBuilding, "retrying the build: "+firstLine(built.Message))
 	// The next pass starts the build; a moment lets the cache drop the deleted Job.
-	return v1.FunctionBuilding, retryAfter(2 * time.Second)
+	return retryAfter(2 * time.Second)
 }
 
 func firstLine(s string) string {

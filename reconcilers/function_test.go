@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -73,6 +76,24 @@ func TestFunctionBuildsThenDeploys(t *testing.T) {
 
 // TestSteadyStateMakesNoWrites proves there is no hot loop: once Ready, neither the function
 // nor its children change while nothing else does (the Knative "steady state" row).
+// functionEvents lists the reasons of the Events about fn, in the order they were recorded
+// (type prefixed: "Normal/Built").
+func functionEvents(t *testing.T, fn *v1.Function) []string {
+	t.Helper()
+	var l eventsv1.EventList
+	if err := env.Client.List(context.Background(), &l, client.InNamespace(fn.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(l.Items, func(i, j int) bool { return l.Items[i].EventTime.Before(&l.Items[j].EventTime) })
+	var out []string
+	for _, e := range l.Items {
+		if e.Regarding.Name == fn.Name && e.Regarding.Kind == "Function" {
+			out = append(out, e.Type+"/"+e.Reason)
+		}
+	}
+	return out
+}
+
 func TestSteadyStateMakesNoWrites(t *testing.T) {
 	ns := newNamespace(t)
 	fn := readyFunction(t, ns, "steady", "b")
@@ -89,6 +110,7 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 	}
 	time.Sleep(time.Second) // let the events of the last writes settle
 	before := versions()
+	eventsBefore := functionEvents(t, fn)
 	// Touch an unrelated annotation on the Deployment: a reconcile runs and must write nothing back.
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	update(t, dep, func() { dep.Annotations["touched"] = "yes" })
@@ -107,6 +129,9 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 			t.Errorf("steady state wrote %s: before %s after %s", part, before, after)
 		}
 	}
+	if got := functionEvents(t, fn); len(got) != len(eventsBefore) {
+		t.Errorf("steady state recorded events: %v, then %v", eventsBefore, got)
+	}
 }
 
 func TestBuildFailureThenNewSourceRecovers(t *testing.T) {
@@ -120,9 +145,18 @@ func TestBuildFailureThenNewSourceRecovers(t *testing.T) {
 	if !strings.Contains(got.Status.LastBuildError, "syntax error: non-declaration statement") || !strings.Contains(got.Status.LastBuildError, "BackoffLimitExceeded") {
 		t.Errorf("lastBuildError = %q", got.Status.LastBuildError)
 	}
-	if c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionBuilt); c.Reason != "BuildFailed" {
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionBuilt); c.Reason != v1.ReasonBuildFailed {
 		t.Errorf("Built condition %+v", c)
 	}
+	if r := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady); r.Reason != v1.ReasonBuildFailed || r.Message != got.Status.LastBuildError {
+		t.Errorf("Ready must carry the first failing dependent: %+v", r)
+	}
+	eventually(t, "a build-failed Warning", func() error {
+		if ev := functionEvents(t, got); !slices.Contains(ev, "Warning/BuildFailed") || !slices.Contains(ev, "Normal/Building") {
+			return fmt.Errorf("events %v", ev)
+		}
+		return nil
+	})
 	// No retry loop for the same source: the failed Job stays the only one.
 	time.Sleep(time.Second)
 	if n := len(buildJobs(t, ns, "broken", scaling.LabelFunction)); n != 1 {
@@ -137,6 +171,15 @@ func TestBuildFailureThenNewSourceRecovers(t *testing.T) {
 	if fixed.Status.LastBuildError != "" || fixed.Status.BuiltSHA256 != sha("d") {
 		t.Errorf("status after recovery = %+v", fixed.Status)
 	}
+	eventually(t, "built and deployed Events", func() error {
+		ev := functionEvents(t, fixed)
+		for _, want := range []string{"Normal/Built", "Normal/Deployed", "Normal/PodsHealthy"} {
+			if !slices.Contains(ev, want) {
+				return fmt.Errorf("no %s in %v", want, ev)
+			}
+		}
+		return nil
+	})
 }
 
 // TestUnreachableRegistryIsRetried: a build that failed only to reach the registry says so,
@@ -153,7 +196,7 @@ func TestUnreachableRegistryIsRetried(t *testing.T) {
 	finishJob(t, first, false, `error checking push permissions: Get "http://`+opts.Build.Registry+`/v2/": dial tcp 10.0.0.9:5000: connect: connection refused`)
 	got := waitFunction(t, fn, v1.FunctionFailed)
 	ready := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady)
-	if ready.Reason != reconcilers.ReasonRegistryUnavailable || !strings.Contains(ready.Message, "registry "+opts.Build.Registry+" is unreachable") {
+	if ready.Reason != v1.ReasonRegistryUnavailable || !strings.Contains(ready.Message, "registry "+opts.Build.Registry+" is unreachable") {
 		t.Errorf("Ready condition %+v, want the unreachable registry named", ready)
 	}
 	var retried *batchv1.Job

@@ -51,7 +51,7 @@ func (r *FunctionJobReconciler) reconcileJob(ctx context.Context, fj *v1.Functio
 	st := &fj.Status
 	if fj.Spec.RunID == 0 {
 		st.Phase, st.ObservedRunID = v1.JobSkipped, 0
-		setCondition(fj, &st.Conditions, v1.ConditionSucceeded, metav1.ConditionFalse, "Skipped", "runID is 0: raise it to run the job")
+		setCondition(fj, &st.Conditions, v1.ConditionSucceeded, metav1.ConditionFalse, v1.ReasonSkipped, "runID is 0: raise it to run the job")
 		return nil
 	}
 	if st.ObservedRunID != fj.Spec.RunID {
@@ -86,7 +86,7 @@ func (r *FunctionJobReconciler) resolve(ctx context.Context, fj *v1.FunctionJob)
 		}
 		if waiting != "" {
 			st.Phase = v1.JobPending
-			setCondition(fj, &st.Conditions, v1.ConditionSucceeded, metav1.ConditionUnknown, "WaitingForFunction", waiting)
+			setCondition(fj, &st.Conditions, v1.ConditionSucceeded, metav1.ConditionUnknown, v1.ReasonWaitingForFunction, waiting)
 			return nil, "", waiting, nil
 		}
 		st.Image = fn.Status.Image
@@ -99,7 +99,7 @@ func (r *FunctionJobReconciler) resolve(ctx context.Context, fj *v1.FunctionJob)
 		return code, code.Image, "", nil
 	case code.Source == nil:
 		st.Phase = v1.JobPending
-		setCondition(fj, &st.Conditions, v1.ConditionSucceeded, metav1.ConditionUnknown, "AwaitingSource", "upload the job's code to build and run it")
+		setCondition(fj, &st.Conditions, v1.ConditionSucceeded, metav1.ConditionUnknown, v1.ReasonAwaitingSource, "upload the job's code to build and run it")
 		return nil, "", "awaiting source", nil
 	case code.Source.SHA256 == st.BuiltSHA256 && st.Image != "":
 		return code, st.Image, "", nil
@@ -114,11 +114,11 @@ func (r *FunctionJobReconciler) resolve(ctx context.Context, fj *v1.FunctionJob)
 		return code, res.image, "", nil
 	case buildFailed:
 		st.LastBuildSHA256 = code.Source.SHA256
-		r.finish(fj, v1.JobFailed, "BuildFailed", "", res.message, "build failed")
+		r.finish(fj, v1.JobFailed, v1.ReasonBuildFailed, "", res.message, "build failed")
 		return nil, "", "build failed", nil
 	}
 	st.Phase = v1.JobBuilding
-	setCondition(fj, &st.Conditions, v1.ConditionSucceeded, metav1.ConditionUnknown, "Building", "kaniko job "+res.job.Name+" is building the source")
+	setCondition(fj, &st.Conditions, v1.ConditionSucceeded, metav1.ConditionUnknown, v1.ReasonBuilding, "kaniko job "+res.job.Name+" is building the source")
 	return nil, "", "building", nil
 }
 
@@ -134,7 +134,7 @@ func (r *FunctionJobReconciler) run(ctx context.Context, fj *v1.FunctionJob, cod
 		}
 		now := metav1.NewTime(time.Now().Truncate(time.Second))
 		st.Phase, st.StartTime = v1.JobRunning, &now
-		setCondition(fj, &st.Conditions, v1.ConditionSucceeded, metav1.ConditionUnknown, "Running", "job "+desired.Name+" is running")
+		setCondition(fj, &st.Conditions, v1.ConditionSucceeded, metav1.ConditionUnknown, v1.ReasonRunning, "job "+desired.Name+" is running")
 		log.FromContext(ctx).Info("run started", "job", desired.Name, "runID", fj.Spec.RunID)
 		return nil
 	}
@@ -151,7 +151,7 @@ func (r *FunctionJobReconciler) run(ctx context.Context, fj *v1.FunctionJob, cod
 		r.finishRun(ctx, fj, job, v1.JobFailed)
 	default:
 		st.Phase = v1.JobRunning
-		setCondition(fj, &st.Conditions, v1.ConditionSucceeded, metav1.ConditionUnknown, "Running", "job "+job.Name+" is running")
+		setCondition(fj, &st.Conditions, v1.ConditionSucceeded, metav1.ConditionUnknown, v1.ReasonRunning, "job "+job.Name+" is running")
 	}
 	return nil
 }
@@ -172,10 +172,10 @@ func (r *FunctionJobReconciler) finishRun(ctx context.Context, fj *v1.FunctionJo
 		st.DurationMillis = job.Status.CompletionTime.Sub(job.Status.StartTime.Time).Milliseconds()
 	}
 	if phase == v1.JobSucceeded {
-		r.finish(fj, phase, "Succeeded", msg, "", "the handler returned")
+		r.finish(fj, phase, v1.ReasonSucceeded, msg, "", "the handler returned")
 		return
 	}
-	r.finish(fj, phase, "RunFailed", "", msg, "the run failed")
+	r.finish(fj, phase, v1.ReasonRunFailed, "", msg, "the run failed")
 }
 
 func (r *FunctionJobReconciler) finish(fj *v1.FunctionJob, phase v1.JobPhase, reason, result, errMsg, summary string) {

@@ -72,7 +72,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		return fmt.Errorf("index function jobs by function: %w", err)
 	}
 	b := builds{client: mgr.GetClient(), reader: mgr.GetAPIReader(), opts: cfg.Options.Build}
-	if err := (&FunctionReconciler{Client: mgr.GetClient(), Config: cfg, builds: b}).SetupWithManager(mgr); err != nil {
+	if err := (&FunctionReconciler{Client: mgr.GetClient(), Config: cfg, builds: b, Recorder: mgr.GetEventRecorder("sless-operator")}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	warm := newWarmers(ctx, cfg.Options.InterceptorURL, slog.New(logr.ToSlogHandler(mgr.GetLogger().WithName("prewarm"))))

@@ -58,7 +58,7 @@ func (r *TriggerReconciler) reconcileTrigger(ctx context.Context, tr *v1.Trigger
 	err := r.Get(ctx, client.ObjectKey{Namespace: tr.Namespace, Name: tr.Spec.FunctionRef.Name}, fn)
 	if apierrors.IsNotFound(err) {
 		st.Active = false
-		setCondition(tr, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, "FunctionNotFound",
+		setCondition(tr, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonFunctionNotFound,
 			fmt.Sprintf("function %q does not exist in namespace %s; the trigger starts when it does", tr.Spec.FunctionRef.Name, tr.Namespace))
 		return nil
 	}
@@ -68,7 +68,7 @@ func (r *TriggerReconciler) reconcileTrigger(ctx context.Context, tr *v1.Trigger
 	if !functionReady(fn) {
 		// Existing children keep running the last good version; new ones wait for readiness.
 		st.Active = false
-		setCondition(tr, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, "FunctionNotReady",
+		setCondition(tr, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonFunctionNotReady,
 			fmt.Sprintf("function %q is %s; the trigger starts when it is Ready", fn.Name, phaseOf(fn)))
 		return nil
 	}
@@ -100,16 +100,16 @@ func (r *TriggerReconciler) reconcileTrigger(ctx context.Context, tr *v1.Trigger
 	}
 	st.Active = tr.Spec.IsEnabled()
 	if st.Active {
-		setCondition(tr, &st.Conditions, v1.ConditionReady, metav1.ConditionTrue, "Active", "firing function "+fn.Name)
+		setCondition(tr, &st.Conditions, v1.ConditionReady, metav1.ConditionTrue, v1.ReasonActive, "firing function "+fn.Name)
 	} else {
-		setCondition(tr, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, "Disabled", "enabled is false: frozen in place")
+		setCondition(tr, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonDisabled, "enabled is false: frozen in place")
 	}
 	return r.prewarm(tr, fn, time.Now())
 }
 
 func (r *TriggerReconciler) fail(tr *v1.Trigger, err error) error {
 	tr.Status.Active = false
-	setCondition(tr, &tr.Status.Conditions, v1.ConditionReady, metav1.ConditionFalse, "RenderFailed", err.Error())
+	setCondition(tr, &tr.Status.Conditions, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonRenderFailed, err.Error())
 	return err
 }
 

@@ -1,0 +1,113 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// A Function's Ready is derived from the conditions in FunctionReadyDependents (Knative's
+// living condition set): True when all of them are, else False with the reason and message
+// of the first that is not. The operator sets the dependents; nothing sets Ready by hand.
+
+// ConditionHealthy says whether the Function's pods can run its image (no pull errors, no
+// crash loop).
+const ConditionHealthy = "Healthy"
+
+// FunctionReadyDependents are the conditions Ready is derived from, in the order their
+// failures are reported.
+var FunctionReadyDependents = []string{ConditionBuilt, ConditionDeployed, ConditionHealthy}
+
+// Reasons of Function conditions.
+const (
+	// Built
+	ReasonAwaitingSource      = "AwaitingSource"      // no source uploaded yet
+	ReasonBuilding            = "Building"            // a kaniko Job builds the current source
+	ReasonBuilt               = "Built"               // the current source's image exists
+	ReasonPrebuilt            = "Prebuilt"            // spec.image: nothing to build
+	ReasonBuildFailed         = "BuildFailed"         // the source does not build; a new upload retries
+	ReasonBuildError          = "BuildError"          // the build could not be started or read
+	ReasonRegistryUnavailable = "RegistryUnavailable" // the build cannot reach a registry; retried
+	// Deployed
+	ReasonNoImage      = "NoImage"      // nothing to deploy yet
+	ReasonDeployed     = "Deployed"     // Deployment, Service and HTTPScaledObject up to date
+	ReasonDeployFailed = "DeployFailed" // writing them failed
+	// Healthy (False carries the kubelet's waiting reason: ErrImagePull, CrashLoopBackOff, …)
+	ReasonPodsHealthy = "PodsHealthy"
+	ReasonNotDeployed = "NotDeployed"
+	// Ready
+	ReasonReady = "Ready"
+	// Async (not a dependent of Ready: a function serves HTTP without it)
+	ReasonAsyncDraining      = "Draining"
+	ReasonAsyncNotConfigured = "NotConfigured"
+)
+
+// MarkCondition sets condition t of the status as of generation gen; its transition time
+// moves only when the status flips.
+func (s *FunctionStatus) MarkCondition(gen int64, t string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen})
+}
+
+// DeriveReady sets Ready from FunctionReadyDependents (readyMsg when all are True) and the
+// phase from the conditions.
+func (s *FunctionStatus) DeriveReady(gen int64, readyMsg string) {
+	s.MarkCondition(gen, ConditionReady, metav1.ConditionTrue, ReasonReady, readyMsg)
+	for _, t := range FunctionReadyDependents {
+		c := meta.FindStatusCondition(s.Conditions, t)
+		if c == nil {
+			s.MarkCondition(gen, ConditionReady, metav1.ConditionUnknown, "Unknown", t+" is not known yet")
+			break
+		}
+		if c.Status != metav1.ConditionTrue {
+			s.MarkCondition(gen, ConditionReady, metav1.ConditionFalse, c.Reason, c.Message)
+			break
+		}
+	}
+	s.Phase = s.derivePhase()
+}
+
+// derivePhase is the one-word summary: Ready, Building while the current source builds,
+// Pending while it has none, Failed when a dependent failed.
+func (s *FunctionStatus) derivePhase() FunctionPhase {
+	switch ready := meta.FindStatusCondition(s.Conditions, ConditionReady); {
+	case ready != nil && ready.Status == metav1.ConditionTrue:
+		return FunctionReady
+	case ready != nil && ready.Status == metav1.ConditionUnknown:
+		return FunctionPending
+	}
+	switch built := meta.FindStatusCondition(s.Conditions, ConditionBuilt); {
+	case built == nil || built.Reason == ReasonAwaitingSource:
+		return FunctionPending
+	case built.Reason == ReasonBuilding:
+		return FunctionBuilding
+	}
+	return FunctionFailed
+}
+
+// Failure reports whether a False condition with this reason is a failure (a Warning event)
+// rather than a stage on the way to Ready.
+func Failure(reason string) bool {
+	switch reason {
+	case ReasonAwaitingSource, ReasonBuilding, ReasonNoImage, ReasonNotDeployed, "Unknown":
+		return false
+	}
+	return true
+}
+
+// Reasons of a Trigger's Ready condition.
+const (
+	ReasonFunctionNotFound = "FunctionNotFound"
+	ReasonFunctionNotReady = "FunctionNotReady"
+	ReasonActive           = "Active"
+	ReasonDisabled         = "Disabled"
+	ReasonRenderFailed     = "RenderFailed"
+)
+
+// Reasons of a FunctionJob's Succeeded condition (besides ReasonAwaitingSource,
+// ReasonBuilding and ReasonBuildFailed, shared with Functions).
+const (
+	ReasonSkipped            = "Skipped"
+	ReasonWaitingForFunction = "WaitingForFunction"
+	ReasonRunning            = "Running"
+	ReasonSucceeded          = "Succeeded"
+	ReasonRunFailed          = "RunFailed"
+)
