@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -69,59 +68,6 @@ func TestEventState(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := eventState(json.RawMessage(tc.api), tc.prior); !got.Equal(tc.want) {
 				t.Fatalf("eventState = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestFreshFailure(t *testing.T) {
-	t1 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	t2 := t1.Add(time.Minute)
-	failed := func(at time.Time, out string) api.FunctionStatus {
-		return api.FunctionStatus{Phase: api.PhaseFailed, LastBuildTime: &at, LastBuildError: out}
-	}
-	tests := []struct {
-		name      string
-		prev, cur api.FunctionStatus
-		want      bool
-	}{
-		{"ready is not a failure", api.FunctionStatus{Phase: api.PhasePending}, api.FunctionStatus{Phase: api.PhaseReady}, false},
-		{"first failure", api.FunctionStatus{Phase: api.PhaseBuilding}, failed(t1, "x"), true},
-		{"the old failure before the rebuild started", failed(t1, "x"), failed(t1, "x"), false},
-		{"a new failure with the same output", failed(t1, "x"), failed(t2, "x"), true},
-		{"a new failure with other output", failed(t1, "x"), failed(t1, "y"), true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := freshFailure(tc.prev, tc.cur); got != tc.want {
-				t.Fatalf("freshFailure = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestJobDone(t *testing.T) {
-	job := func(observed int64, phase string) api.Job {
-		return api.Job{Status: api.JobStatus{ObservedRunID: observed, Phase: phase}}
-	}
-	tests := []struct {
-		name  string
-		job   api.Job
-		runID int64
-		want  bool
-	}{
-		{"run 0 skipped", job(0, api.JobSkipped), 0, true},
-		{"run 0 not yet reconciled", job(0, ""), 0, false},
-		{"run 1 succeeded", job(1, api.JobSucceeded), 1, true},
-		{"run 1 failed", job(1, api.JobFailed), 1, true},
-		{"run 2 asked, run 1's result still shown", job(1, api.JobSucceeded), 2, false},
-		{"run 2 running", job(2, api.JobRunning), 2, false},
-		{"run 2 waiting for its function", job(2, api.JobPending), 2, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := jobDone(tc.job, tc.runID); got != tc.want {
-				t.Fatalf("jobDone = %v, want %v", got, tc.want)
 			}
 		})
 	}

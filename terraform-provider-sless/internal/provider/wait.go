@@ -70,7 +70,7 @@ func waitFunctionReady(ctx context.Context, c *apiClient, name string, prev api.
 		if fn.Status.Message != "" {
 			last += ": " + fn.Status.Message
 		}
-		if freshFailure(prev, fn.Status) {
+		if client.NewFailure(prev, fn.Status) {
 			out := fn.Status.LastBuildError
 			if out == "" {
 				out = fn.Status.Message
@@ -88,39 +88,6 @@ func waitFunctionReady(ctx context.Context, c *apiClient, name string, prev api.
 	return fn, err
 }
 
-// freshFailure reports whether cur is a Failed status that was not already there in prev.
-func freshFailure(prev, cur api.FunctionStatus) bool {
-	if cur.Phase != api.PhaseFailed {
-		return false
-	}
-	if prev.Phase != api.PhaseFailed {
-		return true
-	}
-	return cur.LastBuildError != prev.LastBuildError || cur.Message != prev.Message ||
-		!sameTime(cur.LastBuildTime, prev.LastBuildTime)
-}
-
-func sameTime(a, b *time.Time) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.Equal(*b)
-}
-
-// jobDone reports whether the job's status describes the run with id runID and that run ended.
-func jobDone(j api.Job, runID int64) bool {
-	if j.Status.ObservedRunID != runID {
-		return false
-	}
-	switch j.Status.Phase {
-	case api.JobSucceeded, api.JobFailed:
-		return true
-	case api.JobSkipped:
-		return runID == 0
-	}
-	return false
-}
-
 // waitJob waits until the job's run runID ended (Succeeded or Failed; Skipped for run 0).
 func waitJob(ctx context.Context, c *apiClient, name string, runID int64, timeout time.Duration) (api.Job, error) {
 	var j api.Job
@@ -130,7 +97,7 @@ func waitJob(ctx context.Context, c *apiClient, name string, runID int64, timeou
 		if err != nil {
 			return false, "", fmt.Errorf("read job %s: %w", name, err)
 		}
-		return jobDone(j, runID), fmt.Sprintf("run %d %s", j.Status.ObservedRunID, j.Status.Phase), nil
+		return client.RunDone(j, runID), fmt.Sprintf("run %d %s", j.Status.ObservedRunID, j.Status.Phase), nil
 	})
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		return j, &TimeoutError{What: fmt.Sprintf("run %d of job %s", runID, name), Last: last, Setting: "wait_timeout_sec", After: timeout}
