@@ -109,6 +109,9 @@ func (r *FunctionReconciler) reconcileFunction(ctx context.Context, fn *v1.Funct
 	case apierrors.IsConflict(werr):
 		// KEDA and the add-on write these children too (replicas, finalizers, status): a
 		// conflict is routine and retried at once, not a failed function.
+		if !meta.IsStatusConditionTrue(st.Conditions, v1.ConditionDeployed) {
+			st.MarkCondition(gen, v1.ConditionDeployed, metav1.ConditionUnknown, v1.ReasonDeploying, "writing the Deployment, Service and HTTPScaledObject")
+		}
 		return werr
 	case werr != nil:
 		st.MarkCondition(gen, v1.ConditionDeployed, metav1.ConditionFalse, v1.ReasonDeployFailed, werr.Error())

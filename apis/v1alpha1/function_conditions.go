@@ -29,6 +29,7 @@ const (
 	ReasonRegistryUnavailable = "RegistryUnavailable" // the build cannot reach a registry; retried
 	// Deployed
 	ReasonNoImage      = "NoImage"      // nothing to deploy yet
+	ReasonDeploying    = "Deploying"    // a write conflicted with KEDA's or the add-on's; retried
 	ReasonDeployed     = "Deployed"     // Deployment, Service and HTTPScaledObject up to date
 	ReasonDeployFailed = "DeployFailed" // writing them failed
 	// Healthy (False carries the kubelet's waiting reason: ErrImagePull, CrashLoopBackOff, …)
@@ -65,29 +66,28 @@ func (s *FunctionStatus) DeriveReady(gen int64, readyMsg string) {
 	s.Phase = s.derivePhase()
 }
 
-// derivePhase is the one-word summary: Ready, Building while the current source builds,
-// Pending while it has none, Failed when a dependent failed.
+// derivePhase is the one-word summary of Ready: Ready, Building while the current source
+// builds, Failed when a dependent failed (Failure of its reason), else Pending — a stage on
+// the way, such as a deploy pass retried after a write conflict, is never Failed.
 func (s *FunctionStatus) derivePhase() FunctionPhase {
 	switch ready := meta.FindStatusCondition(s.Conditions, ConditionReady); {
-	case ready != nil && ready.Status == metav1.ConditionTrue:
+	case ready == nil:
+		return FunctionPending
+	case ready.Status == metav1.ConditionTrue:
 		return FunctionReady
-	case ready != nil && ready.Status == metav1.ConditionUnknown:
-		return FunctionPending
-	}
-	switch built := meta.FindStatusCondition(s.Conditions, ConditionBuilt); {
-	case built == nil || built.Reason == ReasonAwaitingSource:
-		return FunctionPending
-	case built.Reason == ReasonBuilding:
+	case ready.Reason == ReasonBuilding:
 		return FunctionBuilding
+	case Failure(ready.Reason):
+		return FunctionFailed
 	}
-	return FunctionFailed
+	return FunctionPending
 }
 
 // Failure reports whether a False condition with this reason is a failure (a Warning event)
 // rather than a stage on the way to Ready.
 func Failure(reason string) bool {
 	switch reason {
-	case ReasonAwaitingSource, ReasonBuilding, ReasonNoImage, ReasonNotDeployed, "Unknown":
+	case ReasonAwaitingSource, ReasonBuilding, ReasonNoImage, ReasonDeploying, ReasonNotDeployed, "Unknown":
 		return false
 	}
 	return true

@@ -34,6 +34,11 @@ func TestDeriveReady(t *testing.T) {
 			metav1.ConditionFalse, ReasonDeployFailed, FunctionFailed, "msg " + ReasonDeployFailed},
 		"pods cannot pull": {[]cond{ok(ConditionBuilt, ReasonBuilt), ok(ConditionDeployed, ReasonDeployed), no(ConditionHealthy, "ImagePullBackOff")},
 			metav1.ConditionFalse, "ImagePullBackOff", FunctionFailed, "msg ImagePullBackOff"},
+		// The first deploy pass after a build lost a write race: not a failure.
+		"built, the deploy pass conflicted": {[]cond{ok(ConditionBuilt, ReasonBuilt), {ConditionDeployed, metav1.ConditionUnknown, ReasonDeploying}},
+			metav1.ConditionFalse, ReasonDeploying, FunctionPending, "msg " + ReasonDeploying},
+		"built, deployed is stale": {[]cond{ok(ConditionBuilt, ReasonBuilt), no(ConditionDeployed, ReasonNoImage)},
+			metav1.ConditionFalse, ReasonNoImage, FunctionPending, "msg " + ReasonNoImage},
 		"a dependent not known yet": {[]cond{ok(ConditionBuilt, ReasonBuilt)},
 			metav1.ConditionUnknown, "Unknown", FunctionPending, "Deployed is not known yet"},
 	} {
@@ -52,7 +57,7 @@ func TestDeriveReady(t *testing.T) {
 }
 
 func TestFailureReasons(t *testing.T) {
-	for reason, want := range map[string]bool{ReasonBuilding: false, ReasonAwaitingSource: false, ReasonNoImage: false,
+	for reason, want := range map[string]bool{ReasonBuilding: false, ReasonAwaitingSource: false, ReasonNoImage: false, ReasonDeploying: false,
 		ReasonBuildFailed: true, ReasonDeployFailed: true, ReasonRegistryUnavailable: true, "CrashLoopBackOff": true} {
 		if Failure(reason) != want {
 			t.Errorf("Failure(%s) = %t", reason, !want)
