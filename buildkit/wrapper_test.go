@@ -3,6 +3,7 @@ package buildkit
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -160,6 +161,9 @@ func TestWrappers(t *testing.T) {
 		t.Run(hc.name, func(t *testing.T) {
 			art := buildHandler(t, hc.dir, hc.runtime, "")
 			t.Run("http", func(t *testing.T) { testHTTP(t, hc, art) })
+			if hc.request {
+				t.Run("response objects", func(t *testing.T) { testResponses(t, hc, art) })
+			}
 			t.Run("job", func(t *testing.T) { testJob(t, hc, art) })
 			t.Run("graceful shutdown", func(t *testing.T) { testShutdown(t, art) })
 		})
@@ -235,6 +239,107 @@ func testHTTP(t *testing.T, hc handlerCase, art *Artifact) {
 	}
 	if !strings.Contains(fn.stderr.String(), traceparent) {
 		t.Errorf("traceparent not logged:\n%s", fn.stderr.String())
+	}
+}
+
+// png is a 1×1 PNG: a binary body must arrive byte for byte.
+var png = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\x0f\x00\x01\x01\x01\x00\x18\xdd\x8d\xb4\x00\x00\x00\x00IEND\xaeB`\x82")
+
+// testResponses checks the response-object contract (runtimes/README.md) and the raw
+// request the same way in every runtime.
+func testResponses(t *testing.T, hc handlerCase, art *Artifact) {
+	fn := startFunction(t, art)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tc := range []struct {
+		name     string
+		response string
+		status   int
+		header   map[string][]string // wanted values; nil = must be absent
+		body     []byte
+		errorHas string // a 500 whose error names the mistake
+	}{
+		{name: "created with a header", response: `{"statusCode":201,"headers":{"Location":"/orders/1","X-Count":5,"X-Ok":true},"body":"made"}`,
+			status: 201, header: map[string][]string{"Location": {"/orders/1"}, "X-Count": {"5"}, "X-Ok": {"true"}, "Content-Type": {"text/plain; charset=utf-8"}}, body: []byte("made")},
+		{name: "html page", response: `{"statusCode":200,"headers":{"content-type":"text/html; charset=utf-8"},"body":"<h1>hi</h1>"}`,
+			status: 200, header: map[string][]string{"Content-Type": {"text/html; charset=utf-8"}}, body: []byte("<h1>hi</h1>")},
+		{name: "redirect without a body", response: `{"statusCode":302,"headers":{"Location":"https://example.com/"}}`,
+			status: 302, header: map[string][]string{"Location": {"https://example.com/"}}, body: []byte{}},
+		{name: "binary body", response: `{"statusCode":200,"headers":{"Content-Type":"image/png"},"isBase64Encoded":true,"body":"` + base64.StdEncoding.EncodeToString(png) + `"}`,
+			status: 200, header: map[string][]string{"Content-Type": {"image/png"}}, body: png},
+		{name: "binary body without a type", response: `{"statusCode":200,"isBase64Encoded":true,"body":"AAE="}`,
+			status: 200, header: map[string][]string{"Content-Type": {"application/octet-stream"}}, body: []byte{0, 1}},
+		{name: "multi-value headers", response: `{"statusCode":200,"headers":{"Vary":"Origin"},"multiValueHeaders":{"Set-Cookie":["a=1","b=2"],"Vary":["Accept"]},"body":""}`,
+			status: 200, header: map[string][]string{"Set-Cookie": {"a=1", "b=2"}, "Vary": {"Origin", "Accept"}}, body: []byte{}},
+		{name: "json body", response: `{"statusCode":422,"body":{"ok":false}}`,
+			status: 422, header: map[string][]string{"Content-Type": {"application/json"}}, body: []byte(`{"ok":false}`)},
+		{name: "no content", response: `{"statusCode":204,"headers":{"X-Id":"7"}}`, status: 204, header: map[string][]string{"X-Id": {"7"}}, body: []byte{}},
+		{name: "hop-by-hop and platform headers are dropped",
+			response: `{"statusCode":200,"headers":{"Content-Length":"999","Transfer-Encoding":"chunked","Connection":"close","Upgrade":"h2c","X-Sless-Cold-Start":"true","X-Kept":"1"},"body":"abc"}`,
+			status:   200, header: map[string][]string{"Content-Length": {"3"}, "Transfer-Encoding": nil, "Upgrade": nil, "X-Sless-Cold-Start": nil, "X-Kept": {"1"}}, body: []byte("abc")},
+		{name: "a string statusCode is a plain result", response: `{"statusCode":"201","x":1}`,
+			status: 200, header: map[string][]string{"Content-Type": {"application/json"}}, body: []byte(`{"statusCode":"201","x":1}`)},
+		{name: "status out of range", response: `{"statusCode":42}`, errorHas: "statusCode 42"},
+		{name: "a misspelt key", response: `{"statusCode":200,"header":{"a":"b"}}`, errorHas: "unknown key"},
+		{name: "bad base64", response: `{"statusCode":200,"isBase64Encoded":true,"body":"%%%"}`, errorHas: "base64"},
+		{name: "header injection", response: `{"statusCode":200,"headers":{"X-A":"a\r\nSet-Cookie: x=1"}}`, errorHas: "CR, LF"},
+		{name: "bad header name", response: `{"statusCode":200,"headers":{"X A":"1"}}`, errorHas: "header name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest("POST", fn.url+"/", strings.NewReader(`{"action":"respond","response":`+tc.response+`}`))
+			resp, err := noRedirect.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if tc.errorHas != "" {
+				if resp.StatusCode != 500 || !strings.Contains(string(body), "invalid response object") || !strings.Contains(string(body), tc.errorHas) {
+					t.Fatalf("%d %s; want 500 naming %q", resp.StatusCode, body, tc.errorHas)
+				}
+				return
+			}
+			if resp.StatusCode != tc.status || !bytes.Equal(body, tc.body) {
+				t.Fatalf("%d %q; want %d %q", resp.StatusCode, body, tc.status, tc.body)
+			}
+			for name, want := range tc.header {
+				if got := resp.Header.Values(name); fmt.Sprint(got) != fmt.Sprint(want) && !(want == nil && len(got) == 0) {
+					t.Errorf("header %s = %q, want %q (all: %v)", name, got, want, resp.Header)
+				}
+			}
+		})
+	}
+	if hc.runtime == "go1.23" {
+		if r := fn.call(t, "POST", "/", []byte(`{"action":"struct"}`)); r.status != 202 || string(r.body) != "accepted" {
+			t.Errorf("a typed Go response: %d %q", r.status, r.body)
+		}
+	}
+
+	// The raw request: a form body as text, a binary body as base64, repeated headers.
+	req, _ := http.NewRequest("POST", fn.url+"/raw", strings.NewReader("a=1&b=2"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Add("X-Multi", "one")
+	req.Header.Add("X-Multi", "two")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var echo struct {
+		Request struct {
+			Body   string              `json:"body"`
+			B64    bool                `json:"isBase64Encoded"`
+			Multi  map[string][]string `json:"multiValueHeaders"`
+			Header map[string]string   `json:"headers"`
+		} `json:"request"`
+	}
+	if err := json.Unmarshal(out, &echo); err != nil || echo.Request.Body != "a=1&b=2" || echo.Request.B64 ||
+		fmt.Sprint(echo.Request.Multi["x-multi"]) != "[one two]" || echo.Request.Header["content-type"] != "application/x-www-form-urlencoded" {
+		t.Errorf("raw text request: %s (%v)", out, err)
+	}
+	r := fn.call(t, "POST", "/raw", png)
+	if err := json.Unmarshal(r.body, &echo); err != nil || !echo.Request.B64 || echo.Request.Body != base64.StdEncoding.EncodeToString(png) {
+		t.Errorf("raw binary request: %s (%v)", r.body, err)
 	}
 }
 

@@ -148,6 +148,84 @@ function encodeValue(value) {
   }
 }
 
+// A result that is an object with an integer statusCode is a response object
+// (runtimes/README.md); the HTTP path sends it as the handler describes.
+const RESPONSE_KEYS = ['body', 'headers', 'isBase64Encoded', 'multiValueHeaders', 'statusCode'];
+// Set by the wrapper or the platform; a handler's values for them are dropped.
+const DROPPED_HEADERS = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer', 'content-length']);
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const BAD_VALUE = /[\r\n\0]/;
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+function isResponse(value) {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) && Number.isInteger(value.statusCode);
+}
+
+function headerValue1(name, v) {
+  if (typeof v === 'number' || typeof v === 'boolean') v = String(v);
+  if (typeof v !== 'string') throw new Error(`header ${name}: want a string, got ${v === null ? 'null' : typeof v}`);
+  if (BAD_VALUE.test(v)) throw new Error(`header ${name}: a value may not contain CR, LF or NUL`);
+  return v;
+}
+
+// responseOf returns [status, headers (lowercase name → [name, values]), payload] or throws
+// what is wrong with the object.
+function responseOf(value) {
+  const unknown = Object.keys(value).filter((k) => !RESPONSE_KEYS.includes(k)).sort();
+  if (unknown.length > 0) throw new Error(`unknown key '${unknown[0]}'; a response object has ${RESPONSE_KEYS.join(', ')}`);
+  const status = value.statusCode;
+  if (status < 100 || status > 599) throw new Error(`statusCode ${status} is not in 100-599`);
+  const headers = new Map();
+  for (const field of ['headers', 'multiValueHeaders']) {
+    const given = value[field] ?? {};
+    if (typeof given !== 'object' || Array.isArray(given)) throw new Error(`${field}: want an object of header names`);
+    for (const [name, v] of Object.entries(given)) {
+      if (!TOKEN.test(name)) throw new Error(`${field}: '${name}' is not a valid header name`);
+      const lower = name.toLowerCase();
+      if (DROPPED_HEADERS.has(lower) || lower.startsWith('x-sless-')) continue;
+      const values = (Array.isArray(v) ? v : [v]).map((one) => headerValue1(name, one));
+      const entry = headers.get(lower) || [name, []];
+      entry[1].push(...values);
+      headers.set(lower, entry);
+    }
+  }
+  let payload;
+  let ctype = 'text/plain; charset=utf-8';
+  const body = value.body;
+  if (value.isBase64Encoded) {
+    if (typeof body !== 'string' || !BASE64.test(body)) throw new Error('isBase64Encoded needs the body as a valid base64 string');
+    payload = Buffer.from(body, 'base64');
+    ctype = 'application/octet-stream';
+  } else if (body === undefined || body === null) {
+    payload = '';
+  } else if (typeof body === 'string') {
+    payload = body;
+  } else {
+    payload = JSON.stringify(body);
+    ctype = 'application/json';
+  }
+  if (!headers.has('content-type')) headers.set('content-type', ['Content-Type', [ctype]]);
+  return [status, null, payload, headers];
+}
+
+// httpValue is encodeValue for an HTTP answer: response objects are taken apart.
+function httpValue(value) {
+  if (!isResponse(value)) return encodeValue(value);
+  try {
+    return responseOf(value);
+  } catch (err) {
+    return [500, 'application/json', errorJSON(`invalid response object: ${err.message}`)];
+  }
+}
+
+async function encodeHTTP(promise) {
+  try {
+    return httpValue(await promise);
+  } catch (err) {
+    return encodeError(err);
+  }
+}
+
 function encodeError(err) {
   if (err instanceof TimeoutError) return [504, 'application/json', errorJSON(err.message)];
   console.error(err);
@@ -162,11 +240,11 @@ async function encode(promise) {
   }
 }
 
-// call runs the handler; a synchronous result is encoded without a promise round trip.
+// call runs the handler for an HTTP request; a synchronous result is encoded without a promise round trip.
 function call(fn, event, request) {
   try {
     const value = fn(event, request);
-    return value !== null && typeof value === 'object' && typeof value.then === 'function' ? encode(value) : encodeValue(value);
+    return value !== null && typeof value === 'object' && typeof value.then === 'function' ? encodeHTTP(value) : httpValue(value);
   } catch (err) {
     return encodeError(err);
   }
@@ -180,6 +258,23 @@ function headerValue(req, lowerName) {
     if (raw[i].length === lowerName.length && raw[i].toLowerCase() === lowerName) return raw[i + 1];
   }
   return '';
+}
+
+// requestInfo is the handler's second argument: metadata and the raw body (base64 when it is
+// not UTF-8).
+function requestInfo(req, pathname, q, body, traceparent) {
+  const multi = {};
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    const name = req.rawHeaders[i].toLowerCase();
+    (multi[name] ||= []).push(req.rawHeaders[i + 1]);
+  }
+  const text = body.toString('utf8');
+  const binary = !Buffer.from(text, 'utf8').equals(body);
+  return {
+    method: req.method, path: pathname, query: q < 0 ? {} : { ...querystring.parse(req.url.slice(q + 1)) },
+    headers: req.headers, multiValueHeaders: multi, traceparent,
+    body: binary ? body.toString('base64') : text, isBase64Encoded: binary,
+  };
 }
 
 // readBody calls done(err, body) once: with the whole body, or with an error (tooLarge set
@@ -235,8 +330,15 @@ function serve(fn) {
     }
     const start = Date.now();
     const traceparent = headerValue(req, 'traceparent');
-    const answer = (status, ctype, payload) => {
-      res.writeHead(status, { 'Content-Type': ctype, 'Content-Length': Buffer.byteLength(payload) }).end(payload);
+    const answer = (status, ctype, payload, headers) => {
+      if (headers === undefined) {
+        res.writeHead(status, { 'Content-Type': ctype, 'Content-Length': Buffer.byteLength(payload) }).end(payload);
+      } else {
+        for (const [name, values] of headers.values()) res.setHeader(name, values.length === 1 ? values[0] : values);
+        const noBody = status < 200 || status === 204 || status === 304;
+        if (!noBody) res.setHeader('Content-Length', Buffer.byteLength(payload));
+        res.writeHead(status).end(noBody ? undefined : payload);
+      }
       logInvocation(req.method, pathname, status, Date.now() - start, traceparent);
     };
     const fail = (err) => {
@@ -260,7 +362,7 @@ function serve(fn) {
         return;
       }
       const request = wantsRequest
-        ? { method: req.method, path: pathname, query: q < 0 ? {} : { ...querystring.parse(req.url.slice(q + 1)) }, headers: req.headers, traceparent }
+        ? requestInfo(req, pathname, q, body, traceparent)
         : undefined;
       // The watchdog answers 504 itself; the handler's promise is abandoned, its value dropped.
       let watched;

@@ -3,11 +3,14 @@
 Standard library only, so it runs on any python:3.x image without installing anything.
 """
 import asyncio
+import base64
+import binascii
 import collections
 import importlib
 import inspect
 import json
 import os
+import re
 import signal
 import socket
 import socketserver
@@ -211,6 +214,98 @@ def encode(outcome):
         return 500, "application/json", dumps({"error": f"result is not JSON-encodable: {exc}"})
 
 
+# A result that is a dict with an int "statusCode" is a response object (runtimes/README.md).
+RESPONSE_KEYS = {"statusCode", "headers", "multiValueHeaders", "body", "isBase64Encoded"}
+# Set by the wrapper or the platform; a handler's values for them are dropped.
+DROPPED_HEADERS = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade",
+                   "te", "trailer", "content-length"}
+TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+BAD_VALUE = re.compile(r"[\r\n\x00]")
+
+
+class InvalidResponse(Exception):
+    pass
+
+
+def is_response(value):
+    return isinstance(value, dict) and type(value.get("statusCode")) is int
+
+
+def header_values(name, value):
+    if isinstance(value, (list, tuple)):
+        return [header_value(name, v) for v in value]
+    return [header_value(name, value)]
+
+
+def header_value(name, value):
+    if isinstance(value, bool):
+        value = "true" if value else "false"
+    elif isinstance(value, (int, float)):
+        value = str(value)
+    if not isinstance(value, str):
+        raise InvalidResponse(f"header {name}: want a string, got {type(value).__name__}")
+    if BAD_VALUE.search(value):
+        raise InvalidResponse(f"header {name}: a value may not contain CR, LF or NUL")
+    return value
+
+
+def response_of(value):
+    """Returns (status, [(name, value)], body bytes) for a response object."""
+    unknown = sorted(set(value) - RESPONSE_KEYS)
+    if unknown:
+        raise InvalidResponse(f"unknown key {unknown[0]!r}; a response object has {', '.join(sorted(RESPONSE_KEYS))}")
+    status = value["statusCode"]
+    if not 100 <= status <= 599:
+        raise InvalidResponse(f"statusCode {status} is not in 100-599")
+    headers = []
+    for field in ("headers", "multiValueHeaders"):
+        given = value.get(field) or {}
+        if not isinstance(given, dict):
+            raise InvalidResponse(f"{field}: want an object of header names")
+        for name, v in given.items():
+            if not isinstance(name, str) or not TOKEN.match(name):
+                raise InvalidResponse(f"{field}: {name!r} is not a valid header name")
+            if name.lower() in DROPPED_HEADERS or name.lower().startswith("x-sless-"):
+                continue
+            headers.extend((name, one) for one in header_values(name, v))
+    body, ctype = value.get("body"), "text/plain; charset=utf-8"
+    if value.get("isBase64Encoded"):
+        if not isinstance(body, str):
+            raise InvalidResponse("isBase64Encoded needs the body as a base64 string")
+        try:
+            payload = base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise InvalidResponse(f"body is not valid base64: {exc}") from None
+        ctype = "application/octet-stream"
+    elif body is None:
+        payload = b""
+    elif isinstance(body, str):
+        payload = body.encode()
+    else:
+        payload, ctype = dumps(body), "application/json"
+    if not any(name.lower() == "content-type" for name, _ in headers):
+        headers.append(("Content-Type", ctype))
+    return status, headers, payload
+
+
+def http_response(outcome):
+    """Returns (status, [(name, value)], bytes) for an HTTP answer."""
+    if outcome.timed_out or outcome.error is not None or not is_response(outcome.value):
+        status, ctype, payload = encode(outcome)
+        return status, [("Content-Type", ctype)], payload
+    try:
+        return response_of(outcome.value)
+    except (InvalidResponse, TypeError, ValueError) as exc:
+        return 500, [("Content-Type", "application/json")], dumps({"error": f"invalid response object: {exc}"})
+
+
+def raw_body(body):
+    try:
+        return body.decode("utf-8"), False
+    except UnicodeDecodeError:
+        return base64.b64encode(body).decode(), True
+
+
 class BodyTooLarge(Exception):
     pass
 
@@ -276,14 +371,18 @@ class Handler(BaseHTTPRequestHandler):
         log("info", "invocation", method=self.command, path=path, status=504,
             duration_ms=int((time.monotonic() - start) * 1000), traceparent=self.headers.get("traceparent", ""))
 
-    def respond(self, status, ctype, payload, close=False):
+    def respond(self, status, ctype, payload, close=False, headers=None):
         self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(payload)))
+        for name, value in headers if headers is not None else [("Content-Type", ctype)]:
+            self.send_header(name, value)
+        no_body = status in (204, 304) or status < 200
+        if not no_body:
+            self.send_header("Content-Length", str(len(payload)))
         if close:
             self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(payload)
+        if not no_body and self.command != "HEAD":
+            self.wfile.write(payload)
 
     def handle_any(self):
         path, _, query = self.path.partition("?")
@@ -311,10 +410,15 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 request = None
                 if self.call.wants_request:
+                    multi = {}
+                    for k, v in self.headers.items():
+                        multi.setdefault(k.lower(), []).append(v)
+                    text, is_b64 = raw_body(body)
                     request = {
                         "method": self.command, "path": path, "traceparent": self.headers.get("traceparent", ""),
                         "query": dict(parse_qsl(query, keep_blank_values=True)),
-                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                        "headers": {k: ", ".join(v) for k, v in multi.items()},
+                        "multiValueHeaders": multi, "body": text, "isBase64Encoded": is_b64,
                     }
                 watchdog = self.server.watchdog
                 if watchdog:
@@ -323,8 +427,8 @@ class Handler(BaseHTTPRequestHandler):
                 if watchdog and not watchdog.finish(self):
                     self.close_connection = True  # the watchdog answered 504 and closed it
                     return
-                status, ctype, payload = encode(outcome)
-                self.respond(status, ctype, payload)
+                status, headers, payload = http_response(outcome)
+                self.respond(status, None, payload, headers=headers)
         finally:
             active.discard(self)
         log("info", "invocation", method=self.command, path=path, status=status,

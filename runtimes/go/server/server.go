@@ -6,6 +6,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // handle is assigned by the generated bind.go; request carries the HTTP metadata, built
@@ -196,7 +198,7 @@ func (w *wrapper) invoke(rw http.ResponseWriter, r *http.Request, start time.Tim
 	_ = http.NewResponseController(rw).SetReadDeadline(time.Time{})
 	var request map[string]interface{}
 	if wantsRequest {
-		request = requestInfo(r)
+		request = requestInfo(r, body)
 	}
 	if w.cfg.timeout == 0 {
 		return writeResult(rw, protect(decodeEvent(body), request), 0)
@@ -247,17 +249,30 @@ func decodeEvent(body []byte) map[string]interface{} {
 	return map[string]interface{}{"body": string(body)}
 }
 
-func requestInfo(r *http.Request) map[string]interface{} {
+// requestInfo is the handler's second argument: metadata and the raw body (base64 when it
+// is not UTF-8).
+func requestInfo(r *http.Request, body []byte) map[string]interface{} {
 	headers := make(map[string]interface{}, len(r.Header))
+	multi := make(map[string]interface{}, len(r.Header))
 	for k, v := range r.Header {
 		headers[strings.ToLower(k)] = strings.Join(v, ", ")
+		values := make([]interface{}, len(v))
+		for i, one := range v {
+			values[i] = one
+		}
+		multi[strings.ToLower(k)] = values
 	}
 	query := make(map[string]interface{})
 	for k, v := range r.URL.Query() {
 		query[k] = v[0]
 	}
+	raw, binary := string(body), !utf8.Valid(body)
+	if binary {
+		raw = base64.StdEncoding.EncodeToString(body)
+	}
 	return map[string]interface{}{
 		"method": r.Method, "path": r.URL.Path, "query": query, "headers": headers,
+		"multiValueHeaders": multi, "body": raw, "isBase64Encoded": binary,
 		"traceparent": r.Header.Get("Traceparent"),
 	}
 }
@@ -314,8 +329,156 @@ func writeResult(rw http.ResponseWriter, res result, timeout time.Duration) int 
 	if err != nil {
 		return writeError(rw, http.StatusInternalServerError, "result is not JSON-encodable: "+err.Error())
 	}
+	if bytes.HasPrefix(out, []byte("{")) && bytes.Contains(out, []byte(`"statusCode"`)) {
+		if resp, isResponse, err := responseOf(out); err != nil {
+			return writeError(rw, http.StatusInternalServerError, "invalid response object: "+err.Error())
+		} else if isResponse {
+			return resp.write(rw)
+		}
+	}
 	write(rw, http.StatusOK, "application/json", out)
 	return http.StatusOK
+}
+
+// responseKeys are the keys of a response object: a result that is an object with an
+// integer statusCode (runtimes/README.md), as a map or a struct with these JSON names (such
+// as aws-lambda-go's events.APIGatewayProxyResponse).
+var responseKeys = map[string]bool{"statusCode": true, "headers": true, "multiValueHeaders": true, "body": true, "isBase64Encoded": true}
+
+// droppedHeader reports headers the wrapper or the platform sets; a handler's are dropped.
+func droppedHeader(name string) bool {
+	switch strings.ToLower(name) {
+	case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer", "content-length":
+		return true
+	}
+	return strings.HasPrefix(strings.ToLower(name), "x-sless-")
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// responseOf reads a JSON result as a response object; isResponse is false for an object
+// without an integer statusCode (a plain result).
+func responseOf(out []byte) (resp response, isResponse bool, err error) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(out, &fields) != nil {
+		return resp, false, nil
+	}
+	var code int64
+	if raw := fields["statusCode"]; len(raw) == 0 || raw[0] == '"' || json.Unmarshal(raw, &code) != nil {
+		return resp, false, nil // absent, a string or not an integer: a plain result
+	}
+	for k := range fields {
+		if !responseKeys[k] {
+			return resp, true, fmt.Errorf("unknown key %q; a response object has body, headers, isBase64Encoded, multiValueHeaders, statusCode", k)
+		}
+	}
+	if code < 100 || code > 599 {
+		return resp, true, fmt.Errorf("statusCode %d is not in 100-599", code)
+	}
+	resp = response{status: int(code), header: http.Header{}}
+	for _, field := range []string{"headers", "multiValueHeaders"} {
+		if err := addHeaders(resp.header, field, fields[field]); err != nil {
+			return resp, true, err
+		}
+	}
+	ctype := "text/plain; charset=utf-8"
+	var b64 bool
+	if raw, ok := fields["isBase64Encoded"]; ok && json.Unmarshal(raw, &b64) != nil {
+		return resp, true, errors.New("isBase64Encoded: want true or false")
+	}
+	var text string
+	switch raw := fields["body"]; {
+	case b64:
+		if json.Unmarshal(raw, &text) != nil {
+			return resp, true, errors.New("isBase64Encoded needs the body as a base64 string")
+		}
+		if resp.body, err = base64.StdEncoding.DecodeString(text); err != nil {
+			return resp, true, fmt.Errorf("body is not valid base64: %w", err)
+		}
+		ctype = "application/octet-stream"
+	case len(raw) == 0 || string(raw) == "null":
+	case json.Unmarshal(raw, &text) == nil:
+		resp.body = []byte(text)
+	default:
+		resp.body, ctype = raw, "application/json"
+	}
+	if resp.header.Get("Content-Type") == "" {
+		resp.header.Set("Content-Type", ctype)
+	}
+	return resp, true, nil
+}
+
+// addHeaders adds a headers or multiValueHeaders object: each name maps to a value or a
+// list of values (strings, numbers or booleans).
+func addHeaders(h http.Header, field string, raw json.RawMessage) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var given map[string]json.RawMessage
+	if json.Unmarshal(raw, &given) != nil {
+		return fmt.Errorf("%s: want an object of header names", field)
+	}
+	for name, v := range given {
+		if !validHeaderName(name) {
+			return fmt.Errorf("%s: %q is not a valid header name", field, name)
+		}
+		var values []interface{}
+		if json.Unmarshal(v, &values) != nil {
+			values = []interface{}{nil}
+			_ = json.Unmarshal(v, &values[0])
+		}
+		for _, one := range values {
+			var text string
+			switch one := one.(type) {
+			case string:
+				text = one
+			case float64, bool:
+				text = fmt.Sprint(one)
+			default:
+				return fmt.Errorf("header %s: want a string", name)
+			}
+			if strings.ContainsAny(text, "\r\n\x00") {
+				return fmt.Errorf("header %s: a value may not contain CR, LF or NUL", name)
+			}
+			if !droppedHeader(name) {
+				h.Add(name, text)
+			}
+		}
+	}
+	return nil
+}
+
+// validHeaderName reports whether name is an RFC 9110 token.
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func (r response) write(rw http.ResponseWriter) int {
+	h := rw.Header()
+	for k, v := range r.header {
+		h[k] = v
+	}
+	noBody := r.status < 200 || r.status == http.StatusNoContent || r.status == http.StatusNotModified
+	if !noBody {
+		h.Set("Content-Length", strconv.Itoa(len(r.body)))
+	}
+	rw.WriteHeader(r.status)
+	if !noBody {
+		_, _ = rw.Write(r.body)
+	}
+	return r.status
 }
 
 // write sends a complete response; Content-Length lets a flushed response finish before

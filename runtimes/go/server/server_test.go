@@ -29,3 +29,31 @@ func BenchmarkServeHTTP(b *testing.B) {
 		})
 	}
 }
+
+// FuzzResponseOf: any handler result either is a plain result, a valid response (status in
+// range, no header a handler may not set, no CR/LF in a value) or a clear error.
+func FuzzResponseOf(f *testing.F) {
+	for _, seed := range []string{`{"statusCode":201,"headers":{"A":"b"},"body":"x"}`, `{"statusCode":200,"isBase64Encoded":true,"body":"AAE="}`,
+		`{"statusCode":"200"}`, `{"statusCode":99}`, `{"statusCode":204,"multiValueHeaders":{"Set-Cookie":["a","b"]}}`, `{"statusCode":200,"headers":{"Connection":"close"}}`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, out []byte) {
+		resp, isResponse, err := responseOf(out)
+		if !isResponse || err != nil {
+			return
+		}
+		if resp.status < 100 || resp.status > 599 {
+			t.Fatalf("status %d accepted", resp.status)
+		}
+		for name, values := range resp.header {
+			if droppedHeader(name) || !validHeaderName(name) {
+				t.Fatalf("header %q kept", name)
+			}
+			for _, v := range values {
+				if strings.ContainsAny(v, "\r\n\x00") {
+					t.Fatalf("header %s value %q kept", name, v)
+				}
+			}
+		}
+	})
+}

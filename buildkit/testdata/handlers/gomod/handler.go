@@ -12,6 +12,13 @@ import (
 	"example.com/actions/internal/size"
 )
 
+type apiResponse struct {
+	StatusCode      int               `json:"statusCode"`
+	Headers         map[string]string `json:"headers"`
+	Body            string            `json:"body"`
+	IsBase64Encoded bool              `json:"isBase64Encoded,omitempty"`
+}
+
 func Handle(event, request map[string]interface{}) interface{} {
 	switch event["action"] {
 	case "text":
@@ -27,6 +34,11 @@ func Handle(event, request map[string]interface{}) interface{} {
 			_ = os.WriteFile(marker, []byte("finished"), 0o644)
 		}
 		return map[string]interface{}{"slept": secs}
+	case "respond":
+		return event["response"]
+	case "struct":
+		// A typed response, shaped as aws-lambda-go's events.APIGatewayProxyResponse.
+		return apiResponse{StatusCode: 202, Headers: map[string]string{"X-Typed": "yes"}, Body: "accepted"}
 	case "size":
 		return map[string]interface{}{"bytes": size.Of(event["data"])}
 	}

@@ -14,6 +14,8 @@ exports.handle = async (event, request) => {
       await sleep((event.seconds || 0) * 1000);
       if (event.marker) require('node:fs').writeFileSync(event.marker, 'finished');
       return { slept: event.seconds || 0 };
+    case 'respond':
+      return event.response;
     case 'size':
       return { bytes: sizeOf(event.data) };
     default:

@@ -16,6 +16,8 @@ def handle(event, request):
             with open(event["marker"], "w") as f:
                 f.write("finished")
         return {"slept": event.get("seconds", 0)}
+    if action == "respond":
+        return event["response"]
     if action == "size":
         return {"bytes": size_of(event.get("data"))}
     return {"event": event, "request": request}
