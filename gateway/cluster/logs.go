@@ -162,10 +162,9 @@ func (b *Backend) follow(ctx context.Context, q gateway.LogQuery, ns string, sel
 				return err
 			}
 		case <-tick.C:
-			if q.Source != gateway.LogFunction {
-				continue
-			}
-			if current, err := b.podsOf(ctx, ns, sel, false); err == nil {
+			// New replicas of a function; a build's or job's newest pod (one that was
+			// still Pending, or a retried build's).
+			if current, err := b.podsOf(ctx, ns, sel, q.Source != gateway.LogFunction); err == nil {
 				for _, p := range current {
 					attach(p)
 				}

@@ -231,7 +231,9 @@ func (g *ground) startControlPlane(ctx context.Context) error {
 	api.SecureServing.ListenAddr = envtest.ListenAddr{Address: nodeIP, Port: strconv.Itoa(apiServerPort)}
 	// The namespace has no default route to take an advertise address from, and 1.37
 	// refuses loopback with the default endpoint reconciler.
-	api.Configure().Set("advertise-address", nodeIP).Set("endpoint-reconciler-type", "none")
+	api.Configure().Set("advertise-address", nodeIP).Set("endpoint-reconciler-type", "none").
+		// pods/log goes to the kubelet at the node's address (its name does not resolve).
+		Set("kubelet-preferred-address-types", "InternalIP")
 	logf, err := os.Create(filepath.Join(g.dir, "logs", "kube-apiserver.log"))
 	if err != nil {
 		return err

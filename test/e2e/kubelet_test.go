@@ -43,6 +43,8 @@ type kubelet struct {
 	mu     sync.Mutex
 	pods   map[types.UID]*podRun
 	nextIP int
+	// openLogs are the container logs still being written (followers wait on them).
+	openLogs map[string]bool
 }
 
 // nodeEnv is what every container gets from the node: the cluster's hosts file (its DNS
@@ -74,11 +76,14 @@ const (
 
 func newKubelet(cs kubernetes.Interface, dir string, rt *runtime, env nodeEnv, marks *timeline, log *slog.Logger) *kubelet {
 	return &kubelet{cs: cs, node: "e2e-node", rt: rt, env: env, dir: dir, log: log.With("component", "kubelet"), marks: marks,
-		pods: map[types.UID]*podRun{}, nextIP: 10}
+		pods: map[types.UID]*podRun{}, nextIP: 10, openLogs: map[string]bool{}}
 }
 
 // start registers the node and handles pods until ctx ends.
 func (k *kubelet) start(ctx context.Context) error {
+	if err := k.serveAPI(ctx); err != nil {
+		return err
+	}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: k.node, Labels: map[string]string{"kubernetes.io/hostname": k.node, "kubernetes.io/os": "linux"}},
 	}
@@ -95,7 +100,8 @@ func (k *kubelet) start(ctx context.Context) error {
 			Capacity: capacity, Allocatable: capacity,
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 				LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}},
-			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP}, {Type: corev1.NodeHostName, Address: k.node}},
+			Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP}, {Type: corev1.NodeHostName, Address: k.node}},
+			DaemonEndpoints: kubeletEndpoint(),
 		}
 		_, err = k.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
 		return err
@@ -283,15 +289,19 @@ func (k *kubelet) runContainer(ctx context.Context, p *corev1.Pod, c *corev1.Con
 		return 1, "", metav1.Now()
 	}
 	termPath := filepath.Join(dir, "termination-log")
-	logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s_%s_%s-%d.log", p.Namespace, p.Name, c.Name, restarts)))
+	logPath := filepath.Join(dir, fmt.Sprintf("%s_%s_%s-%d.log", p.Namespace, p.Name, c.Name, restarts))
+	logf, err := os.Create(logPath)
 	var spec containerSpec
 	if err == nil {
+		k.setLogOpen(logPath, true)
+		defer k.setLogOpen(logPath, false)
 		defer logf.Close()
 		spec, err = k.containerSpec(ctx, p, c, img, ip, dir, termPath)
 	}
 	var run *imageProcess
 	if err == nil {
-		run, err = k.rt.start(spec, ip, logf)
+		cl := &containerLog{f: logf}
+		run, err = k.rt.start(spec, ip, cl.stream("stdout"), cl.stream("stderr"))
 	}
 	if err != nil {
 		k.log.Warn("container cannot start", "pod", key, "err", err)
@@ -332,7 +342,7 @@ func (k *kubelet) runContainer(ctx context.Context, p *corev1.Pod, c *corev1.Con
 	}
 	exit := <-exited
 	stopProbe()
-	return exit, terminationMessage(c, termPath, logf.Name(), exit), started
+	return exit, terminationMessage(c, termPath, logPath, exit), started
 }
 
 // pullWithBackoff makes c's image present, reporting ErrImagePull and then ImagePullBackOff
@@ -660,7 +670,7 @@ func terminationMessage(c *corev1.Container, termPath, logPath string, exit int)
 		return tail(b, 4096)
 	}
 	if c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError && exit != 0 {
-		if b, err := os.ReadFile(logPath); err == nil {
+		if b := logText(logPath); b != nil {
 			return tail(b, 2048)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,7 +144,7 @@ type imageProcess struct {
 
 // start runs spec in fresh namespaces, with ip as the address of its own network namespace
 // (a veth pair to this node), and returns once the process runs.
-func (r *runtime) start(spec containerSpec, ip string, logf *os.File) (*imageProcess, error) {
+func (r *runtime) start(spec containerSpec, ip string, stdout, stderr io.Writer) (*imageProcess, error) {
 	r.mu.Lock()
 	r.next++
 	id := r.next
@@ -167,7 +168,7 @@ func (r *runtime) start(spec containerSpec, ip string, logf *os.File) (*imagePro
 	defer goW.Close()
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Env = []string{envContainer + "=" + string(b)}
-	cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = logf, logf, []*os.File{goR}
+	cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = stdout, stderr, []*os.File{goR}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL,
 		Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC}
 	if err := cmd.Start(); err != nil {

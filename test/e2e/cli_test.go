@@ -1,0 +1,193 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// talkPython prints a line per call, so its log shows each invocation.
+const talkPython = `def handle(event):
+    print("E2E-LOG", event.get("name"), flush=True)
+    return "said " + str(event.get("name"))
+`
+
+// brokenPython does not compile: its build fails with Python's message.
+const brokenPython = "def handle(event)\n    return 1\n"
+
+// slessCLI runs the real sless binary against the ground's gateway with a config dir of its own.
+type slessCLI struct {
+	t         *testing.T
+	configDir string
+}
+
+func (c slessCLI) command(ctx context.Context, dir string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, g.tools["sless"], args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+c.configDir, "SLESS_ENDPOINT=", "SLESS_TOKEN=")
+	return cmd
+}
+
+// run returns stdout, stderr and the exit code of `sless args...`.
+func (c slessCLI) run(dir string, args ...string) (string, string, int) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	cmd := c.command(ctx, dir, args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	code := 0
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		c.t.Fatalf("sless %s: %v", strings.Join(args, " "), err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func (c slessCLI) ok(dir string, args ...string) (string, string) {
+	c.t.Helper()
+	out, errOut, code := c.run(dir, args...)
+	if code != 0 {
+		c.t.Fatalf("sless %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out, errOut
+}
+
+// follower is a running `sless logs -f`, its stdout collected line by line.
+type follower struct {
+	mu    sync.Mutex
+	lines []string
+	stop  context.CancelFunc
+	done  chan struct{}
+}
+
+func (c slessCLI) follow(dir string, args ...string) *follower {
+	c.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := c.command(ctx, dir, append([]string{"logs", "-f"}, args...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	f := &follower{stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			f.mu.Lock()
+			f.lines = append(f.lines, sc.Text())
+			f.mu.Unlock()
+		}
+		_ = cmd.Wait()
+	}()
+	c.t.Cleanup(func() { cancel(); <-f.done })
+	return f
+}
+
+func (f *follower) has(text string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, l := range f.lines {
+		if strings.Contains(l, text) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestCLIJourneyCluster drives the real sless binary against the cluster's gateway: login,
+// deploy (kaniko), invoke with a cold start, `sless logs -f` started while the function is at
+// zero showing the output of the replica the call woke and then of warm calls — the pods' logs
+// through the API server's pods/log and the kubelet's container-log endpoint — a build's
+// own output with `logs --build`, ls and rm.
+func TestCLIJourneyCluster(t *testing.T) {
+	t.Parallel()
+	tn := newTenant(t)
+	cli := slessCLI{t: t, configDir: t.TempDir()}
+	work := t.TempDir()
+	tokenFile := filepath.Join(work, "token")
+	if err := os.WriteFile(tokenFile, []byte(tn.token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cli.ok(work, "login", "--endpoint", g.gatewayURL, "--token-file", tokenFile)
+
+	talk := filepath.Join(work, "talk")
+	if err := os.MkdirAll(talk, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(talk, "handler.py"), []byte(talkPython), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, progress := cli.ok(talk, "deploy", "--timeout", "30s")
+	if !strings.Contains(out, "function talk is Ready: "+g.gatewayURL+"/fn/"+tn.ns+"/talk") || !strings.Contains(progress, "function talk created (python3.11)") {
+		t.Fatalf("deploy: stdout %q\nstderr %q", out, progress)
+	}
+	waitServiceResolvable(t, tn, "talk")
+
+	// Followed from zero: no pod yet; the call's cold start brings one, whose lines appear.
+	f := cli.follow(work, "talk")
+	time.Sleep(time.Second)
+	out, verbose := cli.ok(work, "invoke", "talk", "-d", `{"name":"cold"}`, "-v")
+	if strings.TrimSpace(out) != `said cold` || !strings.Contains(verbose, "cold start  true") {
+		t.Fatalf("cold invoke: %q\n%s", out, verbose)
+	}
+	waitFor(t, 30*time.Second, "the woken replica's line in sless logs -f", func() bool { return f.has("E2E-LOG cold") })
+	for _, name := range []string{"warm1", "warm2"} {
+		cli.ok(work, "invoke", "talk", "-d", `{"name":"`+name+`"}`)
+	}
+	waitFor(t, 30*time.Second, "the warm calls' lines in sless logs -f", func() bool { return f.has("E2E-LOG warm1") && f.has("E2E-LOG warm2") })
+	f.mu.Lock()
+	sample := f.lines[len(f.lines)-1]
+	f.mu.Unlock()
+	if !strings.Contains(sample, "talk-") { // time, instance (the pod), line
+		t.Errorf("a followed line names no instance: %q", sample)
+	}
+
+	// Not followed: the lines so far, the last one with --tail 1.
+	out, _ = cli.ok(work, "logs", "talk", "--tail", "1")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "E2E-LOG warm2") {
+		t.Errorf("logs --tail 1: %q", out)
+	}
+	if out, _ = cli.ok(work, "logs", "talk", "--since", "10m"); !strings.Contains(out, "E2E-LOG cold") || !strings.Contains(out, "E2E-LOG warm1") {
+		t.Errorf("logs --since 10m: %q", out)
+	}
+
+	// A build that fails: deploy exits 3, and the kaniko pod's own output is readable.
+	broken := filepath.Join(work, "broken")
+	if err := os.MkdirAll(broken, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(broken, "handler.py"), []byte(brokenPython), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := cli.run(broken, "deploy"); code != 3 || !strings.Contains(errOut, "function broken failed to build") {
+		t.Fatalf("broken deploy: exit %d\n%s", code, errOut)
+	}
+	if out, _ = cli.ok(work, "logs", "broken", "--build"); !strings.Contains(out, "SyntaxError") {
+		t.Errorf("logs --build of a failed build: %q", out)
+	}
+
+	if out, _ = cli.ok(work, "ls", "functions"); !strings.Contains(out, "talk") || !strings.Contains(out, "broken") {
+		t.Errorf("ls functions: %q", out)
+	}
+	cli.ok(work, "rm", "function", "broken", "talk")
+	waitFor(t, time.Minute, "sless ls to show no function after rm", func() bool {
+		out, _ := cli.ok(work, "ls", "functions", "-o", "json")
+		return strings.TrimSpace(out) == "[]"
+	})
+}
