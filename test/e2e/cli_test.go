@@ -111,7 +111,7 @@ func (f *follower) has(text string) bool {
 }
 
 // TestCLIJourneyCluster drives the real sless binary against the cluster's gateway: login,
-// deploy (kaniko), invoke with a cold start, `sless logs -f` started while the function is at
+// init and deploy a template, deploy (kaniko), invoke with a cold start, `sless logs -f` started while the function is at
 // zero showing the output of the replica the call woke and then of warm calls — the pods' logs
 // through the API server's pods/log and the kubelet's container-log endpoint — a build's
 // own output with `logs --build`, ls and rm.
@@ -125,6 +125,16 @@ func TestCLIJourneyCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	cli.ok(work, "login", "--endpoint", g.gatewayURL, "--token-file", tokenFile)
+
+	// The newcomer's path: a template, deployed and invoked as it comes.
+	cli.ok(work, "init", "hello", "--runtime", "node")
+	if out, _ := cli.ok(filepath.Join(work, "hello"), "deploy"); !strings.Contains(out, "function hello is Ready") {
+		t.Fatalf("deploy of the node template: %q", out)
+	}
+	waitServiceResolvable(t, tn, "hello")
+	if out, _ := cli.ok(work, "invoke", "hello", "-d", `{"name":"cluster"}`); !strings.Contains(out, "cluster") {
+		t.Fatalf("invoke of the node template: %q", out)
+	}
 
 	talk := filepath.Join(work, "talk")
 	if err := os.MkdirAll(talk, 0o755); err != nil {
@@ -185,7 +195,7 @@ func TestCLIJourneyCluster(t *testing.T) {
 	if out, _ = cli.ok(work, "ls", "functions"); !strings.Contains(out, "talk") || !strings.Contains(out, "broken") {
 		t.Errorf("ls functions: %q", out)
 	}
-	cli.ok(work, "rm", "function", "broken", "talk")
+	cli.ok(work, "rm", "function", "broken", "talk", "hello")
 	waitFor(t, time.Minute, "sless ls to show no function after rm", func() bool {
 		out, _ := cli.ok(work, "ls", "functions", "-o", "json")
 		return strings.TrimSpace(out) == "[]"
