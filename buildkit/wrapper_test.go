@@ -418,3 +418,50 @@ func testShutdown(t *testing.T, art *Artifact) {
 		t.Error("still running 5s after SIGTERM with nothing in flight")
 	}
 }
+
+// TestReadinessWaitsForTheHandler: the wrappers listen before they load the handler, so a
+// readiness probe sent while a slow module loads is held and answered once it has loaded —
+// not refused, which would cost a cold start a whole probe period.
+func TestReadinessWaitsForTheHandler(t *testing.T) {
+	for _, tc := range []struct{ runtime, file, code string }{
+		{"python3.11", "handler.py", "import time\ntime.sleep(1.5)  # a heavy import\n\ndef handle(event):\n    return 'loaded'\n"},
+		{"nodejs20", "handler.js", "const end = Date.now() + 1500; while (Date.now() < end) {} // a heavy require\nexports.handle = () => 'loaded';\n"},
+	} {
+		t.Run(tc.runtime, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, tc.file), []byte(tc.code), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			art := buildHandler(t, dir, tc.runtime, "")
+			port := freePort(t)
+			cmd := command(art, "PORT="+strconv.Itoa(port), "SLESS_HOST=127.0.0.1")
+			stderr := &lockedBuffer{}
+			cmd.Stderr = stderr
+			start := time.Now()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			url := fmt.Sprintf("http://127.0.0.1:%d%s", port, HealthPath)
+			// The interpreter itself needs a moment before it listens; the handler's 1.5 s load
+			// comes after that.
+			var resp *http.Response
+			var err error
+			for time.Since(start) < 1200*time.Millisecond {
+				if resp, err = (&http.Client{Timeout: 10 * time.Second}).Get(url); err == nil || !strings.Contains(err.Error(), "refused") {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			connected := time.Since(start)
+			if err != nil {
+				t.Fatalf("probe after %s: %v\n%s", connected, err, stderr.String())
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || connected < 1400*time.Millisecond {
+				t.Fatalf("probe answered %d after %s; want 200 once the 1.5 s load is done", resp.StatusCode, connected)
+			}
+			t.Logf("%s: probe sent while loading, answered after %s", tc.runtime, connected.Round(time.Millisecond))
+		})
+	}
+}

@@ -318,9 +318,13 @@ function discardBody(req) {
   req.resume();
 }
 
-function serve(fn) {
+// serve listens first and loads the handler after: a readiness probe that arrives while the
+// handler's modules load waits in the backlog and is answered once they have, instead of being
+// refused and retried a probe period later (most of a cold start).
+function serve(load) {
   let inFlight = 0;
-  const wantsRequest = fn.length >= 2;
+  let fn;
+  let wantsRequest = false;
   const server = http.createServer((req, res) => {
     const q = req.url.indexOf('?');
     const pathname = q < 0 ? req.url : req.url.slice(0, q);
@@ -398,6 +402,8 @@ function serve(fn) {
   server.requestTimeout = (TIMEOUT || 900) * 1000;
   server.keepAliveTimeout = 120000;
   const listening = () => {
+    fn = load(); // connections are accepted only after this returns
+    wantsRequest = fn.length >= 2;
     const a = server.address();
     log('info', 'function listening', { addr: typeof a === 'string' ? a : `${a.address}:${a.port}`, timeout_seconds: TIMEOUT });
   };
@@ -454,9 +460,8 @@ async function runJob(fn) {
   process.stdout.write(payload + '\n', () => process.exit(code));
 }
 
-const fn = loadHandler();
 if (process.env.SLESS_MODE === 'job') {
-  runJob(fn);
+  runJob(loadHandler());
 } else {
-  serve(fn);
+  serve(loadHandler);
 }

@@ -26,12 +26,25 @@ DRAIN_LIMIT = 64 << 20  # bytes of an oversized body read and dropped before clo
 
 
 
+def _quiet_disconnects(server_cls):
+    """A client that went away (a health check that gave up) is not an error worth a
+    traceback; anything else still is."""
+    def handle_error(self, request, client_address):
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super(server_cls, self).handle_error(request, client_address)
+    server_cls.handle_error = handle_error
+    return server_cls
+
+
+@_quiet_disconnects
 class _Server(ThreadingHTTPServer):
     # The default listen backlog of 5 resets bursts of new connections (a proxy opening many
     # at once after a cold start).
     request_queue_size = 128
 
 
+@_quiet_disconnects
 class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     """The same server on a Unix socket (sless dev)."""
     request_queue_size = 128
@@ -437,16 +450,21 @@ class Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = handle_any
 
 
-def serve(call):
-    Handler.call = staticmethod(call)
+def listen():
+    """Binds and listens before the handler is imported: a readiness probe that arrives
+    meanwhile waits in the backlog and is answered once the handler is loaded, instead of
+    being refused and retried a probe period later (most of a cold start)."""
     socket_path = os.environ.get("SLESS_SOCKET", "")
     if socket_path:
         Handler.disable_nagle_algorithm = False  # TCP only
-        server, addr = _UnixServer(socket_path, Handler), socket_path
-    else:
-        host, port = os.environ.get("SLESS_HOST", "127.0.0.1"), env_int("PORT", 8080)
-        server = _Server((host, port), Handler)
-        addr = f"{host}:{server.server_address[1]}"
+        return _UnixServer(socket_path, Handler), socket_path
+    host, port = os.environ.get("SLESS_HOST", "127.0.0.1"), env_int("PORT", 8080)
+    server = _Server((host, port), Handler)
+    return server, f"{host}:{server.server_address[1]}"
+
+
+def serve(server, addr, call):
+    Handler.call = staticmethod(call)
     server.daemon_threads = True  # idle keep-alive connections must not block exit
     server.active = set()  # handlers answering an invocation; set.add/discard are atomic
     server.watchdog = Watchdog() if TIMEOUT else None
@@ -500,13 +518,13 @@ def run_job(call):
 
 def main():
     threading.Thread(target=log_writer, name="log-writer", daemon=True).start()
-    call = load_handler()
     if os.environ.get("SLESS_MODE") == "job":
-        code = run_job(call)
+        code = run_job(load_handler())
         sys.stdout.flush()
         flush_logs()
         os._exit(code)  # abandoned timed-out threads must not keep the job alive
-    serve(call)
+    server, addr = listen()
+    serve(server, addr, load_handler())
 
 
 if __name__ == "__main__":

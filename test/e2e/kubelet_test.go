@@ -43,6 +43,8 @@ type kubelet struct {
 	mu     sync.Mutex
 	pods   map[types.UID]*podRun
 	nextIP int
+	// started is when the kubelet started: its PLEG relists from then.
+	started time.Time
 	// openLogs are the container logs still being written (followers wait on them).
 	openLogs map[string]bool
 }
@@ -63,6 +65,8 @@ type podRun struct {
 	stopMu sync.Mutex
 	c      *imageProcess
 	grace  time.Duration
+	// admitted is when the kubelet took the pod up: its probe workers tick from then.
+	admitted time.Time
 }
 
 const nodeIP = "10.244.0.1"
@@ -76,7 +80,7 @@ const (
 
 func newKubelet(cs kubernetes.Interface, dir string, rt *runtime, env nodeEnv, marks *timeline, log *slog.Logger) *kubelet {
 	return &kubelet{cs: cs, node: "e2e-node", rt: rt, env: env, dir: dir, log: log.With("component", "kubelet"), marks: marks,
-		pods: map[types.UID]*podRun{}, nextIP: 10, openLogs: map[string]bool{}}
+		pods: map[types.UID]*podRun{}, nextIP: 10, openLogs: map[string]bool{}, started: time.Now()}
 }
 
 // start registers the node and handles pods until ctx ends.
@@ -145,7 +149,7 @@ func (k *kubelet) sync(ctx context.Context, p *corev1.Pod) {
 		_, known := k.pods[p.UID]
 		if !known {
 			runCtx, cancel := context.WithCancel(ctx)
-			r := &podRun{cancel: cancel, done: make(chan struct{}), grace: 30 * time.Second}
+			r := &podRun{cancel: cancel, done: make(chan struct{}), grace: 30 * time.Second, admitted: time.Now()}
 			if g := p.Spec.TerminationGracePeriodSeconds; g != nil {
 				r.grace = time.Duration(*g) * time.Second
 			}
@@ -338,7 +342,7 @@ func (k *kubelet) runContainer(ctx context.Context, p *corev1.Pod, c *corev1.Con
 	go func() { exited <- run.wait() }()
 	probeCtx, stopProbe := context.WithCancel(ctx)
 	if c.ReadinessProbe != nil {
-		go k.probe(probeCtx, p, c, ip)
+		go k.probe(probeCtx, p, c, ip, k.firstProbe(r.admitted, started.Time, c.ReadinessProbe))
 	}
 	exit := <-exited
 	stopProbe()
@@ -505,7 +509,31 @@ func (k *kubelet) serviceAccount(ctx context.Context, p *corev1.Pod, dir string)
 // probe runs c's HTTP readiness probe like the kubelet: the first probe right away, then
 // every periodSeconds; Ready flips after successThreshold successes or failureThreshold
 // failures.
-func (k *kubelet) probe(ctx context.Context, p *corev1.Pod, c *corev1.Container, ip string) {
+// plegPeriod is the real kubelet's generic PLEG relist period: how late it notices that a
+// container started.
+const plegPeriod = time.Second
+
+// firstProbe is when the real kubelet first probes the readiness of a container started at
+// started: its probe worker ticks every period from the pod's admission (probing nothing
+// while no container runs), and the pod sync that follows the PLEG's next relist after the
+// start triggers a probe at once (prober_manager.go UpdatePodStatus → manualTriggerCh).
+// Whichever comes first; initialDelaySeconds still holds the probe back.
+func (k *kubelet) firstProbe(admitted, started time.Time, pr *corev1.Probe) time.Time {
+	next := func(origin time.Time, every time.Duration) time.Time {
+		n := started.Sub(origin)/every + 1
+		return origin.Add(n * every)
+	}
+	first := next(admitted, time.Duration(max(pr.PeriodSeconds, 1))*time.Second)
+	if relist := next(k.started, plegPeriod); relist.Before(first) {
+		first = relist
+	}
+	if delayed := started.Add(time.Duration(pr.InitialDelaySeconds) * time.Second); delayed.After(first) {
+		first = delayed
+	}
+	return first
+}
+
+func (k *kubelet) probe(ctx context.Context, p *corev1.Pod, c *corev1.Container, ip string, first time.Time) {
 	pr := c.ReadinessProbe
 	if pr.HTTPGet == nil {
 		return
@@ -523,12 +551,10 @@ func (k *kubelet) probe(ctx context.Context, p *corev1.Pod, c *corev1.Container,
 	timeout := time.Duration(max(pr.TimeoutSeconds, 1)) * time.Second
 	client := &http.Client{Timeout: timeout}
 	ready, fails := false, 0
-	if d := time.Duration(pr.InitialDelaySeconds) * time.Second; d > 0 {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(d):
-		}
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(time.Until(first)):
 	}
 	for {
 		ok := false
