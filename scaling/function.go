@@ -112,6 +112,9 @@ func functionPodSpec(c corev1.Container, pullSecret string) corev1.PodSpec {
 	return spec
 }
 
+// preStopSeconds is how long a function pod being deleted goes on serving before SIGTERM.
+const preStopSeconds = 2
+
 // MakeDeployment renders the Deployment running fn's image. Replicas start at the minimum;
 // KEDA owns them afterwards (the reconciler keeps the live value when updating).
 func MakeDeployment(fn *v1.Function, image string, opts Options) *appsv1.Deployment {
@@ -124,6 +127,10 @@ func MakeDeployment(fn *v1.Function, image string, opts Options) *appsv1.Deploym
 		PeriodSeconds:    1,
 		FailureThreshold: 3,
 	}
+	// A pod being deleted keeps serving for a moment: the interceptor routes by EndpointSlice,
+	// and until the slice says the pod is terminating a new request may still be sent to it
+	// (a closed port: a 502). SIGTERM (graceful drain) comes after the sleep.
+	c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: preStopSeconds}}}
 	pod := functionPodSpec(c, opts.ImagePullSecret)
 	// In-flight requests may run for the whole timeout; give them that long to finish.
 	if t := int64(fn.Spec.TimeoutSeconds) + 5; fn.Spec.TimeoutSeconds > 0 && t > 30 {

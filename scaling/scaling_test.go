@@ -82,6 +82,9 @@ func TestMakeDeployment(t *testing.T) {
 				if got := c.Resources.Limits.Memory().String(); got != "256Mi" {
 					t.Errorf("memory limit = %s", got)
 				}
+				if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Sleep == nil || c.Lifecycle.PreStop.Sleep.Seconds != preStopSeconds {
+					t.Errorf("preStop = %+v, want a %d s sleep before SIGTERM", c.Lifecycle, preStopSeconds)
+				}
 				if c.ReadinessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Port.StrVal != "http" {
 					t.Errorf("readiness probe = %+v", c.ReadinessProbe.HTTPGet)
 				}

@@ -2,6 +2,41 @@
 
 Standard library only, so it runs on any python:3.x image without installing anything.
 """
+import os
+import socket
+
+
+def _listen_early():
+    """Binds and listens before anything else is imported: the kubelet's first readiness
+    probe comes a moment after the process starts, and a refused one is retried only a probe
+    period (1 s) later; a probe that finds the socket waits in its backlog until the wrapper
+    and the handler are loaded. None when the listen happens later (job mode, a bad PORT: the
+    usual path reports it)."""
+    if os.environ.get("SLESS_MODE") == "job":
+        return None
+    path = os.environ.get("SLESS_SOCKET", "")
+    try:
+        if path:
+            try:
+                os.unlink(path)  # left by a process that was killed
+            except FileNotFoundError:
+                pass
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.bind(path)
+        else:
+            host = os.environ.get("SLESS_HOST", "127.0.0.1")
+            sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, int(os.environ.get("PORT") or 8080)))
+    except (OSError, ValueError):
+        return None
+    sock.listen(128)
+    return sock
+
+
+_EARLY = _listen_early()
+
+# The rest is imported after the early listen, on purpose.
 import asyncio
 import base64
 import binascii
@@ -9,10 +44,8 @@ import collections
 import importlib
 import inspect
 import json
-import os
 import re
 import signal
-import socket
 import socketserver
 import sys
 import threading
@@ -457,10 +490,18 @@ def listen():
     socket_path = os.environ.get("SLESS_SOCKET", "")
     if socket_path:
         Handler.disable_nagle_algorithm = False  # TCP only
-        return _UnixServer(socket_path, Handler), socket_path
-    host, port = os.environ.get("SLESS_HOST", "127.0.0.1"), env_int("PORT", 8080)
-    server = _Server((host, port), Handler)
-    return server, f"{host}:{server.server_address[1]}"
+        server_cls, address = _UnixServer, socket_path
+    else:
+        server_cls, address = _Server, (os.environ.get("SLESS_HOST", "127.0.0.1"), env_int("PORT", 8080))
+    if _EARLY is None:
+        server = server_cls(address, Handler)
+    else:
+        server = server_cls(address, Handler, bind_and_activate=False)
+        server.socket.close()
+        server.socket, server.server_address = _EARLY, _EARLY.getsockname()
+    if socket_path:
+        return server, socket_path
+    return server, f"{address[0]}:{server.server_address[1]}"
 
 
 def serve(server, addr, call):

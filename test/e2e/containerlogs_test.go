@@ -6,15 +6,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -33,38 +27,63 @@ import (
 const kubeletPort = 10250
 
 // containerLog writes a container's stdout and stderr to one file in the CRI log format the
-// real kubelet reads ("<RFC 3339 time> <stream> <F|P> <text>", P marking a partial line), so
-// its container-log endpoint can filter by time and add timestamps as the real one does.
+// real kubelet reads ("<RFC 3339 time> <stream> <F|P> <text>"): like containerd, each stream
+// is buffered up to a newline, and a line longer than maxLogLine goes out in P(artial) pieces.
 type containerLog struct {
 	mu sync.Mutex
 	f  *os.File
+	// streams are the writers handed out, flushed when the container exits.
+	streams []*logStream
 }
 
-func (l *containerLog) stream(name string) io.Writer { return &logStream{l: l, name: name} }
+const maxLogLine = 16 << 10
+
+func (l *containerLog) stream(name string) io.Writer {
+	s := &logStream{l: l, name: name}
+	l.streams = append(l.streams, s)
+	return s
+}
+
+// flush writes what a stream holds without a newline (the container has exited).
+func (l *containerLog) flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.streams {
+		if len(s.pending) > 0 {
+			s.emit("F", s.pending)
+			s.pending = nil
+		}
+	}
+}
 
 type logStream struct {
-	l    *containerLog
-	name string
+	l       *containerLog
+	name    string
+	pending []byte
 }
 
 func (s *logStream) Write(p []byte) (int, error) {
 	s.l.mu.Lock()
 	defer s.l.mu.Unlock()
-	now := time.Now().UTC().Format(time.RFC3339Nano)
-	var b bytes.Buffer
-	for rest := p; len(rest) > 0; {
-		line, after, full := bytes.Cut(rest, []byte("\n"))
-		tag := "F"
-		if !full {
-			tag = "P"
+	s.pending = append(s.pending, p...)
+	for {
+		line, rest, full := bytes.Cut(s.pending, []byte("\n"))
+		switch {
+		case full:
+			s.emit("F", line)
+		case len(s.pending) > maxLogLine:
+			line, rest = s.pending[:maxLogLine], s.pending[maxLogLine:]
+			s.emit("P", line)
+		default:
+			s.pending = append(s.pending[:0:0], s.pending...)
+			return len(p), nil
 		}
-		fmt.Fprintf(&b, "%s %s %s %s\n", now, s.name, tag, line)
-		rest = after
+		s.pending = rest
 	}
-	if _, err := s.l.f.Write(b.Bytes()); err != nil {
-		return 0, err
-	}
-	return len(p), nil
+}
+
+func (s *logStream) emit(tag string, text []byte) {
+	_, _ = fmt.Fprintf(s.l.f, "%s %s %s %s\n", time.Now().UTC().Format(time.RFC3339Nano), s.name, tag, text)
 }
 
 // logEntry is one line of a container's output.
@@ -73,27 +92,34 @@ type logEntry struct {
 	text string
 }
 
-// readLogEntries parses CRI log lines from r, joining partial lines.
-func readLogEntries(r io.Reader, emit func(logEntry) bool) {
+// logParser reads CRI log lines, joining P(artial) pieces with the line that ends them.
+type logParser struct{ partial strings.Builder }
+
+func (p *logParser) parse(raw string) (logEntry, bool) {
+	ts, rest, _ := strings.Cut(raw, " ")
+	_, rest, _ = strings.Cut(rest, " ") // stream
+	tag, text, _ := strings.Cut(rest, " ")
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil {
+		return logEntry{}, false
+	}
+	p.partial.WriteString(text)
+	if tag == "P" {
+		return logEntry{}, false
+	}
+	e := logEntry{time: t, text: p.partial.String()}
+	p.partial.Reset()
+	return e, true
+}
+
+// readLogEntries parses the CRI log lines of r.
+func readLogEntries(r io.Reader, p *logParser, emit func(logEntry) bool) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
-	var partial strings.Builder
 	for sc.Scan() {
-		ts, rest, _ := strings.Cut(sc.Text(), " ")
-		_, rest, _ = strings.Cut(rest, " ") // stream
-		tag, text, _ := strings.Cut(rest, " ")
-		t, err := time.Parse(time.RFC3339Nano, ts)
-		if err != nil {
-			continue
-		}
-		partial.WriteString(text)
-		if tag == "P" {
-			continue
-		}
-		if !emit(logEntry{time: t, text: partial.String()}) {
+		if e, ok := p.parse(sc.Text()); ok && !emit(e) {
 			return
 		}
-		partial.Reset()
 	}
 }
 
@@ -105,7 +131,7 @@ func logText(path string) []byte {
 	}
 	defer f.Close()
 	var b bytes.Buffer
-	readLogEntries(f, func(e logEntry) bool { b.WriteString(e.text + "\n"); return true })
+	readLogEntries(f, &logParser{}, func(e logEntry) bool { b.WriteString(e.text + "\n"); return true })
 	return b.Bytes()
 }
 
@@ -116,7 +142,17 @@ func logText(path string) []byte {
 // SubjectAccessReview; the ground's API server has no kubelet client certificate, so this one
 // serves TLS without asking for one.
 func (k *kubelet) serveAPI(ctx context.Context) error {
-	cert, err := selfSigned(k.node, net.ParseIP(nodeIP))
+	// The API server does not verify it without --kubelet-certificate-authority, as on
+	// clusters whose kubelets serve self-made certificates.
+	ca, err := newTestCA(k.node + "-ca")
+	if err != nil {
+		return err
+	}
+	crt, key, err := ca.issue(k.node, []string{k.node}, []net.IP{net.ParseIP(nodeIP)})
+	if err != nil {
+		return err
+	}
+	cert, err := tls.X509KeyPair(crt, key)
 	if err != nil {
 		return err
 	}
@@ -178,7 +214,8 @@ func (k *kubelet) containerLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	// What is there: all of it, or the last tailLines lines.
 	var backlog []logEntry
-	readLogEntries(f, func(e logEntry) bool { backlog = append(backlog, e); return true })
+	var parser logParser
+	readLogEntries(f, &parser, func(e logEntry) bool { backlog = append(backlog, e); return true })
 	if tail >= 0 && len(backlog) > tail {
 		backlog = backlog[len(backlog)-tail:]
 	}
@@ -200,10 +237,9 @@ func (k *kubelet) containerLogs(w http.ResponseWriter, r *http.Request) {
 		chunk, err := rd.ReadBytes('\n')
 		pending = append(pending, chunk...)
 		if err == nil {
-			stop := false
-			readLogEntries(bytes.NewReader(pending), func(e logEntry) bool { stop = !write(e); return !stop })
+			e, ok := parser.parse(strings.TrimSuffix(string(pending), "\n"))
 			pending = pending[:0]
-			if stop {
+			if ok && !write(e) {
 				return
 			}
 			continue
@@ -257,22 +293,4 @@ func (k *kubelet) setLogOpen(path string, open bool) {
 // kubeletEndpoint is the node status part that tells the API server where the kubelet is.
 func kubeletEndpoint() corev1.NodeDaemonEndpoints {
 	return corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: kubeletPort}}
-}
-
-// selfSigned is a serving certificate for the kubelet API (the API server does not verify it
-// without --kubelet-certificate-authority, as on clusters whose kubelets self-sign).
-func selfSigned(name string, ip net.IP) (tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(now.UnixNano()), Subject: pkix.Name{CommonName: name}, NotBefore: now.Add(-time.Hour),
-		NotAfter: now.Add(24 * time.Hour), DNSNames: []string{name}, IPAddresses: []net.IP{ip},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }

@@ -135,8 +135,7 @@ func runJob(t *testing.T, name, image string, command, args []string, within tim
 	logs, _ := filepath.Glob(filepath.Join(g.dir, "pods", "*", "sless-system_"+name+"-*_main-0.log"))
 	var out []byte
 	for _, l := range logs {
-		b, _ := os.ReadFile(l)
-		out = append(out, b...)
+		out = append(out, logText(l)...)
 	}
 	if failed {
 		t.Fatalf("job %s failed:\n%s", name, tail(out, 3000))

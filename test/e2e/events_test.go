@@ -3,11 +3,9 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -81,18 +79,12 @@ func readEvents(t *testing.T, ns, function string) map[int]int {
 		t.Fatal(err)
 	}
 	for _, path := range logs {
-		f, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
+		for _, line := range strings.Split(string(logText(path)), "\n") {
 			var ev struct{ ID int }
-			if _, rest, ok := strings.Cut(sc.Text(), "E2E-EVENT "); ok && json.NewDecoder(strings.NewReader(rest)).Decode(&ev) == nil {
+			if _, rest, ok := strings.Cut(line, "E2E-EVENT "); ok && json.NewDecoder(strings.NewReader(rest)).Decode(&ev) == nil {
 				seen[ev.ID]++
 			}
 		}
-		f.Close()
 	}
 	return seen
 }

@@ -4,17 +4,10 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -178,6 +171,7 @@ func startGround(ctx context.Context, tools map[string]string, log *slog.Logger)
 		{"kubelet and services", g.startNode},
 		{"kube-controller-manager", g.startControllerManager},
 		{"KEDA and the HTTP add-on", g.startKEDA},
+		{"KEDA's metrics API server (external metrics for the HPA)", g.startMetricsAdapter},
 		{"S3 and PostgreSQL", g.startStorage},
 		{"sless from config/ (operator, gateway)", g.installSless},
 	}
@@ -234,6 +228,9 @@ func (g *ground) startControlPlane(ctx context.Context) error {
 	api.Configure().Set("advertise-address", nodeIP).Set("endpoint-reconciler-type", "none").
 		// pods/log goes to the kubelet at the node's address (its name does not resolve).
 		Set("kubelet-preferred-address-types", "InternalIP")
+	if err := g.configureAggregation(api); err != nil {
+		return err
+	}
 	logf, err := os.Create(filepath.Join(g.dir, "logs", "kube-apiserver.log"))
 	if err != nil {
 		return err
@@ -293,7 +290,10 @@ func (g *ground) startControllerManager(ctx context.Context) error {
 		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(kcmPort),
 		// No node heartbeats from the stand-in kubelet, no service-account keys, no cloud.
 		"--controllers=*,-node-lifecycle-controller,-serviceaccount-token-controller",
-		"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10")
+		"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
+		// The HPA controller's sync period (15 s) and scale-down stabilization (5 min) made
+		// short for the scale-out journey; the path (HPA → external metrics → KEDA) is the same.
+		"--horizontal-pod-autoscaler-sync-period=2s", "--horizontal-pod-autoscaler-downscale-stabilization=10s")
 	if err != nil {
 		return err
 	}
@@ -330,7 +330,9 @@ func (g *ground) startKEDA(ctx context.Context) error {
 		}
 	}
 	certs := filepath.Join(g.dir, "keda-certs")
-	if err := writeCerts(certs); err != nil {
+	// KEDA's gRPC metrics service loads these even with certificate rotation off.
+	if err := writeCertDir(certs, "keda-operator", []string{"keda-operator", "keda-operator.keda", "keda-operator.keda.svc", "localhost"},
+		[]net.IP{net.ParseIP("127.0.0.1")}); err != nil {
 		return err
 	}
 	bin := func(n string) string { return filepath.Join(g.tools["keda"], n) }
@@ -426,49 +428,6 @@ func (g *ground) poll(ctx context.Context, within time.Duration, what string, ok
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return nil
-}
-
-// writeCerts makes the CA and serving/client certificate KEDA's gRPC metrics service loads
-// even with certificate rotation off.
-func writeCerts(dir string) error {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sless-e2e-ca"}, NotBefore: now.Add(-time.Hour),
-		NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "keda-operator"}, NotBefore: now.Add(-time.Hour),
-		NotAfter: now.Add(24 * time.Hour), DNSNames: []string{"keda-operator", "keda-operator.keda", "keda-operator.keda.svc", "localhost"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caTmpl, &key.PublicKey, caKey)
-	if err != nil {
-		return err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return err
-	}
-	files := map[string][]byte{
-		"ca.crt":  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		"tls.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		"tls.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-	}
-	for n, b := range files {
-		if err := os.WriteFile(filepath.Join(dir, n), b, 0o600); err != nil {
-			return err
 		}
 	}
 	return nil

@@ -172,6 +172,14 @@ func (k *kubelet) bind(ctx context.Context, p *corev1.Pod) {
 // terminate stops a pod being deleted and then removes it for good, as the kubelet does
 // after the grace period.
 func (k *kubelet) terminate(ctx context.Context, p *corev1.Pod) {
+	// The preStop hook runs before SIGTERM, as the real kubelet runs it (sleep is the only
+	// action sless renders).
+	if l := p.Spec.Containers[0].Lifecycle; l != nil && l.PreStop != nil && l.PreStop.Sleep != nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(l.PreStop.Sleep.Seconds) * time.Second):
+		}
+	}
 	k.stopPod(p.UID)
 	err := k.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0)), Preconditions: &metav1.Preconditions{UID: &p.UID}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -296,6 +304,7 @@ func (k *kubelet) runContainer(ctx context.Context, p *corev1.Pod, c *corev1.Con
 	logPath := filepath.Join(dir, fmt.Sprintf("%s_%s_%s-%d.log", p.Namespace, p.Name, c.Name, restarts))
 	logf, err := os.Create(logPath)
 	var spec containerSpec
+	var cl *containerLog
 	if err == nil {
 		k.setLogOpen(logPath, true)
 		defer k.setLogOpen(logPath, false)
@@ -304,7 +313,7 @@ func (k *kubelet) runContainer(ctx context.Context, p *corev1.Pod, c *corev1.Con
 	}
 	var run *imageProcess
 	if err == nil {
-		cl := &containerLog{f: logf}
+		cl = &containerLog{f: logf}
 		run, err = k.rt.start(spec, ip, cl.stream("stdout"), cl.stream("stderr"))
 	}
 	if err != nil {
@@ -345,6 +354,7 @@ func (k *kubelet) runContainer(ctx context.Context, p *corev1.Pod, c *corev1.Con
 		go k.probe(probeCtx, p, c, ip, k.firstProbe(r.admitted, started.Time, c.ReadinessProbe))
 	}
 	exit := <-exited
+	cl.flush()
 	stopProbe()
 	return exit, terminationMessage(c, termPath, logPath, exit), started
 }

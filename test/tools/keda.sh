@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the real KEDA operator and the KEDA HTTP add-on (interceptor, scaler, operator) from
+# Builds the real KEDA operator, its metrics API server (the external-metrics adapter the HPA
+# reads) and the KEDA HTTP add-on (interceptor, scaler, operator) from
 # the Go module proxy and caches them under ~/.cache/sless-tools/keda-<v>-http-add-on-<v>/.
 # Prints that directory. `go install` refuses both projects (KEDA has a replace directive, the
 # add-on's version list is not served): see modbuild.sh. One link at a time: each peaks near
@@ -13,6 +14,7 @@ OUT="$CACHE/keda-$KEDA_VERSION-http-add-on-$ADDON_VERSION"
 # name=module@version:package, built in this order.
 TARGETS=(
   "keda-operator=github.com/kedacore/keda/v2@$KEDA_VERSION:github.com/kedacore/keda/v2/cmd/operator"
+  "keda-adapter=github.com/kedacore/keda/v2@$KEDA_VERSION:github.com/kedacore/keda/v2/cmd/adapter"
   "interceptor=github.com/kedacore/http-add-on@$ADDON_VERSION:github.com/kedacore/http-add-on/interceptor"
   "scaler=github.com/kedacore/http-add-on@$ADDON_VERSION:github.com/kedacore/http-add-on/scaler"
   "http-operator=github.com/kedacore/http-add-on@$ADDON_VERSION:github.com/kedacore/http-add-on/operator"
