@@ -199,7 +199,17 @@ func New(opts Options) (*Backend, error) {
 		go b.work()
 	}
 	snap := st.snapshot()
-	for key := range snap.functions {
+	for key, fn := range snap.functions {
+		// Nothing runs yet after a restart: a Ready kept from the last run would send callers
+		// to a route with no process until the first reconcile has deployed it again.
+		if fn.Status.Phase == api.PhaseReady {
+			if err := b.setFunctionStatus(key, fn.ObservedGeneration, func(st *api.FunctionStatus) {
+				st.Phase, st.Message = api.PhasePending, "starting after a restart of sless dev"
+			}); err != nil {
+				b.Close()
+				return nil, err
+			}
+		}
 		b.kickFunction(key)
 	}
 	for key := range snap.triggers {
