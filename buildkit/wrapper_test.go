@@ -1,12 +1,14 @@
 package buildkit
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -395,18 +397,73 @@ func testJob(t *testing.T, hc handlerCase, art *Artifact) {
 
 func ptr(s string) *string { return &s }
 
-// testShutdown sends SIGTERM during a request: the request completes, then the process
-// exits 0.
+// testShutdown is every wrapper's drain on SIGTERM, net/http's rules: an idle keep-alive
+// connection is closed at once, new connections are refused, a request in flight completes
+// and its response ends its connection, and the process exits 0 once nothing is in flight.
+// A keep-alive connection pinned to a pod through its Service must never be cut mid-request.
 func testShutdown(t *testing.T, art *Artifact) {
 	fn := startFunction(t, art)
-	done := make(chan reply, 1)
-	go func() { done <- fn.call(t, "POST", "/", []byte(`{"action":"sleep","seconds":1}`)) }()
+	addr := strings.TrimPrefix(fn.url, "http://")
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	idleReader := bufio.NewReader(idle)
+	if _, err := fmt.Fprintf(idle, "GET %s HTTP/1.1\r\nHost: fn\r\n\r\n", HealthPath); err != nil {
+		t.Fatal(err)
+	}
+	health, err := http.ReadResponse(idleReader, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, health.Body)
+	health.Body.Close()
+	if health.Close {
+		t.Fatal("a health check before SIGTERM closed its keep-alive connection")
+	}
+
+	type answer struct {
+		resp *http.Response
+		body []byte
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		c := &http.Client{Transport: &http.Transport{}}
+		resp, err := c.Post(fn.url+"/", "application/json", strings.NewReader(`{"action":"sleep","seconds":2}`))
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		done <- answer{resp, body, err}
+	}()
 	time.Sleep(300 * time.Millisecond)
 	if err := fn.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if r := <-done; r.status != 200 {
-		t.Errorf("in-flight request during shutdown: %d %s", r.status, r.body)
+
+	_ = idle.SetReadDeadline(time.Now().Add(1500 * time.Millisecond))
+	if _, err := idleReader.ReadByte(); err == nil {
+		t.Error("the idle keep-alive connection received bytes after SIGTERM")
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Error("the idle keep-alive connection is still open 1.5s after SIGTERM (the drain must close it)")
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Error("a new connection was accepted after SIGTERM (callers retry a refused dial elsewhere)")
+	}
+
+	a := <-done
+	switch {
+	case a.err != nil:
+		t.Errorf("in-flight request during shutdown: %v", a.err)
+	case a.resp.StatusCode != http.StatusOK:
+		t.Errorf("in-flight request during shutdown: %d %s", a.resp.StatusCode, a.body)
+	case !a.resp.Close:
+		t.Errorf("the response finished during the drain keeps its connection (headers %v), want Connection: close", a.resp.Header)
 	}
 	select {
 	case err := <-fn.exited:

@@ -323,9 +323,11 @@ function discardBody(req) {
 // refused and retried a probe period later (most of a cold start).
 function serve(load) {
   let inFlight = 0;
+  let draining = false; // after SIGTERM every response ends its connection
   let fn;
   let wantsRequest = false;
   const server = http.createServer((req, res) => {
+    if (draining) res.setHeader('Connection', 'close'); // health checks answer at once
     const q = req.url.indexOf('?');
     const pathname = q < 0 ? req.url : req.url.slice(0, q);
     if (pathname === HEALTH_PATH && req.method === 'GET') {
@@ -335,6 +337,7 @@ function serve(load) {
     const start = Date.now();
     const traceparent = headerValue(req, 'traceparent');
     const answer = (status, ctype, payload, headers) => {
+      if (draining) res.setHeader('Connection', 'close'); // SIGTERM came while it ran
       if (headers === undefined) {
         res.writeHead(status, { 'Content-Type': ctype, 'Content-Length': Buffer.byteLength(payload) }).end(payload);
       } else {
@@ -416,6 +419,7 @@ function serve(load) {
   }
   const shutdown = (signal) => {
     log('info', 'shutting down', { signal });
+    draining = true;
     server.close();
     server.closeIdleConnections();
     const deadline = Date.now() + SHUTDOWN_GRACE * 1000;

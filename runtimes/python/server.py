@@ -369,6 +369,38 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):  # access logging is done once per invocation below
         pass
 
+    def handle(self):
+        """Serves the connection's requests one after another, with net/http's shutdown
+        rules: a connection waiting for its next request is idle and the drain closes it; one
+        whose request has begun to arrive is busy, and the drain waits for it and ends the
+        connection after its response. Without this a keep-alive connection (pinned to this
+        pod through the Service) would be cut mid-request at exit."""
+        server = self.server
+        self.close_connection = True
+        while True:
+            with server.lock:
+                if server.idle is None:  # drained: no more requests on this connection
+                    return
+                server.idle.add(self)
+            try:
+                arrived = self.rfile.peek(1)
+            except OSError:  # the read timeout, or the drain shut the socket
+                arrived = b""
+            with server.lock:
+                if server.idle is None or self not in server.idle:  # the drain closed it while idle
+                    return
+                server.idle.discard(self)
+                if not arrived:
+                    return
+                server.busy.add(self)
+            try:
+                self.handle_one_request()
+            finally:
+                with server.lock:
+                    server.busy.discard(self)
+            if self.close_connection:
+                return
+
     def read_body(self):
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             return self.read_chunked()
@@ -418,6 +450,8 @@ class Handler(BaseHTTPRequestHandler):
             duration_ms=int((time.monotonic() - start) * 1000), traceparent=self.headers.get("traceparent", ""))
 
     def respond(self, status, ctype, payload, close=False, headers=None):
+        if self.server.draining:
+            close = self.close_connection = True  # the connection ends with this response
         self.send_response(status)
         for name, value in headers if headers is not None else [("Content-Type", ctype)]:
             self.send_header(name, value)
@@ -435,48 +469,43 @@ class Handler(BaseHTTPRequestHandler):
         if path == HEALTH_PATH and self.command == "GET":
             self.respond(200, "application/json", b'{"status":"ok"}')
             return
-        active = self.server.active
-        active.add(self)  # until the response is written: SIGTERM waits for it
+        start = time.monotonic()
         try:
-            start = time.monotonic()
+            body = self.read_body()
+        except BodyTooLarge:
+            status, ctype, payload = 413, "application/json", dumps({"error": f"request body exceeds {MAX_BODY} bytes"})
+            self.close_connection = True  # the rest of the body makes the connection unusable
+            self.respond(status, ctype, payload)
+            self.discard_body()
+        except (BodyIncomplete, TimeoutError, ValueError) as exc:
+            status = 400
+            self.close_connection = True
             try:
-                body = self.read_body()
-            except BodyTooLarge:
-                status, ctype, payload = 413, "application/json", dumps({"error": f"request body exceeds {MAX_BODY} bytes"})
-                self.close_connection = True  # the rest of the body makes the connection unusable
-                self.respond(status, ctype, payload)
-                self.discard_body()
-            except (BodyIncomplete, TimeoutError, ValueError) as exc:
-                status = 400
-                self.close_connection = True
-                try:
-                    self.respond(status, "application/json", dumps({"error": f"incomplete or malformed request body ({type(exc).__name__}); nothing was invoked"}), close=True)
-                except OSError:
-                    pass  # the client is gone
-            else:
-                request = None
-                if self.call.wants_request:
-                    multi = {}
-                    for k, v in self.headers.items():
-                        multi.setdefault(k.lower(), []).append(v)
-                    text, is_b64 = raw_body(body)
-                    request = {
-                        "method": self.command, "path": path, "traceparent": self.headers.get("traceparent", ""),
-                        "query": dict(parse_qsl(query, keep_blank_values=True)),
-                        "headers": {k: ", ".join(v) for k, v in multi.items()},
-                        "multiValueHeaders": multi, "body": text, "isBase64Encoded": is_b64,
-                    }
-                watchdog = self.server.watchdog
-                if watchdog:
-                    watchdog.start(self, path, start)
-                outcome = run_handler(self.call, decode_event(body), request)
-                if watchdog and not watchdog.finish(self):
-                    self.close_connection = True  # the watchdog answered 504 and closed it
-                    return
-                status, headers, payload = http_response(outcome)
-                self.respond(status, None, payload, headers=headers)
-        finally:
-            active.discard(self)
+                self.respond(status, "application/json", dumps({"error": f"incomplete or malformed request body ({type(exc).__name__}); nothing was invoked"}), close=True)
+            except OSError:
+                pass  # the client is gone
+        else:
+            request = None
+            if self.call.wants_request:
+                multi = {}
+                for k, v in self.headers.items():
+                    multi.setdefault(k.lower(), []).append(v)
+                text, is_b64 = raw_body(body)
+                request = {
+                    "method": self.command, "path": path, "traceparent": self.headers.get("traceparent", ""),
+                    "query": dict(parse_qsl(query, keep_blank_values=True)),
+                    "headers": {k: ", ".join(v) for k, v in multi.items()},
+                    "multiValueHeaders": multi, "body": text, "isBase64Encoded": is_b64,
+                }
+            watchdog = self.server.watchdog
+            if watchdog:
+                watchdog.start(self, path, start)
+            outcome = run_handler(self.call, decode_event(body), request)
+            if watchdog and not watchdog.finish(self):
+                self.close_connection = True  # the watchdog answered 504 and closed it
+                return
+            status, headers, payload = http_response(outcome)
+            self.respond(status, None, payload, headers=headers)
         log("info", "invocation", method=self.command, path=path, status=status,
             duration_ms=int((time.monotonic() - start) * 1000), traceparent=self.headers.get("traceparent", ""))
 
@@ -506,8 +535,10 @@ def listen():
 
 def serve(server, addr, call):
     Handler.call = staticmethod(call)
-    server.daemon_threads = True  # idle keep-alive connections must not block exit
-    server.active = set()  # handlers answering an invocation; set.add/discard are atomic
+    server.daemon_threads = True  # the drain decides what exit waits for
+    server.lock = threading.Lock()
+    server.idle, server.busy = set(), set()  # connections waiting for a request / serving one
+    server.draining = False
     server.watchdog = Watchdog() if TIMEOUT else None
 
     def on_term(signum, _frame):
@@ -518,11 +549,26 @@ def serve(server, addr, call):
     signal.signal(signal.SIGINT, on_term)
     log("info", "function listening", addr=addr, timeout_seconds=TIMEOUT)
     server.serve_forever()
-    deadline = time.monotonic() + SHUTDOWN_GRACE
-    while server.active and time.monotonic() < deadline:
-        time.sleep(0.02)
-    server.server_close()
+    drain(server)
     flush_logs()
+
+
+def drain(server):
+    """After SIGTERM: refuse new connections at once (a caller's dial retry finds another
+    pod), close idle ones, let busy ones finish their request (up to the grace period) and
+    close them after the response."""
+    server.server_close()
+    with server.lock:
+        server.draining = True
+        idle, server.idle = server.idle, None
+    for handler in idle:
+        try:
+            handler.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already gone
+    deadline = time.monotonic() + SHUTDOWN_GRACE
+    while server.busy and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def write_termination_log(payload):

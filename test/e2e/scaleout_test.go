@@ -31,6 +31,7 @@ type load struct {
 	ok, failed atomic.Int64
 	mu         sync.Mutex
 	failures   map[string]int
+	at         []string // when the first failures happened, to lay beside the ground's log
 	workers    atomic.Int32
 	wg         sync.WaitGroup
 }
@@ -72,6 +73,9 @@ func (l *load) fail(why string) {
 		l.failures = map[string]int{}
 	}
 	l.failures[why]++
+	if len(l.at) < 10 {
+		l.at = append(l.at, time.Now().UTC().Format("15:04:05.000")+" "+why)
+	}
 }
 
 // TestScaleOutAndBack is the scale-out journey through the real HPA: load through the gateway
@@ -138,7 +142,7 @@ func TestScaleOutAndBack(t *testing.T) {
 			t.Logf("%s: idle → zero in %s; calls: %d + %d answered 2xx, %d + %d failed",
 				tc.metric, time.Since(idle).Round(100*time.Millisecond), l.ok.Load(), light.ok.Load(), l.failed.Load(), light.failed.Load())
 			if l.failed.Load()+light.failed.Load() > 0 {
-				t.Errorf("calls failed during scale-out or scale-in: %v %v", l.failures, light.failures)
+				t.Errorf("calls failed during scale-out or scale-in: %v %v (at %q %q)", l.failures, light.failures, l.at, light.at)
 			}
 			if l.ok.Load() == 0 || light.ok.Load() == 0 {
 				t.Errorf("no call answered: heavy %d, light %d", l.ok.Load(), light.ok.Load())

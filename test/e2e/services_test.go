@@ -103,21 +103,31 @@ func (s *services) close(svc *corev1.Service) {
 	}
 }
 
-// dialEndpoint connects to one ready endpoint of the Service, round robin. Callers that
-// watch EndpointSlices themselves (the interceptor) may see a pod ready a moment before this
-// proxy's informer does; like kube-proxy's rule sync, that gap is bridged here by waiting
-// briefly for the endpoint instead of refusing the connection.
+// dialEndpoint connects to one ready endpoint of the Service, round robin. This proxy accepts
+// the caller's connection before it picks an endpoint, so it also stands in for what a refused
+// dial costs through kube-proxy: the caller (the interceptor) retries it and the new SYN may
+// land on another pod — here a refused endpoint is retried with the others. Callers that
+// watch EndpointSlices themselves may also see a pod ready a moment before this proxy's
+// informer does; like kube-proxy's rule sync, that gap is bridged by waiting briefly.
 func (s *services) dialEndpoint(ns, name, portName string) (net.Conn, error) {
 	deadline := time.Now().Add(3 * time.Second)
+	var lastErr error
 	for {
 		targets, err := s.endpoints(ns, name, portName)
 		if err != nil {
 			return nil, err
 		}
 		if len(targets) > 0 {
-			return net.DialTimeout("tcp", targets[s.rr.Add(1)%uint64(len(targets))], 5*time.Second)
+			c, err := net.DialTimeout("tcp", targets[s.rr.Add(1)%uint64(len(targets))], 5*time.Second)
+			if err == nil {
+				return c, nil
+			}
+			lastErr = err
 		}
 		if time.Now().After(deadline) {
+			if lastErr != nil {
+				return nil, fmt.Errorf("service %s/%s: %w", ns, name, lastErr)
+			}
 			return nil, fmt.Errorf("service %s/%s has no ready endpoints", ns, name)
 		}
 		time.Sleep(10 * time.Millisecond)
