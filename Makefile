@@ -80,8 +80,9 @@ test: test-deps lint
 	export KUBEBUILDER_ASSETS=$$(bash test/tools/envtest.sh); \
 	for m in $(MODULES); do echo "== go test $$m"; (cd $$m && $(GO) test $(GOTEST_FLAGS) ./...) || exit 1; done
 
-## test-e2e: end to end on the real KEDA operator and HTTP add-on with kube-controller-manager,
-## in a private network namespace (root), a process kubelet the only stand-in. Builds the
+## test-e2e: end to end on the real KEDA operator and HTTP add-on with kube-controller-manager
+## and kube-scheduler, in a private network namespace (root), process kubelets (three nodes) the
+## only stand-in. Builds the
 ## cached tools it needs on first use (test/tools/keda.sh: tens of minutes cold).
 test-e2e: test-deps test-faults
 	$(GO) test -tags e2e -count=1 -timeout 45m -v ./test/e2e/

@@ -41,6 +41,16 @@ func (k *kubelet) crash(uid types.UID) bool {
 	return c != nil && c.cmd.Process != nil && c.cmd.Process.Signal(syscall.SIGKILL) == nil
 }
 
+// crash SIGKILLs the pod's container on whichever node runs it.
+func (g *ground) crash(uid types.UID) bool {
+	for _, k := range g.kubelets {
+		if k.crash(uid) {
+			return true
+		}
+	}
+	return false
+}
+
 // crashPods SIGKILLs the running pods of the platform namespace whose name starts with
 // prefix and returns how many.
 func crashPods(t *testing.T, prefix string) int {
@@ -52,7 +62,7 @@ func crashPods(t *testing.T, prefix string) int {
 	}
 	n := 0
 	for _, p := range l.Items {
-		if strings.HasPrefix(p.Name, prefix) && p.Status.Phase == corev1.PodRunning && g.kubelet.crash(p.UID) {
+		if strings.HasPrefix(p.Name, prefix) && p.Status.Phase == corev1.PodRunning && g.crash(p.UID) {
 			n++
 		}
 	}

@@ -148,7 +148,7 @@ func (k *kubelet) serveAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	crt, key, err := ca.issue(k.node, []string{k.node}, []net.IP{net.ParseIP(nodeIP)})
+	crt, key, err := ca.issue(k.node, []string{k.node}, []net.IP{net.ParseIP(k.ip)})
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func (k *kubelet) serveAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ln, err := tls.Listen("tcp", net.JoinHostPort(nodeIP, strconv.Itoa(kubeletPort)), &tls.Config{Certificates: []tls.Certificate{cert}})
+	ln, err := tls.Listen("tcp", net.JoinHostPort(k.ip, strconv.Itoa(kubeletPort)), &tls.Config{Certificates: []tls.Certificate{cert}})
 	if err != nil {
 		return fmt.Errorf("kubelet API: %w", err)
 	}

@@ -1,9 +1,12 @@
 // Package e2e runs sless end to end on the real KEDA operator and HTTP add-on: etcd,
-// kube-apiserver, kube-controller-manager, KEDA, the add-on's interceptor/scaler/operator,
+// kube-apiserver, kube-controller-manager, kube-scheduler, KEDA and its metrics API server,
+// the add-on's interceptor/scaler/operator,
 // versitygw, RabbitMQ and PostgreSQL, a real OCI registry holding base-image stand-ins, the
 // real kaniko executor and the platform image (make image), and sless installed from
-// config/ with that image. The one stand-in is a process kubelet that pulls each Pod's images
-// and runs its containers from them, each in namespaces of its own (runtime_test.go).
+// config/ with that image. The one stand-in is a process kubelet — three of them, one per node,
+// each with its own address and pod range — that pulls each Pod's images and runs its
+// containers from them, each in namespaces of its own (runtime_test.go). The nodes share the
+// host's network namespace and image store.
 //
 // The test binary re-executes itself inside a private network and mount namespace (it must
 // run as root): the add-on binds 0.0.0.0 and components find each other by Service DNS names,

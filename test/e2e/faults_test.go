@@ -96,4 +96,8 @@ func TestUnpullableImage(t *testing.T) {
 	if !strings.Contains(msg, "ErrImagePull") && !strings.Contains(msg, "ImagePullBackOff") || !strings.Contains(msg, "nowhere/missing") {
 		t.Errorf("status message does not tell the image cannot be pulled:\n%s", msg)
 	}
+	// Its pod would go on pulling (and logging) for the rest of the suite.
+	if err := tn.c.DeleteFunction(context.Background(), tn.ns, "unpullable"); err != nil {
+		t.Error(err)
+	}
 }

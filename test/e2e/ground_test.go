@@ -54,6 +54,7 @@ const (
 	addonProbePort          = 19104
 	slessProbePort          = 19105
 	kcmPort                 = 19110
+	schedulerPort           = 19111
 	s3Port                  = 19200
 	apiServerPort           = 16443
 
@@ -87,7 +88,7 @@ type ground struct {
 	// platformImage and kanikoImage are references by digest in the registry.
 	platformImage, kanikoImage string
 	procs                      []*component
-	kubelet                    *kubelet
+	kubelets                   []*kubelet
 	stops                      []func()
 }
 
@@ -168,7 +169,8 @@ func startGround(ctx context.Context, tools map[string]string, log *slog.Logger)
 	}{
 		{"registry and images", g.startRegistry},
 		{"control plane", g.startControlPlane},
-		{"kubelet and services", g.startNode},
+		{"kubelets and services", g.startNodes},
+		{"kube-scheduler", g.startScheduler},
 		{"kube-controller-manager", g.startControllerManager},
 		{"KEDA and the HTTP add-on", g.startKEDA},
 		{"KEDA's metrics API server (external metrics for the HPA)", g.startMetricsAdapter},
@@ -186,8 +188,8 @@ func startGround(ctx context.Context, tools map[string]string, log *slog.Logger)
 }
 
 func (g *ground) stop() {
-	if g.kubelet != nil {
-		g.kubelet.stopAll()
+	for _, k := range g.kubelets {
+		k.stopAll()
 	}
 	for i := len(g.stops) - 1; i >= 0; i-- {
 		g.stops[i]()
@@ -270,7 +272,7 @@ func (g *ground) startControlPlane(ctx context.Context) error {
 	return nil
 }
 
-func (g *ground) startNode(ctx context.Context) error {
+func (g *ground) startNodes(ctx context.Context) error {
 	if _, err := startServices(ctx, g.cs, g.hosts, g.log); err != nil {
 		return err
 	}
@@ -280,8 +282,27 @@ func (g *ground) startNode(ctx context.Context) error {
 		return err
 	}
 	env := nodeEnv{hosts: g.hosts, resolvConf: resolv, apiHost: nodeIP, apiPort: strconv.Itoa(apiServerPort), apiCA: g.cfg.CAData}
-	g.kubelet = newKubelet(g.cs, filepath.Join(g.dir, "pods"), newRuntime(filepath.Join(g.dir, "runtime")), env, g.marks, g.log)
-	return g.kubelet.start(ctx)
+	rt := newRuntime(filepath.Join(g.dir, "runtime"))
+	for i := range nodeCount {
+		k := newKubelet(g.cs, i, filepath.Join(g.dir, "pods"), rt, env, g.marks, g.log)
+		g.kubelets = append(g.kubelets, k)
+		if err := k.start(ctx); err != nil {
+			return fmt.Errorf("node %s: %w", k.node, err)
+		}
+	}
+	return nil
+}
+
+// startScheduler runs the real kube-scheduler: it binds every pod (its default profile spreads
+// a Deployment's pods over the nodes), so the kubelets only run what is bound to their node.
+func (g *ground) startScheduler(ctx context.Context) error {
+	err := g.spawn("kube-scheduler", nil, filepath.Join(g.tools["envtest"], "kube-scheduler"),
+		"--kubeconfig="+g.kubeconfig, "--authentication-kubeconfig="+g.kubeconfig, "--authorization-kubeconfig="+g.kubeconfig,
+		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(schedulerPort))
+	if err != nil {
+		return err
+	}
+	return g.waitHealthy(ctx, "https://127.0.0.1:"+strconv.Itoa(schedulerPort)+"/healthz", 60*time.Second)
 }
 
 func (g *ground) startControllerManager(ctx context.Context) error {

@@ -36,7 +36,7 @@ type tenant struct {
 	c         *slessclient.Client
 }
 
-func newTenant(t *testing.T) tenant {
+func newTenant(t testing.TB) tenant {
 	t.Helper()
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
@@ -57,7 +57,7 @@ func newTenant(t *testing.T) tenant {
 	return tn
 }
 
-func zipOf(t *testing.T, files map[string]string) []byte {
+func zipOf(t testing.TB, files map[string]string) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
@@ -83,7 +83,7 @@ func zipOf(t *testing.T, files map[string]string) []byte {
 
 // deployFunction creates a function through the REST API, uploads its code and waits until
 // it is Ready, with KEDA's ScaledObject for it in place.
-func deployFunction(t *testing.T, tn tenant, name string, fields api.FunctionFields, files map[string]string) api.Function {
+func deployFunction(t testing.TB, tn tenant, name string, fields api.FunctionFields, files map[string]string) api.Function {
 	t.Helper()
 	createAndUpload(t, tn, name, fields, files)
 	fn := waitReady(t, tn, name)
@@ -92,7 +92,7 @@ func deployFunction(t *testing.T, tn tenant, name string, fields api.FunctionFie
 }
 
 // createAndUpload creates a function through the REST API and uploads its code.
-func createAndUpload(t *testing.T, tn tenant, name string, fields api.FunctionFields, files map[string]string) {
+func createAndUpload(t testing.TB, tn tenant, name string, fields api.FunctionFields, files map[string]string) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: name, FunctionFields: fields}); err != nil {
@@ -105,7 +105,7 @@ func createAndUpload(t *testing.T, tn tenant, name string, fields api.FunctionFi
 
 // waitReady waits until the function is Ready (built by kaniko, deployed), failing at once
 // when it fails.
-func waitReady(t *testing.T, tn tenant, name string) api.Function {
+func waitReady(t testing.TB, tn tenant, name string) api.Function {
 	t.Helper()
 	start := time.Now()
 	var fn api.Function
@@ -123,7 +123,7 @@ func waitReady(t *testing.T, tn tenant, name string) api.Function {
 
 // waitServiceResolvable waits until a request can wake the function: KEDA has taken up the
 // ScaledObject the add-on made from its HTTPScaledObject, and its Service name resolves.
-func waitServiceResolvable(t *testing.T, tn tenant, name string) {
+func waitServiceResolvable(t testing.TB, tn tenant, name string) {
 	t.Helper()
 	ctx := context.Background()
 	waitFor(t, time.Minute, "KEDA ScaledObject for "+name+" ready", func() bool {
@@ -144,7 +144,7 @@ func waitServiceResolvable(t *testing.T, tn tenant, name string) {
 }
 
 // invoke sends one request through the gateway's /fn/ route.
-func invoke(t *testing.T, tn tenant, name, body string) (*http.Response, string) {
+func invoke(t testing.TB, tn tenant, name, body string) (*http.Response, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, g.gatewayURL+"/fn/"+tn.ns+"/"+name, strings.NewReader(body))
 	if err != nil {
@@ -160,7 +160,7 @@ func invoke(t *testing.T, tn tenant, name, body string) (*http.Response, string)
 	return resp, string(b)
 }
 
-func deployment(t *testing.T, ns, name string) *appsv1.Deployment {
+func deployment(t testing.TB, ns, name string) *appsv1.Deployment {
 	t.Helper()
 	var d appsv1.Deployment
 	if err := g.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
@@ -170,7 +170,7 @@ func deployment(t *testing.T, ns, name string) *appsv1.Deployment {
 }
 
 // pods lists the function's pods that are not being deleted.
-func pods(t *testing.T, ns, name string) []corev1.Pod {
+func pods(t testing.TB, ns, name string) []corev1.Pod {
 	t.Helper()
 	var l corev1.PodList
 	if err := g.client.List(context.Background(), &l, client.InNamespace(ns), client.MatchingLabels{scaling.LabelFunction: name}); err != nil {
@@ -181,7 +181,7 @@ func pods(t *testing.T, ns, name string) []corev1.Pod {
 
 // waitScaledToZero waits until KEDA has set replicas to 0 and every pod (and so every
 // process) is gone.
-func waitScaledToZero(t *testing.T, ns, name string, within time.Duration) {
+func waitScaledToZero(t testing.TB, ns, name string, within time.Duration) {
 	t.Helper()
 	waitFor(t, within, name+" scaled to zero with no pods", func() bool {
 		d := deployment(t, ns, name)
@@ -215,7 +215,7 @@ type replicaChange struct {
 	replicas int32
 }
 
-func watchReplicas(t *testing.T, ns, name string) *replicaWatch {
+func watchReplicas(t testing.TB, ns, name string) *replicaWatch {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := g.cs.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
@@ -255,7 +255,7 @@ func (rw *replicaWatch) scaledUpAfter(t0 time.Time) (time.Time, bool) {
 }
 
 // podAfter finds the function's pod created after t0 and its kubelet marks.
-func podAfter(t *testing.T, ns, name string, t0 time.Time) (string, map[string]time.Time) {
+func podAfter(t testing.TB, ns, name string, t0 time.Time) (string, map[string]time.Time) {
 	t.Helper()
 	for _, p := range pods(t, ns, name) {
 		if !p.CreationTimestamp.Time.Before(t0.Truncate(time.Second)) {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,8 +34,12 @@ import (
 // readiness, and writes pod status the way the real kubelet does, so Deployments,
 // ReplicaSets, EndpointSlices, Jobs, KEDA and the interceptor see real pod lifecycles.
 type kubelet struct {
-	cs     kubernetes.Interface
-	node   string
+	cs   kubernetes.Interface
+	node string
+	// ip is the node's address (its kubelet API listens there); pods get addresses from
+	// 10.<podNet>.0.0/16, the node's own range.
+	ip     string
+	podNet int
 	rt     *runtime
 	env    nodeEnv
 	dir    string
@@ -69,7 +74,21 @@ type podRun struct {
 	admitted time.Time
 }
 
+// nodeIP is the host's address on the node network: the first node's, and where the
+// platform's own processes (the API server, S3, the registry's neighbours) listen. The nodes
+// share the host's network namespace; each has an address and a pod range of its own.
 const nodeIP = "10.244.0.1"
+
+// nodeCount process kubelets register as nodes; the real kube-scheduler spreads pods over them.
+const nodeCount = 3
+
+// nodeAddress is node i's address and podNet its pod range's second octet.
+func nodeAddress(i int) (ip string, podNet int) {
+	if i == 0 {
+		return nodeIP, 245
+	}
+	return fmt.Sprintf("10.244.0.%d", 10+i), 245 + i
+}
 
 // Image pull back-off: the kubelet's doubles from 10 s to 5 min; shorter here so a test sees
 // a registry come back within seconds.
@@ -78,18 +97,27 @@ const (
 	maxPullBackoff = 8 * time.Second
 )
 
-func newKubelet(cs kubernetes.Interface, dir string, rt *runtime, env nodeEnv, marks *timeline, log *slog.Logger) *kubelet {
-	return &kubelet{cs: cs, node: "e2e-node", rt: rt, env: env, dir: dir, log: log.With("component", "kubelet"), marks: marks,
+// newKubelet is node i's kubelet. Nodes share the container runtime (one host) and the
+// directory of pod logs (pods are told apart by UID).
+func newKubelet(cs kubernetes.Interface, i int, dir string, rt *runtime, env nodeEnv, marks *timeline, log *slog.Logger) *kubelet {
+	name := fmt.Sprintf("e2e-node-%d", i+1)
+	ip, podNet := nodeAddress(i)
+	return &kubelet{cs: cs, node: name, ip: ip, podNet: podNet, rt: rt, env: env, dir: dir,
+		log: log.With("component", "kubelet", "node", name), marks: marks,
 		pods: map[types.UID]*podRun{}, nextIP: 10, openLogs: map[string]bool{}, started: time.Now()}
 }
 
 // start registers the node and handles pods until ctx ends.
 func (k *kubelet) start(ctx context.Context) error {
+	if err := addAddress(k.ip); err != nil {
+		return err
+	}
 	if err := k.serveAPI(ctx); err != nil {
 		return err
 	}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: k.node, Labels: map[string]string{"kubernetes.io/hostname": k.node, "kubernetes.io/os": "linux"}},
+		Spec:       corev1.NodeSpec{PodCIDR: fmt.Sprintf("10.%d.0.0/16", k.podNet), PodCIDRs: []string{fmt.Sprintf("10.%d.0.0/16", k.podNet)}},
 	}
 	if _, err := k.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("registering node: %w", err)
@@ -104,7 +132,7 @@ func (k *kubelet) start(ctx context.Context) error {
 			Capacity: capacity, Allocatable: capacity,
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 				LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}},
-			Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP}, {Type: corev1.NodeHostName, Address: k.node}},
+			Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: k.ip}, {Type: corev1.NodeHostName, Address: k.node}},
 			DaemonEndpoints: kubeletEndpoint(),
 		}
 		_, err = k.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
@@ -112,6 +140,25 @@ func (k *kubelet) start(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("node status: %w", err)
+	}
+	// The API server taints a new node not-ready (TaintNodesByCondition); the node lifecycle
+	// controller lifts it once the node reports Ready. That controller is off (the stand-in
+	// sends no heartbeats), so the kubelet lifts it, or kube-scheduler would bind nothing.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := k.cs.CoreV1().Nodes().Get(ctx, k.node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		taints := slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady })
+		if len(taints) == len(n.Spec.Taints) {
+			return nil
+		}
+		n.Spec.Taints = taints
+		_, err = k.cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("node taints: %w", err)
 	}
 	f := informers.NewSharedInformerFactory(k.cs, 0)
 	inf := f.Core().V1().Pods().Informer()
@@ -138,9 +185,7 @@ func (k *kubelet) start(ctx context.Context) error {
 // goroutine, so anything slow happens in the pod's own goroutine.
 func (k *kubelet) sync(ctx context.Context, p *corev1.Pod) {
 	switch {
-	case p.Spec.NodeName == "" && p.DeletionTimestamp == nil:
-		go k.bind(ctx, p)
-	case p.Spec.NodeName != k.node:
+	case p.Spec.NodeName != k.node: // another node's, or not scheduled yet (kube-scheduler binds)
 	case p.DeletionTimestamp != nil:
 		go k.terminate(ctx, p)
 	case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
@@ -157,15 +202,6 @@ func (k *kubelet) sync(ctx context.Context, p *corev1.Pod) {
 			go k.runPod(runCtx, p.DeepCopy(), r)
 		}
 		k.mu.Unlock()
-	}
-}
-
-// bind is the scheduler's job, done here: every pod goes to the one node.
-func (k *kubelet) bind(ctx context.Context, p *corev1.Pod) {
-	b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID},
-		Target: corev1.ObjectReference{Kind: "Node", Name: k.node}}
-	if err := k.cs.CoreV1().Pods(p.Namespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-		k.log.Warn("binding pod failed", "pod", p.Namespace+"/"+p.Name, "err", err)
 	}
 }
 
@@ -228,7 +264,7 @@ func (k *kubelet) allocIP() (string, error) {
 		k.mu.Unlock()
 		return "", errors.New("kubelet: pod addresses exhausted")
 	}
-	ip := fmt.Sprintf("10.244.%d.%d", 1+k.nextIP/250, 1+k.nextIP%250)
+	ip := fmt.Sprintf("10.%d.%d.%d", k.podNet, k.nextIP/250, 1+k.nextIP%250)
 	k.nextIP++
 	k.mu.Unlock()
 	return ip, nil
@@ -336,8 +372,8 @@ func (k *kubelet) runContainer(ctx context.Context, p *corev1.Pod, c *corev1.Con
 	k.marks.mark(key, "started", started.Time)
 	ready := c.ReadinessProbe == nil
 	k.setStatus(ctx, p, func(st *corev1.PodStatus) {
-		st.Phase, st.HostIP, st.PodIP = corev1.PodRunning, nodeIP, ip
-		st.HostIPs, st.PodIPs = []corev1.HostIP{{IP: nodeIP}}, []corev1.PodIP{{IP: ip}}
+		st.Phase, st.HostIP, st.PodIP = corev1.PodRunning, k.ip, ip
+		st.HostIPs, st.PodIPs = []corev1.HostIP{{IP: k.ip}}, []corev1.PodIP{{IP: ip}}
 		if st.StartTime == nil {
 			st.StartTime = &started
 		}

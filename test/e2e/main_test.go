@@ -94,7 +94,7 @@ func buildTools() (map[string]string, error) {
 	tools := map[string]string{}
 	for key, script := range map[string]string{"envtest": "envtest.sh", "keda": "keda.sh", "versitygw": "versitygw.sh",
 		"terraform": "terraform.sh", "kaniko": "kaniko.sh", "ko": "ko.sh", "base-images": "base-images.sh"} {
-		out, err := testenv.Tool(script, "K8S_COMMANDS=kube-apiserver kube-controller-manager")
+		out, err := testenv.Tool(script, "K8S_COMMANDS=kube-apiserver kube-controller-manager kube-scheduler")
 		if err != nil {
 			return nil, err
 		}

@@ -118,10 +118,11 @@ func enterNamespace(ctx context.Context, hostsFile string) error {
 	return nil
 }
 
-// addAddress puts ip/32 on lo, the way a pod or a Service gets an address of its own.
+// addAddress puts ip/32 on lo, the way a pod or a Service gets an address of its own; an
+// address already there is kept.
 func addAddress(ip string) error {
 	out, err := exec.Command("ip", "addr", "add", ip+"/32", "dev", "lo").CombinedOutput()
-	if err != nil && !strings.Contains(string(out), "File exists") {
+	if err != nil && !strings.Contains(string(out), "File exists") && !strings.Contains(string(out), "already assigned") {
 		return fmt.Errorf("ip addr add %s: %w: %s", ip, err, out)
 	}
 	return nil

@@ -79,11 +79,12 @@ func (l *load) fail(why string) {
 }
 
 // TestScaleOutAndBack is the scale-out journey through the real HPA: load through the gateway
-// makes a function with a small scaling target go 1→N (N ≥ 3) — KEDA's ScaledObject, its HPA
-// in kube-controller-manager, the external metric from KEDA's metrics API server through the
-// aggregation layer, the add-on's scaler counting the interceptor's queue — then a light load
-// keeps calling while the HPA brings it back to 1, and KEDA takes it to 0 once idle. Every
-// call answers 2xx, for the concurrency and the requestRate metric alike.
+// makes a function with a small scaling target go 1→N (N ≥ 3, spread by kube-scheduler over
+// all the nodes) — KEDA's ScaledObject, its HPA in kube-controller-manager, the external
+// metric from KEDA's metrics API server through the aggregation layer, the add-on's scaler
+// counting the interceptor's queue — then a light load keeps calling while the HPA brings it
+// back to 1, and KEDA takes it to 0 once idle. Every call answers 2xx, for the concurrency and
+// the requestRate metric alike.
 func TestScaleOutAndBack(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -109,14 +110,19 @@ func TestScaleOutAndBack(t *testing.T) {
 			l.run(ctx, url, 16)
 			var peak int32
 			var reached time.Duration
-			waitFor(t, 3*time.Minute, name+" scaled out to 3 or more replicas", func() bool {
+			var spread map[string]int // ready pods per node, at the widest seen
+			waitFor(t, 3*time.Minute, name+" scaled out to 3 or more ready replicas on all the nodes", func() bool {
 				if r := rw.current(); r > peak {
 					peak = r
 				}
 				if peak >= 3 && reached == 0 {
 					reached = time.Since(start)
 				}
-				return peak >= 3 && readyPods(t, tn.ns, name) >= 3
+				ready := readyPods(t, tn.ns, name)
+				if n := nodesOf(ready); len(n) > len(spread) {
+					spread = n
+				}
+				return peak >= 3 && len(ready) >= 3 && len(spread) == nodeCount
 			})
 			time.Sleep(5 * time.Second) // serve at N for a while
 			if r := rw.current(); r > peak {
@@ -133,8 +139,8 @@ func TestScaleOutAndBack(t *testing.T) {
 			waitFor(t, 3*time.Minute, name+" back to one replica under the light load", func() bool {
 				return rw.current() == 1 && len(pods(t, tn.ns, name)) == 1
 			})
-			t.Logf("%s: 1→%d replicas (3 reached %s after the load began), back to 1 in %s under a light load",
-				tc.metric, peak, reached.Round(100*time.Millisecond), time.Since(down).Round(100*time.Millisecond))
+			t.Logf("%s: 1→%d replicas (3 reached %s after the load began; ready pods per node %v), back to 1 in %s under a light load",
+				tc.metric, peak, reached.Round(100*time.Millisecond), spread, time.Since(down).Round(100*time.Millisecond))
 			stopLight()
 			light.wg.Wait()
 			idle := time.Now()
@@ -161,15 +167,24 @@ func (rw *replicaWatch) current() int32 {
 	return rw.changes[len(rw.changes)-1].replicas
 }
 
-// readyPods counts the function's pods that are Ready.
-func readyPods(t *testing.T, ns, name string) int {
-	n := 0
+// readyPods lists the function's pods that are Ready and not being deleted.
+func readyPods(t testing.TB, ns, name string) []corev1.Pod {
+	var out []corev1.Pod
 	for _, p := range pods(t, ns, name) {
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
-				n++
+				out = append(out, p)
 			}
 		}
+	}
+	return out
+}
+
+// nodesOf counts pods per node.
+func nodesOf(ps []corev1.Pod) map[string]int {
+	n := map[string]int{}
+	for _, p := range ps {
+		n[p.Spec.NodeName]++
 	}
 	return n
 }

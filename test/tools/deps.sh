@@ -38,9 +38,9 @@ fi
 
 # Tools built from source once and cached (a cache hit takes milliseconds). One at a time:
 # each link peaks near 2.5 GB and the machine has 2 cores.
-# kube-controller-manager, KEDA + the HTTP add-on and kaniko serve the e2e suite (make
+# kube-controller-manager, kube-scheduler, KEDA + the HTTP add-on and kaniko serve the e2e suite (make
 # test-e2e); ko and the base-image stand-ins serve make image and both suites.
-export K8S_COMMANDS="kube-apiserver kube-controller-manager"
+export K8S_COMMANDS="kube-apiserver kube-controller-manager kube-scheduler"
 for tool in envtest.sh versitygw.sh terraform.sh keda.sh ko.sh kaniko.sh base-images.sh; do
   t0=$(date +%s)
   bash "$here/$tool" >/dev/null
