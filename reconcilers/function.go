@@ -82,6 +82,9 @@ func (r *FunctionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	return ctrl.Result{}, err
 }
 
+// conflictRetry is how soon a pass that lost a write race with KEDA or the add-on runs again.
+const conflictRetry = 200 * time.Millisecond
+
 // retryAfter asks for another reconcile after a delay without reporting an error: the
 // status already says what is waited for.
 type retryAfter time.Duration
@@ -112,7 +115,9 @@ func (r *FunctionReconciler) reconcileFunction(ctx context.Context, fn *v1.Funct
 		if !meta.IsStatusConditionTrue(st.Conditions, v1.ConditionDeployed) {
 			st.MarkCondition(gen, v1.ConditionDeployed, metav1.ConditionUnknown, v1.ReasonDeploying, "writing the Deployment, Service and HTTPScaledObject")
 		}
-		return werr
+		// A timed requeue, not the error path: once (e2e, TestTerraformJourney) a Function
+		// stayed Deploying for 10 minutes after one conflict, with no further reconcile logged.
+		return retryAfter(conflictRetry)
 	case werr != nil:
 		st.MarkCondition(gen, v1.ConditionDeployed, metav1.ConditionFalse, v1.ReasonDeployFailed, werr.Error())
 		return werr
