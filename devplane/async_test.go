@@ -14,6 +14,7 @@ import (
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/test/testkit"
 )
 
 // asyncHandler answers with what it was sent, fails on {"fail": true} and sleeps on
@@ -83,7 +84,7 @@ func (d *dev) enqueue(name, prefix, extra string, n int) []string {
 func (d *dev) settle(ids []string, within time.Duration) []api.AsyncInvocation {
 	d.t.Helper()
 	out := make([]api.AsyncInvocation, len(ids))
-	waitFor(d.t, fmt.Sprintf("%d asynchronous invocations to finish", len(ids)), within, func() bool {
+	testkit.WaitFor(d.t, fmt.Sprintf("%d asynchronous invocations to finish", len(ids)), within, func() bool {
 		for i, id := range ids {
 			if out[i].Status == history.AsyncSucceeded || out[i].Status == history.AsyncFailed {
 				continue
@@ -224,7 +225,7 @@ func TestAsyncInvocationsOnTheBroker(t *testing.T) {
 		}
 	}
 	var dead []amqp.Delivery
-	waitFor(t, "3 messages in the dead-letter queue", 30*time.Second, func() bool {
+	testkit.WaitFor(t, "3 messages in the dead-letter queue", 30*time.Second, func() bool {
 		m, ok, err := ch.Get(queue+".dlq", false)
 		if err != nil {
 			t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/test/testkit"
 )
 
 // steerable is a Python function whose event steers it: crash exits mid-request, sleep holds
@@ -78,7 +79,7 @@ func TestUploadInvokeScaleToZero(t *testing.T) {
 			if len(pids) != 1 {
 				t.Fatalf("one process after the cold start, got %v", pids)
 			}
-			waitFor(t, "scale to zero", 10*time.Second, func() bool { return d.stats(tc.name).Processes == 0 && !alive(pids[0]) })
+			testkit.WaitFor(t, "scale to zero", 10*time.Second, func() bool { return d.stats(tc.name).Processes == 0 && !testkit.Alive(pids[0]) })
 			code, body = d.invoke(tc.name, `{"name":"sless"}`)
 			if code != http.StatusOK || !strings.Contains(body, tc.want) {
 				t.Fatalf("invocation after scale to zero: %d %s", code, body)
@@ -154,7 +155,7 @@ func TestCrashMidRequestRecovers(t *testing.T) {
 		t.Fatalf("request after the crash: %d %s", code, body)
 	}
 	var invs []api.Invocation
-	waitFor(t, "3 recorded invocations", 5*time.Second, func() bool { // recorded after the answer
+	testkit.WaitFor(t, "3 recorded invocations", 5*time.Second, func() bool { // recorded after the answer
 		invs = d.invocations("crashy")
 		return len(invs) >= 3
 	})
@@ -181,7 +182,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	var job api.Job
-	waitFor(t, "the job to succeed", time.Minute, func() bool {
+	testkit.WaitFor(t, "the job to succeed", time.Minute, func() bool {
 		job, _ = d.client.GetJob(ctx, d.ns, "once")
 		return job.Status.Phase == api.JobSucceeded || job.Status.Phase == api.JobFailed
 	})
@@ -194,7 +195,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 	pids := d.stats("keeper").PIDs
 	d.stop()
 	for _, pid := range pids {
-		if alive(pid) {
+		if testkit.Alive(pid) {
 			t.Fatalf("function process %d outlived the stop", pid)
 		}
 	}
@@ -241,7 +242,7 @@ func TestEventTrigger(t *testing.T) {
 		Type: ptr(api.TriggerEvent), Function: ptr("consumer"), Queue: &queue, BrokerSecret: ptr("unused-in-dev"), BrokerSecretKey: ptr("url")}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the event trigger to be active", 30*time.Second, func() bool {
+	testkit.WaitFor(t, "the event trigger to be active", 30*time.Second, func() bool {
 		tr, err := d.client.GetTrigger(ctx, d.ns, "from-queue")
 		return err == nil && tr.Status.Active
 	})
@@ -258,7 +259,7 @@ func TestEventTrigger(t *testing.T) {
 		_, _ = ch.QueueDelete(queue, false, false, false)
 		_, _ = ch.QueueDelete(queue+".dlq", false, false, false)
 	})
-	waitFor(t, "the consumer to declare the queue", 30*time.Second, func() bool {
+	testkit.WaitFor(t, "the consumer to declare the queue", 30*time.Second, func() bool {
 		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 		if err != nil {
 			ch, _ = conn.Channel() // a failed passive declare closes the channel
@@ -273,7 +274,7 @@ func TestEventTrigger(t *testing.T) {
 		}
 	}
 	var events int
-	waitFor(t, "100 event invocations in the history", 90*time.Second, func() bool {
+	testkit.WaitFor(t, "100 event invocations in the history", 90*time.Second, func() bool {
 		events = 0
 		for _, inv := range d.invocations("consumer") {
 			if inv.Kind == api.KindEvent && inv.Status == history.StatusSucceeded && inv.Trigger == "from-queue" {
@@ -299,7 +300,7 @@ func TestCronTriggerFires(t *testing.T) {
 		t.Fatal(err)
 	}
 	var tr api.Trigger
-	waitFor(t, "a cron firing", 75*time.Second, func() bool {
+	testkit.WaitFor(t, "a cron firing", 75*time.Second, func() bool {
 		tr, _ = d.client.GetTrigger(ctx, d.ns, "every-minute")
 		return tr.Status.LastFireTime != nil
 	})
@@ -307,7 +308,7 @@ func TestCronTriggerFires(t *testing.T) {
 		t.Fatalf("cron must fire at exact minute ticks, last fire %s", tick)
 	}
 	var invs []api.Invocation
-	waitFor(t, "the cron invocation in the history", 10*time.Second, func() bool {
+	testkit.WaitFor(t, "the cron invocation in the history", 10*time.Second, func() bool {
 		invs = d.invocations("ticker")
 		return len(invs) > 0
 	})
@@ -334,7 +335,7 @@ func TestCronPrewarm(t *testing.T) {
 	// A tick too close to the trigger's creation had no full window: judge the first one
 	// at least 10 s after it.
 	var tick api.Invocation
-	waitFor(t, "a tick with a full pre-warm window", 140*time.Second, func() bool {
+	testkit.WaitFor(t, "a tick with a full pre-warm window", 140*time.Second, func() bool {
 		for _, inv := range d.invocations("warmed") {
 			if inv.Kind == api.KindCron && inv.Start.After(created.Add(10*time.Second)) {
 				tick = inv
@@ -353,7 +354,7 @@ func TestCronPrewarm(t *testing.T) {
 	}
 	// The window ends 15 s after the tick and the next begins 30 s before the next tick:
 	// in between the function scales down.
-	waitFor(t, "scaled back to zero after the tick", 30*time.Second, func() bool { return d.stats("warmed").Processes == 0 })
+	testkit.WaitFor(t, "scaled back to zero after the tick", 30*time.Second, func() bool { return d.stats("warmed").Processes == 0 })
 }
 
 // TestBadInputsDisturbNothing: a broken zip, an unknown runtime and a Go syntax error are 4xx
@@ -407,7 +408,7 @@ func TestBadInputsDisturbNothing(t *testing.T) {
 	if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "go-syntax", FunctionFields: api.FunctionFields{Runtime: ptr("go1.25")}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.client.UploadSource(ctx, d.ns, "go-syntax", bytes.NewReader(zipOf(t, map[string]string{"handler.go": goSyntax}))); !isStatus(err, http.StatusBadRequest) || !strings.Contains(err.Error(), "handler.go:5") {
+	if _, err := d.client.UploadSource(ctx, d.ns, "go-syntax", bytes.NewReader(testkit.Zip(t, map[string]string{"handler.go": goSyntax}))); !isStatus(err, http.StatusBadRequest) || !strings.Contains(err.Error(), "handler.go:5") {
 		t.Fatalf("Go syntax error: want 400 naming the line, got %v", err)
 	}
 	goType := "package handler\n\nfunc Handle(event map[string]interface{}) interface{} {\n\treturn notDefinedAnywhere\n}\n"
@@ -446,7 +447,7 @@ func TestDisabledHTTPTriggerAndTimeout(t *testing.T) {
 		Type: ptr(api.TriggerHTTP), Function: ptr("gated")}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the warm process (min_replicas 1)", 30*time.Second, func() bool { return d.stats("gated").Ready == 1 })
+	testkit.WaitFor(t, "the warm process (min_replicas 1)", 30*time.Second, func() bool { return d.stats("gated").Ready == 1 })
 	if code, body := d.invoke("gated", `{"sleep": 3}`); code != http.StatusGatewayTimeout {
 		t.Fatalf("timeout_sec 1 and a 3 s handler: want 504, got %d %s", code, body)
 	}
@@ -454,18 +455,18 @@ func TestDisabledHTTPTriggerAndTimeout(t *testing.T) {
 	if _, err := d.client.SetTriggerEnabled(ctx, d.ns, "gated-http", false); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the trigger to report inactive", 10*time.Second, func() bool {
+	testkit.WaitFor(t, "the trigger to report inactive", 10*time.Second, func() bool {
 		tr, err := d.client.GetTrigger(ctx, d.ns, "gated-http")
 		return err == nil && !tr.Status.Active && strings.Contains(tr.Status.Message, "enabled is false")
 	})
-	waitFor(t, "the processes to stop", 10*time.Second, func() bool { return d.stats("gated").Processes == 0 && !alive(pid) })
+	testkit.WaitFor(t, "the processes to stop", 10*time.Second, func() bool { return d.stats("gated").Processes == 0 && !testkit.Alive(pid) })
 	if code, _ := d.invoke("gated", `{}`); code != http.StatusServiceUnavailable {
 		t.Fatalf("disabled: want 503, got %d", code)
 	}
 	if _, err := d.client.SetTriggerEnabled(ctx, d.ns, "gated-http", true); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the function to serve again", 30*time.Second, func() bool {
+	testkit.WaitFor(t, "the function to serve again", 30*time.Second, func() bool {
 		code, _ := d.invoke("gated", `{}`)
 		return code == http.StatusOK
 	})
@@ -483,7 +484,7 @@ func TestEventTriggerWithoutBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	var tr api.Trigger
-	waitFor(t, "the trigger status", 10*time.Second, func() bool {
+	testkit.WaitFor(t, "the trigger status", 10*time.Second, func() bool {
 		tr, _ = d.client.GetTrigger(ctx, d.ns, "q")
 		return strings.Contains(tr.Status.Message, "--amqp-url")
 	})
@@ -505,7 +506,7 @@ func TestRestartInterruptsRunningJob(t *testing.T) {
 		Function: ptr("slow"), Event: ptr(json.RawMessage(`{"sleep": 30}`)), RunID: ptr[int64](1)}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the job to run", 30*time.Second, func() bool {
+	testkit.WaitFor(t, "the job to run", 30*time.Second, func() bool {
 		j, _ := d.client.GetJob(ctx, d.ns, "long")
 		return j.Status.Phase == api.JobRunning
 	})
@@ -518,7 +519,7 @@ func TestRestartInterruptsRunningJob(t *testing.T) {
 	if _, err := d2.client.UpdateJob(ctx, d2.ns, "long", api.JobFields{Event: ptr(json.RawMessage(`{"name":"rerun"}`)), RunID: ptr[int64](2)}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the re-run to succeed", time.Minute, func() bool {
+	testkit.WaitFor(t, "the re-run to succeed", time.Minute, func() bool {
 		j, _ = d2.client.GetJob(ctx, d2.ns, "long")
 		return j.Status.ObservedRunID == 2 && j.Status.Phase == api.JobSucceeded
 	})
@@ -537,7 +538,7 @@ func TestSelfContainedJob(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, devOptions{})
 	ctx := context.Background()
-	zipData := zipOf(t, map[string]string{"handler.py": "def handle(event):\n    return {'sum': event['a'] + event['b']}\n"})
+	zipData := testkit.Zip(t, map[string]string{"handler.py": "def handle(event):\n    return {'sum': event['a'] + event['b']}\n"})
 	src, err := buildkit.ValidateBytes(ctx, zipData, "python3.11", "", buildkit.DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
@@ -556,7 +557,7 @@ func TestSelfContainedJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	var j api.Job
-	waitFor(t, "the self-contained job", time.Minute, func() bool {
+	testkit.WaitFor(t, "the self-contained job", time.Minute, func() bool {
 		j, _ = d.client.GetJob(ctx, d.ns, "adder")
 		return j.Status.Phase == api.JobSucceeded || j.Status.Phase == api.JobFailed
 	})

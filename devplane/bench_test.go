@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/test/testkit"
 )
 
 var benchRuntimes = []struct{ runtime, example string }{
@@ -39,7 +40,7 @@ func BenchmarkColdStart(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				b.StopTimer()
-				waitFor(b, "scale to zero", 30*time.Second, func() bool { return d.stats(rt.example).Processes == 0 })
+				testkit.WaitFor(b, "scale to zero", 30*time.Second, func() bool { return d.stats(rt.example).Processes == 0 })
 				b.StartTimer()
 				start := time.Now()
 				code, body := d.invoke(rt.example, `{"name":"bench"}`)
@@ -73,7 +74,7 @@ func BenchmarkWarmThroughput(b *testing.B) {
 	}
 	for _, rt := range benchRuntimes {
 		b.Run(rt.runtime, func(b *testing.B) {
-			waitFor(b, "the warm process", 30*time.Second, func() bool { return d.stats(rt.example).Ready == 1 })
+			testkit.WaitFor(b, "the warm process", 30*time.Second, func() bool { return d.stats(rt.example).Ready == 1 })
 			addr := d.stats(rt.example).Addrs[0]
 			toProcess := func(ctx context.Context, _, _ string) (net.Conn, error) { return d.backend.Pool().Dial(ctx, addr) }
 			direct := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * clients, DialContext: toProcess}}

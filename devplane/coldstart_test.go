@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/test/testkit"
 )
 
 // TestColdStartsAreVisible: the caller sees whether its invocation waited for a process
@@ -35,7 +36,7 @@ func TestColdStartsAreVisible(t *testing.T) {
 		t.Fatalf("X-Sless-Cold-Start of a call from zero and of the next one: %v, want [true false]", got)
 	}
 	var recs []api.Invocation
-	waitFor(t, "two records", 5*time.Second, func() bool { recs = d.invocations("cold"); return len(recs) == 2 })
+	testkit.WaitFor(t, "two records", 5*time.Second, func() bool { recs = d.invocations("cold"); return len(recs) == 2 })
 	if !recs[1].ColdStart || recs[0].ColdStart { // newest first
 		t.Fatalf("history cold_start (newest first): %v, %v; want false, true", recs[0].ColdStart, recs[1].ColdStart)
 	}
@@ -65,12 +66,12 @@ func TestStatusIsCurrent(t *testing.T) {
 	if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "greet", FunctionFields: api.FunctionFields{Runtime: &rt, Entrypoint: &ep}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the pending status", 5*time.Second, func() bool {
+	testkit.WaitFor(t, "the pending status", 5*time.Second, func() bool {
 		fn, _ := d.client.GetFunction(ctx, d.ns, "greet")
 		return strings.Contains(fn.Status.Message, "waiting for source")
 	})
 	src := "package handler\n\nfunc Greet(event map[string]interface{}) interface{} { return \"hi\" }\n"
-	fn, err := d.client.UploadSource(ctx, d.ns, "greet", bytes.NewReader(zipOf(t, map[string]string{"handler.go": src})))
+	fn, err := d.client.UploadSource(ctx, d.ns, "greet", bytes.NewReader(testkit.Zip(t, map[string]string{"handler.go": src})))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/test/testkit"
 )
 
 // smallDisk names the 4 MiB tmpfs a test runs on (set in the re-executed test binary).
@@ -58,11 +59,11 @@ func TestDiskFullRecovers(t *testing.T) {
 	}
 	// A Go binary is several MiB: its build cannot fit.
 	handler := "package handler\n\nfunc Handle(event map[string]interface{}) interface{} { return \"ok\" }\n"
-	if _, err := d.client.UploadSource(ctx, d.ns, "big", strings.NewReader(string(zipOf(t, map[string]string{"handler.go": handler})))); err != nil {
+	if _, err := d.client.UploadSource(ctx, d.ns, "big", strings.NewReader(string(testkit.Zip(t, map[string]string{"handler.go": handler})))); err != nil {
 		t.Fatal(err)
 	}
 	var fn api.Function
-	waitFor(t, "the build to fail for lack of space", 2*time.Minute, func() bool {
+	testkit.WaitFor(t, "the build to fail for lack of space", 2*time.Minute, func() bool {
 		fn, _ = d.client.GetFunction(ctx, d.ns, "big")
 		return fn.Status.Phase == api.PhaseFailed
 	})
@@ -90,7 +91,7 @@ func TestDiskFullRecovers(t *testing.T) {
 	if err := unix.Mount("tmpfs", disk, "", unix.MS_REMOUNT, "size=256m"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the function to be Ready once there is room", 2*time.Minute, func() bool {
+	testkit.WaitFor(t, "the function to be Ready once there is room", 2*time.Minute, func() bool {
 		fn, _ = d.client.GetFunction(ctx, d.ns, "big")
 		return fn.Status.Ready
 	})

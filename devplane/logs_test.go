@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/test/testkit"
 )
 
 // talker prints on both streams and answers with what it was asked to say.
@@ -67,7 +68,7 @@ func TestLogs(t *testing.T) {
 		}
 	}
 	var lines []api.LogLine
-	waitFor(t, "the lines of both calls", 5*time.Second, func() bool {
+	testkit.WaitFor(t, "the lines of both calls", 5*time.Second, func() bool {
 		_, lines = d.logs("/functions/talker/logs", d.token)
 		return len(withText(lines, ":two")) == 2
 	})
@@ -132,13 +133,13 @@ followed:
 	if _, err := d.client.CreateJob(context.Background(), d.ns, api.CreateJob{Name: "once", JobFields: api.JobFields{Function: ptr("talker"), Event: &event, RunID: &run}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the job's lines", 30*time.Second, func() bool {
+	testkit.WaitFor(t, "the job's lines", 30*time.Second, func() bool {
 		_, job := d.logs("/jobs/once/logs", d.token)
 		return len(withText(job, "out:job")) == 1 && len(withText(job, "[sless] run 1")) == 1
 	})
 
 	// Only the tenant's own; bad queries are 400s; unknown objects 404s.
-	other := sign(t, "other-"+randomHex(t))
+	other := testkit.Token(t, hmacKey, "other-"+randomHex(t))
 	for _, tc := range []struct {
 		path, token string
 		code        int

@@ -1,7 +1,6 @@
 package devplane_test
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -16,11 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/golang-jwt/jwt/v5"
 
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/devplane"
@@ -29,6 +25,7 @@ import (
 	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/scaling/pool"
+	"sless.dev/sless/test/testkit"
 )
 
 // buildDir is shared by every test: the same source is built once for the whole run.
@@ -132,7 +129,7 @@ func startDev(t testing.TB, o devOptions) *dev {
 		gw.ServeHTTP(w, r)
 	})
 	go srv.Serve(ln)
-	token := sign(t, o.subject)
+	token := testkit.Token(t, hmacKey, o.subject)
 	c, err := client.New(endpoint, token, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -155,16 +152,6 @@ func (d *dev) stop() {
 	d.srv = nil
 }
 
-func sign(t testing.TB, sub string) string {
-	t.Helper()
-	claims := jwt.RegisteredClaims{Subject: sub, ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}
-	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(hmacKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 func randomHex(t testing.TB) string {
 	b := make([]byte, 4)
 	if _, err := rand.Read(b); err != nil {
@@ -182,7 +169,7 @@ func (d *dev) deploy(name, runtime string, files map[string]string, fields api.F
 	if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: name, FunctionFields: fields}); err != nil {
 		d.t.Fatalf("create %s: %v", name, err)
 	}
-	if _, err := d.client.UploadSource(ctx, d.ns, name, bytes.NewReader(zipOf(d.t, files))); err != nil {
+	if _, err := d.client.UploadSource(ctx, d.ns, name, bytes.NewReader(testkit.Zip(d.t, files))); err != nil {
 		d.t.Fatalf("upload %s: %v", name, err)
 	}
 	return d.waitSettled(name)
@@ -192,7 +179,7 @@ func (d *dev) deploy(name, runtime string, files map[string]string, fields api.F
 func (d *dev) waitSettled(name string) api.Function {
 	d.t.Helper()
 	var fn api.Function
-	waitFor(d.t, "function "+name+" to settle", 3*time.Minute, func() bool {
+	testkit.WaitFor(d.t, "function "+name+" to settle", 3*time.Minute, func() bool {
 		var err error
 		fn, err = d.client.GetFunction(context.Background(), d.ns, name)
 		if err != nil {
@@ -226,38 +213,6 @@ func (d *dev) invocations(name string) []api.Invocation {
 		d.t.Fatal(err)
 	}
 	return page.Invocations
-}
-
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
-
-func zipOf(t testing.TB, files map[string]string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for name, content := range files {
-		w, err := zw.Create(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.WriteString(w, content); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
 
 // exampleFiles reads one of the repository's examples/.

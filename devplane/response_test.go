@@ -11,6 +11,7 @@ import (
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/test/testkit"
 )
 
 // sitePython serves a page, the PNG it shows, and a redirect to the page, from one handler.
@@ -86,7 +87,7 @@ func TestResponseObjectsThroughTheGateway(t *testing.T) {
 		t.Errorf("webhook: %d %v %s", resp.StatusCode, resp.Header, out)
 	}
 	// The history counts a handler's own status like any other.
-	waitFor(t, "the webhook's record", 10*time.Second, func() bool {
+	testkit.WaitFor(t, "the webhook's record", 10*time.Second, func() bool {
 		for _, inv := range d.invocations("hook") {
 			if inv.HTTPStatus == 202 && inv.Status == history.StatusSucceeded {
 				return true

@@ -21,6 +21,7 @@ import (
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/test/testkit"
 )
 
 // spy is a Python function that remembers every request its process received and answers
@@ -42,7 +43,7 @@ func TestKeepAliveConnectionStaysWithTheGateway(t *testing.T) {
 	d := startDev(t, devOptions{})
 	one := int32(1)
 	d.deploy("spy", "python3.11", map[string]string{"handler.py": spy}, api.FunctionFields{MinReplicas: &one, MaxReplicas: &one})
-	other, err := client.New(d.endpoint, sign(t, "other-"+randomHex(t)), nil)
+	other, err := client.New(d.endpoint, testkit.Token(t, hmacKey, "other-"+randomHex(t)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,10 +55,10 @@ func TestKeepAliveConnectionStaysWithTheGateway(t *testing.T) {
 	if _, err := other.CreateFunction(context.Background(), id.Namespace, api.CreateFunction{Name: "theirs", FunctionFields: api.FunctionFields{Runtime: &rt}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.UploadSource(context.Background(), id.Namespace, "theirs", strings.NewReader(string(zipOf(t, map[string]string{"handler.py": "def handle(event):\n    return 'theirs'\n"})))); err != nil {
+	if _, err := other.UploadSource(context.Background(), id.Namespace, "theirs", strings.NewReader(string(testkit.Zip(t, map[string]string{"handler.py": "def handle(event):\n    return 'theirs'\n"})))); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the other tenant's function", 2*time.Minute, func() bool {
+	testkit.WaitFor(t, "the other tenant's function", 2*time.Minute, func() bool {
 		fn, err := other.GetFunction(context.Background(), id.Namespace, "theirs")
 		return err == nil && fn.Status.Ready
 	})
@@ -133,7 +134,7 @@ def handle(event):
 			t.Fatalf("invoke: %d %s", code, body)
 		}
 	}
-	waitFor(t, "3 records", 5*time.Second, func() bool { return len(d.invocations("forger")) >= 3 })
+	testkit.WaitFor(t, "3 records", 5*time.Second, func() bool { return len(d.invocations("forger")) >= 3 })
 	time.Sleep(300 * time.Millisecond) // anything forged would have been recorded by now
 	if n := len(d.invocations("forger")); n != 3 {
 		t.Fatalf("%d invocation records after 3 calls, want 3", n)
@@ -180,7 +181,7 @@ func TestManyConnectionsLoseNothing(t *testing.T) {
 	if ok.Load() != conns*each {
 		t.Fatalf("%d of %d requests answered 200, %d failed (first: %v)", ok.Load(), conns*each, failed.Load(), firstErr.Load())
 	}
-	waitFor(t, "every invocation recorded", 10*time.Second, func() bool { return rec.n.Load() == conns*each })
+	testkit.WaitFor(t, "every invocation recorded", 10*time.Second, func() bool { return rec.n.Load() == conns*each })
 }
 
 // countingRecorder counts the records it keeps.
@@ -284,13 +285,13 @@ func TestFunctionProcessIsolation(t *testing.T) {
 	if ports := tcpListeners(t, st.PIDs[0]); len(ports) > 0 {
 		t.Errorf("the function's process listens on TCP %v: reachable around the gateway", ports)
 	}
-	if len(seen.Children) != 1 || !alive(seen.Children[0]) {
+	if len(seen.Children) != 1 || !testkit.Alive(seen.Children[0]) {
 		t.Fatalf("forked child %v not running", seen.Children)
 	}
 	if err := d.client.DeleteFunction(context.Background(), d.ns, "inspect"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the forked child to die with its function", 10*time.Second, func() bool { return !alive(seen.Children[0]) })
+	testkit.WaitFor(t, "the forked child to die with its function", 10*time.Second, func() bool { return !testkit.Alive(seen.Children[0]) })
 }
 
 // tcpListeners lists the TCP ports pid listens on (from /proc/net/tcp{,6} and its sockets).
@@ -352,7 +353,7 @@ func TestTenantsStayInTheirLane(t *testing.T) {
 	if !isStatus(err, http.StatusForbidden) || !strings.Contains(err.Error(), "already has 3 functions") {
 		t.Fatalf("a fourth function: want 403 naming the limit, got %v", err)
 	}
-	other, err := client.New(d.endpoint, sign(t, "other-"+randomHex(t)), nil)
+	other, err := client.New(d.endpoint, testkit.Token(t, hmacKey, "other-"+randomHex(t)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

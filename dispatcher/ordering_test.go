@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"sless.dev/sless/dispatcher"
+	"sless.dev/sless/test/testkit"
 )
 
 // syncBuffer is a log sink the dispatcher's goroutines may write concurrently.
@@ -69,7 +70,7 @@ func TestSlowMessageDoesNotHoldPrefetch(t *testing.T) {
 	cfg.Concurrency = 2
 	done := make(chan error, 1)
 	go func() { _, err := runErr(cfg); done <- err }()
-	waitFor(t, "the other 99 messages processed while message 0 is in flight", 20*time.Second, func() bool {
+	testkit.WaitFor(t, "the other 99 messages processed while message 0 is in flight", 20*time.Second, func() bool {
 		c, _ := f.snapshot()
 		return len(c) == n-1
 	})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"sless.dev/sless/dispatcher"
+	"sless.dev/sless/test/testkit"
 )
 
 // startChild runs the dispatcher in a child process (this test binary, see TestMain).
@@ -77,7 +78,7 @@ func TestSIGKILLMidStreamLosesNothing(t *testing.T) {
 	})
 	spec := childSpec{Queue: q, Target: f.URL, Concurrency: 8, ExitWhenEmpty: true, Backoff: 10 * time.Millisecond}
 	cmd, out := startChild(t, spec)
-	waitFor(t, "a quarter of the messages invoked", 30*time.Second, func() bool { c, _ := f.snapshot(); return len(c) >= n/4 })
+	testkit.WaitFor(t, "a quarter of the messages invoked", 30*time.Second, func() bool { c, _ := f.snapshot(); return len(c) >= n/4 })
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestSIGTERMDrainsInFlight(t *testing.T) {
 	f := newFnServer(t, func(string, int) (int, time.Duration) { return http.StatusOK, 500 * time.Millisecond })
 	spec := childSpec{Queue: q, Target: f.URL, Concurrency: 4, Backoff: 10 * time.Millisecond}
 	cmd, out := startChild(t, spec)
-	waitFor(t, "4 invocations in flight", 20*time.Second, func() bool { _, s := f.snapshot(); return s >= 4 })
+	testkit.WaitFor(t, "4 invocations in flight", 20*time.Second, func() bool { _, s := f.snapshot(); return s >= 4 })
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestBrokerClosesConnection(t *testing.T) {
 		st, err := dispatcher.Run(context.Background(), cfg)
 		done <- result{st, err}
 	}()
-	waitFor(t, "a fifth of the messages invoked", 30*time.Second, func() bool { c, _ := f.snapshot(); return len(c) >= n/5 })
+	testkit.WaitFor(t, "a fifth of the messages invoked", 30*time.Second, func() bool { c, _ := f.snapshot(); return len(c) >= n/5 })
 	closeConnection(t, ctl, q)
 	close(gate)
 	select {

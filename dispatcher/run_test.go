@@ -13,6 +13,7 @@ import (
 
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/test/testkit"
 )
 
 func TestThousandMessagesExactlyOnce(t *testing.T) {
@@ -192,7 +193,7 @@ func TestMaxMessagesBoundsTheBatch(t *testing.T) {
 	if calls, _ := f.snapshot(); len(calls) != 10 || st.Acked != 10 {
 		t.Fatalf("invoked %d, stats %+v; want exactly 10", len(calls), st)
 	}
-	waitFor(t, "unprocessed messages back in the queue", 5*time.Second, func() bool { return depth(t, q) == 40 })
+	testkit.WaitFor(t, "unprocessed messages back in the queue", 5*time.Second, func() bool { return depth(t, q) == 40 })
 }
 
 func TestRunRejectsBadConfig(t *testing.T) {

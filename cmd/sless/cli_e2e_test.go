@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"sless.dev/sless/gateway/api"
-	"sless.dev/sless/gateway/client"
 )
 
 // cliRunner runs this test binary as the sless CLI (TestMain's SLESS_TEST_AS_CLI) in a
@@ -134,21 +133,10 @@ func TestCLIJourney(t *testing.T) {
 	t.Setenv("SLESS_ENDPOINT", "")
 	t.Setenv("SLESS_TOKEN", "")
 	out, _ := runDevCmd(t, "--data-dir", devDataDir(t), "--listen", "127.0.0.1:0", "--login")
-	vars := map[string]string{}
-	for _, m := range exportRE.FindAllStringSubmatch(waitOutput(t, out, "export SLESS_TOKEN=", time.Minute), -1) {
-		vars[m[1]] = m[2]
-	}
-	endpoint, token := vars["SLESS_ENDPOINT"], vars["SLESS_TOKEN"]
-	c, err := client.New(endpoint, token, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := sessionOf(t, waitOutput(t, out, "export SLESS_TOKEN=", time.Minute))
+	endpoint, token, c := d.endpoint, d.token, d.c
 	ctx := context.Background()
-	id, err := c.WhoAmI(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := id.Namespace
+	ns := d.ns
 	cli := cliRunner{t: t, configDir: configDir}
 
 	t.Run("login", func(t *testing.T) {

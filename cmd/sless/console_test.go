@@ -1,9 +1,6 @@
 package main
 
 import (
-	"archive/zip"
-	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"io"
@@ -16,7 +13,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"sless.dev/sless/gateway/api"
-	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/test/browser"
 )
 
@@ -30,27 +26,15 @@ var consoleURLRE = regexp.MustCompile(`(?m)^  console\s+(\S+)$`)
 func TestConsoleOnDevInChromium(t *testing.T) {
 	out, _ := runDevCmd(t, "--data-dir", devDataDir(t), "--listen", "127.0.0.1:0")
 	text := waitOutput(t, out, "export SLESS_TOKEN=", time.Minute)
-	vars := map[string]string{}
-	for _, m := range exportRE.FindAllStringSubmatch(text, -1) {
-		vars[m[1]] = m[2]
-	}
-	endpoint, token := vars["SLESS_ENDPOINT"], vars["SLESS_TOKEN"]
+	d := sessionOf(t, text)
+	endpoint, token := d.endpoint, d.token
 	m := consoleURLRE.FindStringSubmatch(text)
 	if m == nil || m[1] != endpoint+"/console/#token="+token {
 		t.Fatalf("the banner's console line is %q, want %s/console/#token=<the token>:\n%s", m, endpoint, text)
 	}
 	consoleURL := m[1]
-	c, err := client.New(endpoint, token, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := c.WhoAmI(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := devSession{endpoint: endpoint, ns: id.Namespace, c: c}
 	d.deployPython(t, "talker", echoHandler, 10)
-	uploadBroken(t, d, "broken", "def handle(event):\n    return (\n")
+	d.uploadPython(t, "broken", "def handle(event):\n    return (\n", api.FunctionFields{}, "Failed", func(s api.FunctionStatus) bool { return s.Phase == api.PhaseFailed })
 
 	p := browser.Open(t, 3*time.Minute)
 	p.Do("open the banner's console URL", chromedp.Navigate(consoleURL), chromedp.WaitVisible(chromedp.CSS(`tr[data-function="talker"]`)))
@@ -123,38 +107,6 @@ func TestConsoleOnDevInChromium(t *testing.T) {
 		t.Fatalf("build status %q", phase)
 	}
 	p.Screenshot("build-failed")
-}
-
-// uploadBroken creates a Python function whose source does not compile and waits until its
-// build has failed.
-func uploadBroken(t *testing.T, d devSession, name, handler string) {
-	t.Helper()
-	ctx := context.Background()
-	rt := "python3.11"
-	if _, err := d.c.CreateFunction(ctx, d.ns, api.CreateFunction{Name: name, FunctionFields: api.FunctionFields{Runtime: &rt}}); err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	w, _ := zw.Create("handler.py")
-	_, _ = io.WriteString(w, handler)
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.c.UploadSource(ctx, d.ns, name, &buf); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		fn, err := d.c.GetFunction(ctx, d.ns, name)
-		if err == nil && fn.Status.Phase == api.PhaseFailed {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the build of %s did not fail: %+v %v", name, fn.Status, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func post(t *testing.T, url, body string) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"archive/zip"
 	"bufio"
 	"bytes"
 	"context"
@@ -22,6 +21,7 @@ import (
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
+	"sless.dev/sless/test/testkit"
 )
 
 // devDataDir is a data directory removed after the test, builds included (sless dev makes
@@ -34,16 +34,25 @@ func devDataDir(t *testing.T) string {
 
 // devSession is a running `sless dev` with its endpoint, a client and the tenant namespace.
 type devSession struct {
-	endpoint, ns string
-	c            *client.Client
+	endpoint, token, ns string
+	c                   *client.Client
 }
 
 func startDevSession(t *testing.T, args ...string) devSession {
 	t.Helper()
 	out, _ := runDevCmd(t, append([]string{"--data-dir", devDataDir(t), "--listen", "127.0.0.1:0"}, args...)...)
+	return sessionOf(t, waitOutput(t, out, "export SLESS_TOKEN=", time.Minute))
+}
+
+// sessionOf signs in with the endpoint and token a banner of sless dev exports.
+func sessionOf(t *testing.T, banner string) devSession {
+	t.Helper()
 	vars := map[string]string{}
-	for _, m := range exportRE.FindAllStringSubmatch(waitOutput(t, out, "export SLESS_TOKEN=", time.Minute), -1) {
+	for _, m := range exportRE.FindAllStringSubmatch(banner, -1) {
 		vars[m[1]] = m[2]
+	}
+	if vars["SLESS_ENDPOINT"] == "" || vars["SLESS_TOKEN"] == "" {
+		t.Fatalf("banner without endpoint and token:\n%s", banner)
 	}
 	c, err := client.New(vars["SLESS_ENDPOINT"], vars["SLESS_TOKEN"], nil)
 	if err != nil {
@@ -53,35 +62,36 @@ func startDevSession(t *testing.T, args ...string) devSession {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return devSession{endpoint: vars["SLESS_ENDPOINT"], ns: id.Namespace, c: c}
+	return devSession{endpoint: vars["SLESS_ENDPOINT"], token: vars["SLESS_TOKEN"], ns: id.Namespace, c: c}
 }
 
 // deployPython creates a Python function from handler.py source and waits until it is Ready.
 func (d devSession) deployPython(t *testing.T, name, handler string, timeoutSec int32) {
 	t.Helper()
+	d.uploadPython(t, name, handler, api.FunctionFields{TimeoutSec: &timeoutSec}, "Ready", func(s api.FunctionStatus) bool { return s.Ready })
+}
+
+// uploadPython creates a Python function with fields, uploads handler.py and waits until
+// its status is what (done says when).
+func (d devSession) uploadPython(t *testing.T, name, handler string, fields api.FunctionFields, what string, done func(api.FunctionStatus) bool) {
+	t.Helper()
 	ctx := context.Background()
 	rt := "python3.11"
-	if _, err := d.c.CreateFunction(ctx, d.ns, api.CreateFunction{Name: name, FunctionFields: api.FunctionFields{Runtime: &rt, TimeoutSec: &timeoutSec}}); err != nil {
+	fields.Runtime = &rt
+	if _, err := d.c.CreateFunction(ctx, d.ns, api.CreateFunction{Name: name, FunctionFields: fields}); err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	w, _ := zw.Create("handler.py")
-	_, _ = io.WriteString(w, handler)
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.c.UploadSource(ctx, d.ns, name, &buf); err != nil {
+	if _, err := d.c.UploadSource(ctx, d.ns, name, bytes.NewReader(testkit.Zip(t, map[string]string{"handler.py": handler}))); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		fn, err := d.c.GetFunction(ctx, d.ns, name)
-		if err == nil && fn.Status.Ready {
+		if err == nil && done(fn.Status) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("function %s not Ready: %+v %v", name, fn.Status, err)
+			t.Fatalf("function %s not %s: %+v %v", name, what, fn.Status, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -255,19 +265,7 @@ func TestDevCrashLeavesNoFunctionChildren(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	vars := map[string]string{}
-	for _, m := range exportRE.FindAllStringSubmatch(waitOutput(t, &out, "export SLESS_TOKEN=", time.Minute), -1) {
-		vars[m[1]] = m[2]
-	}
-	c, err := client.New(vars["SLESS_ENDPOINT"], vars["SLESS_TOKEN"], nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := c.WhoAmI(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := devSession{endpoint: vars["SLESS_ENDPOINT"], ns: id.Namespace, c: c}
+	d := sessionOf(t, waitOutput(t, &out, "export SLESS_TOKEN=", time.Minute))
 	d.deployPython(t, "forker", "import subprocess\nchildren = []\n\ndef handle(event):\n    children.append(subprocess.Popen(['sleep', '300']))\n    return children[-1].pid\n", 0)
 	resp, err := http.Post(d.endpoint+"/fn/"+d.ns+"/forker", "application/json", strings.NewReader(`{}`))
 	if err != nil {

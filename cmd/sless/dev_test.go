@@ -12,8 +12,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"sless.dev/sless/gateway/client"
 )
 
 // syncBuffer is a bytes.Buffer safe for the command writing while the test reads.
@@ -141,25 +139,14 @@ func TestDevDeploysExamplesStopsCleanlyAndRestarts(t *testing.T) {
 	}
 
 	out2, stop2 := runDevCmd(t, "--data-dir", dir, "--listen", "127.0.0.1:0")
-	text = waitOutput(t, out2, "export SLESS_TOKEN=", time.Minute)
-	for _, m := range exportRE.FindAllStringSubmatch(text, -1) {
-		vars[m[1]] = m[2]
-	}
-	c, err := client.New(vars["SLESS_ENDPOINT"], vars["SLESS_TOKEN"], nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := c.WhoAmI(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	fns, err := c.ListFunctions(context.Background(), id.Namespace)
+	d := sessionOf(t, waitOutput(t, out2, "export SLESS_TOKEN=", time.Minute))
+	fns, err := d.c.ListFunctions(context.Background(), d.ns)
 	if err != nil || len(fns) != 3 {
 		t.Fatalf("functions after restart: %v %v", fns, err)
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		resp, err := http.Post(vars["SLESS_ENDPOINT"]+"/fn/"+id.Namespace+"/hello-go", "application/json", strings.NewReader(`{}`))
+		resp, err := http.Post(d.endpoint+"/fn/"+d.ns+"/hello-go", "application/json", strings.NewReader(`{}`))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,8 +21,6 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -98,12 +96,7 @@ func TestGatewayCommand(t *testing.T) {
 	}
 	defer env.Stop()
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: env.Config.CertData, ClientKeyData: env.Config.KeyData}
-	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
-	cfg.CurrentContext = "envtest"
-	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+	if err := testenv.WriteKubeconfig(env.Config, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
 	key := strings.Repeat("s", 40)

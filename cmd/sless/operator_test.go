@@ -11,8 +11,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
@@ -32,12 +30,7 @@ func TestOperatorCommand(t *testing.T) {
 	defer cancel()
 
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: env.Config.CertData, ClientKeyData: env.Config.KeyData}
-	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
-	cfg.CurrentContext = "envtest"
-	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+	if err := testenv.WriteKubeconfig(env.Config, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("KUBECONFIG", kubeconfig)

@@ -19,6 +19,7 @@ import (
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/test/browser"
+	"sless.dev/sless/test/testkit"
 )
 
 // newBrowser starts headless Chromium with a fresh profile for the test; it stops with it.
@@ -44,7 +45,7 @@ func TestConsoleInChromium(t *testing.T) {
 	tn := h.tenant()
 	ctx := context.Background()
 	fnURL := h.deploy(tn, "greeter", 10)
-	if _, err := tn.c.UploadSource(ctx, tn.ns, "greeter", bytes.NewReader(zipOf(t, map[string]string{
+	if _, err := tn.c.UploadSource(ctx, tn.ns, "greeter", bytes.NewReader(testkit.Zip(t, map[string]string{
 		"handler.go": goHandler, "README.md": "# greeter\n"}))); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestConsoleInChromium(t *testing.T) {
 	for range 2 {
 		do(t, "GET", fnURL+"/echo", "", "", nil)
 	}
-	waitFor(t, 10*time.Second, "3 invocation rows", func() bool { return countRows(t, h.dbURL, tn.ns) == 3 })
+	testkit.WaitFor(t, "3 invocation rows", 10*time.Second, func() bool { return countRows(t, h.dbURL, tn.ns) == 3 })
 	// Another tenant's function must not show up.
 	other := h.tenant()
 	if _, err := other.c.CreateFunction(ctx, other.ns, api.CreateFunction{Name: "secret", FunctionFields: api.FunctionFields{Runtime: ptr("go1.23")}}); err != nil {
@@ -169,7 +170,7 @@ func TestConsoleChartsInChromium(t *testing.T) {
 	}
 	add(minute(47*time.Minute), 5*time.Second, 504, false)
 	add(now.Add(-5*time.Hour), 10*time.Millisecond, 200, false) // in the day only
-	waitFor(t, 10*time.Second, "the records in PostgreSQL", func() bool { return countRows(t, h.dbURL, tn.ns) == len(recs) })
+	testkit.WaitFor(t, "the records in PostgreSQL", 10*time.Second, func() bool { return countRows(t, h.dbURL, tn.ns) == len(recs) })
 	// want is what the chart must show: the count of every non-empty bucket, by its start.
 	want := func(span, width time.Duration) string {
 		counts := map[time.Time]int{}

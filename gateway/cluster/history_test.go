@@ -16,6 +16,7 @@ import (
 
 	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/test/pgtest"
+	"sless.dev/sless/test/testkit"
 )
 
 func TestHistoryRecordsEveryInvocation(t *testing.T) {
@@ -31,7 +32,7 @@ func TestHistoryRecordsEveryInvocation(t *testing.T) {
 		}
 		do(t, "GET", fnURL+path, "", "", nil)
 	}
-	waitFor(t, 10*time.Second, "25 rows in PostgreSQL", func() bool { return countRows(t, h.dbURL, tn.ns) == n })
+	testkit.WaitFor(t, "25 rows in PostgreSQL", 10*time.Second, func() bool { return countRows(t, h.dbURL, tn.ns) == n })
 
 	// Read back through the API in pages of 10.
 	var seen, failed int
@@ -96,7 +97,7 @@ func TestHistoryDatabaseOutage(t *testing.T) {
 		}
 	}
 	call(5)
-	waitFor(t, 10*time.Second, "the first 5 rows", func() bool { return countRows(t, dbURL, tn.ns) == 5 })
+	testkit.WaitFor(t, "the first 5 rows", 10*time.Second, func() bool { return countRows(t, dbURL, tn.ns) == 5 })
 
 	link.stop()
 	start := time.Now()
@@ -104,11 +105,11 @@ func TestHistoryDatabaseOutage(t *testing.T) {
 	if took := time.Since(start); took > 3*time.Second {
 		t.Fatalf("20 invocations took %s with the database down: the history is on the request path", took)
 	}
-	waitFor(t, 30*time.Second, "dropped records on /metrics", func() bool { return droppedMetric(t, h.URL) > 0 })
+	testkit.WaitFor(t, "dropped records on /metrics", 30*time.Second, func() bool { return droppedMetric(t, h.URL) > 0 })
 
 	link.start()
 	call(5)
-	waitFor(t, 30*time.Second, "writes to resume after the database came back", func() bool { return countRows(t, dbURL, tn.ns) >= 10 })
+	testkit.WaitFor(t, "writes to resume after the database came back", 30*time.Second, func() bool { return countRows(t, dbURL, tn.ns) >= 10 })
 }
 
 var droppedRE = regexp.MustCompile(`(?m)^sless_gateway_history_dropped_total (\S+)$`)
@@ -227,7 +228,7 @@ func TestInvocationStatsAPI(t *testing.T) {
 	}
 	h.history.Record(history.HTTPRecord(tn.ns, "charted", tenAgo, 5*time.Millisecond, 504, ""))
 	h.history.Record(history.HTTPRecord(tn.ns, "other", fiveAgo, time.Millisecond, 200, ""))
-	waitFor(t, 10*time.Second, "6 rows in PostgreSQL", func() bool { return countRows(t, h.dbURL, tn.ns) == 6 })
+	testkit.WaitFor(t, "6 rows in PostgreSQL", 10*time.Second, func() bool { return countRows(t, h.dbURL, tn.ns) == 6 })
 
 	st, err := tn.c.InvocationStats(ctx, tn.ns, "charted", "1h")
 	if err != nil {

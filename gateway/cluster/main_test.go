@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/golang-jwt/jwt/v5"
 
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -29,6 +28,7 @@ import (
 	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testenv"
+	"sless.dev/sless/test/testkit"
 )
 
 var env *testenv.Env
@@ -121,17 +121,6 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	return h
 }
 
-// token signs an HS256 token for sub valid for an hour.
-func token(t testing.TB, sub string) string {
-	t.Helper()
-	claims := jwt.RegisteredClaims{Subject: sub, ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}
-	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(hmacKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // tenant is a fresh identity: its token, namespace and an API client.
 type tenant struct {
 	sub, token, ns string
@@ -141,7 +130,7 @@ type tenant struct {
 func (h *harness) tenant() tenant {
 	h.t.Helper()
 	sub := "user-" + randomHex(6)
-	tn := tenant{sub: sub, token: token(h.t, sub), ns: api.TenantNamespace(sub)}
+	tn := tenant{sub: sub, token: testkit.Token(h.t, hmacKey, sub), ns: api.TenantNamespace(sub)}
 	c, err := client.New(h.URL, tn.token, nil)
 	if err != nil {
 		h.t.Fatal(err)
@@ -157,18 +146,6 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // newDatabase gives the test its own database on the real PostgreSQL.

@@ -17,6 +17,7 @@ import (
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/cluster"
+	"sless.dev/sless/test/testkit"
 )
 
 // upstream is a real HTTP server standing where the KEDA interceptor would be.
@@ -111,7 +112,7 @@ func (h *harness) deploy(tn tenant, name string, timeoutSec int32) string {
 
 func (h *harness) waitRoute(ns, name string, ok func(gateway.Route) bool) {
 	h.t.Helper()
-	waitFor(h.t, 10*time.Second, "route of "+ns+"/"+name, func() bool {
+	testkit.WaitFor(h.t, "route of "+ns+"/"+name, 10*time.Second, func() bool {
 		r, err := h.backend.Route(ns, name)
 		return err == nil && ok(r)
 	})
@@ -263,7 +264,7 @@ func TestProxyTimeoutAndCancel(t *testing.T) {
 	if took < time.Second || took > 5*time.Second {
 		t.Fatalf("504 after %s, want about timeout 1s + margin 0.2s", took)
 	}
-	waitFor(t, 3*time.Second, "the upstream request to be canceled after the timeout", func() bool { return up.canceled.Load() == 1 })
+	testkit.WaitFor(t, "the upstream request to be canceled after the timeout", 3*time.Second, func() bool { return up.canceled.Load() == 1 })
 
 	// timeout 0 = no limit; a client that goes away cancels the upstream request.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -290,7 +291,7 @@ func TestProxyTimeoutAndCancel(t *testing.T) {
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("client error %v", err)
 	}
-	waitFor(t, 3*time.Second, "the client's disconnect to cancel the upstream request", func() bool { return up.canceled.Load() == 2 })
+	testkit.WaitFor(t, "the client's disconnect to cancel the upstream request", 3*time.Second, func() bool { return up.canceled.Load() == 2 })
 }
 
 func TestProxyHeldRequestCap(t *testing.T) {
@@ -419,7 +420,7 @@ func TestProxyAccess(t *testing.T) {
 	if err := alice.c.DeleteFunction(ctx, alice.ns, "public"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the deleted function's route to go", func() bool {
+	testkit.WaitFor(t, "the deleted function's route to go", 10*time.Second, func() bool {
 		_, err := h.backend.Route(alice.ns, "public")
 		return err != nil
 	})
@@ -533,7 +534,7 @@ func TestProxyColdStart(t *testing.T) {
 		}
 	}
 	var page api.Invocations
-	waitFor(t, 10*time.Second, "two records", func() bool {
+	testkit.WaitFor(t, "two records", 10*time.Second, func() bool {
 		page, _ = tn.c.ListInvocations(context.Background(), tn.ns, "sleeper", 10, "")
 		return len(page.Invocations) == 2
 	})
@@ -565,7 +566,7 @@ func TestProxyInterceptorDown(t *testing.T) {
 			t.Fatalf("%d %+v, want 502", code, e)
 		}
 	}
-	waitFor(t, 10*time.Second, "3 failed invocations recorded", func() bool { return countRows(t, h.dbURL, tn.ns) == 3 })
+	testkit.WaitFor(t, "3 failed invocations recorded", 10*time.Second, func() bool { return countRows(t, h.dbURL, tn.ns) == 3 })
 }
 
 // TestLogsWithoutPods: the logs of a function or job with no pod (yet, or any more) are an

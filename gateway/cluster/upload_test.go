@@ -1,7 +1,6 @@
 package cluster_test
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -20,6 +19,7 @@ import (
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
+	"sless.dev/sless/test/testkit"
 )
 
 // goHandler echoes the event and the request the Go runtime wrapper passes in, and sleeps
@@ -35,23 +35,6 @@ func Handle(event, request map[string]interface{}) interface{} {
 	return map[string]interface{}{"event": event, "request": request}
 }
 `
-
-func zipOf(t testing.TB, files map[string]string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for name, body := range files {
-		w, err := zw.Create(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.WriteString(w, body)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
 
 // startFunction builds a stored upload locally the way the image build would and runs the
 // Go runtime wrapper on addr: the real function standing behind the interceptor address.
@@ -79,7 +62,7 @@ func startFunction(t *testing.T, store buildkit.Store, contextKey, runtime, addr
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	waitFor(t, 30*time.Second, "the function to listen", func() bool {
+	testkit.WaitFor(t, "the function to listen", 30*time.Second, func() bool {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err != nil {
 			return false
@@ -100,7 +83,7 @@ func TestUploadBuildInvoke(t *testing.T) {
 		Runtime: ptr("go1.23"), TimeoutSec: ptr(int32(2))}}); err != nil {
 		t.Fatal(err)
 	}
-	fn, err := tn.c.UploadSource(ctx, tn.ns, "echo", bytes.NewReader(zipOf(t, map[string]string{"handler.go": goHandler})))
+	fn, err := tn.c.UploadSource(ctx, tn.ns, "echo", bytes.NewReader(testkit.Zip(t, map[string]string{"handler.go": goHandler})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,9 +144,9 @@ func TestUploadRejects(t *testing.T) {
 	}{
 		{"larger than the zip cap", "py", big, http.StatusRequestEntityTooLarge},
 		{"not a zip", "py", []byte("hello"), http.StatusBadRequest},
-		{"parent path", "py", zipOf(t, map[string]string{"../handler.py": "def handle(e): return e"}), http.StatusBadRequest},
-		{"no entry point", "py", zipOf(t, map[string]string{"main.py": "print(1)"}), http.StatusBadRequest},
-		{"go without Handle", "gofn", zipOf(t, map[string]string{"handler.go": "package handler\n"}), http.StatusBadRequest},
+		{"parent path", "py", testkit.Zip(t, map[string]string{"../handler.py": "def handle(e): return e"}), http.StatusBadRequest},
+		{"no entry point", "py", testkit.Zip(t, map[string]string{"main.py": "print(1)"}), http.StatusBadRequest},
+		{"go without Handle", "gofn", testkit.Zip(t, map[string]string{"handler.go": "package handler\n"}), http.StatusBadRequest},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,7 +156,7 @@ func TestUploadRejects(t *testing.T) {
 			}
 		})
 	}
-	if _, err := tn.c.UploadSource(ctx, tn.ns, "missing", bytes.NewReader(zipOf(t, map[string]string{"handler.py": "def handle(e): return e"}))); !client.IsNotFound(err) {
+	if _, err := tn.c.UploadSource(ctx, tn.ns, "missing", bytes.NewReader(testkit.Zip(t, map[string]string{"handler.py": "def handle(e): return e"}))); !client.IsNotFound(err) {
 		t.Fatalf("upload to a missing function: %v, want 404", err)
 	}
 	if _, err := tn.c.GetSource(ctx, tn.ns, "py"); !client.IsNotFound(err) {
@@ -220,7 +203,7 @@ func TestUploadCodeCheck(t *testing.T) {
 				t.Fatal(err)
 			}
 			code, e, _ := do(t, "POST", h.URL+"/v1/namespaces/"+tn.ns+"/functions/f/upload", tn.token, "application/zip",
-				bytes.NewReader(zipOf(t, map[string]string{"handler.py": tc.code})))
+				bytes.NewReader(testkit.Zip(t, map[string]string{"handler.py": tc.code})))
 			if code != tc.want {
 				t.Fatalf("%d %+v, want %d", code, e, tc.want)
 			}
@@ -241,7 +224,7 @@ func TestJobUpload(t *testing.T) {
 		Runtime: ptr("python3.11"), RunID: ptr(int64(1))}}); err != nil {
 		t.Fatalf("self-contained job without code yet: %v", err)
 	}
-	j, err := tn.c.UploadJobSource(ctx, tn.ns, "oneoff", bytes.NewReader(zipOf(t, map[string]string{"handler.py": "def handle(event):\n    return event\n"})))
+	j, err := tn.c.UploadJobSource(ctx, tn.ns, "oneoff", bytes.NewReader(testkit.Zip(t, map[string]string{"handler.py": "def handle(event):\n    return event\n"})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +237,7 @@ func TestJobUpload(t *testing.T) {
 	}
 	// A zip without the runtime's entry file is refused with what to fix.
 	code, body, _ := do(t, "POST", h.URL+"/v1/namespaces/"+tn.ns+"/jobs/oneoff/upload", tn.token, "application/zip",
-		bytes.NewReader(zipOf(t, map[string]string{"main.py": "x = 1\n"})))
+		bytes.NewReader(testkit.Zip(t, map[string]string{"main.py": "x = 1\n"})))
 	if code != http.StatusBadRequest || !strings.Contains(body.Error, "handler.py") {
 		t.Fatalf("upload without handler.py: %d %+v", code, body)
 	}
@@ -263,7 +246,7 @@ func TestJobUpload(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, body, _ = do(t, "POST", h.URL+"/v1/namespaces/"+tn.ns+"/jobs/byref/upload", tn.token, "application/zip",
-		bytes.NewReader(zipOf(t, map[string]string{"handler.py": "def handle(e):\n    return e\n"})))
+		bytes.NewReader(testkit.Zip(t, map[string]string{"handler.py": "def handle(e):\n    return e\n"})))
 	if code != http.StatusConflict || body.Field != "function" {
 		t.Fatalf("upload to a job with function: %d %+v", code, body)
 	}

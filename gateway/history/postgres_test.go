@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"sless.dev/sless/test/testkit"
 )
 
 func openTestStore(t *testing.T, dsn string, opts PostgresOptions) *Postgres {
@@ -21,17 +22,6 @@ func openTestStore(t *testing.T, dsn string, opts PostgresOptions) *Postgres {
 	}
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
 	return p
-}
-
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func TestPostgresWritesEveryRecord(t *testing.T) {
@@ -116,19 +106,19 @@ func TestPostgresOutage(t *testing.T) {
 		return worst
 	}
 	rec("before", 100)
-	waitFor(t, "100 records written before the outage", 10*time.Second, func() bool { return p.Written() == 100 })
+	testkit.WaitFor(t, "100 records written before the outage", 10*time.Second, func() bool { return p.Written() == 100 })
 
 	proxy.cut()
 	if worst := rec("during", 20000); worst > 50*time.Millisecond {
 		t.Fatalf("Record blocked for %s during the outage", worst)
 	}
-	waitFor(t, "drops counted during the outage", 10*time.Second, func() bool { return p.Dropped() > 0 })
+	testkit.WaitFor(t, "drops counted during the outage", 10*time.Second, func() bool { return p.Dropped() > 0 })
 
 	proxy.restore(t)
 	time.Sleep(maxRetryDelay) // let the writer finish the batches it took during the outage
 	written := p.Written()
 	rec("after", 100)
-	waitFor(t, "records after the outage written", 20*time.Second, func() bool { return p.Written() >= written+100 })
+	testkit.WaitFor(t, "records after the outage written", 20*time.Second, func() bool { return p.Written() >= written+100 })
 	if got := countRows(t, dsn, "WHERE function = 'after'"); got != 100 {
 		t.Fatalf("rows after recovery = %d, want 100", got)
 	}
@@ -218,13 +208,13 @@ func TestPostgresStartsWithDatabaseDown(t *testing.T) {
 	proxy.cut()
 	p := openTestStore(t, url, PostgresOptions{FlushInterval: 10 * time.Millisecond, WriteTimeout: time.Second})
 	p.Record(Record{Namespace: "ns", Function: "early", Kind: KindJob, Start: time.Now(), Status: StatusSucceeded})
-	waitFor(t, "the early record dropped while the database is down", 10*time.Second, func() bool { return p.Dropped() == 1 })
+	testkit.WaitFor(t, "the early record dropped while the database is down", 10*time.Second, func() bool { return p.Dropped() == 1 })
 	if err := p.Migrate(context.Background()); err == nil {
 		t.Fatal("Migrate succeeded without a database")
 	}
 	proxy.restore(t)
 	p.Record(Record{Namespace: "ns", Function: "late", Kind: KindJob, Start: time.Now(), Status: StatusSucceeded})
-	waitFor(t, "the late record written", 20*time.Second, func() bool { return p.Written() == 1 })
+	testkit.WaitFor(t, "the late record written", 20*time.Second, func() bool { return p.Written() == 1 })
 	pg, err := p.List(context.Background(), Query{Namespace: "ns"})
 	if err != nil || len(pg.Records) != 1 || pg.Records[0].Function != "late" || pg.Records[0].Kind != KindJob {
 		t.Fatalf("List = %+v, %v; want the late job record", pg, err)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sless.dev/sless/test/testkit"
 )
 
 func TestParseWindow(t *testing.T) {
@@ -106,7 +108,7 @@ func TestStatsContract(t *testing.T) {
 		"postgres": func(t *testing.T) (Recorder, Reader, func()) {
 			p := openTestStore(t, newDatabase(t), PostgresOptions{FlushInterval: 10 * time.Millisecond})
 			return p, p, func() {
-				waitFor(t, "records written", 10*time.Second, func() bool { return p.Written() == uint64(len(records)) })
+				testkit.WaitFor(t, "records written", 10*time.Second, func() bool { return p.Written() == uint64(len(records)) })
 			}
 		},
 	}

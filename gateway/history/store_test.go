@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"sless.dev/sless/test/testkit"
 )
 
 // TestListContract runs the same pagination cases against both stores.
@@ -17,7 +19,9 @@ func TestListContract(t *testing.T) {
 		},
 		"postgres": func(t *testing.T) (Recorder, Reader, func()) {
 			p := openTestStore(t, newDatabase(t), PostgresOptions{FlushInterval: 10 * time.Millisecond})
-			return p, p, func() { waitFor(t, "records written", 10*time.Second, func() bool { return p.Written() == 27 }) }
+			return p, p, func() {
+				testkit.WaitFor(t, "records written", 10*time.Second, func() bool { return p.Written() == 27 })
+			}
 		},
 	}
 	for name, open := range stores {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"sless.dev/sless/test/testkit"
 )
 
 // TestOutputFloodIsCapped: a function printing 200,000 lines at once gets its own output
@@ -45,7 +47,7 @@ def handle(event):
 		Transport: p,
 	})}
 	t.Cleanup(h.srv.Close)
-	waitFor(t, "the calm function", 10*time.Second, func() bool { return p.Stats("calm").Ready == 1 })
+	testkit.WaitFor(t, "the calm function", 10*time.Second, func() bool { return p.Stats("calm").Ready == 1 })
 	start := time.Now()
 	done := make(chan string, 1)
 	go func() { _, body := h.call(t, "flood", `{}`); done <- body }()

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/test/testkit"
 )
 
 // testHandler is a Python function whose event steers it: crash exits the process
@@ -108,19 +109,6 @@ func (h *harness) call(t testing.TB, fn, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
-
 // shared is testHandler, built once in TestMain.
 var shared *buildkit.Artifact
 
@@ -159,8 +147,8 @@ func TestColdStartAndScaleToZero(t *testing.T) {
 	if len(pids) != 1 {
 		t.Fatalf("want one process after a cold start, got %v", pids)
 	}
-	waitFor(t, "scale to zero", 5*time.Second, func() bool { return h.pool.Stats("fn-a").Processes == 0 })
-	waitFor(t, "the process to be gone from the OS", 2*time.Second, func() bool { return !alive(pids[0]) })
+	testkit.WaitFor(t, "scale to zero", 5*time.Second, func() bool { return h.pool.Stats("fn-a").Processes == 0 })
+	testkit.WaitFor(t, "the process to be gone from the OS", 2*time.Second, func() bool { return !testkit.Alive(pids[0]) })
 	code, body = h.call(t, "fn-a", `{}`)
 	if code != http.StatusOK || strings.Contains(body, fmt.Sprint(pids[0])) {
 		t.Fatalf("second cold start: %d %s (old pid %d)", code, body, pids[0])
@@ -240,7 +228,7 @@ func TestMinProcsStayWarmAndCrashIsReplaced(t *testing.T) {
 	if err := h.pool.Set("fn-d", Spec{Artifact: sharedArtifact(t), MinProcs: 1, MaxProcs: 2, Target: 10, ScaleDown: 50 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the warm process", 5*time.Second, func() bool { return h.pool.Stats("fn-d").Ready == 1 })
+	testkit.WaitFor(t, "the warm process", 5*time.Second, func() bool { return h.pool.Stats("fn-d").Ready == 1 })
 	first := h.pool.Stats("fn-d").PIDs[0]
 	time.Sleep(300 * time.Millisecond) // well past the scale-down period
 	if s := h.pool.Stats("fn-d"); s.Ready != 1 || s.PIDs[0] != first {
@@ -249,7 +237,7 @@ func TestMinProcsStayWarmAndCrashIsReplaced(t *testing.T) {
 	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a replacement process", 5*time.Second, func() bool {
+	testkit.WaitFor(t, "a replacement process", 5*time.Second, func() bool {
 		s := h.pool.Stats("fn-d")
 		return s.Ready == 1 && s.PIDs[0] != first
 	})
@@ -261,13 +249,13 @@ func TestDisabledStopsProcessesAndRefuses(t *testing.T) {
 	if err := h.pool.Set("fn-e", spec); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the warm process", 5*time.Second, func() bool { return h.pool.Stats("fn-e").Ready == 1 })
+	testkit.WaitFor(t, "the warm process", 5*time.Second, func() bool { return h.pool.Stats("fn-e").Ready == 1 })
 	pid := h.pool.Stats("fn-e").PIDs[0]
 	spec.Disabled = true
 	if err := h.pool.Set("fn-e", spec); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the disabled function to stop", 5*time.Second, func() bool { return h.pool.Stats("fn-e").Processes == 0 && !alive(pid) })
+	testkit.WaitFor(t, "the disabled function to stop", 5*time.Second, func() bool { return h.pool.Stats("fn-e").Processes == 0 && !testkit.Alive(pid) })
 	if code, body := h.call(t, "fn-e", `{}`); code != http.StatusBadGateway || !strings.Contains(body, "disabled") {
 		t.Fatalf("disabled function: want 502 naming the reason, got %d %s", code, body)
 	}
@@ -321,11 +309,11 @@ func TestCloseLeavesNoProcess(t *testing.T) {
 	if err := p.Set("fn-g", Spec{Artifact: sharedArtifact(t), MinProcs: 2, MaxProcs: 2, Target: 1, ScaleDown: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "two warm processes", 5*time.Second, func() bool { return p.Stats("fn-g").Ready == 2 })
+	testkit.WaitFor(t, "two warm processes", 5*time.Second, func() bool { return p.Stats("fn-g").Ready == 2 })
 	pids := p.Stats("fn-g").PIDs
 	p.Close()
 	for _, pid := range pids {
-		if alive(pid) {
+		if testkit.Alive(pid) {
 			t.Fatalf("process %d outlived Close", pid)
 		}
 	}

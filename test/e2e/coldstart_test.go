@@ -21,6 +21,7 @@ import (
 
 	"sless.dev/sless/gateway/api"
 	slessclient "sless.dev/sless/gateway/client"
+	"sless.dev/sless/test/testkit"
 )
 
 // coldStart is one request to a function at zero, split at the moments the ground records.
@@ -142,7 +143,7 @@ func TestColdStartSlessDev(t *testing.T) {
 	if _, err := c.CreateFunction(ctx, id.Namespace, api.CreateFunction{Name: "cold", FunctionFields: helloFields(1)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.UploadSource(ctx, id.Namespace, "cold", bytes.NewReader(zipOf(t, map[string]string{"handler.py": pidPython}))); err != nil {
+	if _, err := c.UploadSource(ctx, id.Namespace, "cold", bytes.NewReader(testkit.Zip(t, map[string]string{"handler.py": pidPython}))); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 2*time.Minute, "sless dev function Ready", func() bool {

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -11,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +26,7 @@ import (
 	"sless.dev/sless/gateway/api"
 	slessclient "sless.dev/sless/gateway/client"
 	"sless.dev/sless/scaling"
+	"sless.dev/sless/test/testkit"
 )
 
 // tenant is an identity on the gateway: its namespace and an API client.
@@ -57,30 +56,6 @@ func newTenant(t testing.TB) tenant {
 	return tn
 }
 
-func zipOf(t testing.TB, files map[string]string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		w, err := zw.Create(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.WriteString(w, files[n]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 // deployFunction creates a function through the REST API, uploads its code and waits until
 // it is Ready, with KEDA's ScaledObject for it in place.
 func deployFunction(t testing.TB, tn tenant, name string, fields api.FunctionFields, files map[string]string) api.Function {
@@ -98,7 +73,7 @@ func createAndUpload(t testing.TB, tn tenant, name string, fields api.FunctionFi
 	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: name, FunctionFields: fields}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tn.c.UploadSource(ctx, tn.ns, name, bytes.NewReader(zipOf(t, files))); err != nil {
+	if _, err := tn.c.UploadSource(ctx, tn.ns, name, bytes.NewReader(testkit.Zip(t, files))); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -15,6 +15,8 @@ import (
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -133,4 +135,15 @@ func Main(m *testing.M, env **Env) {
 		fmt.Fprintln(os.Stderr, "testenv: stop:", err)
 	}
 	os.Exit(code)
+}
+
+// WriteKubeconfig writes a kubeconfig for cfg (envtest's admin client certificate, or a
+// token) to path, for commands that take --kubeconfig or $KUBECONFIG.
+func WriteKubeconfig(cfg *rest.Config, path string) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	kc.CurrentContext = "envtest"
+	return clientcmd.WriteToFile(*kc, path)
 }

@@ -36,8 +36,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/jackc/pgx/v5"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -122,7 +120,7 @@ func run() error {
 		}
 	}
 	kubeconfig := filepath.Join(work, "kubeconfig")
-	if err := writeKubeconfig(env, kubeconfig); err != nil {
+	if err := testenv.WriteKubeconfig(env.Config, kubeconfig); err != nil {
 		return err
 	}
 	dbURL, dropDB, err := createDatabase(*postgres)
@@ -319,15 +317,6 @@ func deploy(env *testenv.Env, base string) (string, error) {
 		return env.Client.Status().Update(ctx, &fn)
 	})
 	return base + "/fn/" + ns + "/bench", err
-}
-
-func writeKubeconfig(env *testenv.Env, path string) error {
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
-	cfg.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: env.Config.CertData, ClientKeyData: env.Config.KeyData, Token: env.Config.BearerToken}
-	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
-	cfg.CurrentContext = "envtest"
-	return clientcmd.WriteToFile(*cfg, path)
 }
 
 func createDatabase(admin string) (string, func(), error) {
