@@ -294,7 +294,10 @@ func (b *Backend) setAsyncRunner(key string, fn api.Function, host string) {
 		dc := dispatcher.Config{URL: b.opts.AMQPURL, Queue: c.Queue, DeadLetterQueue: c.DeadLetterQueue, Function: ref,
 			Retry:   dispatcher.RetryPolicy{MaxAttempts: int(c.MaxAttempts), Backoff: time.Duration(c.BackoffMs) * time.Millisecond},
 			Timeout: c.Timeout, Invoker: b.invoker(c.Host), Recorder: b.opts.Recorder, Async: b.asyncStore, Logger: b.log,
-			Concurrency: asyncRunnerConcurrency, ConnectionName: "sless dev async " + key}
+			Concurrency: asyncRunnerConcurrency, ConnectionName: "sless dev async " + key,
+			// Callback receivers on the developer's machine (the gateway still allows only
+			// --async-callback-hosts).
+			CallbackPrivateAddresses: true}
 		if b.files == nil {
 			if _, err := dispatcher.Run(ctx, dc); err != nil && ctx.Err() == nil {
 				b.log.Error("asynchronous invocations stopped", "function", key, "error", err)
@@ -313,6 +316,7 @@ func (b *Backend) runFileQueue(ctx context.Context, key string, dc dispatcher.Co
 		b.log.Error("asynchronous invocations stopped", "function", key, "error", err)
 		return
 	}
+	defer runner.Wait() // after the attempts below: their callbacks are delivered before Close returns
 	ns, name := splitKey(key)
 	wake := make(chan struct{}, 1)
 	b.files.mu.Lock()

@@ -1,7 +1,6 @@
 package dispatcher
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -106,40 +105,15 @@ func (d *dispatcher) startAsync(ctx context.Context, id string, attempt int) (do
 func (d *dispatcher) settleAsync(ctx context.Context, id string, change func(*history.AsyncInvocation)) bool {
 	inv, ok := d.noteAsync(ctx, id, change)
 	if ok && inv.CallbackURL != "" {
-		go d.callBack(inv)
+		d.callbacks.Add(1)
+		d.pending.Add(1)
+		go func() {
+			defer d.callbacks.Done()
+			defer d.pending.Add(-1)
+			d.callBack(inv)
+		}()
 	}
 	return ok
-}
-
-// callbackTimeout bounds each POST of an outcome to its callback URL (tried twice).
-const callbackTimeout = 10 * time.Second
-
-// callBack POSTs the final invocation to its callback URL, once more after a failure. The
-// gateway took the URL only from a host the operator allows.
-func (d *dispatcher) callBack(inv history.AsyncInvocation) {
-	body, err := json.Marshal(inv.API())
-	if err != nil {
-		return
-	}
-	for attempt := 1; attempt <= 2; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), callbackTimeout)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, inv.CallbackURL, bytes.NewReader(body))
-		if err != nil {
-			cancel()
-			return
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		cancel()
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode < 300 {
-				return
-			}
-			err = fmt.Errorf("answered %d", resp.StatusCode)
-		}
-		d.log.Warn("Warning: the callback of an asynchronous invocation failed", "invocation", inv.ID, "attempt", attempt, "error", err)
-	}
 }
 
 // Publisher takes asynchronous invocations for a gateway: each is stored (once per
@@ -271,6 +245,10 @@ func NewAsyncRunner(cfg Config) (*AsyncRunner, error) {
 		Namespace: cfg.Function.Namespace, Function: cfg.Function.Name, Trigger: cfg.Trigger, Kind: history.KindAsync}}
 	return &AsyncRunner{d: d}, nil
 }
+
+// Wait returns once the callbacks of the invocations settled so far were delivered or gave
+// up (each within 2 × 10 s); call it before the process exits.
+func (r *AsyncRunner) Wait() { r.d.waitCallbacks() }
 
 // Attempt makes attempt number attempt (1-based) of invocation id replaying req. It returns
 // the attempt due next and when, or next 0 once the outcome is recorded as final. A store

@@ -104,8 +104,14 @@ type Config struct {
 	Recorder history.Recorder // nil records nothing
 	// Async, when set, makes this a consumer of asynchronous invocations (AsyncQueue): each
 	// message replays its caller's request and keeps its record here up to date.
-	Async  history.AsyncStore
-	Logger *slog.Logger
+	Async history.AsyncStore
+	// CallbackPrivateAddresses lets the callbacks of asynchronous invocations connect to
+	// loopback, private, link-local and other non-public addresses a callback host name
+	// resolves to (sless dev: receivers on the developer's machine). Off, such a connection is
+	// refused unless the callback URL names that address itself, i.e. the operator allowed it
+	// literally in --async-callback-hosts.
+	CallbackPrivateAddresses bool
+	Logger                   *slog.Logger
 }
 
 func (c Config) withDefaults() Config {

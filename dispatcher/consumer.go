@@ -8,6 +8,7 @@ import (
 	"net"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -39,6 +40,9 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	}
 	d.call = call{invoker: cfg.Invoker, timeout: cfg.Timeout, recorder: cfg.Recorder, record: history.Record{
 		Namespace: cfg.Function.Namespace, Function: cfg.Function.Name, Trigger: cfg.Trigger, Kind: kind}}
+	// Outcomes settled by now still POST their callbacks: a Job exiting on an empty queue
+	// would cut them off.
+	defer d.waitCallbacks()
 	delay := minReconnectDelay
 	for {
 		done, established, err := d.session(ctx)
@@ -71,6 +75,10 @@ type dispatcher struct {
 	m     *meters
 	call  call
 	taken int
+	// callbacks are the outcome POSTs under way (callBack); Run and AsyncRunner.Wait wait
+	// for them.
+	callbacks sync.WaitGroup
+	pending   atomic.Int64
 }
 
 // session is one connection's lifetime. done reports that Run should return; established that

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -81,6 +82,8 @@ func (p *fnProxy) serveAsync(w http.ResponseWriter, r *http.Request, ns, name, r
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	// The body must arrive within the server's body timeout, set when the request arrived
+	// (Server.ServeHTTP); a read past it fails and the caller gets 408.
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxAsyncBody))
 	if err != nil {
 		var mb *http.MaxBytesError
@@ -144,12 +147,30 @@ func (p *fnProxy) callbackURL(raw string) (string, error) {
 	return u.String(), nil
 }
 
-// hostAllowed matches host against entries "example.com" (exactly) and "*.example.com" (any
-// subdomain).
+// hostAllowed matches host against entries "example.com" (exactly), "*.example.com" (any
+// subdomain, not example.com itself) and addresses ("10.0.0.7", "::1"), case-insensitively
+// and ignoring a final dot. It is the one place the rule lives: sless dev's gateway uses it
+// too, and the dispatcher POSTs only to URLs taken here (it narrows what it dials further:
+// dispatcher/callback.go).
 func hostAllowed(host string, allowed []string) bool {
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if host == "" {
+		return false
+	}
+	if ip, err := netip.ParseAddr(host); err == nil { // an address matches only itself, never a "*." entry
+		for _, a := range allowed {
+			if b, err := netip.ParseAddr(strings.Trim(strings.TrimSpace(a), "[]")); err == nil && b.Unmap() == ip.Unmap() {
+				return true
+			}
+		}
+		return false
+	}
 	for _, a := range allowed {
+		a = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(a), "."))
 		if suffix, ok := strings.CutPrefix(a, "*."); ok {
+			if suffix == "" {
+				continue
+			}
 			if strings.HasSuffix(host, "."+suffix) {
 				return true
 			}

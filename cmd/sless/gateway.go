@@ -84,7 +84,7 @@ func bindConnFlags(fs *pflag.FlagSet, l *gateway.ConnLimits) {
 
 // bindCallbackFlag declares the hosts asynchronous invocations may call back.
 func bindCallbackFlag(fs *pflag.FlagSet, hosts *[]string) {
-	fs.StringSliceVar(hosts, "async-callback-hosts", nil, "hosts (example.com, *.example.com) asynchronous invocations may POST their outcome to (X-Sless-Callback-URL); none: callbacks are refused")
+	fs.StringSliceVar(hosts, "async-callback-hosts", nil, "hosts (example.com, *.example.com, 10.0.0.7) asynchronous invocations may POST their outcome to (X-Sless-Callback-URL); none: callbacks are refused. In a cluster a name resolving to a private, loopback or link-local address is refused: list the address")
 }
 
 func runGateway(cmd *cobra.Command, f gatewayFlags) error {
