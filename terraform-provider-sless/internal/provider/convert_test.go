@@ -5,31 +5,40 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"sless.dev/sless/gateway/api"
 )
 
+// stateCase is one mapping of an API value and the prior state value to a new state value.
+type stateCase[A any, V attr.Value] struct {
+	name  string
+	api   A
+	prior V
+	want  V
+}
+
+// testStateMapping runs the cases of a mapping from an API value back to the state.
+func testStateMapping[A any, V attr.Value](t *testing.T, name string, mapping func(A, V) V, tests []stateCase[A, V]) {
+	t.Helper()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := mapping(tc.api, tc.prior); !got.Equal(tc.want) {
+				t.Fatalf("%s(%v, %v) = %v, want %v", name, tc.api, tc.prior, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestTimeoutNullWhenUnset(t *testing.T) {
-	tests := []struct {
-		name  string
-		api   int32
-		prior types.Int64
-		want  types.Int64
-	}{
+	testStateMapping(t, "timeoutState", timeoutState, []stateCase[int32, types.Int64]{
 		{"unset stays null", 0, types.Int64Null(), types.Int64Null()},
 		{"import of no limit is null", 0, types.Int64Unknown(), types.Int64Null()},
 		{"explicit 0 stays 0", 0, types.Int64Value(0), types.Int64Value(0)},
 		{"a limit", 30, types.Int64Null(), types.Int64Value(30)},
 		{"limit removed elsewhere", 0, types.Int64Value(30), types.Int64Null()},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := timeoutState(tc.api, tc.prior); !got.Equal(tc.want) {
-				t.Fatalf("timeoutState(%d, %v) = %v, want %v", tc.api, tc.prior, got, tc.want)
-			}
-		})
-	}
+	})
 	if n := *timeoutSeconds(types.Int64Null()); n != 0 {
 		t.Fatalf("null timeout sends %d, want 0 (no limit)", n)
 	}
@@ -53,24 +62,13 @@ func TestEnvState(t *testing.T) {
 }
 
 func TestEventState(t *testing.T) {
-	tests := []struct {
-		name  string
-		api   string
-		prior types.String
-		want  types.String
-	}{
+	eventText := func(event string, prior types.String) types.String { return eventState(json.RawMessage(event), prior) }
+	testStateMapping(t, "eventState", eventText, []stateCase[string, types.String]{
 		{"reformatted by the server", `{"a":1,"b":[1,2]}`, types.StringValue("{\n  \"b\": [1, 2],\n  \"a\": 1\n}"), types.StringValue("{\n  \"b\": [1, 2],\n  \"a\": 1\n}")},
 		{"changed elsewhere", `{"a":2}`, types.StringValue(`{"a":1}`), types.StringValue(`{"a":2}`)},
 		{"none", ``, types.StringNull(), types.StringNull()},
 		{"imported", `{"a":1}`, types.StringNull(), types.StringValue(`{"a":1}`)},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := eventState(json.RawMessage(tc.api), tc.prior); !got.Equal(tc.want) {
-				t.Fatalf("eventState = %v, want %v", got, tc.want)
-			}
-		})
-	}
+	})
 }
 
 func TestTriggerSettled(t *testing.T) {

@@ -21,9 +21,7 @@ type functionDataSource struct {
 }
 
 type functionDataModel struct {
-	ID        types.String `tfsdk:"id"`
-	Name      types.String `tfsdk:"name"`
-	Namespace types.String `tfsdk:"namespace"`
+	objectRef
 	functionSettings
 	functionStatus
 	Ready types.Bool `tfsdk:"ready"`
@@ -71,37 +69,30 @@ func (d *functionDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 }
 
 func (d *functionDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
-	c, ok := clientFrom(req.ProviderData)
-	if !ok {
-		resp.Diagnostics.AddError("Unexpected provider data", fmt.Sprintf("got %T; this is a bug in the provider", req.ProviderData))
-		return
+	if c, ok := configuredClient(req.ProviderData, &resp.Diagnostics); ok {
+		d.client = c
 	}
-	d.client = c
 }
 
 func (d *functionDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
-	ctx, end := startSpan(ctx, "data.sless_function.read")
-	defer end(&resp.Diagnostics)
-	m, ok := loadModel[functionDataModel](ctx, d.client, req.Config.Get, &resp.Diagnostics)
-	if !ok {
-		return
-	}
-	name := m.Name.ValueString()
-	fn, err := d.client.GetFunction(ctx, d.client.namespace, name)
-	if client.IsNotFound(err) {
-		resp.Diagnostics.AddError("Function not found", fmt.Sprintf("No function %s in namespace %s.", name, d.client.namespace))
-		return
-	}
-	if err != nil {
-		resp.Diagnostics.AddError("Cannot read function "+name, err.Error())
-		return
-	}
-	settings, diags := functionSettingsFrom(ctx, fn, functionSettings{})
-	resp.Diagnostics.Append(diags...)
-	m.ID = objectID(fn.Namespace, fn.Name)
-	m.Namespace = types.StringValue(fn.Namespace)
-	m.functionSettings = settings
-	m.functionStatus = functionStatusFrom(fn)
-	m.Ready = types.BoolValue(fn.Status.Ready)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	operation(ctx, "data.sless_function.read", d.client, req.Config.Get, &resp.Diagnostics, func(ctx context.Context, m functionDataModel) {
+		name := m.Name.ValueString()
+		fn, err := d.client.GetFunction(ctx, d.client.namespace, name)
+		if client.IsNotFound(err) {
+			resp.Diagnostics.AddError("Function not found", fmt.Sprintf("No function %s in namespace %s.", name, d.client.namespace))
+			return
+		}
+		if err != nil {
+			resp.Diagnostics.AddError("Cannot read function "+name, err.Error())
+			return
+		}
+		settings, diags := functionSettingsFrom(ctx, fn, functionSettings{})
+		resp.Diagnostics.Append(diags...)
+		m.ID = objectID(fn.Namespace, fn.Name)
+		m.Namespace = types.StringValue(fn.Namespace)
+		m.functionSettings = settings
+		m.functionStatus = functionStatusFrom(fn)
+		m.Ready = types.BoolValue(fn.Status.Ready)
+		resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	})
 }

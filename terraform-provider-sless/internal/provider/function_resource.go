@@ -18,7 +18,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -27,37 +26,31 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"sless.dev/sless/gateway/api"
-	"sless.dev/sless/gateway/client"
 )
 
 // defaultBuildTimeoutSec bounds the wait for a build when build_timeout_sec is not set.
 const defaultBuildTimeoutSec = 600
 
 var (
-	_ resource.ResourceWithImportState      = (*functionResource)(nil)
 	_ resource.ResourceWithModifyPlan       = (*functionResource)(nil)
 	_ resource.ResourceWithConfigValidators = (*functionResource)(nil)
 )
 
 // NewFunctionResource is the sless_function resource.
-func NewFunctionResource() resource.Resource { return &functionResource{} }
+func NewFunctionResource() resource.Resource {
+	return &functionResource{resourceBase[functionModel, api.Function]{remote: functionRemote}}
+}
 
 type functionResource struct {
-	client *apiClient
+	resourceBase[functionModel, api.Function]
 }
 
 type functionModel struct {
-	ID        types.String `tfsdk:"id"`
-	Name      types.String `tfsdk:"name"`
-	Namespace types.String `tfsdk:"namespace"`
+	objectRef
 	functionSettings
 	codeSource
 	BuildTimeoutSec types.Int64 `tfsdk:"build_timeout_sec"`
 	functionStatus
-}
-
-func (r *functionResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_function"
 }
 
 func (r *functionResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -73,21 +66,9 @@ func (r *functionResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 }
 
 func functionAttributes() map[string]schema.Attribute {
-	keep := []planmodifier.Int64{int64planmodifier.UseStateForUnknown()}
-	attrs := map[string]schema.Attribute{
-		"id": schema.StringAttribute{
-			Computed: true, MarkdownDescription: "`namespace/name`.",
-			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
-		},
-		"name": schema.StringAttribute{
-			Required: true, MarkdownDescription: "Function name, a DNS label (lowercase letters, digits, `-`). Changing it replaces the function.",
-			Validators:    nameValidators(),
-			PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-		},
-		"namespace": schema.StringAttribute{
-			Computed: true, MarkdownDescription: "Tenant namespace the function lives in (derived from the token).",
-			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
-		},
+	attrs := objectAttributes("Function name, a DNS label (lowercase letters, digits, `-`). Changing it replaces the function.",
+		"Tenant namespace the function lives in (derived from the token).")
+	maps.Copy(attrs, map[string]schema.Attribute{
 		"runtime": schema.StringAttribute{
 			Required: true, MarkdownDescription: "Language runtime: one of " + quotedList(api.Runtimes) + ".",
 			Validators: runtimeValidators(),
@@ -100,47 +81,26 @@ func functionAttributes() map[string]schema.Attribute {
 			MarkdownDescription: "Environment variables of the handler; names must not start with `SLESS_`. Changes apply in place without a rebuild.",
 			Validators:          []validator.Map{envCheck{}, mapvalidator.SizeAtMost(256)},
 		},
-		"memory_mb": schema.Int64Attribute{
-			Optional: true, Computed: true, MarkdownDescription: "Memory limit in MiB (32-16384; server default 128).",
-			Validators: []validator.Int64{int64validator.Between(32, 16384)}, PlanModifiers: keep,
-		},
+		"memory_mb": serverDefaultInt64("Memory limit in MiB (32-16384; server default 128).", 32, 16384),
 		"timeout_sec": schema.Int64Attribute{
 			Optional: true, MarkdownDescription: "Limit of one invocation in seconds, 1-900; `0` or unset means no limit (unset stays null in the state).",
 			Validators: timeoutValidators(),
 		},
-		"min_replicas": schema.Int64Attribute{
-			Optional: true, Computed: true, MarkdownDescription: "Instances kept running when idle; 0 (default) scales to zero, 1 or more keeps the function always on.",
-			Validators: []validator.Int64{int64validator.Between(0, 1000)}, PlanModifiers: keep,
-		},
-		"max_replicas": schema.Int64Attribute{
-			Optional: true, Computed: true, MarkdownDescription: "Upper bound of instances (1-1000; server default 10).",
-			Validators: []validator.Int64{int64validator.Between(1, 1000)}, PlanModifiers: keep,
-		},
-		"scale_down_period_sec": schema.Int64Attribute{
-			Optional: true, Computed: true, MarkdownDescription: "Idle seconds before scaling down (1-86400; server default 300).",
-			Validators: []validator.Int64{int64validator.Between(1, 86400)}, PlanModifiers: keep,
-		},
+		"min_replicas":          serverDefaultInt64("Instances kept running when idle; 0 (default) scales to zero, 1 or more keeps the function always on.", 0, 1000),
+		"max_replicas":          serverDefaultInt64("Upper bound of instances (1-1000; server default 10).", 1, 1000),
+		"scale_down_period_sec": serverDefaultInt64("Idle seconds before scaling down (1-86400; server default 300).", 1, 86400),
 		"scaling_metric": schema.StringAttribute{
 			Optional: true, Computed: true, MarkdownDescription: "`concurrency` (default: in-flight requests per instance) or `requestRate`.",
 			Validators:    []validator.String{stringvalidator.OneOf("concurrency", "requestRate")},
 			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 		},
-		"scaling_target": schema.Int64Attribute{
-			Optional: true, Computed: true, MarkdownDescription: "Target value of `scaling_metric` per instance, e.g. the concurrency target (1-100000; server default 100).",
-			Validators: []validator.Int64{int64validator.Between(1, 100000)}, PlanModifiers: keep,
-		},
+		"scaling_target": serverDefaultInt64("Target value of `scaling_metric` per instance, e.g. the concurrency target (1-100000; server default 100).", 1, 100000),
 		"async_enabled": schema.BoolAttribute{
 			Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 			MarkdownDescription: "Take asynchronous invocations: a call with `Prefer: respond-async` is queued and answered `202` with the invocation's `Location` (default false).",
 		},
-		"async_max_attempts": schema.Int64Attribute{
-			Optional: true, Computed: true, MarkdownDescription: "Attempts of one asynchronous invocation before it is dead-lettered (1-100; server default 3).",
-			Validators: []validator.Int64{int64validator.Between(1, 100)}, PlanModifiers: keep,
-		},
-		"async_backoff_ms": schema.Int64Attribute{
-			Optional: true, Computed: true, MarkdownDescription: "Delay before the second attempt in ms, doubling for each next one (0-3600000; server default 1000).",
-			Validators: []validator.Int64{int64validator.Between(0, 3600000)}, PlanModifiers: keep,
-		},
+		"async_max_attempts": serverDefaultInt64("Attempts of one asynchronous invocation before it is dead-lettered (1-100; server default 3).", 1, 100),
+		"async_backoff_ms":   serverDefaultInt64("Delay before the second attempt in ms, doubling for each next one (0-3600000; server default 1000).", 0, 3600000),
 		"async_dead_letter_queue": schema.StringAttribute{
 			Optional: true, MarkdownDescription: "Queue exhausted asynchronous invocations go to; `<namespace>.async.<name>.dlq` when unset.",
 			Validators: []validator.String{stringvalidator.LengthBetween(1, 255)},
@@ -150,19 +110,10 @@ func functionAttributes() map[string]schema.Attribute {
 			MarkdownDescription: fmt.Sprintf("How long `apply` waits for the build to become Ready (default %d).", defaultBuildTimeoutSec),
 			Validators:          []validator.Int64{int64validator.Between(1, 86400)},
 		},
-		"url": schema.StringAttribute{
-			Computed: true, MarkdownDescription: "URL that invokes the function (`<endpoint>/fn/<namespace>/<name>`).",
-			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
-		},
-		"image": schema.StringAttribute{
-			Computed: true, MarkdownDescription: "Built image (or local artifact under `sless dev`).",
-			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
-		},
-		"phase": schema.StringAttribute{
-			Computed: true, MarkdownDescription: "Pending, Building, Ready or Failed.",
-			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
-		},
-	}
+		"url":   computedString("URL that invokes the function (`<endpoint>/fn/<namespace>/<name>`)."),
+		"image": computedString("Built image (or local artifact under `sless dev`)."),
+		"phase": computedString("Pending, Building, Ready or Failed."),
+	})
 	return attrs
 }
 
@@ -170,15 +121,6 @@ func (r *functionResource) ConfigValidators(context.Context) []resource.ConfigVa
 	return []resource.ConfigValidator{
 		resourcevalidator.ExactlyOneOf(path.MatchRoot("source_dir"), path.MatchRoot("code_path")),
 	}
-}
-
-func (r *functionResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	c, ok := clientFrom(req.ProviderData)
-	if !ok {
-		resp.Diagnostics.AddError("Unexpected provider data", fmt.Sprintf("got %T; this is a bug in the provider", req.ProviderData))
-		return
-	}
-	r.client = c
 }
 
 // ModifyPlan hashes source_dir so that an edit of any file in it is a planned change, and
@@ -202,62 +144,34 @@ func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 }
 
 func (r *functionResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	ctx, end := startSpan(ctx, "sless_function.create")
-	defer end(&resp.Diagnostics)
-	plan, ok := loadModel[functionModel](ctx, r.client, req.Plan.Get, &resp.Diagnostics)
-	if !ok {
-		return
-	}
-	name := plan.Name.ValueString()
-	fields, diags := plan.fields(ctx)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	fn, err := r.client.CreateFunction(ctx, r.client.namespace, api.CreateFunction{Name: name, FunctionFields: fields})
-	if err != nil {
-		if client.IsConflict(err) {
-			resp.Diagnostics.AddError("Function already exists",
-				fmt.Sprintf("Function %s exists in namespace %s; adopt it with `terraform import <address> %s` or pick another name.", name, r.client.namespace, name))
+	withRequest(ctx, "sless_function.create", r.client, req.Plan, nil, &resp.Diagnostics, func(ctx context.Context, plan, _ functionModel, fields api.FunctionFields) {
+		name := plan.Name.ValueString()
+		fn, err := r.client.CreateFunction(ctx, r.client.namespace, api.CreateFunction{Name: name, FunctionFields: fields})
+		if err != nil {
+			createFailed(&resp.Diagnostics, r.client, "function", name, err)
 			return
 		}
-		resp.Diagnostics.AddError("Cannot create function "+name, err.Error())
-		return
-	}
-	// Recorded before the upload and build: if they fail, Terraform knows the function
-	// exists (tainted) and replaces it on the next apply instead of failing on a conflict.
-	resp.Diagnostics.Append(r.setState(ctx, &resp.State, plan, fn)...)
-	r.deploy(ctx, plan, &resp.State, &resp.Diagnostics)
+		// Recorded before the upload and build: if they fail, Terraform knows the function
+		// exists (tainted) and replaces it on the next apply instead of failing on a conflict.
+		resp.Diagnostics.Append(r.setState(ctx, &resp.State, plan, fn)...)
+		r.deploy(ctx, plan, &resp.State, &resp.Diagnostics)
+	})
 }
 
 func (r *functionResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	ctx, end := startSpan(ctx, "sless_function.update")
-	defer end(&resp.Diagnostics)
-	if !r.client.configured(&resp.Diagnostics) {
-		return
-	}
-	var plan, state functionModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	name := plan.Name.ValueString()
-	fields, diags := plan.fields(ctx)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	fn, err := r.client.UpdateFunction(ctx, r.client.namespace, name, fields)
-	if err != nil {
-		resp.Diagnostics.AddError("Cannot update function "+name, err.Error())
-		return
-	}
-	if plan.SourceHash.Equal(state.SourceHash) {
-		r.waitAndRecord(ctx, plan, fn.Status, &resp.State, &resp.Diagnostics)
-		return
-	}
-	r.deploy(ctx, plan, &resp.State, &resp.Diagnostics)
+	withRequest(ctx, "sless_function.update", r.client, req.Plan, &req.State, &resp.Diagnostics, func(ctx context.Context, plan, state functionModel, fields api.FunctionFields) {
+		name := plan.Name.ValueString()
+		fn, err := r.client.UpdateFunction(ctx, r.client.namespace, name, fields)
+		if err != nil {
+			resp.Diagnostics.AddError("Cannot update function "+name, err.Error())
+			return
+		}
+		if plan.SourceHash.Equal(state.SourceHash) {
+			r.waitAndRecord(ctx, plan, fn.Status, &resp.State, &resp.Diagnostics)
+			return
+		}
+		r.deploy(ctx, plan, &resp.State, &resp.Diagnostics)
+	})
 }
 
 // deploy uploads the planned code, waits for the build and records the result. When the
@@ -301,9 +215,7 @@ func (r *functionResource) setState(ctx context.Context, st *tfsdk.State, plan f
 func functionModelFrom(ctx context.Context, fn api.Function, prior functionModel) (functionModel, diag.Diagnostics) {
 	settings, diags := functionSettingsFrom(ctx, fn, prior.functionSettings)
 	m := prior
-	m.ID = objectID(fn.Namespace, fn.Name)
-	m.Name = types.StringValue(fn.Name)
-	m.Namespace = types.StringValue(fn.Namespace)
+	m.objectRef = objectRefOf(fn.Namespace, fn.Name)
 	m.functionSettings = settings
 	m.functionStatus = functionStatusFrom(fn)
 	if m.BuildTimeoutSec.IsNull() || m.BuildTimeoutSec.IsUnknown() {
@@ -316,15 +228,7 @@ func functionModelFrom(ctx context.Context, fn api.Function, prior functionModel
 }
 
 func (r *functionResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	readResource(ctx, r.client, functionRemote, req, resp, func(ctx context.Context, state functionModel, obj api.Function) {
+	readResource(ctx, r.client, r.remote, req, resp, func(ctx context.Context, state functionModel, obj api.Function) {
 		resp.Diagnostics.Append(r.setState(ctx, &resp.State, state, obj)...)
 	})
-}
-
-func (r *functionResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	deleteResource[functionModel](ctx, r.client, functionRemote, req, resp)
-}
-
-func (r *functionResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	importByName(ctx, "sless_function", r.client, req, resp)
 }

@@ -41,21 +41,28 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-// functionConfig declares one function; extra lines go into its block.
-func functionConfig(name, dir, greeting string, extra ...string) string {
+// functionBlock declares the Go function name as resource sless_function.<label>, with its
+// code in dir and env inside its env_vars; extra lines go into its block.
+func functionBlock(label, name, dir, env string, extra ...string) string {
 	return fmt.Sprintf(`
-resource "sless_function" "test" {
-  name       = %[1]q
+resource "sless_function" %q {
+  name       = %q
   runtime    = "go1.23"
-  source_dir = %[2]q
-  env_vars   = { GREETING = %[3]q }
-  %[4]s
+  source_dir = %q
+  env_vars   = { %s }
+  %s
+}
+`, label, name, dir, env, strings.Join(extra, "\n  "))
 }
 
+// functionConfig declares one function and reads it back with the data source; extra lines
+// go into its block.
+func functionConfig(name, dir, greeting string, extra ...string) string {
+	return functionBlock("test", name, dir, fmt.Sprintf("GREETING = %q", greeting), extra...) + `
 data "sless_function" "test" {
   name = sless_function.test.name
 }
-`, name, dir, greeting, strings.Join(extra, "\n  "))
+`
 }
 
 // checkInvoke calls the function's url from the state and expects body.

@@ -20,36 +20,33 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"sless.dev/sless/gateway/api"
-	"sless.dev/sless/gateway/client"
 )
 
 const defaultWaitTimeoutSec = 300
 
 var (
-	_ resource.ResourceWithImportState      = (*jobResource)(nil)
 	_ resource.ResourceWithModifyPlan       = (*jobResource)(nil)
 	_ resource.ResourceWithConfigValidators = (*jobResource)(nil)
 	_ resource.ResourceWithValidateConfig   = (*jobResource)(nil)
 )
 
 // NewJobResource is the sless_job resource.
-func NewJobResource() resource.Resource { return &jobResource{} }
+func NewJobResource() resource.Resource {
+	return &jobResource{resourceBase[jobModel, api.Job]{remote: jobRemote}}
+}
 
 type jobResource struct {
-	client *apiClient
+	resourceBase[jobModel, api.Job]
 }
 
 type jobModel struct {
-	ID             types.String `tfsdk:"id"`
-	Name           types.String `tfsdk:"name"`
-	Namespace      types.String `tfsdk:"namespace"`
+	objectRef
 	Function       types.String `tfsdk:"function"`
 	Runtime        types.String `tfsdk:"runtime"`
 	Image          types.String `tfsdk:"image"`
@@ -74,10 +71,6 @@ type jobResult struct {
 	DurationMs    types.Int64  `tfsdk:"duration_ms"`
 }
 
-func (r *jobResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_job"
-}
-
 func (r *jobResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	attrs := jobAttributes()
 	maps.Copy(attrs, codeSourceAttributes("job"))
@@ -91,15 +84,8 @@ func (r *jobResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *
 }
 
 func jobAttributes() map[string]schema.Attribute {
-	keepString := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
-	keepInt := []planmodifier.Int64{int64planmodifier.UseStateForUnknown()}
-	return map[string]schema.Attribute{
-		"id":        schema.StringAttribute{Computed: true, MarkdownDescription: "`namespace/name`.", PlanModifiers: keepString},
-		"namespace": schema.StringAttribute{Computed: true, MarkdownDescription: "Tenant namespace.", PlanModifiers: keepString},
-		"name": schema.StringAttribute{
-			Required: true, MarkdownDescription: "Job name, a DNS label. Changing it replaces the job.",
-			Validators: nameValidators(), PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-		},
+	attrs := objectAttributes("Job name, a DNS label. Changing it replaces the job.", "Tenant namespace.")
+	maps.Copy(attrs, map[string]schema.Attribute{
 		"function": schema.StringAttribute{
 			Optional: true, MarkdownDescription: "Function to run; the job waits for it to be Ready.",
 			Validators: nameValidators(),
@@ -142,13 +128,14 @@ func jobAttributes() map[string]schema.Attribute {
 			MarkdownDescription: fmt.Sprintf("How long `apply` waits for a run to end, including a build (default %d).", defaultWaitTimeoutSec),
 			Validators:          []validator.Int64{int64validator.Between(1, 86400)},
 		},
-		"phase":           schema.StringAttribute{Computed: true, MarkdownDescription: "Pending, Building, Running, Succeeded, Failed or Skipped (run_id 0).", PlanModifiers: keepString},
-		"observed_run_id": schema.Int64Attribute{Computed: true, MarkdownDescription: "`run_id` the status describes.", PlanModifiers: keepInt},
-		"result":          schema.StringAttribute{Computed: true, MarkdownDescription: "What the handler returned (JSON, or the string it returned).", PlanModifiers: keepString},
-		"output":          schema.StringAttribute{Computed: true, MarkdownDescription: "Tail of the run's stdout and stderr.", PlanModifiers: keepString},
-		"error":           schema.StringAttribute{Computed: true, MarkdownDescription: "Why the run failed.", PlanModifiers: keepString},
-		"duration_ms":     schema.Int64Attribute{Computed: true, MarkdownDescription: "Run time in milliseconds.", PlanModifiers: keepInt},
-	}
+		"phase":           computedString("Pending, Building, Running, Succeeded, Failed or Skipped (run_id 0)."),
+		"observed_run_id": computedInt64("`run_id` the status describes."),
+		"result":          computedString("What the handler returned (JSON, or the string it returned)."),
+		"output":          computedString("Tail of the run's stdout and stderr."),
+		"error":           computedString("Why the run failed."),
+		"duration_ms":     computedInt64("Run time in milliseconds."),
+	})
+	return attrs
 }
 
 func (r *jobResource) ConfigValidators(context.Context) []resource.ConfigValidator {
@@ -190,15 +177,6 @@ func checkJobCode(m jobModel) diag.Diagnostics {
 			fmt.Sprintf("Set one of source_dir, code_path and image; %s and %s are both set.", set[0], set[1]))
 	}
 	return diags
-}
-
-func (r *jobResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	c, ok := clientFrom(req.ProviderData)
-	if !ok {
-		resp.Diagnostics.AddError("Unexpected provider data", fmt.Sprintf("got %T; this is a bug in the provider", req.ProviderData))
-		return
-	}
-	r.client = c
 }
 
 // ModifyPlan hashes the job's own code, and marks the run's outcome unknown when run_id
@@ -257,9 +235,7 @@ func (m jobModel) fields(ctx context.Context) (api.JobFields, diag.Diagnostics) 
 func jobModelFrom(ctx context.Context, j api.Job, prior jobModel) (jobModel, diag.Diagnostics) {
 	env, diags := envState(ctx, j.EnvVars, prior.EnvVars)
 	m := prior
-	m.ID = objectID(j.Namespace, j.Name)
-	m.Name = types.StringValue(j.Name)
-	m.Namespace = types.StringValue(j.Namespace)
+	m.objectRef = objectRefOf(j.Namespace, j.Name)
 	m.Function = stringOrNull(j.Function)
 	m.Runtime = stringOrNull(j.Runtime)
 	m.Image = stringOrNull(j.Image)
@@ -313,44 +289,30 @@ func sameJSON(a, b []byte) bool {
 }
 
 func (r *jobResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	ctx, end := startSpan(ctx, "sless_job.create")
-	defer end(&resp.Diagnostics)
-	plan, ok := loadModel[jobModel](ctx, r.client, req.Plan.Get, &resp.Diagnostics)
-	if !ok {
-		return
-	}
-	name := plan.Name.ValueString()
-	fields, diags := plan.fields(ctx)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	runID := *fields.RunID
-	if plan.has() {
-		// Created without a run: the run starts once the code is there (below).
-		*fields.RunID = 0
-	}
-	j, err := r.client.CreateJob(ctx, r.client.namespace, api.CreateJob{Name: name, JobFields: fields})
-	if err != nil {
-		if client.IsConflict(err) {
-			resp.Diagnostics.AddError("Job already exists",
-				fmt.Sprintf("Job %s exists in namespace %s; adopt it with `terraform import <address> %s` or pick another name.", name, r.client.namespace, name))
+	withRequest(ctx, "sless_job.create", r.client, req.Plan, nil, &resp.Diagnostics, func(ctx context.Context, plan, _ jobModel, fields api.JobFields) {
+		name := plan.Name.ValueString()
+		runID := *fields.RunID
+		if plan.has() {
+			// Created without a run: the run starts once the code is there (below).
+			*fields.RunID = 0
+		}
+		j, err := r.client.CreateJob(ctx, r.client.namespace, api.CreateJob{Name: name, JobFields: fields})
+		if err != nil {
+			createFailed(&resp.Diagnostics, r.client, "job", name, err)
 			return
 		}
-		resp.Diagnostics.AddError("Cannot create job "+name, err.Error())
-		return
-	}
-	r.record(ctx, j, plan, &resp.State, &resp.Diagnostics)
-	if plan.has() {
-		if !r.uploadCode(ctx, plan, &resp.Diagnostics) {
-			return
+		r.record(ctx, j, plan, &resp.State, &resp.Diagnostics)
+		if plan.has() {
+			if !r.uploadCode(ctx, plan, &resp.Diagnostics) {
+				return
+			}
+			if _, err := r.client.UpdateJob(ctx, r.client.namespace, name, api.JobFields{RunID: &runID}); err != nil {
+				resp.Diagnostics.AddError(fmt.Sprintf("Cannot start run %d of job %s", runID, name), err.Error())
+				return
+			}
 		}
-		if _, err := r.client.UpdateJob(ctx, r.client.namespace, name, api.JobFields{RunID: &runID}); err != nil {
-			resp.Diagnostics.AddError(fmt.Sprintf("Cannot start run %d of job %s", runID, name), err.Error())
-			return
-		}
-	}
-	r.waitRun(ctx, plan, &resp.State, &resp.Diagnostics)
+		r.waitRun(ctx, plan, &resp.State, &resp.Diagnostics)
+	})
 }
 
 // uploadCode uploads a self-contained job's code.
@@ -386,54 +348,32 @@ func (r *jobResource) record(ctx context.Context, j api.Job, prior jobModel, st 
 }
 
 func (r *jobResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	readResource(ctx, r.client, jobRemote, req, resp, func(ctx context.Context, state jobModel, obj api.Job) {
+	readResource(ctx, r.client, r.remote, req, resp, func(ctx context.Context, state jobModel, obj api.Job) {
 		r.record(ctx, obj, state, &resp.State, &resp.Diagnostics)
 	})
 }
 
 // Update changes the job in place; a raised run_id runs it again and waits for that run.
 func (r *jobResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	ctx, end := startSpan(ctx, "sless_job.update")
-	defer end(&resp.Diagnostics)
-	if !r.client.configured(&resp.Diagnostics) {
-		return
-	}
-	var plan, state jobModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	name := plan.Name.ValueString()
-	fields, diags := plan.fields(ctx)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	// New code goes first, so that a raised run_id runs it.
-	if plan.has() && !plan.SourceHash.Equal(state.SourceHash) && !r.uploadCode(ctx, plan, &resp.Diagnostics) {
-		return
-	}
-	j, err := r.client.UpdateJob(ctx, r.client.namespace, name, fields)
-	if err != nil {
-		resp.Diagnostics.AddError("Cannot update job "+name, err.Error())
-		return
-	}
-	if plan.RunID.Equal(state.RunID) {
-		// No new run: the planned outcome is the recorded one.
-		m, d := jobModelFrom(ctx, j, plan)
-		m.jobResult = state.jobResult
-		resp.Diagnostics.Append(d...)
-		resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
-		return
-	}
-	r.waitRun(ctx, plan, &resp.State, &resp.Diagnostics)
-}
-
-func (r *jobResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	deleteResource[jobModel](ctx, r.client, jobRemote, req, resp)
-}
-
-func (r *jobResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	importByName(ctx, "sless_job", r.client, req, resp)
+	withRequest(ctx, "sless_job.update", r.client, req.Plan, &req.State, &resp.Diagnostics, func(ctx context.Context, plan, state jobModel, fields api.JobFields) {
+		name := plan.Name.ValueString()
+		// New code goes first, so that a raised run_id runs it.
+		if plan.has() && !plan.SourceHash.Equal(state.SourceHash) && !r.uploadCode(ctx, plan, &resp.Diagnostics) {
+			return
+		}
+		j, err := r.client.UpdateJob(ctx, r.client.namespace, name, fields)
+		if err != nil {
+			resp.Diagnostics.AddError("Cannot update job "+name, err.Error())
+			return
+		}
+		if plan.RunID.Equal(state.RunID) {
+			// No new run: the planned outcome is the recorded one.
+			m, d := jobModelFrom(ctx, j, plan)
+			m.jobResult = state.jobResult
+			resp.Diagnostics.Append(d...)
+			resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+			return
+		}
+		r.waitRun(ctx, plan, &resp.State, &resp.Diagnostics)
+	})
 }

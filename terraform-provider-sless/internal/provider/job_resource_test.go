@@ -38,21 +38,14 @@ func jobConfig(dir, runsFile string, runID int) string {
 }
 
 func jobConfigEvent(dir, runsFile string, runID int, event string) string {
-	return fmt.Sprintf(`
-resource "sless_function" "fn" {
-  name       = "acc-job-fn"
-  runtime    = "go1.23"
-  source_dir = %[1]q
-  env_vars   = { RUNS_FILE = %[2]q }
-}
-
+	return functionBlock("fn", "acc-job-fn", dir, fmt.Sprintf("RUNS_FILE = %q", runsFile)) + fmt.Sprintf(`
 resource "sless_job" "test" {
   name       = "acc-job"
   function   = sless_function.fn.name
-  event_json = jsonencode(%[4]s)
-  run_id     = %[3]d
+  event_json = jsonencode(%[2]s)
+  run_id     = %[1]d
 }
-`, dir, runsFile, runID, event)
+`, runID, event)
 }
 
 func TestAccJob(t *testing.T) {
@@ -61,10 +54,21 @@ func TestAccJob(t *testing.T) {
 	writeFile(t, filepath.Join(src, "handler.go"), jobHandler)
 	runsFile := filepath.Join(t.TempDir(), "runs")
 	const addr = "sless_job.test"
-	reRun := resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-		plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
-		plancheck.ExpectUnknownValue(addr, tfjsonpath.New("result")),
-	}}
+	// reRun raises run_id to runID: an in-place update that runs the job again.
+	reRun := func(runID int, checks ...statecheck.StateCheck) resource.TestStep {
+		return resource.TestStep{
+			Config: jobConfig(src, runsFile, runID),
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+				plancheck.ExpectUnknownValue(addr, tfjsonpath.New("result")),
+			}},
+			ConfigStateChecks: append([]statecheck.StateCheck{
+				statecheck.ExpectKnownValue(addr, tfjsonpath.New("phase"), knownvalue.StringExact("Succeeded")),
+				statecheck.ExpectKnownValue(addr, tfjsonpath.New("observed_run_id"), knownvalue.Int64Exact(int64(runID))),
+			}, checks...),
+			Check: checkRuns(runsFile, runID),
+		}
+	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: protoV6Providers,
 		CheckDestroy:             checkGone(d, t),
@@ -78,26 +82,11 @@ func TestAccJob(t *testing.T) {
 				},
 				Check: checkRuns(runsFile, 0),
 			},
-			{
-				Config:           jobConfig(src, runsFile, 1),
-				ConfigPlanChecks: reRun,
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue(addr, tfjsonpath.New("phase"), knownvalue.StringExact("Succeeded")),
-					statecheck.ExpectKnownValue(addr, tfjsonpath.New("observed_run_id"), knownvalue.Int64Exact(1)),
-					statecheck.ExpectKnownValue(addr, tfjsonpath.New("result"), knownvalue.StringRegexp(regexp.MustCompile(`^\{"n":42,"ok":true\}\s*$`))),
-					statecheck.ExpectKnownValue(addr, tfjsonpath.New("output"), knownvalue.StringRegexp(regexp.MustCompile(`processing 42`))),
-				},
-				Check: checkRuns(runsFile, 1),
-			},
-			{
-				Config:           jobConfig(src, runsFile, 2),
-				ConfigPlanChecks: reRun,
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue(addr, tfjsonpath.New("phase"), knownvalue.StringExact("Succeeded")),
-					statecheck.ExpectKnownValue(addr, tfjsonpath.New("observed_run_id"), knownvalue.Int64Exact(2)),
-				},
-				Check: checkRuns(runsFile, 2),
-			},
+			reRun(1,
+				statecheck.ExpectKnownValue(addr, tfjsonpath.New("result"), knownvalue.StringRegexp(regexp.MustCompile(`^\{"n":42,"ok":true\}\s*$`))),
+				statecheck.ExpectKnownValue(addr, tfjsonpath.New("output"), knownvalue.StringRegexp(regexp.MustCompile(`processing 42`))),
+			),
+			reRun(2),
 			{
 				// Applying again without raising run_id does not run the job.
 				Config:   jobConfig(src, runsFile, 2),

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -11,7 +12,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -19,25 +19,21 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"sless.dev/sless/gateway/api"
-	"sless.dev/sless/gateway/client"
 )
 
-var (
-	_ resource.ResourceWithImportState    = (*triggerResource)(nil)
-	_ resource.ResourceWithValidateConfig = (*triggerResource)(nil)
-)
+var _ resource.ResourceWithValidateConfig = (*triggerResource)(nil)
 
 // NewTriggerResource is the sless_trigger resource.
-func NewTriggerResource() resource.Resource { return &triggerResource{} }
+func NewTriggerResource() resource.Resource {
+	return &triggerResource{resourceBase[triggerModel, api.Trigger]{remote: triggerRemote}}
+}
 
 type triggerResource struct {
-	client *apiClient
+	resourceBase[triggerModel, api.Trigger]
 }
 
 type triggerModel struct {
-	ID              types.String `tfsdk:"id"`
-	Name            types.String `tfsdk:"name"`
-	Namespace       types.String `tfsdk:"namespace"`
+	objectRef
 	Function        types.String `tfsdk:"function"`
 	Type            types.String `tfsdk:"type"`
 	Enabled         types.Bool   `tfsdk:"enabled"`
@@ -55,80 +51,64 @@ type triggerModel struct {
 	Active          types.Bool   `tfsdk:"active"`
 }
 
-func (r *triggerResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_trigger"
-}
-
 func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
-	keepString := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
-	keepInt := []planmodifier.Int64{int64planmodifier.UseStateForUnknown()}
+	attrs := objectAttributes("Trigger name, a DNS label. Changing it replaces the trigger.", "Tenant namespace.")
+	maps.Copy(attrs, map[string]schema.Attribute{
+		"function": schema.StringAttribute{
+			Required: true, MarkdownDescription: "Name of the function it invokes; the trigger waits for a function that is not Ready yet.",
+			Validators: nameValidators(),
+		},
+		"type": schema.StringAttribute{
+			Required: true, MarkdownDescription: "`http`, `cron` or `event`. Changing it replaces the trigger.",
+			Validators:    []validator.String{stringvalidator.OneOf(api.TriggerHTTP, api.TriggerCron, api.TriggerEvent)},
+			PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+		},
+		"enabled": schema.BoolAttribute{
+			Optional: true, Computed: true, Default: booldefault.StaticBool(true),
+			MarkdownDescription: "`false` freezes the trigger; toggling it updates in place (no re-create).",
+		},
+		"require_auth": schema.BoolAttribute{
+			Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+			MarkdownDescription: "http only: callers must send a valid Bearer token.",
+		},
+		"schedule": schema.StringAttribute{
+			Optional: true, MarkdownDescription: "cron only: five fields (minute hour day-of-month month day-of-week) or a macro such as `@hourly`.",
+			Validators: []validator.String{stringCheck{desc: "cron schedule", check: checkSchedule}, stringvalidator.LengthAtMost(128)},
+		},
+		"timezone": schema.StringAttribute{
+			Optional: true, MarkdownDescription: "cron only: IANA zone the schedule is read in (default UTC), e.g. `Europe/Berlin`.",
+			Validators: []validator.String{stringCheck{desc: "time zone", check: checkTimezone}},
+		},
+		"prewarm_seconds": schema.Int64Attribute{
+			Optional: true, MarkdownDescription: "cron only: wake the function this many seconds before each tick (through the normal invocation path; the handler is not called) so the tick pays no cold start; it scales down after the tick as usual. 1-3600; unset: no pre-warm.",
+			Validators: []validator.Int64{int64validator.Between(1, 3600)},
+		},
+		"queue": schema.StringAttribute{
+			Optional: true, MarkdownDescription: "event only: AMQP queue to consume.",
+			Validators: []validator.String{stringvalidator.LengthBetween(1, 255)},
+		},
+		"broker_secret": schema.StringAttribute{
+			Optional: true, MarkdownDescription: "event only: name of the Secret holding the broker's `amqp://` URL.",
+			Validators: []validator.String{stringvalidator.LengthBetween(1, 253)},
+		},
+		"broker_secret_key": schema.StringAttribute{
+			Optional: true, Computed: true, MarkdownDescription: "event only: key of the URL in the Secret (server default `host`).",
+			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+		},
+		"max_attempts": serverDefaultInt64("event only: deliveries of one message before it goes to the dead-letter queue (1-100; server default 3).", 1, 100),
+		"backoff_ms":   serverDefaultInt64("event only: delay before the first retry, doubled per attempt (0-3600000; server default 1000).", 0, 3600000),
+		"dead_letter_queue": schema.StringAttribute{
+			Optional: true, MarkdownDescription: "event only: queue that receives messages whose attempts ran out.",
+			Validators: []validator.String{stringvalidator.LengthBetween(1, 255)},
+		},
+		"url":    computedString("http only: URL that invokes the function."),
+		"active": schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether the trigger is currently firing (enabled and its function Ready)."},
+	})
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "A trigger that invokes a function: `http` (its public URL), `cron` (exact ticks of `schedule`) " +
 			"or `event` (each message of an AMQP `queue`). `enabled = false` freezes it in place: an http function scales " +
 			"to zero and refuses calls, a cron trigger stops firing, an event trigger stops consuming.",
-		Attributes: map[string]schema.Attribute{
-			"id":        schema.StringAttribute{Computed: true, MarkdownDescription: "`namespace/name`.", PlanModifiers: keepString},
-			"namespace": schema.StringAttribute{Computed: true, MarkdownDescription: "Tenant namespace.", PlanModifiers: keepString},
-			"name": schema.StringAttribute{
-				Required: true, MarkdownDescription: "Trigger name, a DNS label. Changing it replaces the trigger.",
-				Validators: nameValidators(), PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-			},
-			"function": schema.StringAttribute{
-				Required: true, MarkdownDescription: "Name of the function it invokes; the trigger waits for a function that is not Ready yet.",
-				Validators: nameValidators(),
-			},
-			"type": schema.StringAttribute{
-				Required: true, MarkdownDescription: "`http`, `cron` or `event`. Changing it replaces the trigger.",
-				Validators:    []validator.String{stringvalidator.OneOf(api.TriggerHTTP, api.TriggerCron, api.TriggerEvent)},
-				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-			},
-			"enabled": schema.BoolAttribute{
-				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
-				MarkdownDescription: "`false` freezes the trigger; toggling it updates in place (no re-create).",
-			},
-			"require_auth": schema.BoolAttribute{
-				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
-				MarkdownDescription: "http only: callers must send a valid Bearer token.",
-			},
-			"schedule": schema.StringAttribute{
-				Optional: true, MarkdownDescription: "cron only: five fields (minute hour day-of-month month day-of-week) or a macro such as `@hourly`.",
-				Validators: []validator.String{stringCheck{desc: "cron schedule", check: checkSchedule}, stringvalidator.LengthAtMost(128)},
-			},
-			"timezone": schema.StringAttribute{
-				Optional: true, MarkdownDescription: "cron only: IANA zone the schedule is read in (default UTC), e.g. `Europe/Berlin`.",
-				Validators: []validator.String{stringCheck{desc: "time zone", check: checkTimezone}},
-			},
-			"prewarm_seconds": schema.Int64Attribute{
-				Optional: true, MarkdownDescription: "cron only: wake the function this many seconds before each tick (through the normal invocation path; the handler is not called) so the tick pays no cold start; it scales down after the tick as usual. 1-3600; unset: no pre-warm.",
-				Validators: []validator.Int64{int64validator.Between(1, 3600)},
-			},
-			"queue": schema.StringAttribute{
-				Optional: true, MarkdownDescription: "event only: AMQP queue to consume.",
-				Validators: []validator.String{stringvalidator.LengthBetween(1, 255)},
-			},
-			"broker_secret": schema.StringAttribute{
-				Optional: true, MarkdownDescription: "event only: name of the Secret holding the broker's `amqp://` URL.",
-				Validators: []validator.String{stringvalidator.LengthBetween(1, 253)},
-			},
-			"broker_secret_key": schema.StringAttribute{
-				Optional: true, Computed: true, MarkdownDescription: "event only: key of the URL in the Secret (server default `host`).",
-				PlanModifiers: keepString,
-			},
-			"max_attempts": schema.Int64Attribute{
-				Optional: true, Computed: true, MarkdownDescription: "event only: deliveries of one message before it goes to the dead-letter queue (1-100; server default 3).",
-				Validators: []validator.Int64{int64validator.Between(1, 100)}, PlanModifiers: keepInt,
-			},
-			"backoff_ms": schema.Int64Attribute{
-				Optional: true, Computed: true, MarkdownDescription: "event only: delay before the first retry, doubled per attempt (0-3600000; server default 1000).",
-				Validators: []validator.Int64{int64validator.Between(0, 3600000)}, PlanModifiers: keepInt,
-			},
-			"dead_letter_queue": schema.StringAttribute{
-				Optional: true, MarkdownDescription: "event only: queue that receives messages whose attempts ran out.",
-				Validators: []validator.String{stringvalidator.LengthBetween(1, 255)},
-			},
-			"url":    schema.StringAttribute{Computed: true, MarkdownDescription: "http only: URL that invokes the function.", PlanModifiers: keepString},
-			"active": schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether the trigger is currently firing (enabled and its function Ready)."},
-		},
+		Attributes: attrs,
 	}
 }
 
@@ -175,15 +155,6 @@ func checkTriggerFields(m triggerModel) diag.Diagnostics {
 	return diags
 }
 
-func (r *triggerResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	c, ok := clientFrom(req.ProviderData)
-	if !ok {
-		resp.Diagnostics.AddError("Unexpected provider data", fmt.Sprintf("got %T; this is a bug in the provider", req.ProviderData))
-		return
-	}
-	r.client = c
-}
-
 // fields is the API request for m: every configurable field, so an update also clears what
 // was removed from the configuration.
 func (m triggerModel) fields() api.TriggerFields {
@@ -212,9 +183,7 @@ func (m triggerModel) fields() api.TriggerFields {
 // triggerModelFrom is the state of t.
 func triggerModelFrom(t api.Trigger) triggerModel {
 	return triggerModel{
-		ID:              objectID(t.Namespace, t.Name),
-		Name:            types.StringValue(t.Name),
-		Namespace:       types.StringValue(t.Namespace),
+		objectRef:       objectRefOf(t.Namespace, t.Name),
 		Function:        types.StringValue(t.Function),
 		Type:            types.StringValue(t.Type),
 		Enabled:         types.BoolValue(t.Enabled),
@@ -234,24 +203,15 @@ func triggerModelFrom(t api.Trigger) triggerModel {
 }
 
 func (r *triggerResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	ctx, end := startSpan(ctx, "sless_trigger.create")
-	defer end(&resp.Diagnostics)
-	plan, ok := loadModel[triggerModel](ctx, r.client, req.Plan.Get, &resp.Diagnostics)
-	if !ok {
-		return
-	}
-	name := plan.Name.ValueString()
-	t, err := r.client.CreateTrigger(ctx, r.client.namespace, api.CreateTrigger{Name: name, TriggerFields: plan.fields()})
-	if err != nil {
-		if client.IsConflict(err) {
-			resp.Diagnostics.AddError("Trigger already exists",
-				fmt.Sprintf("Trigger %s exists in namespace %s; adopt it with `terraform import <address> %s` or pick another name.", name, r.client.namespace, name))
+	operation(ctx, "sless_trigger.create", r.client, req.Plan.Get, &resp.Diagnostics, func(ctx context.Context, plan triggerModel) {
+		name := plan.Name.ValueString()
+		t, err := r.client.CreateTrigger(ctx, r.client.namespace, api.CreateTrigger{Name: name, TriggerFields: plan.fields()})
+		if err != nil {
+			createFailed(&resp.Diagnostics, r.client, "trigger", name, err)
 			return
 		}
-		resp.Diagnostics.AddError("Cannot create trigger "+name, err.Error())
-		return
-	}
-	r.settle(ctx, t, api.TriggerStatus{}, &resp.State, &resp.Diagnostics)
+		r.settle(ctx, t, api.TriggerStatus{}, &resp.State, &resp.Diagnostics)
+	})
 }
 
 // settle records t once its status reflects the change (or after a short wait).
@@ -269,7 +229,7 @@ func (r *triggerResource) record(ctx context.Context, t api.Trigger, st *tfsdk.S
 }
 
 func (r *triggerResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	readResource(ctx, r.client, triggerRemote, req, resp, func(ctx context.Context, state triggerModel, obj api.Trigger) {
+	readResource(ctx, r.client, r.remote, req, resp, func(ctx context.Context, state triggerModel, obj api.Trigger) {
 		r.record(ctx, obj, &resp.State, &resp.Diagnostics)
 	})
 }
@@ -277,30 +237,18 @@ func (r *triggerResource) Read(ctx context.Context, req resource.ReadRequest, re
 // Update patches the trigger in place; enabled, the function and the schedule all change
 // without a re-create.
 func (r *triggerResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	ctx, end := startSpan(ctx, "sless_trigger.update")
-	defer end(&resp.Diagnostics)
-	plan, ok := loadModel[triggerModel](ctx, r.client, req.Plan.Get, &resp.Diagnostics)
-	if !ok {
-		return
-	}
-	name := plan.Name.ValueString()
-	before, err := r.client.GetTrigger(ctx, r.client.namespace, name)
-	if err != nil {
-		resp.Diagnostics.AddError("Cannot read trigger "+name, err.Error())
-		return
-	}
-	t, err := r.client.UpdateTrigger(ctx, r.client.namespace, name, plan.fields())
-	if err != nil {
-		resp.Diagnostics.AddError("Cannot update trigger "+name, err.Error())
-		return
-	}
-	r.settle(ctx, t, before.Status, &resp.State, &resp.Diagnostics)
-}
-
-func (r *triggerResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	deleteResource[triggerModel](ctx, r.client, triggerRemote, req, resp)
-}
-
-func (r *triggerResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	importByName(ctx, "sless_trigger", r.client, req, resp)
+	operation(ctx, "sless_trigger.update", r.client, req.Plan.Get, &resp.Diagnostics, func(ctx context.Context, plan triggerModel) {
+		name := plan.Name.ValueString()
+		before, err := r.client.GetTrigger(ctx, r.client.namespace, name)
+		if err != nil {
+			resp.Diagnostics.AddError("Cannot read trigger "+name, err.Error())
+			return
+		}
+		t, err := r.client.UpdateTrigger(ctx, r.client.namespace, name, plan.fields())
+		if err != nil {
+			resp.Diagnostics.AddError("Cannot update trigger "+name, err.Error())
+			return
+		}
+		r.settle(ctx, t, before.Status, &resp.State, &resp.Diagnostics)
+	})
 }

@@ -16,19 +16,12 @@ import (
 )
 
 func triggerConfig(dir, queue string, enabled bool) string {
-	return fmt.Sprintf(`
-resource "sless_function" "fn" {
-  name       = "acc-trig-fn"
-  runtime    = "go1.23"
-  source_dir = %[1]q
-  env_vars   = { GREETING = "from trigger" }
-}
-
+	return functionBlock("fn", "acc-trig-fn", dir, `GREETING = "from trigger"`) + fmt.Sprintf(`
 resource "sless_trigger" "http" {
   name     = "acc-http"
   type     = "http"
   function = sless_function.fn.name
-  enabled  = %[2]t
+  enabled  = %[1]t
 }
 
 resource "sless_trigger" "cron" {
@@ -38,21 +31,21 @@ resource "sless_trigger" "cron" {
   schedule = "0 3 * * *"
   timezone = "Europe/Berlin"
   prewarm_seconds = 30
-  enabled  = %[2]t
+  enabled  = %[1]t
 }
 
 resource "sless_trigger" "events" {
   name              = "acc-events"
   type              = "event"
   function          = sless_function.fn.name
-  queue             = %[3]q
+  queue             = %[2]q
   broker_secret     = "rabbitmq"
   max_attempts      = 2
   backoff_ms        = 10
-  dead_letter_queue = "%[3]s-dead"
-  enabled           = %[2]t
+  dead_letter_queue = "%[2]s-dead"
+  enabled           = %[1]t
 }
-`, dir, enabled, queue)
+`, enabled, queue)
 }
 
 // checkInvokeStatus calls the function's url and expects the HTTP status.

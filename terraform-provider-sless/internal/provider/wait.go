@@ -54,18 +54,31 @@ func poll(ctx context.Context, timeout time.Duration, check func() (done bool, l
 	}
 }
 
+// pollObject reads the object name of rm into *obj until check reports it done, returns an
+// error, or timeout passes; a failed read leaves *obj as it was.
+func pollObject[O any](ctx context.Context, c *apiClient, rm remote[O], name string, obj *O, timeout time.Duration, check func(O) (done bool, last string, err error)) (string, error) {
+	return poll(ctx, timeout, func() (bool, string, error) {
+		got, err := rm.get(c.Client, ctx, c.namespace, name)
+		if err != nil {
+			return false, "", fmt.Errorf("read %s %s: %w", rm.kind, name, err)
+		}
+		*obj = got
+		return check(got)
+	})
+}
+
+// timedOut reports whether err is a poll's own timeout rather than ctx ending.
+func timedOut(ctx context.Context, err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+}
+
 // waitFunctionReady waits until the function's latest configuration is Ready, or its build
 // failed (a *BuildError), or timeout passes (a *TimeoutError). prev is the status seen right
 // after the change was sent: the API does not say which generation a Failed phase belongs
 // to, so a Failed status counts only once it differs from prev (a new failure).
 func waitFunctionReady(ctx context.Context, c *apiClient, name string, prev api.FunctionStatus, timeout time.Duration) (api.Function, error) {
 	var fn api.Function
-	last, err := poll(ctx, timeout, func() (bool, string, error) {
-		var err error
-		fn, err = c.GetFunction(ctx, c.namespace, name)
-		if err != nil {
-			return false, "", fmt.Errorf("read function %s: %w", name, err)
-		}
+	last, err := pollObject(ctx, c, functionRemote, name, &fn, timeout, func(fn api.Function) (bool, string, error) {
 		last := fn.Status.Phase
 		if fn.Status.Message != "" {
 			last += ": " + fn.Status.Message
@@ -82,7 +95,7 @@ func waitFunctionReady(ctx context.Context, c *apiClient, name string, prev api.
 		}
 		return fn.Status.Ready, last, nil
 	})
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+	if timedOut(ctx, err) {
 		return fn, &TimeoutError{What: "build of function " + name, Last: last, Setting: "build_timeout_sec", After: timeout}
 	}
 	return fn, err
@@ -91,15 +104,10 @@ func waitFunctionReady(ctx context.Context, c *apiClient, name string, prev api.
 // waitJob waits until the job's run runID ended (Succeeded or Failed; Skipped for run 0).
 func waitJob(ctx context.Context, c *apiClient, name string, runID int64, timeout time.Duration) (api.Job, error) {
 	var j api.Job
-	last, err := poll(ctx, timeout, func() (bool, string, error) {
-		var err error
-		j, err = c.GetJob(ctx, c.namespace, name)
-		if err != nil {
-			return false, "", fmt.Errorf("read job %s: %w", name, err)
-		}
+	last, err := pollObject(ctx, c, jobRemote, name, &j, timeout, func(j api.Job) (bool, string, error) {
 		return client.RunDone(j, runID), fmt.Sprintf("run %d %s", j.Status.ObservedRunID, j.Status.Phase), nil
 	})
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+	if timedOut(ctx, err) {
 		return j, &TimeoutError{What: fmt.Sprintf("run %d of job %s", runID, name), Last: last, Setting: "wait_timeout_sec", After: timeout}
 	}
 	return j, err
@@ -121,7 +129,7 @@ func waitGone(ctx context.Context, what string, get func() error) error {
 		}
 		return false, "still present", nil
 	})
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+	if timedOut(ctx, err) {
 		return fmt.Errorf("%s still exists %s after DELETE", what, deleteTimeout)
 	}
 	return err
@@ -146,15 +154,10 @@ func triggerSettled(enabled bool, prev, cur api.TriggerStatus) bool {
 // waitTriggerSettled polls the trigger until triggerSettled or the settle timeout, and
 // returns the last trigger read.
 func waitTriggerSettled(ctx context.Context, c *apiClient, t api.Trigger, prev api.TriggerStatus) (api.Trigger, error) {
-	_, err := poll(ctx, triggerSettleTimeout, func() (bool, string, error) {
-		got, err := c.GetTrigger(ctx, c.namespace, t.Name)
-		if err != nil {
-			return false, "", fmt.Errorf("read trigger %s: %w", t.Name, err)
-		}
-		t = got
+	_, err := pollObject(ctx, c, triggerRemote, t.Name, &t, triggerSettleTimeout, func(t api.Trigger) (bool, string, error) {
 		return triggerSettled(t.Enabled, prev, t.Status), "", nil
 	})
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+	if timedOut(ctx, err) {
 		return t, nil
 	}
 	return t, err
