@@ -25,9 +25,10 @@ type ConnLimits struct {
 	// MaxConns caps open connections; a request on a connection beyond it gets 503 and the
 	// connection is closed. Default 10,000.
 	MaxConns int64
-	// BodyTimeout bounds reading a /v1 request body, uploads included. /fn/ bodies are
-	// bounded by the function's timeout plus the margin (the longest timeout when it has
-	// none). Default 2m.
+	// BodyTimeout bounds reading a request body: every one from its arrival (a request
+	// answered without reading its body included), /v1 uploads and asynchronous calls'
+	// bodies to the end. Once a /fn/ call's function is known its body is bounded by the
+	// function's timeout instead (the longest timeout when it has none). Default 2m.
 	BodyTimeout time.Duration
 	// WriteStall fails a response write that makes no progress this long (a client that
 	// stopped reading). Default 60s.
@@ -97,24 +98,46 @@ func overCap(r *http.Request) bool {
 
 // limitBody bounds the time to read r's body to d: reads after the deadline fail and the
 // handler answers (or the proxy gives up). Once the body has been read to its end the
-// deadline is lifted, so a long response does not trip the server's background read.
+// deadline is lifted, so a long response does not trip the server's background read. The
+// deadline is on the connection, so it also bounds what net/http reads of a body the handler
+// left unread before it sends the answer (up to 256 KiB, to keep the connection).
 func limitBody(w http.ResponseWriter, r *http.Request, d time.Duration) *deadlineBody {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil
 	}
 	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(time.Now().Add(d)) != nil {
+	deadline := time.Now().Add(d)
+	if rc.SetReadDeadline(deadline) != nil {
 		return nil // not a network connection (tests with a recorder)
 	}
-	b := &deadlineBody{ReadCloser: r.Body, rc: rc, deadline: time.Now().Add(d)}
+	b := &deadlineBody{ReadCloser: r.Body, rc: rc}
+	b.deadline.Store(deadline.UnixNano())
 	r.Body = b
+	return b
+}
+
+// rebound moves the deadline of r's body, set by limitBody when the request arrived, to d
+// from now (a body without one gets one): the proxy's once it knows the function's timeout.
+func rebound(w http.ResponseWriter, r *http.Request, d time.Duration) *deadlineBody {
+	b, ok := r.Body.(*deadlineBody)
+	if !ok {
+		return limitBody(w, r, d)
+	}
+	// A body read to its end has no deadline left, and one past it stays failed.
+	if b.done.Load() || b.expired() {
+		return b
+	}
+	deadline := time.Now().Add(d)
+	if b.rc.SetReadDeadline(deadline) == nil {
+		b.deadline.Store(deadline.UnixNano())
+	}
 	return b
 }
 
 type deadlineBody struct {
 	io.ReadCloser
 	rc       *http.ResponseController
-	deadline time.Time
+	deadline atomic.Int64 // Unix nanoseconds
 	done     atomic.Bool
 	timedOut atomic.Bool
 }
@@ -135,5 +158,5 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 // The deadline is compared too: the server cancels the request when the read fails, and
 // whoever sees that may run before the failed Read returns here.
 func (b *deadlineBody) expired() bool {
-	return b != nil && (b.timedOut.Load() || (!b.done.Load() && !time.Now().Before(b.deadline)))
+	return b != nil && (b.timedOut.Load() || (!b.done.Load() && time.Now().UnixNano() >= b.deadline.Load()))
 }

@@ -302,13 +302,14 @@ func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest s
 		return
 	}
 	// The body must arrive within the function's timeout (the longest one when it has none):
-	// before the invocation's own deadline, so a trickling body is a 408, not a 504.
+	// before the invocation's own deadline, so a trickling body is a 408, not a 504. Until
+	// here it had the server's body timeout (ServeHTTP), which asynchronous calls keep.
 	bodyLimit := route.Timeout
 	if bodyLimit <= 0 {
 		bodyLimit = rules.MaxTimeout
 	}
 	t := &target{fn: key, host: route.Host, path: path, rawPath: rest, identity: id, sharedOrigin: shared,
-		body: limitBody(w, r, bodyLimit), start: start}
+		body: rebound(w, r, bodyLimit), start: start}
 	ctx := context.WithValue(r.Context(), targetKey{}, t)
 	if route.Timeout > 0 {
 		var cancel context.CancelFunc

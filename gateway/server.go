@@ -101,6 +101,15 @@ func New(cfg Config) (*Server, error) {
 // ServeHTTP sends function hosts and /fn/ straight to the proxy (the hot path skips the
 // router) and everything else through echo, each wrapped in a span and request metrics.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Every body is bounded before anything is decided: a request answered without reading
+	// it (refused, unknown function, unauthenticated) still has net/http read the rest
+	// before the answer goes out, and a trickling body would hold the connection forever.
+	// The proxy moves the deadline to the function's timeout once it knows the function.
+	// The server's own body comes back afterwards, so net/http's checks of what is left
+	// unread (too large to read, 100-continue never sent: close instead) still see it.
+	body := r.Body
+	limitBody(w, r, s.cfg.Conns.BodyTimeout)
+	defer func() { r.Body = body }()
 	if overCap(r) {
 		w.Header().Set("Connection", "close")
 		w.Header().Set("Retry-After", "1")
@@ -115,7 +124,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.instrument("fn", s.proxy, w, r)
 		return
 	}
-	limitBody(w, r, s.cfg.Conns.BodyTimeout)
 	// The API's and the console's answers are never framed, sniffed into HTML or run as a
 	// document with script: the console sets its own policy.
 	h := w.Header()

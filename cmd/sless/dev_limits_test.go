@@ -97,17 +97,23 @@ func (d devSession) uploadPython(t *testing.T, name, handler string, fields api.
 	}
 }
 
-// slowBody sends a request whose body trickles at a byte a second and reports what the
-// server answered and when it closed the connection.
-func slowBody(t *testing.T, addr, method, path string) (status string, closedAfter time.Duration) {
+// slowBody sends a request whose body trickles at a byte a second (with the extra header
+// lines given) and reports what the server answered and when it closed the connection. It
+// may run off the test's goroutine: a failure is an error and an empty status.
+func slowBody(t *testing.T, addr, method, path string, header ...string) (status string, closedAfter time.Duration) {
 	t.Helper()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return "", 0
 	}
 	defer conn.Close()
 	start := time.Now()
-	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n", method, path, addr)
+	var extra strings.Builder
+	for _, h := range header {
+		extra.WriteString(h + "\r\n")
+	}
+	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n%s\r\n", method, path, addr, extra.String())
 	go func() {
 		for range 1000 {
 			if _, err := conn.Write([]byte(" ")); err != nil {
@@ -120,38 +126,79 @@ func slowBody(t *testing.T, addr, method, path string) (status string, closedAft
 	r := bufio.NewReader(conn)
 	line, err := r.ReadString('\n')
 	if err != nil {
-		t.Fatalf("%s %s: no answer to a trickling body after %s: %v", method, path, time.Since(start), err)
+		t.Errorf("%s %s: no answer to a trickling body after %s: %v", method, path, time.Since(start), err)
+		return "", time.Since(start)
 	}
 	// The server closes the connection; with the client's bytes still unread that is a reset.
 	if _, err := io.Copy(io.Discard, r); err != nil && !errors.Is(err, syscall.ECONNRESET) {
-		t.Fatalf("%s %s: connection still open after %s: %v", method, path, time.Since(start), err)
+		t.Errorf("%s %s: connection still open after %s: %v", method, path, time.Since(start), err)
+		return "", time.Since(start)
 	}
 	return strings.TrimSpace(line), time.Since(start)
 }
 
 // TestDevBoundsConnections is attack 4 of issue 14 against `sless dev`: a body sent at a
-// byte a second is cut (on an unauthenticated /v1 call and on /fn/), 2,000 idle keep-alive
-// connections are closed while the server keeps answering, and connections beyond the cap
-// get a clear 503.
+// byte a second is cut (on an unauthenticated /v1 call, on /fn/, on /fn/ calls answered
+// before the body is read and on an asynchronous call), 2,000 idle keep-alive connections
+// are closed, the server answering others meanwhile, and connections beyond the cap get a
+// clear 503.
 func TestDevBoundsConnections(t *testing.T) {
 	d := startDevSession(t, "--body-timeout", "2s", "--idle-timeout", "2s", "--max-connections", "2100")
-	d.deployPython(t, "echo", "def handle(event):\n    return event\n", 1)
+	timeout := int32(1)
+	d.uploadPython(t, "echo", "def handle(event):\n    return event\n",
+		api.FunctionFields{TimeoutSec: &timeout, Async: &api.AsyncFields{Enabled: ptr(true), MaxAttempts: ptr(int32(1))}},
+		"Ready", func(s api.FunctionStatus) bool { return s.Ready })
+	// guarded requires auth (and is not deployed: the token is checked first).
+	ctx := context.Background()
+	if _, err := d.c.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "guarded", FunctionFields: api.FunctionFields{Runtime: ptr("python3.11")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "guarded", TriggerFields: api.TriggerFields{
+		Type: ptr(api.TriggerHTTP), Function: ptr("guarded"), Enabled: ptr(true), RequireAuth: ptr(true)}}); err != nil {
+		t.Fatal(err)
+	}
 	addr := strings.TrimPrefix(d.endpoint, "http://")
 
-	// The unauthenticated call is refused before its body is read; the connection still may
-	// not stay open for the rest of it. A /fn/ body must arrive within the function's timeout.
-	for _, c := range []struct {
+	// The unauthenticated calls and the unknown function are answered before their body is
+	// read; the connection still may not stay open for the rest of it (net/http reads it
+	// before it answers), nor past the body timeout. A /fn/ body must arrive within the
+	// function's timeout, an asynchronous call's within the body timeout. All at once, while
+	// the server answers others.
+	cases := []struct {
 		path, status string
-		within       time.Duration
+		header       []string
 	}{
-		{"/v1/namespaces/" + d.ns + "/functions", "401", 5 * time.Second},
-		{"/fn/" + d.ns + "/echo", "408", 5 * time.Second},
-	} {
-		status, closed := slowBody(t, addr, "POST", c.path)
-		if !strings.Contains(status, " "+c.status+" ") || closed > c.within {
-			t.Errorf("POST %s with a trickling body: %q, closed after %s; want %s and closed within %s", c.path, status, closed.Round(time.Millisecond), c.status, c.within)
+		{"/v1/namespaces/" + d.ns + "/functions", "401", nil},
+		{"/fn/" + d.ns + "/echo", "408", nil},
+		{"/fn/" + d.ns + "/nope", "404", nil},
+		{"/fn/" + d.ns + "/guarded", "401", nil},
+		{"/fn/" + d.ns + "/echo", "408", []string{"Prefer: respond-async"}},
+	}
+	var slow sync.WaitGroup
+	for _, c := range cases {
+		slow.Add(1)
+		go func() {
+			defer slow.Done()
+			status, closed := slowBody(t, addr, "POST", c.path, c.header...)
+			if !strings.Contains(status, " "+c.status+" ") || closed > 5*time.Second {
+				t.Errorf("POST %s %v with a trickling body: %q, closed after %s; want %s and closed within 5s", c.path, c.header, status, closed.Round(time.Millisecond), c.status)
+			}
+		}()
+	}
+	for range 5 {
+		time.Sleep(300 * time.Millisecond)
+		start := time.Now()
+		resp, err := http.Get(d.endpoint + "/healthz")
+		if err != nil {
+			t.Errorf("healthz while trickling bodies are sent: %v", err)
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || time.Since(start) > time.Second {
+			t.Errorf("healthz while trickling bodies are sent: %d after %s", resp.StatusCode, time.Since(start))
 		}
 	}
+	slow.Wait()
 
 	// 2,000 clients each send one request and then keep the connection idle.
 	const idle = 2000

@@ -1,0 +1,225 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"sless.dev/sless/gateway"
+	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/test/testkit"
+)
+
+var boundKey = []byte("body-bound-test-hmac-key-0123456789abcdef")
+
+// boundBackend routes a fixed table; the rest of Backend is never called.
+type boundBackend struct {
+	gateway.Backend
+	routes map[string]gateway.Route
+	rt     http.RoundTripper
+}
+
+func (b boundBackend) Route(ns, name string) (gateway.Route, error) {
+	r, ok := b.routes[ns+"/"+name]
+	if !ok {
+		return gateway.Route{}, &gateway.NotFoundError{Kind: "function", Namespace: ns, Name: name}
+	}
+	return r, nil
+}
+
+func (b boundBackend) Transport() http.RoundTripper { return b.rt }
+
+// boundFunctions stands for the functions: "busy" holds its caller until release is closed,
+// the others read the whole body and answer 200.
+type boundFunctions struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (f boundFunctions) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasPrefix(r.URL.Host, "busy.") {
+		f.entered <- struct{}{}
+		<-f.release
+	}
+	if r.Body != nil {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			return nil, err
+		}
+	}
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+}
+
+// boundAsync queues nothing: no call in these tests gets that far.
+type boundAsync struct{ gateway.AsyncInvoker }
+
+func (boundAsync) Enqueue(context.Context, history.AsyncRequest) (history.AsyncInvocation, bool, error) {
+	return history.AsyncInvocation{}, false, errors.New("not in this test")
+}
+
+// trickle sends a request with a 1,000-byte body at a byte every 100 ms (the header lines
+// given first) and reports the status line and when the server closed the connection. A
+// failure is an error and an empty status (it runs off the test's goroutine).
+func trickle(t *testing.T, addr, host, path string, header ...string) (string, time.Duration) {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Error(err)
+		return "", 0
+	}
+	defer conn.Close()
+	start := time.Now()
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 1000\r\n", path, host)
+	for _, h := range header {
+		fmt.Fprintf(conn, "%s\r\n", h)
+	}
+	fmt.Fprint(conn, "\r\n")
+	go func() {
+		for range 1000 {
+			if _, err := conn.Write([]byte(" ")); err != nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(conn)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		t.Errorf("POST %s (%s) %v: no answer to a trickling body after %s: %v", path, host, header, time.Since(start).Round(time.Millisecond), err)
+		return "", time.Since(start)
+	}
+	// The server closes the connection; with the client's bytes still unread that is a reset.
+	if _, err := io.Copy(io.Discard, r); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("POST %s (%s) %v: connection still open after %s: %v", path, host, header, time.Since(start).Round(time.Millisecond), err)
+		return "", time.Since(start)
+	}
+	return strings.TrimSpace(line), time.Since(start)
+}
+
+// TestBodyBoundBeforeRouting: every request's body is bounded from its arrival, so a call
+// answered before its body is read (bad path, unknown function, missing or foreign token,
+// disabled or undeployed function, held-request cap, worker fetch, function host) is
+// answered and closed within the body timeout instead of net/http waiting for a body that
+// trickles; an asynchronous call's body gets the body timeout too (408), and a /fn/ call's
+// body, once its function is known, the function's timeout. The server keeps answering.
+func TestBodyBoundBeforeRouting(t *testing.T) {
+	const ns = "sless-team"
+	fns := boundFunctions{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	t.Cleanup(func() { close(fns.release) })
+	host := func(name string) string { return name + "." + ns + ".svc" }
+	backend := boundBackend{rt: fns, routes: map[string]gateway.Route{
+		ns + "/echo":    {Host: host("echo"), AsyncAttempts: 1},
+		ns + "/slow":    {Host: host("slow"), Timeout: time.Second},
+		ns + "/guarded": {Host: host("guarded"), RequireAuth: true},
+		ns + "/off":     {Host: host("off"), Disabled: true},
+		ns + "/pending": {},
+		ns + "/busy":    {Host: host("busy")},
+	}}
+	auth, err := gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: boundKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bodyTimeout = 300 * time.Millisecond
+	srv, err := gateway.New(gateway.Config{Backend: backend, Auth: auth, Async: boundAsync{}, FunctionsDomain: "fn.test",
+		Conns: gateway.ConnLimits{BodyTimeout: bodyTimeout}, Proxy: gateway.ProxyConfig{MaxHeldPerFunction: 1},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := srv.HTTPServer()
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	addr := ln.Addr().String()
+
+	// busy's one allowed request is in flight.
+	go func() {
+		resp, err := http.Post("http://"+addr+"/fn/"+ns+"/busy", "text/plain", strings.NewReader("x"))
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case <-fns.entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request holding busy did not reach it")
+	}
+
+	other := testkit.Token(t, boundKey, "someone-else")
+	cases := []struct {
+		host, path string
+		header     []string
+		status     string
+		min, max   time.Duration
+	}{
+		{"", "/v1/namespaces/" + ns + "/functions", nil, "401", 0, 2 * time.Second},
+		{"", "/fn/" + ns, nil, "404", 0, 2 * time.Second},
+		{"", "/fn/" + ns + "/nope", nil, "404", 0, 2 * time.Second},
+		{"", "/fn/" + ns + "/guarded", nil, "401", 0, 2 * time.Second},
+		{"", "/fn/" + ns + "/guarded", []string{"Authorization: Bearer " + other}, "403", 0, 2 * time.Second},
+		{"", "/fn/" + ns + "/off", nil, "503", 0, 2 * time.Second},
+		{"", "/fn/" + ns + "/pending", nil, "503", 0, 2 * time.Second},
+		{"", "/fn/" + ns + "/busy", nil, "503", 0, 2 * time.Second},
+		{"", "/fn/" + ns + "/echo", []string{"Service-Worker: script"}, "403", 0, 2 * time.Second},
+		{"nope." + ns + ".fn.test", "/", nil, "404", 0, 2 * time.Second},
+		{"", "/fn/" + ns + "/echo", []string{"Prefer: respond-async"}, "408", 0, 2 * time.Second},
+		// Once the function is known its timeout bounds the body, not the body timeout.
+		{"", "/fn/" + ns + "/slow", nil, "408", 900 * time.Millisecond, 3 * time.Second},
+	}
+	var wg sync.WaitGroup
+	for _, c := range cases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := c.host
+			if h == "" {
+				h = addr
+			}
+			status, closed := trickle(t, addr, h, c.path, c.header...)
+			if status == "" {
+				return
+			}
+			if !strings.Contains(status, " "+c.status+" ") || closed < c.min || closed > c.max {
+				t.Errorf("POST %s (%s) %v with a trickling body: %q, closed after %s; want %s, closed after %s to %s",
+					c.path, h, c.header, status, closed.Round(time.Millisecond), c.status, c.min, c.max)
+			}
+		}()
+	}
+	// Meanwhile the server answers others at once.
+	for range 5 {
+		time.Sleep(100 * time.Millisecond)
+		start := time.Now()
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			t.Errorf("healthz while trickling bodies are sent: %v", err)
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || time.Since(start) > time.Second {
+			t.Errorf("healthz while trickling bodies are sent: %d after %s", resp.StatusCode, time.Since(start))
+		}
+	}
+	wg.Wait()
+
+	// A body that arrives in time still reaches the function, past the body timeout's end.
+	resp, err := http.Post("http://"+addr+"/fn/"+ns+"/echo", "text/plain", strings.NewReader(`{"hello":"world"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /fn/%s/echo: %d, want 200", ns, resp.StatusCode)
+	}
+}
