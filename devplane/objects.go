@@ -126,6 +126,7 @@ func createObject[S, T, O any](b *Backend, k kindOps[S, T, O], ns, name string, 
 				return err
 			}
 		}
+		tx.claim(k.kind + " quota of " + ns) // creates in one namespace are counted one after another
 		created = &record[S, T]{meta: newMeta(ns, name), Spec: k.clone(spec), Status: k.initial}
 		tx.putNamespace(b.store.root, ns)
 		return put(tx, b.store.root, k.table, key, created)

@@ -25,9 +25,10 @@ import (
 //	state/namespaces/<ns>             (empty)
 //	state/<kind>s/<ns>/<name>.json    a record
 //
-// Readers use an immutable snapshot without locks; one writer at a time persists its
-// change (temporary file, fsync, rename, directory fsync) and only then publishes the next
-// snapshot, so nothing unacknowledged is ever visible.
+// Readers use an immutable snapshot without locks. A writer persists its change (temporary
+// file, fsync, rename, directory fsync) without holding the store's lock, so writes of other
+// objects go on meanwhile, and only then publishes it, so nothing unacknowledged is ever
+// visible; writes that touch the same file wait for each other.
 
 const storeVersion = "2"
 
@@ -115,13 +116,19 @@ func cloneJobSpec(s api.JobSpec) api.JobSpec {
 	return s
 }
 
-// store holds the published snapshot and serializes writers.
+// store holds the published snapshot and orders writers.
 type store struct {
 	root string
-	mu   sync.Mutex // one writer at a time
-	cur  atomic.Pointer[snapshot]
+	mu   sync.Mutex // guards inFlight and publishing; never held across a file write
+	// inFlight holds the claims (files, and create quotas) of writes being persisted;
+	// settled is signalled each time one is released.
+	inFlight map[string]bool
+	settled  *sync.Cond
+	cur      atomic.Pointer[snapshot]
 	// published is called (with mu held) after each new snapshot is published.
 	published func(*snapshot)
+	// persist makes a write's files durable (a seam for tests that hold a write mid-way).
+	persist func([]fileWrite) error
 }
 
 func (s *store) snapshot() *snapshot { return s.cur.Load() }
@@ -131,8 +138,23 @@ type txn struct {
 	next    *snapshot
 	copied  map[string]bool // maps of next already copied from the base
 	writes  []fileWrite
+	ops     []func(*txn) // the changes, replayed on a newer snapshot when one was published meanwhile
+	claims  []string     // held while the write is persisted: its files and claim()s
 	changed bool
 }
+
+// change applies op to the write and records it with the file it persists.
+func (tx *txn) change(path string, data []byte, op func(*txn)) {
+	op(tx)
+	tx.ops = append(tx.ops, op)
+	tx.writes = append(tx.writes, fileWrite{path: path, data: data})
+	tx.claims = append(tx.claims, path)
+	tx.changed = true
+}
+
+// claim makes writes with the same claim wait for each other though they write different
+// files (creates counted against one quota).
+func (tx *txn) claim(name string) { tx.claims = append(tx.claims, name) }
 
 type fileWrite struct {
 	path string
@@ -145,19 +167,19 @@ func put[S, T any](tx *txn, root string, t table[S, T], key string, r *record[S,
 	if err != nil {
 		return fmt.Errorf("encoding %s %s: %w", t.kind, key, err)
 	}
-	m := cow(tx, t.kind, t.of(tx.next))
-	(*m)[key] = r
-	tx.writes = append(tx.writes, fileWrite{path: t.path(root, key), data: data})
-	tx.changed = true
+	tx.change(t.path(root, key), data, func(tx *txn) {
+		m := cow(tx, t.kind, t.of(tx.next))
+		(*m)[key] = r
+	})
 	return nil
 }
 
 // remove deletes key in the write.
 func remove[S, T any](tx *txn, root string, t table[S, T], key string) {
-	m := cow(tx, t.kind, t.of(tx.next))
-	delete(*m, key)
-	tx.writes = append(tx.writes, fileWrite{path: t.path(root, key)})
-	tx.changed = true
+	tx.change(t.path(root, key), nil, func(tx *txn) {
+		m := cow(tx, t.kind, t.of(tx.next))
+		delete(*m, key)
+	})
 }
 
 // cow copies the map m of the write's snapshot on its first change (copy on write).
@@ -174,10 +196,10 @@ func (tx *txn) putNamespace(root, ns string) {
 	if tx.next.namespaces[ns] {
 		return
 	}
-	m := cow(tx, "namespace", &tx.next.namespaces)
-	(*m)[ns] = true
-	tx.writes = append(tx.writes, fileWrite{path: filepath.Join(root, "namespaces", ns), data: []byte{}})
-	tx.changed = true
+	tx.change(filepath.Join(root, "namespaces", ns), []byte{}, func(tx *txn) {
+		m := cow(tx, "namespace", &tx.next.namespaces)
+		(*m)[ns] = true
+	})
 }
 
 // errVolatile marks a write that was published although persisting it failed: allowed for
@@ -189,22 +211,53 @@ func (e errVolatile) Unwrap() error { return e.err }
 
 // write applies change to a copy of the snapshot, persists what it changed and publishes
 // it. A spec write that cannot be persisted changes nothing; a status write (volatile) is
-// published anyway and its error returned, so the caller retries.
+// published anyway and its error returned, so the caller retries. change may run more than
+// once (again after a write it collides with is published), so it only reads and records.
 func (s *store) write(volatile bool, change func(tx *txn) error) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	var tx *txn
+	for {
+		base := s.cur.Load()
+		next := *base
+		tx = &txn{next: &next, copied: map[string]bool{}}
+		if err := change(tx); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		if !tx.changed {
+			s.mu.Unlock()
+			return nil
+		}
+		if !slices.ContainsFunc(tx.claims, func(c string) bool { return s.inFlight[c] }) {
+			break
+		}
+		s.settled.Wait()
+	}
 	base := s.cur.Load()
-	next := *base
-	tx := &txn{next: &next, copied: map[string]bool{}}
-	if err := change(tx); err != nil {
-		return err
+	for _, c := range tx.claims {
+		s.inFlight[c] = true
 	}
-	if !tx.changed {
-		return nil
-	}
+	s.mu.Unlock()
+
 	err := s.persist(tx.writes)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range tx.claims {
+		delete(s.inFlight, c)
+	}
+	s.settled.Broadcast()
 	if err != nil && !volatile {
 		return err
+	}
+	if cur := s.cur.Load(); cur != base {
+		// Writes of other objects were published meanwhile: replay this one on top.
+		next := *cur
+		tx2 := &txn{next: &next, copied: map[string]bool{}}
+		for _, op := range tx.ops {
+			op(tx2)
+		}
+		tx = tx2
 	}
 	s.cur.Store(tx.next)
 	if s.published != nil {
@@ -217,7 +270,7 @@ func (s *store) write(volatile bool, change func(tx *txn) error) error {
 }
 
 // persist makes the writes durable in order.
-func (s *store) persist(writes []fileWrite) error {
+func persistFiles(writes []fileWrite) error {
 	for _, w := range writes {
 		var err error
 		if w.data == nil {
@@ -235,7 +288,8 @@ func (s *store) persist(writes []fileWrite) error {
 // openStore loads the state under root, migrating the single-file state of older versions
 // (legacy, e.g. <data-dir>/state.json) once.
 func openStore(root, legacy string) (*store, error) {
-	s := &store{root: root}
+	s := &store{root: root, inFlight: map[string]bool{}, persist: persistFiles}
+	s.settled = sync.NewCond(&s.mu)
 	if _, err := os.Stat(filepath.Join(root, "version")); errors.Is(err, fs.ErrNotExist) {
 		if err := s.create(legacy); err != nil {
 			return nil, err

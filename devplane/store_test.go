@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,6 +218,77 @@ func FuzzStoreRecord(f *testing.F) {
 			t.Fatal("a written state does not load back")
 		}
 	})
+}
+
+// TestStoreWritesDoNotWaitForOtherObjectsFsync: a write whose files are still being made
+// durable holds no lock over other objects — a write of another object is persisted and
+// published meanwhile — while a write of the same object waits for it and builds on it, and
+// neither is visible before it is persisted.
+func TestStoreWritesDoNotWaitForOtherObjectsFsync(t *testing.T) {
+	s := openTestStore(t, t.TempDir())
+	fillStore(t, s)
+	slowPath := functions.path(s.root, "ns/a")
+	entered, release := make(chan struct{}), make(chan struct{})
+	var held atomic.Bool
+	s.persist = func(ws []fileWrite) error {
+		if ws[0].path == slowPath && held.CompareAndSwap(false, true) { // only the first write of ns/a
+			close(entered)
+			<-release
+		}
+		return persistFiles(ws)
+	}
+	bump := func(key, env string) func(*txn) error {
+		return func(tx *txn) error {
+			r := &functionRecord{meta: newMeta("ns", strings.TrimPrefix(key, "ns/"))}
+			if old, ok := tx.next.functions[key]; ok {
+				r = functions.copyRecord(old)
+				r.Generation++
+			}
+			r.Spec.EnvVars = map[string]string{"K": env}
+			return put(tx, s.root, functions, key, r)
+		}
+	}
+	slow := make(chan error, 1)
+	go func() { slow <- s.write(false, bump("ns/a", "slow")) }()
+	<-entered
+	other := make(chan error, 1)
+	go func() { other <- s.write(false, bump("ns/b", "other")) }()
+	select {
+	case err := <-other:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		close(release)
+		t.Fatal("a write of another object waited for the held fsync")
+	}
+	if got := s.snapshot().functions["ns/b"]; got == nil || got.Spec.EnvVars["K"] != "other" {
+		t.Fatalf("a write of another object waited for the held fsync: %+v", got)
+	}
+	if got := s.snapshot().functions["ns/a"]; got.Generation != 1 {
+		t.Fatalf("a write not yet persisted is visible: generation %d", got.Generation)
+	}
+	same := make(chan error, 1)
+	go func() { same <- s.write(false, bump("ns/a", "after")) }()
+	select {
+	case err := <-same:
+		t.Fatalf("a write of the same object did not wait for the one being persisted (%v)", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-same; err != nil {
+		t.Fatal(err)
+	}
+	a, b := s.snapshot().functions["ns/a"], s.snapshot().functions["ns/b"]
+	if a.Generation != 3 || a.Spec.EnvVars["K"] != "after" || b == nil {
+		t.Fatalf("after both writes: ns/a generation %d env %v, ns/b %v; want 3, after, kept", a.Generation, a.Spec.EnvVars, b)
+	}
+	if again := openTestStore(t, filepath.Dir(s.root)); !sameSnapshot(s.snapshot(), again.snapshot()) {
+		t.Fatal("the published state is not what was persisted")
+	}
 }
 
 // TestLogStoreIsBounded: an object's log rotates at logFileBytes and keeps one older file,

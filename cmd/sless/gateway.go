@@ -79,7 +79,7 @@ RS256/ES256 keys of --jwks-url. Traces are exported over OTLP when OTEL_EXPORTER
 func bindConnFlags(fs *pflag.FlagSet, l *gateway.ConnLimits) {
 	fs.Int64Var(&l.MaxConns, "max-connections", 10000, "open client connections before requests get 503 and the connection is closed")
 	fs.DurationVar(&l.IdleTimeout, "idle-timeout", 60*time.Second, "closes keep-alive connections idle this long")
-	fs.DurationVar(&l.BodyTimeout, "body-timeout", 2*time.Minute, "time to send a /v1 request body, uploads included (/fn/ bodies: the function's timeout)")
+	fs.DurationVar(&l.BodyTimeout, "body-timeout", 2*time.Minute, "time to send a request body (uploads and asynchronous calls included); a body a function takes may take the function's timeout")
 }
 
 // bindCallbackFlag declares the hosts asynchronous invocations may call back.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -78,7 +79,8 @@ func TestHistoryRecordsEveryInvocation(t *testing.T) {
 }
 
 // TestHistoryDatabaseOutage stops the database link mid-test: invocations keep answering 200,
-// lost records are counted on /metrics, and the writer reconnects when the link is back.
+// lost records are counted on /metrics, reading the history answers 503, and the writer
+// reconnects when the link is back.
 func TestHistoryDatabaseOutage(t *testing.T) {
 	dbURL := newDatabase(t)
 	link := newTCPLink(t, pgAddr(t))
@@ -106,6 +108,11 @@ func TestHistoryDatabaseOutage(t *testing.T) {
 		t.Fatalf("20 invocations took %s with the database down: the history is on the request path", took)
 	}
 	testkit.WaitFor(t, "dropped records on /metrics", 30*time.Second, func() bool { return droppedMetric(t, h.URL) > 0 })
+	// Reading the history while its database is down is a 503 to retry, not a 500.
+	code, e, hdr := do(t, "GET", h.URL+"/v1/namespaces/"+tn.ns+"/functions/resilient/invocations", tn.token, "", nil)
+	if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" || e.Error == "" {
+		t.Fatalf("history read with the database down: %d %+v Retry-After %q; want 503 with a message and Retry-After", code, e, hdr.Get("Retry-After"))
+	}
 
 	link.start()
 	call(5)
