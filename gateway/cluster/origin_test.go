@@ -9,35 +9,19 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"sless.dev/sless/test/browser"
 )
-
-// attackPage is a function's page that tries to take over the gateway's origin: read the
-// console's token from sessionStorage and register a service worker with scope "/" (its
-// script is sent with Service-Worker-Allowed: /). The outcome goes into document.title.
-const attackPage = `<!doctype html><title>loading</title><script>
-let out = [];
-try { out.push("token:" + sessionStorage.getItem("sless.token")); } catch (e) { out.push("storage:" + e.name); }
-try {
-  navigator.serviceWorker.register("sw.js", {scope: "/"}).then(
-    () => navigator.serviceWorker.ready.then(() => { document.title = out.join(" ") + " sw:registered"; }),
-    (e) => { document.title = out.join(" ") + " sw:" + e.name; });
-} catch (e) { document.title = out.join(" ") + " sw:" + e.name; }
-</script>`
-
-// attackWorker answers every fetch in its scope with the attacker's page.
-const attackWorker = `self.addEventListener("install", () => self.skipWaiting());
-self.addEventListener("activate", (e) => e.waitUntil(clients.claim()));
-self.addEventListener("fetch", (e) => e.respondWith(new Response("<title>pwned</title>", {headers: {"Content-Type": "text/html"}})));`
 
 func serveAttack(w http.ResponseWriter, r *http.Request) {
 	if strings.HasSuffix(r.URL.Path, "/sw.js") {
 		w.Header().Set("Content-Type", "text/javascript")
 		w.Header().Set("Service-Worker-Allowed", "/")
-		_, _ = io.WriteString(w, attackWorker)
+		_, _ = io.WriteString(w, browser.TakeoverWorker)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html")
-	_, _ = io.WriteString(w, attackPage)
+	_, _ = io.WriteString(w, browser.TakeoverPage)
 }
 
 // TestServiceWorkerTakeoverInChromium is attack 1 of issue 14 in a real browser: a public
