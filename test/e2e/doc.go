@@ -13,7 +13,7 @@
 // which a private /etc/hosts supplies. The machine's RabbitMQ and PostgreSQL are bridged in
 // through unix sockets. Run with `make test-e2e` or
 //
-//	go test -tags e2e -count=1 -timeout 30m -v ./test/e2e/
+//	go test -tags e2e -count=1 -timeout 45m -v ./test/e2e/
 //
 // Without the e2e build tag the package is empty, so `go test ./...` does not run it.
 package e2e

@@ -13,8 +13,11 @@ SUITE=${BASE_IMAGES_SUITE:-bookworm}
 goroot=$(go env GOROOT)
 node=$(command -v node)
 npm=$(dirname "$(readlink -f "$(command -v npm)")")/..
+# The platform Dockerfile's Go image (ARG GO_IMAGE=golang:<tag>) is served by this machine's Go
+# as well, so TestPlatformDockerfile builds the file as it stands whatever Go the machine has.
+dockerfile_go=$(sed -n 's/^ARG GO_IMAGE=golang:\(.*\)$/\1/p' "$(dirname "$0")/../../Dockerfile")
 # The recipe is this script plus the toolchains copied in: a change to any is a new cache.
-key=$({ cat "$0"; echo "$SUITE"; go version; "$node" --version; } | sha256sum | cut -c1-16)
+key=$({ cat "$0"; echo "$SUITE $dockerfile_go"; go version; "$node" --version; } | sha256sum | cut -c1-16)
 OUT="$CACHE/base-images-$key"
 log() { echo "base-images.sh: $*" >&2; }
 
@@ -95,13 +98,17 @@ layer "$tmp/static" static
 
 path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 gover=$(go env GOVERSION)
+golang_names="\"library/golang:1.23.12-alpine\", \"library/golang:1.25.3-alpine\", \"library/golang:${gover#go}-alpine\""
+if [ -n "$dockerfile_go" ] && [ "$dockerfile_go" != "${gover#go}-alpine" ]; then
+  golang_names="$golang_names, \"library/golang:$dockerfile_go\""
+fi
 cat > "$tmp/out/images.json" <<JSON
 {"images": [
   {"layer": "python.tar", "names": ["library/python:3.11.13-slim-bookworm", "library/python:3.12.11-slim-bookworm"],
    "env": ["PATH=$path", "LANG=C.UTF-8"], "cmd": ["python3"]},
   {"layer": "node.tar", "names": ["library/node:20.19.4-bookworm-slim", "library/node:22.17.1-bookworm-slim"],
    "env": ["PATH=$path"], "cmd": ["node"]},
-  {"layer": "golang.tar", "names": ["library/golang:1.23.12-alpine", "library/golang:1.25.3-alpine", "library/golang:${gover#go}-alpine"],
+  {"layer": "golang.tar", "names": [$golang_names],
    "env": ["PATH=/go/bin:/usr/local/go/bin:$path", "GOPATH=/go", "GOLANG_VERSION=${gover#go}"], "workingDir": "/go", "cmd": ["/bin/sh"]},
   {"layer": "alpine.tar", "names": ["library/alpine:3.22.1"], "env": ["PATH=$path"], "cmd": ["/bin/sh"]},
   {"layer": "static.tar", "names": ["distroless/static-debian12:nonroot"], "platforms": ["linux/amd64", "linux/arm64"],
