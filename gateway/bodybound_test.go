@@ -1,17 +1,14 @@
 package gateway_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -64,45 +61,6 @@ type boundAsync struct{ gateway.AsyncInvoker }
 
 func (boundAsync) Enqueue(context.Context, history.AsyncRequest) (history.AsyncInvocation, bool, error) {
 	return history.AsyncInvocation{}, false, errors.New("not in this test")
-}
-
-// trickle sends a request with a 1,000-byte body at a byte every 100 ms (the header lines
-// given first) and reports the status line and when the server closed the connection. A
-// failure is an error and an empty status (it runs off the test's goroutine).
-func trickle(t *testing.T, addr, host, path string, header ...string) (string, time.Duration) {
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Error(err)
-		return "", 0
-	}
-	defer conn.Close()
-	start := time.Now()
-	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 1000\r\n", path, host)
-	for _, h := range header {
-		fmt.Fprintf(conn, "%s\r\n", h)
-	}
-	fmt.Fprint(conn, "\r\n")
-	go func() {
-		for range 1000 {
-			if _, err := conn.Write([]byte(" ")); err != nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	r := bufio.NewReader(conn)
-	line, err := r.ReadString('\n')
-	if err != nil {
-		t.Errorf("POST %s (%s) %v: no answer to a trickling body after %s: %v", path, host, header, time.Since(start).Round(time.Millisecond), err)
-		return "", time.Since(start)
-	}
-	// The server closes the connection; with the client's bytes still unread that is a reset.
-	if _, err := io.Copy(io.Discard, r); err != nil && !errors.Is(err, syscall.ECONNRESET) {
-		t.Errorf("POST %s (%s) %v: connection still open after %s: %v", path, host, header, time.Since(start).Round(time.Millisecond), err)
-		return "", time.Since(start)
-	}
-	return strings.TrimSpace(line), time.Since(start)
 }
 
 // TestBodyBoundBeforeRouting: every request's body is bounded from its arrival, so a call
@@ -187,7 +145,7 @@ func TestBodyBoundBeforeRouting(t *testing.T) {
 			if h == "" {
 				h = addr
 			}
-			status, closed := trickle(t, addr, h, c.path, c.header...)
+			status, closed := testkit.Trickle(t, addr, h, c.path, 100*time.Millisecond, 10*time.Second, c.header...)
 			if status == "" {
 				return
 			}
@@ -198,19 +156,7 @@ func TestBodyBoundBeforeRouting(t *testing.T) {
 		}()
 	}
 	// Meanwhile the server answers others at once.
-	for range 5 {
-		time.Sleep(100 * time.Millisecond)
-		start := time.Now()
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err != nil {
-			t.Errorf("healthz while trickling bodies are sent: %v", err)
-			continue
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || time.Since(start) > time.Second {
-			t.Errorf("healthz while trickling bodies are sent: %d after %s", resp.StatusCode, time.Since(start))
-		}
-	}
+	testkit.Responsive(t, "http://"+addr+"/healthz", 5, 100*time.Millisecond)
 	wg.Wait()
 
 	// A body that arrives in time still reaches the function, past the body timeout's end.

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -97,46 +95,6 @@ func (d devSession) uploadPython(t *testing.T, name, handler string, fields api.
 	}
 }
 
-// slowBody sends a request whose body trickles at a byte a second (with the extra header
-// lines given) and reports what the server answered and when it closed the connection. It
-// may run off the test's goroutine: a failure is an error and an empty status.
-func slowBody(t *testing.T, addr, method, path string, header ...string) (status string, closedAfter time.Duration) {
-	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Error(err)
-		return "", 0
-	}
-	defer conn.Close()
-	start := time.Now()
-	var extra strings.Builder
-	for _, h := range header {
-		extra.WriteString(h + "\r\n")
-	}
-	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n%s\r\n", method, path, addr, extra.String())
-	go func() {
-		for range 1000 {
-			if _, err := conn.Write([]byte(" ")); err != nil {
-				return
-			}
-			time.Sleep(time.Second)
-		}
-	}()
-	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	r := bufio.NewReader(conn)
-	line, err := r.ReadString('\n')
-	if err != nil {
-		t.Errorf("%s %s: no answer to a trickling body after %s: %v", method, path, time.Since(start), err)
-		return "", time.Since(start)
-	}
-	// The server closes the connection; with the client's bytes still unread that is a reset.
-	if _, err := io.Copy(io.Discard, r); err != nil && !errors.Is(err, syscall.ECONNRESET) {
-		t.Errorf("%s %s: connection still open after %s: %v", method, path, time.Since(start), err)
-		return "", time.Since(start)
-	}
-	return strings.TrimSpace(line), time.Since(start)
-}
-
 // TestDevBoundsConnections is attack 4 of issue 14 against `sless dev`: a body sent at a
 // byte a second is cut (on an unauthenticated /v1 call, on /fn/, on /fn/ calls answered
 // before the body is read and on an asynchronous call), 2,000 idle keep-alive connections
@@ -179,25 +137,13 @@ func TestDevBoundsConnections(t *testing.T) {
 		slow.Add(1)
 		go func() {
 			defer slow.Done()
-			status, closed := slowBody(t, addr, "POST", c.path, c.header...)
+			status, closed := testkit.Trickle(t, addr, "", c.path, time.Second, 30*time.Second, c.header...)
 			if !strings.Contains(status, " "+c.status+" ") || closed > 5*time.Second {
 				t.Errorf("POST %s %v with a trickling body: %q, closed after %s; want %s and closed within 5s", c.path, c.header, status, closed.Round(time.Millisecond), c.status)
 			}
 		}()
 	}
-	for range 5 {
-		time.Sleep(300 * time.Millisecond)
-		start := time.Now()
-		resp, err := http.Get(d.endpoint + "/healthz")
-		if err != nil {
-			t.Errorf("healthz while trickling bodies are sent: %v", err)
-			continue
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || time.Since(start) > time.Second {
-			t.Errorf("healthz while trickling bodies are sent: %d after %s", resp.StatusCode, time.Since(start))
-		}
-	}
+	testkit.Responsive(t, d.endpoint+"/healthz", 5, 300*time.Millisecond)
 	slow.Wait()
 
 	// 2,000 clients each send one request and then keep the connection idle.

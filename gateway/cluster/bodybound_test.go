@@ -1,62 +1,19 @@
 package cluster_test
 
 import (
-	"bufio"
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/test/testkit"
 )
-
-// trickleBody sends a request with a 1,000-byte body at a byte every 100 ms (the header lines
-// given first) and reports the status line and when the server closed the connection. A
-// failure is an error and an empty status (it runs off the test's goroutine).
-func trickleBody(t *testing.T, addr, path string, header ...string) (string, time.Duration) {
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Error(err)
-		return "", 0
-	}
-	defer conn.Close()
-	start := time.Now()
-	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 1000\r\n", path, addr)
-	for _, h := range header {
-		fmt.Fprintf(conn, "%s\r\n", h)
-	}
-	fmt.Fprint(conn, "\r\n")
-	go func() {
-		for range 1000 {
-			if _, err := conn.Write([]byte(" ")); err != nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	r := bufio.NewReader(conn)
-	line, err := r.ReadString('\n')
-	if err != nil {
-		t.Errorf("POST %s %v: no answer to a trickling body after %s: %v", path, header, time.Since(start).Round(time.Millisecond), err)
-		return "", time.Since(start)
-	}
-	// The server closes the connection; with the client's bytes still unread that is a reset.
-	if _, err := io.Copy(io.Discard, r); err != nil && !errors.Is(err, syscall.ECONNRESET) {
-		t.Errorf("POST %s %v: connection still open after %s: %v", path, header, time.Since(start).Round(time.Millisecond), err)
-		return "", time.Since(start)
-	}
-	return strings.TrimSpace(line), time.Since(start)
-}
 
 // TestProxyBoundsEarlyAnswers: the cluster gateway, served as `sless gateway` serves it,
 // answers and closes within its body timeout a /fn/ call it answers before reading the body
@@ -109,7 +66,7 @@ func TestProxyBoundsEarlyAnswers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			status, closed := trickleBody(t, addr, c.path, c.header...)
+			status, closed := testkit.Trickle(t, addr, "", c.path, 100*time.Millisecond, 10*time.Second, c.header...)
 			if status == "" {
 				return
 			}
@@ -119,18 +76,6 @@ func TestProxyBoundsEarlyAnswers(t *testing.T) {
 			}
 		}()
 	}
-	for range 5 {
-		time.Sleep(100 * time.Millisecond)
-		start := time.Now()
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err != nil {
-			t.Errorf("healthz while trickling bodies are sent: %v", err)
-			continue
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || time.Since(start) > time.Second {
-			t.Errorf("healthz while trickling bodies are sent: %d after %s", resp.StatusCode, time.Since(start))
-		}
-	}
+	testkit.Responsive(t, "http://"+addr+"/healthz", 5, 100*time.Millisecond)
 	wg.Wait()
 }

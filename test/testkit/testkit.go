@@ -5,9 +5,15 @@ package testkit
 
 import (
 	"archive/zip"
+	"bufio"
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"sort"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -67,3 +73,65 @@ func Token(t testing.TB, key []byte, sub string) string {
 
 // Alive says whether a process with this pid exists.
 func Alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+// Trickle POSTs to path on addr (Host: host, or addr when empty) with the header lines
+// given and a 1,000-byte body sent a byte every interval, and reports the status line and
+// when the server closed the connection, waiting up to wait for the answer. A failure is
+// reported with t.Errorf and an empty status, so it may run off the test's goroutine.
+func Trickle(t testing.TB, addr, host, path string, every, wait time.Duration, header ...string) (string, time.Duration) {
+	if host == "" {
+		host = addr
+	}
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Error(err)
+		return "", 0
+	}
+	defer conn.Close()
+	start := time.Now()
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n", path, host)
+	for _, h := range header {
+		fmt.Fprintf(conn, "%s\r\n", h)
+	}
+	fmt.Fprint(conn, "\r\n")
+	go func() {
+		for range 1000 {
+			if _, err := conn.Write([]byte(" ")); err != nil {
+				return
+			}
+			time.Sleep(every)
+		}
+	}()
+	_ = conn.SetReadDeadline(time.Now().Add(wait))
+	r := bufio.NewReader(conn)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		t.Errorf("POST %s (%s) %v: no answer to a trickling body after %s: %v", path, host, header, time.Since(start).Round(time.Millisecond), err)
+		return "", time.Since(start)
+	}
+	// The server closes the connection; with the client's bytes still unread that is a reset.
+	if _, err := io.Copy(io.Discard, r); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("POST %s (%s) %v: connection still open after %s: %v", path, host, header, time.Since(start).Round(time.Millisecond), err)
+		return "", time.Since(start)
+	}
+	return strings.TrimSpace(line), time.Since(start)
+}
+
+// Responsive GETs url n times, every interval, and fails t unless each answers 200 within
+// a second (a server busy with slow clients must still serve others).
+func Responsive(t testing.TB, url string, n int, every time.Duration) {
+	t.Helper()
+	for range n {
+		time.Sleep(every)
+		start := time.Now()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Errorf("GET %s while slow clients are served: %v", url, err)
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || time.Since(start) > time.Second {
+			t.Errorf("GET %s while slow clients are served: %d after %s", url, resp.StatusCode, time.Since(start))
+		}
+	}
+}
