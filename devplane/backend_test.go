@@ -21,6 +21,7 @@ import (
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testkit"
 )
 
@@ -41,13 +42,6 @@ func amqpURL() string {
 		return u
 	}
 	return "amqp://guest:guest@127.0.0.1:5672/"
-}
-
-func databaseURL() string {
-	if u := os.Getenv("SLESS_TEST_DATABASE_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 }
 
 // TestUploadInvokeScaleToZero: per runtime, upload → invoke from zero → scale to zero after
@@ -226,7 +220,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 // successful event invocations, recorded in a real PostgreSQL and read through the API.
 func TestEventTrigger(t *testing.T) {
 	t.Parallel()
-	pg, err := history.OpenPostgres(databaseURL(), history.PostgresOptions{FlushInterval: 50 * time.Millisecond})
+	pg, err := history.OpenPostgres(pgtest.NewDatabase(t, "devplane_events"), history.PostgresOptions{FlushInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

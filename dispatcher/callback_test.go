@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -21,18 +20,12 @@ import (
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/test/pgtest"
 )
 
 // Callbacks of asynchronous invocations, end to end: the gateway's Publisher queues on the
 // real broker with records in the real PostgreSQL, dispatcher.Run replays them against a
 // function on 127.0.0.1 and POSTs each outcome to receivers on 127.0.0.1.
-
-func databaseURL() string {
-	if u := os.Getenv("SLESS_TEST_DATABASE_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
 
 // receiver is a callback target: it keeps what was POSTed, answering after delay with
 // status (and Location, for a redirect).
@@ -93,14 +86,14 @@ func newAsyncSetup(t *testing.T) *asyncSetup {
 	b := make([]byte, 5)
 	_, _ = rand.Read(b)
 	s := &asyncSetup{ns: "cb-" + hex.EncodeToString(b)}
-	store, err := history.OpenPostgres(databaseURL(), history.PostgresOptions{FlushInterval: 20 * time.Millisecond, WriteTimeout: 5 * time.Second})
+	store, err := history.OpenPostgres(pgtest.NewDatabase(t, "dispatcher_callbacks"), history.PostgresOptions{FlushInterval: 20 * time.Millisecond, WriteTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := store.Migrate(ctx); err != nil {
-		t.Fatalf("PostgreSQL at %s (set SLESS_TEST_DATABASE_URL): %v", databaseURL(), err)
+		t.Fatalf("PostgreSQL: %v", err)
 	}
 	s.store = store
 	s.pub = &dispatcher.Publisher{URL: amqpURL(), AsyncStore: store}
