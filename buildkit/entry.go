@@ -36,6 +36,15 @@ const (
 	nodeForm   = "file.export, such as handler.handle or src/index.handle"
 )
 
+var entrypointForms = map[Language]string{LanguageGo: goForm, LanguagePython: pythonForm, LanguageNode: nodeForm}
+
+// MaxEntrypointLength and EntrypointPattern bound the entrypoint of any runtime, as the
+// Function and FunctionJob CRDs do (CodeSpec.Entrypoint).
+const MaxEntrypointLength = 253
+
+// EntrypointPattern: see MaxEntrypointLength.
+var EntrypointPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_./-]*$`)
+
 func badEntrypoint(rt Runtime, ep, form string) error {
 	return &ValidationError{Rule: RuleInvalidEntrypoint,
 		Reason: fmt.Sprintf("entrypoint %q is not valid for %s", ep, rt.Name),
@@ -53,6 +62,11 @@ func NormalizeEntrypoint(runtime, ep string) (string, error) {
 	}
 	if ep == "" {
 		return rt.DefaultEntrypoint, nil
+	}
+	// What the Function and FunctionJob CRDs accept of any runtime, with this runtime's form
+	// in the message.
+	if len(ep) > MaxEntrypointLength || !EntrypointPattern.MatchString(ep) {
+		return "", badEntrypoint(rt, ep, entrypointForms[rt.Language])
 	}
 	switch rt.Language {
 	case LanguageGo:

@@ -176,6 +176,12 @@ func TestNormalizeEntrypoint(t *testing.T) {
 		{"go1.25", "handler.handle", "", false}, // not exported
 		{"go1.25", "main.Handle", "", false},
 		{"go1.25", "Handle()", "", false},
+		{"go1.25", "handler.Handle(event)", "", false},
+		{"go1.25", strings.Repeat("H", 254), "", false},
+		{"python3.11", "handler.handle()", "", false},
+		{"python3.11", "1handler.handle", "", false},
+		{"nodejs20", "1handler.handle", "", false}, // the CRD's pattern: a letter or _ first
+		{"nodejs20", "handler.handle;x", "", false},
 		{"python3.11", "", "handler.handle", true},
 		{"python3.11", "pkg.mod.handle", "pkg.mod.handle", true},
 		{"python3.11", "handle", "", false},

@@ -32,10 +32,9 @@ const (
 )
 
 var (
-	dnsLabel   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	envName    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	entrypoint = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_./-]*$`)
-	timezone   = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_+/-]*$`)
+	dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	timezone = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_+/-]*$`)
 	// cronParser accepts what the CRD and the dispatcher accept: five fields or a descriptor.
 	cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 )
@@ -109,14 +108,14 @@ func validEntrypoint(field, runtime, ep string) error {
 	if ep == "" {
 		return nil
 	}
-	if len(ep) > 253 || !entrypoint.MatchString(ep) {
-		return invalid(field, "invalid entrypoint %q: use the form the runtime takes, e.g. handler.handle", ep)
-	}
-	if runtime == "" {
+	if runtime != "" {
+		if _, err := buildkit.NormalizeEntrypoint(runtime, ep); err != nil {
+			return invalid(field, "%v", err)
+		}
 		return nil
 	}
-	if _, err := buildkit.NormalizeEntrypoint(runtime, ep); err != nil {
-		return invalid(field, "%v", err)
+	if len(ep) > buildkit.MaxEntrypointLength || !buildkit.EntrypointPattern.MatchString(ep) {
+		return invalid(field, "invalid entrypoint %q: use the form of the function's runtime: handler.handle for Python and Node.js, Handle for Go", ep)
 	}
 	return nil
 }

@@ -40,15 +40,16 @@ folder unless --name is given) or updates the settings given as flags, uploads t
 waits until the new code is Ready, printing each phase and the build's own output (compiler,
 pip, npm). A failed build exits with code 3 and the compiler's message.
 
-The runtime comes from --runtime, else from the files: go.mod or *.go → go1.25, handler.py
-or requirements.txt → python3.11, handler.js or package.json → nodejs20. An existing
-function keeps its runtime, environment and limits unless a flag changes them.
+A new function's runtime comes from --runtime, else from the folder's sless.yaml (which
+sless init writes: "runtime: python3.12"), else from the files: go.mod or *.go → go1.25,
+handler.py or requirements.txt → python3.11, handler.js or package.json → nodejs20. An
+existing function keeps its runtime, environment and limits unless a flag changes them.
 
 Left out of the zip: .git, .hg, .svn, node_modules, .venv, __pycache__, .sless, .DS_Store,
-symbolic links, and what .slessignore lists (one path.Match pattern a line; with a slash it
-matches the path from the folder, without one any file or folder of that name; a trailing
-slash matches folders only; # starts a comment). Dependencies are installed by the build from
-go.mod, requirements.txt or package.json.`,
+the folder's sless.yaml, symbolic links, and what .slessignore lists (one path.Match pattern
+a line; with a slash it matches the path from the folder, without one any file or folder of
+that name; a trailing slash matches folders only; # starts a comment). Dependencies are
+installed by the build from go.mod, requirements.txt or package.json.`,
 		Example: `  sless deploy
   sless deploy ./hello --env GREETING=hi --timeout 30s
   sless deploy --name api --runtime python3.12`,
@@ -68,7 +69,7 @@ go.mod, requirements.txt or package.json.`,
 func (f *deployFlags) bind(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.name, "name", "", "function name (default: the folder's name)")
-	fs.StringVar(&f.runtime, "runtime", "", "go, python, node or a runtime name (default: detected from the files for a new function, unchanged for an existing one)")
+	fs.StringVar(&f.runtime, "runtime", "", "go, python, node or a runtime name (default for a new function: sless.yaml's runtime, else detected from the files; an existing one keeps its own)")
 	fs.StringVar(&f.entrypoint, "entrypoint", "", "module.function (default: the runtime's, handler.handle or Handle)")
 	fs.StringArrayVar(&f.env, "env", nil, "environment variable K=V, repeated; replaces all of the function's variables")
 	fs.DurationVar(&f.timeout, "timeout", 0, "limit of one invocation, e.g. 30s (0: none)")
@@ -175,17 +176,18 @@ func runDeploy(cmd *cobra.Command, f deployFlags, dir string) error {
 }
 
 // ensureFunction creates the function, or updates the fields the flags set on an existing
-// one. A new function's runtime is detected from dir when --runtime is absent.
+// one. Without --runtime a new function's runtime is the one dir's sless.yaml names, else
+// the one detected from its files; an existing function keeps its own.
 func ensureFunction(ctx context.Context, s *session, progress io.Writer, name, dir string, fields api.FunctionFields) error {
 	existing, err := s.c.GetFunction(ctx, s.ns, name)
 	switch {
 	case client.IsNotFound(err):
 		if fields.Runtime == nil {
-			lang, err := detectLanguage(dir)
+			rt, err := newRuntime(dir)
 			if err != nil {
 				return err
 			}
-			fields.Runtime = ptr(languageRuntimes[lang])
+			fields.Runtime = &rt
 		}
 		if _, err := s.c.CreateFunction(ctx, s.ns, api.CreateFunction{Name: name, FunctionFields: fields}); err != nil {
 			return s.explain(err, "creating function "+name)

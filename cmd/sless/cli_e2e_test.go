@@ -164,7 +164,7 @@ func TestCLIJourney(t *testing.T) {
 	t.Run("init", func(t *testing.T) {
 		cli := cli.at(t)
 		r := cli.ok(work, nil, "init", "hello", "--runtime", "python")
-		mustContain(t, "init", r.stdout, "wrote handler.py in hello", "sless deploy")
+		mustContain(t, "init", r.stdout, "wrote handler.py, sless.yaml in hello", "sless deploy")
 		cli.fails(1, "never overwrites", work, "init", "hello", "--runtime", "python")
 		cli.fails(exitUsage, "--runtime is required", work, "init", "x")
 		cli.ok(work, nil, "init", "gofn", "--runtime", "go")

@@ -38,6 +38,16 @@ var languageRuntimes = map[buildkit.Language]string{
 	buildkit.LanguageNode:   "nodejs20",
 }
 
+// languageDefaults words languageRuntimes for the help: "go for go1.25, python for
+// python3.11, node for nodejs20".
+func languageDefaults() string {
+	var parts []string
+	for _, lang := range []buildkit.Language{buildkit.LanguageGo, buildkit.LanguagePython, buildkit.LanguageNode} {
+		parts = append(parts, string(lang)+" for "+languageRuntimes[lang])
+	}
+	return strings.Join(parts, ", ")
+}
+
 // lookupRuntime accepts a runtime name (python3.12) or a language (python).
 func lookupRuntime(name string) (buildkit.Runtime, error) {
 	if rt, ok := languageRuntimes[buildkit.Language(name)]; ok {
@@ -59,8 +69,9 @@ func newInitCmd() *cobra.Command {
 		Short: "Write a hello function to start from into the folder <name>",
 		Long: `init writes a working hello function for the runtime into the folder <name> (created if
 needed): handler.go and go.mod for Go, handler.py for Python, handler.js and package.json for
-Node.js. It never overwrites a file. --runtime takes a language (go, python, node: the newest
-runtime of it that sless dev runs) or a runtime name such as python3.12.`,
+Node.js, and sless.yaml with the runtime, which sless deploy creates the function with. It
+never overwrites a file. --runtime takes a language (` + languageDefaults() + `)
+or a runtime name: ` + strings.Join(buildkit.RuntimeNames(), ", ") + `.`,
 		Example: `  sless init hello --runtime python
   cd hello && sless deploy && sless invoke hello -d '{"name":"you"}'`,
 		Args: cobra.ExactArgs(1),
@@ -83,7 +94,7 @@ runtime of it that sless dev runs) or a runtime name such as python3.12.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&runtime, "runtime", "", "go, python, node, or a runtime name ("+strings.Join(buildkit.RuntimeNames(), ", ")+")")
+	cmd.Flags().StringVar(&runtime, "runtime", "", "a language ("+languageDefaults()+") or a runtime name ("+strings.Join(buildkit.RuntimeNames(), ", ")+")")
 	_ = cmd.RegisterFlagCompletionFunc("runtime", cobra.FixedCompletions(
 		append([]string{"go", "python", "node"}, buildkit.RuntimeNames()...), cobra.ShellCompDirectiveNoFileComp))
 	return cliCommand(cmd)
@@ -109,6 +120,7 @@ func writeTemplate(dir string, rt buildkit.Runtime, data initData) ([]string, er
 		}
 		files[strings.TrimSuffix(e.Name(), ".tmpl")] = b.Bytes()
 	}
+	files[projectFile] = projectYAML(rt.Name)
 	names := slices.Sorted(maps.Keys(files))
 	var existing []string
 	for _, n := range names {

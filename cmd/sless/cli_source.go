@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 
+	"sigs.k8s.io/yaml"
+
 	"sless.dev/sless/buildkit"
 )
 
@@ -23,9 +25,66 @@ import (
 const ignoreFile = ".slessignore"
 
 // defaultIgnore is left out of every upload: version control data, dependency folders the
-// build installs itself (the upload limits reject them too), caches, and the data folder of
-// a `sless dev` started in the function's folder.
-var defaultIgnore = []string{".git/", ".hg/", ".svn/", "node_modules/", ".venv/", "__pycache__/", ".sless/", ".DS_Store"}
+// build installs itself (the upload limits reject them too), caches, the data folder of
+// a `sless dev` started in the function's folder, and the folder's own sless.yaml.
+var defaultIgnore = []string{".git/", ".hg/", ".svn/", "node_modules/", ".venv/", "__pycache__/", ".sless/", ".DS_Store", "/" + projectFile}
+
+// projectFile is what `sless init` chose for the folder, for `sless deploy`: the runtime a
+// new function is created with.
+const projectFile = "sless.yaml"
+
+// project is the content of projectFile.
+type project struct {
+	// Runtime is a runtime name (python3.12) or a language (python).
+	Runtime string `json:"runtime,omitempty"`
+}
+
+// projectYAML is the projectFile `sless init` writes.
+func projectYAML(runtime string) []byte {
+	return []byte(`# Read by sless deploy: the runtime it creates this function with (go, python, node or a
+# runtime name such as python3.12). --runtime overrides it; an existing function keeps its
+# runtime unless --runtime changes it.
+runtime: ` + runtime + "\n")
+}
+
+// loadProject reads dir's projectFile; without one, the project is empty.
+func loadProject(dir string) (project, error) {
+	var p project
+	data, err := os.ReadFile(filepath.Join(dir, projectFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return p, nil
+	case err != nil:
+		return p, fmt.Errorf("reading %s: %w", projectFile, err)
+	}
+	if err := yaml.UnmarshalStrict(data, &p); err != nil {
+		return p, usageErrorf("%s: %v; it holds one setting, e.g. runtime: python3.12", filepath.Join(dir, projectFile), err)
+	}
+	if p.Runtime != "" {
+		if _, err := lookupRuntime(p.Runtime); err != nil {
+			return p, usageErrorf("%s: %w", filepath.Join(dir, projectFile), err)
+		}
+	}
+	return p, nil
+}
+
+// newRuntime is the runtime a new function is created with when --runtime is not given: the
+// one dir's projectFile names, else the one of the language detected from the files.
+func newRuntime(dir string) (string, error) {
+	p, err := loadProject(dir)
+	if err != nil {
+		return "", err
+	}
+	if p.Runtime != "" {
+		rt, err := lookupRuntime(p.Runtime)
+		return rt.Name, err
+	}
+	lang, err := detectLanguage(dir)
+	if err != nil {
+		return "", err
+	}
+	return languageRuntimes[lang], nil
+}
 
 // ignoreRule is one pattern of path.Match syntax. A pattern with a slash matches the whole
 // slash-separated path from the folder's root, one without matches any file or folder of
@@ -165,7 +224,7 @@ func detectLanguage(dir string) (buildkit.Language, error) {
 	case 1:
 		return langs[0], nil
 	case 0:
-		return "", usageErrorf("%s has no go.mod, *.go, handler.py or handler.js: pass --runtime, or deploy the folder of your function", dir)
+		return "", usageErrorf("%s has no go.mod, *.go, handler.py or handler.js: pass --runtime (or name it in %s), or deploy the folder of your function", dir, projectFile)
 	}
 	return "", usageErrorf("%s holds code of several languages (%v): pass --runtime", dir, langs)
 }

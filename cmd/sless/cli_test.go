@@ -235,6 +235,8 @@ func TestZipSource(t *testing.T) {
 		"node_modules.txt":          "x",
 		"docs/.DS_Store":            "x",
 		".sless/dev-signing.key":    "x",
+		"sless.yaml":                "runtime: python3.12\n",
+		"conf/sless.yaml":           "x",
 		"pkg/node_modules/b/x.json": "x",
 	} {
 		p := filepath.Join(dir, filepath.FromSlash(name))
@@ -267,7 +269,7 @@ func TestZipSource(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	want := []string{".slessignore", "bin/run.sh", "build", "docs/data/keep.md", "handler.py", "lib/util.py", "node_modules.txt", "sub/keep.txt"}
+	want := []string{".slessignore", "bin/run.sh", "build", "conf/sless.yaml", "docs/data/keep.md", "handler.py", "lib/util.py", "node_modules.txt", "sub/keep.txt"}
 	if !slices.Equal(names, want) || n != len(want) {
 		t.Errorf("zipped %d: %q\nwant %q", n, names, want)
 	}
@@ -319,9 +321,9 @@ func TestDetectLanguage(t *testing.T) {
 // accepted, and init refuses to overwrite without writing anything.
 func TestInitTemplates(t *testing.T) {
 	want := map[buildkit.Language][]string{
-		buildkit.LanguageGo:     {"go.mod", "handler.go"},
-		buildkit.LanguagePython: {"handler.py"},
-		buildkit.LanguageNode:   {"handler.js", "package.json"},
+		buildkit.LanguageGo:     {"go.mod", "handler.go", "sless.yaml"},
+		buildkit.LanguagePython: {"handler.py", "sless.yaml"},
+		buildkit.LanguageNode:   {"handler.js", "package.json", "sless.yaml"},
 	}
 	for _, name := range buildkit.RuntimeNames() {
 		rt, err := lookupRuntime(name)
@@ -338,6 +340,9 @@ func TestInitTemplates(t *testing.T) {
 			if strings.Contains(string(data), "{{") {
 				t.Errorf("%s/%s: unrendered template:\n%s", name, f, data)
 			}
+		}
+		if p, err := loadProject(dir); err != nil || p.Runtime != name {
+			t.Errorf("%s: sless.yaml says %+v, %v", name, p, err)
 		}
 		if rt.Language == buildkit.LanguageGo {
 			if data, _ := os.ReadFile(filepath.Join(dir, "go.mod")); !strings.Contains(string(data), "go "+rt.Version+"\n") {

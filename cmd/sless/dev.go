@@ -64,7 +64,7 @@ A signing key is generated into the data directory and a ready token is printed.
 	fs.Lookup("max-connections").DefValue = "1000"
 	f.conns.MaxConns = 1000
 	bindCallbackFlag(fs, &f.callbackHosts)
-	fs.BoolVar(&f.login, "login", false, "save this server's endpoint and token for the sless CLI, as `sless login` does")
+	fs.BoolVar(&f.login, "login", false, "save this server's endpoint and token for the sless CLI, as sless login does")
 	f.store.bind(fs, "")
 	fs.Lookup("artifacts-dir").Usage = "directory for uploads when no S3 endpoint is given (default <data-dir>/artifacts)"
 	return cmd

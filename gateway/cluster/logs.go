@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -35,6 +36,12 @@ func (b *Backend) Logs(ctx context.Context, q gateway.LogQuery, emit func(api.Lo
 	if err != nil {
 		return err
 	}
+	return b.readLogs(ctx, q, ns, sel, container, emit)
+}
+
+// readLogs emits the lines of the selected pods as they stand, oldest first (the last q.Tail
+// of them), then, with q.Follow, the new ones until ctx ends.
+func (b *Backend) readLogs(ctx context.Context, q gateway.LogQuery, ns string, sel labels.Selector, container string, emit func(api.LogLine) error) error {
 	pods, err := b.podsOf(ctx, ns, sel, q.Source != gateway.LogFunction)
 	if err != nil {
 		return err
@@ -44,11 +51,18 @@ func (b *Backend) Logs(ctx context.Context, q gateway.LogQuery, emit func(api.Lo
 		opts.SinceTime = &metav1.Time{Time: q.Since}
 	}
 	var lines []api.LogLine
+	// read is how far each pod's log was read: following goes on from there.
+	read := map[string]*logCursor{}
 	for _, p := range pods {
 		got, err := b.podLog(ctx, p, opts)
 		if err != nil {
 			return err
 		}
+		c := &logCursor{}
+		for _, l := range got {
+			c.read(l.Time)
+		}
+		read[p.Name] = c
 		lines = append(lines, got...)
 	}
 	slices.SortStableFunc(lines, func(x, y api.LogLine) int { return x.Time.Compare(y.Time) })
@@ -63,7 +77,7 @@ func (b *Backend) Logs(ctx context.Context, q gateway.LogQuery, emit func(api.Lo
 	if !q.Follow {
 		return nil
 	}
-	return b.follow(ctx, q, ns, sel, container, pods, emit)
+	return b.follow(ctx, q, ns, sel, container, pods, read, emit)
 }
 
 // logPods names the pods of q's log: their selector, namespace and container.
@@ -100,12 +114,17 @@ func (b *Backend) podsOf(ctx context.Context, ns string, sel labels.Selector, la
 	return pods, nil
 }
 
-// podLog reads one pod's log as it stands.
+// podLog reads one pod's log as it stands. A pod that is gone (deleted since the list, as in
+// a scale-in) or whose container has not started has no lines to give: it is skipped.
 func (b *Backend) podLog(ctx context.Context, p corev1.Pod, opts *corev1.PodLogOptions) ([]api.LogLine, error) {
 	if p.Status.Phase == corev1.PodPending {
 		return nil, nil // no container has run yet
 	}
 	rc, err := b.pods.CoreV1().Pods(p.Namespace).GetLogs(p.Name, opts).Stream(ctx)
+	if podWithoutLog(err) {
+		b.log.Debug("pod log skipped: the pod is gone or its container has not started", "pod", p.Namespace+"/"+p.Name, "error", err)
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("log of pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
@@ -115,30 +134,89 @@ func (b *Backend) podLog(ctx context.Context, p corev1.Pod, opts *corev1.PodLogO
 	return lines, err
 }
 
-// follow streams new lines of the pods (and of replicas that start later) until ctx ends.
-func (b *Backend) follow(ctx context.Context, q gateway.LogQuery, ns string, sel labels.Selector, container string, pods []corev1.Pod, emit func(api.LogLine) error) error {
+// podWithoutLog tells the answers of pods/log for a pod that has none to give: NotFound (the
+// pod was deleted) and BadRequest (its container is waiting to start, or was never created).
+func podWithoutLog(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.IsBadRequest(err)
+}
+
+// logCursor is how far a pod's log was read: the newest line's time and how many lines of
+// that very time were read. The API server takes sinceTime in whole seconds, so following
+// from the cursor gets the lines of its second again; fresh drops exactly those.
+type logCursor struct {
+	at time.Time
+	n  int
+}
+
+// read counts a line of time t read (in the log's order).
+func (c *logCursor) read(t time.Time) {
+	switch {
+	case t.Equal(c.at):
+		c.n++
+	case t.After(c.at):
+		c.at, c.n = t, 1
+	}
+}
+
+// since is the sinceTime to follow the pod from: nil (its whole log) when nothing was read.
+func (c *logCursor) since() *metav1.Time {
+	if c == nil || c.at.IsZero() {
+		return nil
+	}
+	return &metav1.Time{Time: c.at}
+}
+
+// fresh tells whether a line of time t, the next one of a log read again from since(), was
+// not read before. Once a line is fresh the cursor is passed: every later line is too.
+func (c *logCursor) fresh(t time.Time) bool {
+	switch {
+	case c.at.IsZero():
+		return true
+	case t.Before(c.at):
+		return false
+	case t.Equal(c.at) && c.n > 0:
+		c.n--
+		return false
+	}
+	c.at, c.n = time.Time{}, 0
+	return true
+}
+
+// follow streams new lines of the pods (and of replicas that start later) until ctx ends. A
+// pod read before (read) goes on after its last line; one that was not gives its whole log
+// from q.Since.
+func (b *Backend) follow(ctx context.Context, q gateway.LogQuery, ns string, sel labels.Selector, container string, pods []corev1.Pod, read map[string]*logCursor, emit func(api.LogLine) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	out := make(chan api.LogLine, 256)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	followed := map[string]bool{}
-	now := metav1.Now()
 	attach := func(p corev1.Pod) {
 		if followed[p.Name] || p.Status.Phase == corev1.PodPending {
 			return
 		}
 		followed[p.Name] = true
+		cursor := read[p.Name]
+		if cursor == nil {
+			cursor = &logCursor{}
+		}
+		opts := &corev1.PodLogOptions{Container: container, Timestamps: true, Follow: true, SinceTime: cursor.since()}
+		if opts.SinceTime == nil && !q.Since.IsZero() {
+			opts.SinceTime = &metav1.Time{Time: q.Since}
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			opts := &corev1.PodLogOptions{Container: container, Timestamps: true, Follow: true, SinceTime: &now}
 			rc, err := b.pods.CoreV1().Pods(p.Namespace).GetLogs(p.Name, opts).Stream(ctx)
 			if err != nil {
 				return // the pod went away; its lines so far were read
 			}
 			defer rc.Close()
 			_ = scanLog(rc, p.Name, func(l api.LogLine) error {
+				if !cursor.fresh(l.Time) {
+					return nil
+				}
 				select {
 				case out <- l:
 					return nil
