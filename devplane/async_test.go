@@ -14,6 +14,7 @@ import (
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testkit"
 )
 
@@ -239,5 +240,71 @@ func TestAsyncInvocationsOnTheBroker(t *testing.T) {
 		if e, _ := m.Headers["x-sless-last-error"].(string); !strings.Contains(e, "HTTP 500") {
 			t.Fatalf("dead letter without the last error: %v", m.Headers)
 		}
+	}
+}
+
+// bigAnswer answers {"n": N} with N bytes of text.
+const bigAnswer = `def handle(event, request=None):
+    return "x" * event["n"]
+`
+
+// TestAsyncResultTruncated: an answer over history.MaxAsyncResult is kept capped and marked
+// result_truncated in the API, with sless dev's own file store (across a restart too) and
+// with the PostgreSQL store; one at the cap is kept whole.
+func TestAsyncResultTruncated(t *testing.T) {
+	t.Parallel()
+	stores := map[string]func(t *testing.T) history.AsyncStore{
+		"files": func(*testing.T) history.AsyncStore { return nil },
+		"postgres": func(t *testing.T) history.AsyncStore {
+			pg, err := history.OpenPostgres(pgtest.NewDatabase(t, "sless_devplane_test"), history.PostgresOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = pg.Close(context.Background()) })
+			return pg
+		},
+	}
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			o := devOptions{dataDir: t.TempDir(), subject: "truncate-" + randomHex(t), asyncStore: open(t)}
+			d := startDev(t, o)
+			d.deploy("big", "python3.11", map[string]string{"handler.py": bigAnswer}, asyncOn)
+			sizes := []int{history.MaxAsyncResult, history.MaxAsyncResult + 1, 3 * history.MaxAsyncResult}
+			ids := make([]string, len(sizes))
+			for i, n := range sizes {
+				resp, inv := d.callAsync("big", fmt.Sprintf(`{"n":%d}`, n), nil)
+				if resp.StatusCode != http.StatusAccepted {
+					t.Fatalf("call of %d bytes: %d", n, resp.StatusCode)
+				}
+				ids[i] = inv.ID
+			}
+			check := func(when string, got []api.AsyncInvocation) {
+				t.Helper()
+				for i, inv := range got {
+					truncated := sizes[i] > history.MaxAsyncResult
+					if inv.Status != history.AsyncSucceeded || len(inv.Result) != history.MaxAsyncResult || inv.ResultTruncated != truncated ||
+						inv.ResultBase64 || strings.Trim(inv.Result, "x") != "" {
+						t.Fatalf("%s: answer of %d bytes: %s, %d bytes, result_truncated %v; want %d bytes, result_truncated %v",
+							when, sizes[i], inv.Status, len(inv.Result), inv.ResultTruncated, history.MaxAsyncResult, truncated)
+					}
+				}
+			}
+			check("settled", d.settle(ids, 2*time.Minute))
+			list, err := d.client.ListAsyncInvocations(context.Background(), d.ns, "big", "", 0)
+			if err != nil || len(list) != len(sizes) {
+				t.Fatalf("list: %d, %v", len(list), err)
+			}
+			for _, inv := range list {
+				if inv.ResultTruncated != (inv.ID != ids[0]) {
+					t.Fatalf("listed %s with result_truncated %v", inv.ID, inv.ResultTruncated)
+				}
+			}
+			if o.asyncStore == nil { // the files are read back at start
+				d.stop()
+				d = startDev(t, o)
+				check("after a restart", d.settle(ids, time.Minute))
+			}
+		})
 	}
 }

@@ -25,18 +25,6 @@ import (
 	"sless.dev/sless/test/testkit"
 )
 
-// steerable is a Python function whose event steers it: crash exits mid-request, sleep holds
-// the request; it answers with its pid.
-const steerable = `import os, time
-
-def handle(event, request=None):
-    if event.get("crash"):
-        os._exit(3)
-    if event.get("sleep"):
-        time.sleep(event["sleep"])
-    return {"pid": os.getpid(), "hello": event.get("name", "world")}
-`
-
 func amqpURL() string {
 	if u := os.Getenv("SLESS_TEST_AMQP_URL"); u != "" {
 		return u
@@ -89,7 +77,7 @@ func TestConcurrentColdRequests(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, devOptions{})
 	const maxProcs = 3
-	d.deploy("burst", "python3.11", map[string]string{"handler.py": steerable},
+	d.deploy("burst", "python3.11", map[string]string{"handler.py": testkit.SteerablePython},
 		api.FunctionFields{MaxReplicas: ptr[int32](maxProcs), ScalingTarget: ptr[int32](2)})
 	var (
 		wg      sync.WaitGroup
@@ -137,7 +125,7 @@ func TestConcurrentColdRequests(t *testing.T) {
 func TestCrashMidRequestRecovers(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, devOptions{})
-	d.deploy("crashy", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{})
+	d.deploy("crashy", "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{})
 	if code, body := d.invoke("crashy", `{}`); code != http.StatusOK {
 		t.Fatalf("warm-up: %d %s", code, body)
 	}
@@ -166,7 +154,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 	subject := "restart-" + randomHex(t)
 	d := startDev(t, devOptions{dataDir: dir, subject: subject})
 	ctx := context.Background()
-	d.deploy("keeper", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{EnvVars: &map[string]string{"A": "1"}})
+	d.deploy("keeper", "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{EnvVars: &map[string]string{"A": "1"}})
 	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "keeper-http", TriggerFields: api.TriggerFields{
 		Type: ptr(api.TriggerHTTP), Function: ptr("keeper")}}); err != nil {
 		t.Fatal(err)
@@ -230,7 +218,7 @@ func TestEventTrigger(t *testing.T) {
 	t.Cleanup(func() { _ = pg.Close(context.Background()) })
 	d := startDev(t, devOptions{amqpURL: amqpURL(), recorder: pg})
 	ctx := context.Background()
-	d.deploy("consumer", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{})
+	d.deploy("consumer", "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{})
 	queue := d.ns + ".test-" + randomHex(t)
 	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "from-queue", TriggerFields: api.TriggerFields{
 		Type: ptr(api.TriggerEvent), Function: ptr("consumer"), Queue: &queue, BrokerSecret: ptr("unused-in-dev"), BrokerSecretKey: ptr("url")}}); err != nil {
@@ -288,7 +276,7 @@ func TestCronTriggerFires(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, devOptions{})
 	ctx := context.Background()
-	d.deploy("ticker", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{ScaleDownPeriodSec: ptr(int32(1))})
+	d.deploy("ticker", "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{ScaleDownPeriodSec: ptr(int32(1))})
 	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "every-minute", TriggerFields: api.TriggerFields{
 		Type: ptr(api.TriggerCron), Function: ptr("ticker"), Schedule: ptr("* * * * *"), Timezone: ptr("Europe/Berlin")}}); err != nil {
 		t.Fatal(err)
@@ -320,7 +308,7 @@ func TestCronPrewarm(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, devOptions{})
 	ctx := context.Background()
-	d.deploy("warmed", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{ScaleDownPeriodSec: ptr(int32(1))})
+	d.deploy("warmed", "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{ScaleDownPeriodSec: ptr(int32(1))})
 	created := time.Now()
 	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "warm-tick", TriggerFields: api.TriggerFields{
 		Type: ptr(api.TriggerCron), Function: ptr("warmed"), Schedule: ptr("* * * * *"), PrewarmSeconds: ptr(int32(30))}}); err != nil {
@@ -358,7 +346,7 @@ func TestBadInputsDisturbNothing(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, devOptions{})
 	ctx := context.Background()
-	d.deploy("healthy", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{})
+	d.deploy("healthy", "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{})
 	healthy := func(stage string) {
 		t.Helper()
 		if code, body := d.invoke("healthy", `{}`); code != http.StatusOK {
@@ -435,7 +423,7 @@ func TestDisabledHTTPTriggerAndTimeout(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, devOptions{})
 	ctx := context.Background()
-	d.deploy("gated", "python3.11", map[string]string{"handler.py": steerable},
+	d.deploy("gated", "python3.11", map[string]string{"handler.py": testkit.SteerablePython},
 		api.FunctionFields{MinReplicas: ptr[int32](1), TimeoutSec: ptr[int32](1)})
 	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "gated-http", TriggerFields: api.TriggerFields{
 		Type: ptr(api.TriggerHTTP), Function: ptr("gated")}}); err != nil {
@@ -472,7 +460,7 @@ func TestEventTriggerWithoutBroker(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, devOptions{})
 	ctx := context.Background()
-	d.deploy("quiet", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{})
+	d.deploy("quiet", "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{})
 	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "q", TriggerFields: api.TriggerFields{
 		Type: ptr(api.TriggerEvent), Function: ptr("quiet"), Queue: ptr(d.ns + ".nowhere"), BrokerSecret: ptr("s"), BrokerSecretKey: ptr("url")}}); err != nil {
 		t.Fatal(err)
@@ -495,7 +483,7 @@ func TestRestartInterruptsRunningJob(t *testing.T) {
 	subject := "jobs-" + randomHex(t)
 	d := startDev(t, devOptions{dataDir: dir, subject: subject})
 	ctx := context.Background()
-	d.deploy("slow", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{})
+	d.deploy("slow", "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{})
 	if _, err := d.client.CreateJob(ctx, d.ns, api.CreateJob{Name: "long", JobFields: api.JobFields{
 		Function: ptr("slow"), Event: ptr(json.RawMessage(`{"sleep": 30}`)), RunID: ptr[int64](1)}}); err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 func TestColdStartsAreVisible(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, devOptions{})
-	d.deploy("cold", "python3.11", map[string]string{"handler.py": steerable}, api.FunctionFields{})
+	d.deploy("cold", "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{})
 	call := func() string {
 		t.Helper()
 		resp, err := http.Post(d.endpoint+"/fn/"+d.ns+"/cold", "application/json", strings.NewReader(`{}`))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -93,14 +92,7 @@ func TestBodyBoundBeforeRouting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := srv.HTTPServer()
-	go func() { _ = hs.Serve(ln) }()
-	t.Cleanup(func() { _ = hs.Close() })
-	addr := ln.Addr().String()
+	addr := testkit.Serve(t, srv.HTTPServer())
 
 	// busy's one allowed request is in flight.
 	go func() {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -41,14 +40,7 @@ func TestProxyBoundsEarlyAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := srv.HTTPServer()
-	go func() { _ = hs.Serve(ln) }()
-	t.Cleanup(func() { _ = hs.Close() })
-	addr := ln.Addr().String()
+	addr := testkit.Serve(t, srv.HTTPServer())
 
 	cases := []struct {
 		path     string

@@ -23,18 +23,6 @@ import (
 	"sless.dev/sless/test/testkit"
 )
 
-// testHandler is a Python function whose event steers it: crash exits the process
-// mid-request, sleep holds the request, anything else echoes the pid.
-const testHandler = `import os, time
-
-def handle(event, request=None):
-    if event.get("crash"):
-        os._exit(3)
-    if event.get("sleep"):
-        time.sleep(event["sleep"])
-    return {"pid": os.getpid()}
-`
-
 // buildPython builds files as a python3.11 function into a temporary directory.
 func buildPython(dir string, files map[string]string) (*buildkit.Artifact, error) {
 	var buf bytes.Buffer
@@ -109,7 +97,7 @@ func (h *harness) call(t testing.TB, fn, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// shared is testHandler, built once in TestMain.
+// shared is testkit.SteerablePython, built once in TestMain.
 var shared *buildkit.Artifact
 
 func sharedArtifact(testing.TB) *buildkit.Artifact { return shared }
@@ -120,7 +108,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	shared, err = buildPython(dir, map[string]string{"handler.py": testHandler})
+	shared, err = buildPython(dir, map[string]string{"handler.py": testkit.SteerablePython})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "building the test function:", err)
 		os.Exit(1)

@@ -135,3 +135,28 @@ func Responsive(t testing.TB, url string, n int, every time.Duration) {
 		}
 	}
 }
+
+// SteerablePython is a Python function whose event steers it: {"crash": true} exits the
+// process mid-request, {"sleep": s} holds the request; it answers with its pid and
+// "hello": the event's name (or "world").
+const SteerablePython = `import os, time
+
+def handle(event, request=None):
+    if event.get("crash"):
+        os._exit(3)
+    if event.get("sleep"):
+        time.sleep(event["sleep"])
+    return {"pid": os.getpid(), "hello": event.get("name", "world")}
+`
+
+// Serve serves hs on a new loopback port until the test ends and returns its address.
+func Serve(t testing.TB, hs *http.Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	return ln.Addr().String()
+}
