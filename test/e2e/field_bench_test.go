@@ -279,7 +279,7 @@ func addRoutes(b *testing.B, tn tenant, fields api.FunctionFields, n int) (time.
 		close(work)
 	}()
 	seen := map[string]time.Time{}
-	waitFor(b, 10*time.Minute, fmt.Sprintf("%d routes in the interceptor", n), func() bool {
+	waitFor(b, routesWithin(n), fmt.Sprintf("%d routes in the interceptor", n), func() bool {
 		for key := range interceptorRoutes(b) {
 			if _, ok := seen[key]; !ok {
 				seen[key] = time.Now()
@@ -301,11 +301,15 @@ func addRoutes(b *testing.B, tn tenant, fields api.FunctionFields, n int) (time.
 	return all, routed
 }
 
+// routesWithin bounds the waits for n routes: KEDA takes up about two ScaledObjects a second
+// at its default client rate limits, so 1,000 need more than the 10 minutes 200 get.
+func routesWithin(n int) time.Duration { return max(10*time.Minute, time.Duration(n)*1200*time.Millisecond) }
+
 // kedaTookUp waits until KEDA reports every route Function's ScaledObject Ready: before that a
 // call is held by the interceptor but wakes nothing.
 func kedaTookUp(b *testing.B, tn tenant, n int) {
 	b.Helper()
-	waitFor(b, 10*time.Minute, fmt.Sprintf("KEDA to take up %d ScaledObjects", n), func() bool {
+	waitFor(b, routesWithin(n), fmt.Sprintf("KEDA to take up %d ScaledObjects", n), func() bool {
 		var l kedav1alpha1.ScaledObjectList
 		if err := g.client.List(context.Background(), &l, client.InNamespace(tn.ns)); err != nil {
 			b.Fatal(err)
