@@ -7,10 +7,10 @@
   const $ = (id) => document.getElementById(id);
   const hl = window.slessHighlight;
   const charts = window.slessChart;
-  const TABS = ["overview", "invoke", "logs", "source", "invocations"];
+  const TABS = ["overview", "invoke", "logs", "source", "invocations", "async"];
   const MAX_LOG_LINES = 5000; // the oldest lines leave the page beyond this
   const MAX_BODY_CHARS = 256 * 1024; // an invoke answer is shown up to this
-  const POLL_MS = 2000; // status while a build is pending or running
+  const POLL_MS = 2000; // status while a build is pending or running; asynchronous invocations until final
   const STATS_REFRESH_MS = 30000;
 
   // A token in the fragment (#token=…, the URL `sless dev` prints) signs in at once. It leaves
@@ -27,6 +27,7 @@
     window: "1h",
     events: {}, // the invoke panel's event per function, kept while the tab lives
     logs: { ctrl: null, autoscroll: true, unseen: 0 },
+    follows: 0, // bumped by each invoke: the panel follows only its latest asynchronous call
   };
 
   function takeFragmentToken() {
@@ -196,7 +197,7 @@
   }
 
   // functionView shows one function with one of its tabs; each tab loads its own data.
-  async function functionView(name, tab) {
+  async function functionView(name, tab, arg) {
     const gen = state.view;
     show("function");
     state.fn = name;
@@ -218,13 +219,14 @@
     if (gen !== state.view) return;
     $("fn-phase").replaceChildren(phaseBadge(fn));
     $("tab-" + tab).hidden = false;
-    ({ overview, invoke: invokeTab, logs: logsTab, source, invocations })[tab](fn, gen);
+    ({ overview, invoke: invokeTab, logs: logsTab, source, invocations, async: asyncTab })[tab](fn, gen, arg);
   }
 
   function overview(fn, gen) {
     const meta = [["Runtime", fn.runtime], ["Entrypoint", fn.entrypoint || "(default)"],
       ["Memory", fn.memory_mb + " MiB"], ["Timeout", fn.timeout_sec ? fn.timeout_sec + " s" : "none"],
-      ["Replicas", fn.min_replicas + "–" + fn.max_replicas], ["URL", fn.status.url || "—"], ["Image", fn.status.image || "—"]];
+      ["Replicas", fn.min_replicas + "–" + fn.max_replicas], ["URL", fn.status.url || "—"], ["Image", fn.status.image || "—"],
+      ...asyncSettings(fn)];
     $("fn-meta").replaceChildren(...definitions(meta));
     build(fn, gen);
     stats(fn.name, gen);
@@ -232,6 +234,19 @@
     onLeave(() => clearInterval(timer));
     triggers(fn.name);
   }
+
+  // asyncSettings are the overview's rows for the function's asynchronous invocations.
+  function asyncSettings(fn) {
+    const a = fn.async || {};
+    if (!a.enabled) return [["Async", "off (Prefer: respond-async answers 409)"]];
+    const n = a.max_attempts || 1;
+    return [["Async", "on"],
+      ["Attempts", n + (n === 1 ? " (no retry)" : " (" + (n - 1) + (n === 2 ? " retry" : " retries") + " after a failure)")],
+      ["Backoff", a.backoff_ms ? duration(a.backoff_ms) + " before the 2nd attempt, doubling for each next one" : "none: retries at once"],
+      ["Dead-letter queue", a.dead_letter_queue || state.ns + ".async." + fn.name + ".dlq (the default)"]];
+  }
+
+  const duration = (ms) => (ms < 1000 ? ms + " ms" : +(ms / 1000).toFixed(3) + " s");
 
   // build shows the build's status and its own output, followed while the build runs; while
   // one is pending or running the status is polled and the view redrawn when it moves on.
@@ -318,7 +333,8 @@
   }
 
   function triggerRow(t) {
-    const detail = t.type === "cron" ? t.schedule + (t.timezone ? " (" + t.timezone + ")" : "")
+    const detail = t.type === "cron" ? t.schedule + (t.timezone ? " (" + t.timezone + ")" : "") +
+        (t.prewarm_seconds ? " · warm " + t.prewarm_seconds + " s before each tick" : "")
       : t.type === "event" ? "queue " + t.queue : t.require_auth ? "token required" : "public";
     const button = el("button", { "data-trigger": t.name, onclick: () => toggle(t, button) }, t.enabled ? "Disable" : "Enable");
     return el("tr", { "data-trigger-row": t.name },
@@ -348,6 +364,11 @@
     $("event").value = state.events[fn.name];
     $("invoke-error").textContent = "";
     $("invoke-result").hidden = true;
+    $("invoke-invocation").replaceChildren();
+    const on = !!(fn.async && fn.async.enabled);
+    $("invoke-queue").disabled = !on;
+    if (!on) $("invoke-queue").checked = false;
+    $("invoke-queue-note").textContent = on ? "" : "(off for this function: async.enabled)";
   }
 
   async function invoke() {
@@ -360,13 +381,16 @@
       $("invoke-error").textContent = "The event is not valid JSON (" + e.message + "); fix it and invoke again. Nothing was sent.";
       return;
     }
-    const button = $("invoke-send");
+    const button = $("invoke-send"), queue = $("invoke-queue").checked && !$("invoke-queue").disabled;
+    const follow = ++state.follows;
+    $("invoke-invocation").replaceChildren();
     button.disabled = true;
     const t0 = performance.now();
     let resp, body;
     try {
-      resp = await fetch(fnURL(name), { method: "POST", body: text, redirect: "manual", cache: "no-store", credentials: "omit",
-        headers: { "Content-Type": "application/json", Authorization: "Bearer " + state.token } });
+      const headers = { "Content-Type": "application/json", Authorization: "Bearer " + state.token };
+      if (queue) headers.Prefer = "respond-async";
+      resp = await fetch(fnURL(name), { method: "POST", body: text, redirect: "manual", cache: "no-store", credentials: "omit", headers });
       body = resp.type === "opaqueredirect" ? "" : await resp.text();
     } catch (e) {
       if (gen === state.view) $("invoke-error").textContent = "The call to " + name + " did not complete: " + e.message;
@@ -390,6 +414,31 @@
     $("invoke-type").textContent = type || "—";
     $("invoke-body").textContent = shown(body, type);
     $("invoke-result").hidden = false;
+    const id = queue && (resp.status === 202 || resp.status === 200) ? resp.headers.get("X-Sless-Invocation-Id") || "" : "";
+    if (/^[0-9a-f]{24}$/.test(id)) followInvocation(name, id, gen, follow);
+  }
+
+  // followInvocation shows the invoke panel's asynchronous call as it proceeds, polled until
+  // it is final, the panel invokes again or the view changes.
+  async function followInvocation(name, id, gen, follow) {
+    const box = $("invoke-invocation");
+    const live = () => gen === state.view && follow === state.follows;
+    let timer = 0;
+    onLeave(() => clearTimeout(timer));
+    const tick = async () => {
+      let inv;
+      try {
+        inv = await call("GET", nsPath("invocations", id));
+      } catch (e) {
+        if (live()) box.replaceChildren(el("p", { class: "error" }, "Could not read invocation " + id + ": " + e.message));
+        return;
+      }
+      if (!live()) return;
+      box.replaceChildren(el("h3", {}, "Invocation ", el("a", { href: "#/fn/" + name + "/async/" + id }, el("code", {}, id)),
+        el("span", { class: "muted" }, finalStatus(inv) ? "" : " · following")), invocationDetail(inv));
+      if (!finalStatus(inv)) timer = setTimeout(tick, POLL_MS / 2);
+    };
+    tick();
   }
 
   // shown is an answer as the panel prints it: JSON indented, anything capped.
@@ -516,12 +565,97 @@
     $("older").hidden = !state.before;
   }
 
+  // The async tab: the function's asynchronous invocations (newest first) and, at
+  // #/fn/<name>/async/<id>, one of them; polled while any shown is not final.
+  const finalStatus = (inv) => inv.status === "succeeded" || inv.status === "failed";
+  const asyncBadge = (s) => badge(s, s === "succeeded" ? "phase-Ready" : s === "failed" ? "phase-Failed" : s === "running" ? "phase-Building" : "phase-Pending");
+  const when = (s) => (s ? new Date(s).toLocaleString() : "—");
+
+  function asyncTab(fn, gen, id) {
+    const name = fn.name;
+    $("async-note").textContent = fn.async && fn.async.enabled ? "" :
+      "Asynchronous invocations are off for " + name + " (async.enabled); calls made while they were on are still listed.";
+    $("async-error").textContent = "";
+    $("async-rows").replaceChildren();
+    $("async-detail").hidden = !id;
+    $("async-detail").replaceChildren();
+    asyncState("loading");
+    let timer = 0;
+    onLeave(() => clearTimeout(timer));
+    const tick = async () => {
+      let list, one;
+      try {
+        [list, one] = await Promise.all([call("GET", nsPath("invocations") + "?limit=50&function=" + encodeURIComponent(name)),
+          id ? call("GET", nsPath("invocations", id)) : null]);
+      } catch (e) {
+        if (gen !== state.view) return;
+        asyncState("stopped");
+        $("async-error").textContent = e.status === 501 ? "This platform has no asynchronous invocations (no broker and database for them)."
+          : "Could not list the asynchronous invocations" + (id ? " or read " + id : "") + ": " + e.message;
+        return;
+      }
+      if (gen !== state.view) return;
+      const invs = list.invocations || [];
+      $("async-rows").replaceChildren(...invs.map((i) => asyncRow(name, i, id)));
+      if (!invs.length) $("async-rows").append(el("tr", {}, el("td", { colspan: "7" }, "No asynchronous invocations of " + name + " yet.")));
+      if (one) {
+        $("async-detail").dataset.status = one.status;
+        $("async-detail").replaceChildren(el("h2", {}, "Invocation ", el("code", {}, one.id)), invocationDetail(one));
+      }
+      const open = invs.some((i) => !finalStatus(i)) || (one && !finalStatus(one));
+      asyncState(open ? "following" : "all final");
+      if (open) timer = setTimeout(tick, POLL_MS);
+    };
+    tick();
+  }
+
+  function asyncState(text) {
+    $("async-state").textContent = text;
+    $("tab-async").dataset.state = text;
+  }
+
+  function asyncRow(name, i, selected) {
+    const href = "#/fn/" + name + "/async/" + i.id;
+    const err = i.error || "";
+    return el("tr", { class: "clickable" + (i.id === selected ? " selected" : ""), "data-async": i.id, "data-status": i.status,
+      onclick: () => (location.hash = href) },
+      el("td", {}, el("a", { href }, el("code", {}, i.id))), el("td", {}, asyncBadge(i.status)),
+      el("td", { class: "attempts" }, i.attempts + " / " + i.max_attempts), el("td", {}, when(i.created_at)),
+      el("td", { class: "finished" }, finalStatus(i) ? when(i.updated_at) : "—"), el("td", {}, i.http_status ? String(i.http_status) : ""),
+      el("td", { class: "error", title: err }, err.length > 120 ? err.slice(0, 120) + "…" : err));
+  }
+
+  // invocationDetail is one asynchronous invocation: its figures, the latest attempt's error
+  // and its result, all as text (the result is what the function answered).
+  function invocationDetail(inv) {
+    const fin = finalStatus(inv);
+    const rows = [["Status", asyncBadge(inv.status)], ["Attempts", inv.attempts + " of " + inv.max_attempts],
+      ["Created", when(inv.created_at)], [fin ? "Finished" : "Updated", when(inv.updated_at)]];
+    if (inv.http_status) rows.push(["HTTP status", String(inv.http_status)]);
+    if (inv.attempts) rows.push(["Cold start", inv.cold_start ? "yes" : "no"]);
+    if (inv.content_type) rows.push(["Content type", inv.content_type]);
+    if (inv.idempotency_key) rows.push(["Idempotency key", inv.idempotency_key]);
+    const out = el("div", { class: "invocation", "data-status": inv.status }, el("dl", {}, ...definitions(rows)));
+    if (inv.error) {
+      out.append(el("pre", { class: "build-error invocation-error" },
+        (inv.status === "failed" ? "Failed after " + inv.attempts + (inv.attempts === 1 ? " attempt" : " attempts") + ", dead-lettered:\n"
+          : "The latest attempt failed" + (fin ? "" : "; it is retried") + ":\n") + inv.error));
+    }
+    let result = fin || inv.result ? "" : "(no result yet)";
+    if (inv.result) {
+      result = inv.result_base64 ? "(binary, base64)\n" + shown(inv.result, "") : shown(inv.result, inv.content_type || "");
+      if (inv.result_truncated) result += "\n… (the platform keeps the first 256 KiB of a result)";
+    } else if (inv.status === "succeeded") result = "(empty body)";
+    if (result) out.append(el("pre", { class: "code invocation-result" }, result));
+    return out;
+  }
+
   function route() {
     leave();
     if (!state.token) return show("signin");
     if (!state.ns) return signIn(state.token);
-    const m = location.hash.match(/^#\/fn\/([a-z0-9-]+)(?:\/([a-z]+))?$/);
-    if (m) functionView(m[1], TABS.includes(m[2]) ? m[2] : "overview");
+    const m = location.hash.match(/^#\/fn\/([a-z0-9-]+)(?:\/([a-z]+)(?:\/([0-9a-f]{24}))?)?$/);
+    if (m) functionView(m[1], TABS.includes(m[2]) ? m[2] : "overview", m[3] || "");
     else listView();
   }
 
@@ -533,6 +667,7 @@
     $("signout").addEventListener("click", () => signOut());
     $("older").addEventListener("click", () => invocations({ name: state.fn }, state.view, true));
     $("invoke-send").addEventListener("click", invoke);
+    $("async-refresh").addEventListener("click", () => route());
     $("event").addEventListener("keydown", (e) => {
       if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) invoke();
     });
