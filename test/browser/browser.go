@@ -90,10 +90,13 @@ func (p *Page) Eval(js string) string {
 	return s
 }
 
-// Wait polls a JavaScript expression until it is truthy, for up to 30 seconds.
+// Wait polls a JavaScript expression until it is truthy, for up to 30 seconds (an
+// expression that throws fails after those 30 seconds too, not at the browser's timeout).
 func (p *Page) Wait(what, js string) {
 	p.t.Helper()
-	if _, err := chromedp.Run(p.ctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
 		p.t.Fatalf("waiting for %s (%s): %v", what, js, err)
 	}
 }
