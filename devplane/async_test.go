@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -306,5 +307,36 @@ func TestAsyncResultTruncated(t *testing.T) {
 				check("after a restart", d.settle(ids, time.Minute))
 			}
 		})
+	}
+}
+
+// TestAsyncColdStartIsInTheHistory: an asynchronous invocation that started the function from
+// zero says cold_start on the invocation and on its attempt's history record; /metrics'
+// sless_cold_starts_total counts /fn/ calls answered through the gateway only, so it has no
+// series for it (docs/architecture.md, "Cold starts").
+func TestAsyncColdStartIsInTheHistory(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{})
+	d.deploy("cold-async", "python3.11", map[string]string{"handler.py": asyncHandler}, asyncOn)
+	resp, inv := d.callAsync("cold-async", `{"name":"zero"}`, nil)
+	if resp.StatusCode != http.StatusAccepted || resp.Header.Get("X-Sless-Cold-Start") != "" {
+		t.Fatalf("202 expected without a cold-start header (nothing ran yet): %d %q", resp.StatusCode, resp.Header.Get("X-Sless-Cold-Start"))
+	}
+	if got := d.settle([]string{inv.ID}, time.Minute)[0]; got.Status != history.AsyncSucceeded || !got.ColdStart {
+		t.Fatalf("the first invocation from zero: %+v, want succeeded with cold_start", got)
+	}
+	var recs []api.Invocation
+	testkit.WaitFor(t, "the attempt's history record", 10*time.Second, func() bool { recs = d.invocations("cold-async"); return len(recs) == 1 })
+	if r := recs[0]; r.Kind != api.KindAsync || !r.ColdStart {
+		t.Fatalf("history record: %+v, want kind async with cold_start", r)
+	}
+	mresp, err := http.Get(d.endpoint + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mresp.Body.Close()
+	metrics, _ := io.ReadAll(mresp.Body)
+	if strings.Contains(string(metrics), `function="cold-async"`) {
+		t.Fatalf("/metrics has a series of the asynchronous invocation's function: the gateway's cold-start metrics count /fn/ calls only")
 	}
 }

@@ -32,7 +32,7 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 	rejected prometheus.Counter
 	// coldStarts and coldStartTime are per function (knative#13459, http-add-on#1721 ask
-	// for exactly these).
+	// for exactly these), of /fn/ calls only; coldStartTime is time to first byte.
 	coldStarts    *prometheus.CounterVec
 	coldStartTime *prometheus.HistogramVec
 }
@@ -52,10 +52,10 @@ func newMetrics(reg prometheus.Registerer, held func() int64, rec history.Record
 			Name: "sless_gateway_fn_rejected_total", Help: "/fn/ requests refused with 503 because the held-request cap was reached.",
 		}),
 		coldStarts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sless_cold_starts_total", Help: "/fn/ invocations that waited for an instance of the function to start.",
+			Name: "sless_cold_starts_total", Help: "/fn/ calls answered through the gateway that waited for an instance of the function to start. Event, cron and asynchronous invocations (the dispatcher's) are not counted: their cold starts are in the invocation history (cold_start).",
 		}, []string{"namespace", "function"}),
 		coldStartTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "sless_cold_start_duration_seconds", Help: "Time from a cold /fn/ request to the start of the function's response (the wait for an instance included).",
+			Name: "sless_cold_start_duration_seconds", Help: "Time to first byte of a cold /fn/ call: from the request to the function's response headers, so the wait for an instance plus the handler's own time until it answers (the backend reports only whether the call was cold, not how long the start took).",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2, 3, 5, 10, 30, 60},
 		}, []string{"namespace", "function"}),
 	}

@@ -29,6 +29,7 @@ const (
 	maxEnvTotal    = 128 << 10
 	maxAttemptsCap = 100
 	maxBackoffMs   = 3600000
+	maxAsyncJobs   = 100
 )
 
 var (
@@ -123,7 +124,7 @@ func validEntrypoint(field, runtime, ep string) error {
 // defaultFunctionSpec holds the defaults of a new function (the CRD's defaults).
 func defaultFunctionSpec() api.FunctionSpec {
 	return api.FunctionSpec{MemoryMB: 128, MaxReplicas: 10, ScaleDownPeriodSec: 300, ScalingMetric: "concurrency", ScalingTarget: 100,
-		Async: api.AsyncPolicy{MaxAttempts: 3, BackoffMs: 1000}}
+		Async: api.AsyncPolicy{MaxAttempts: 3, BackoffMs: 1000, MaxJobs: 10}}
 }
 
 // applyFunctionFields sets the sent fields of f on spec.
@@ -144,6 +145,10 @@ func applyFunctionFields(spec *api.FunctionSpec, f api.FunctionFields) {
 		setIf(&spec.Async.MaxAttempts, a.MaxAttempts)
 		setIf(&spec.Async.BackoffMs, a.BackoffMs)
 		setIf(&spec.Async.DeadLetterQueue, a.DeadLetterQueue)
+		setIf(&spec.Async.MaxJobs, a.MaxJobs)
+	}
+	if spec.Async.MaxJobs == 0 && (f.Async == nil || f.Async.MaxJobs == nil) { // stored before the API had max_jobs
+		spec.Async.MaxJobs = defaultFunctionSpec().Async.MaxJobs
 	}
 	if spec.Async.MaxAttempts == 0 && (f.Async == nil || f.Async.MaxAttempts == nil) { // stored before functions had async settings
 		spec.Async.MaxAttempts = defaultFunctionSpec().Async.MaxAttempts
@@ -174,6 +179,7 @@ func validateFunctionSpec(s api.FunctionSpec) error {
 		inRange("async.max_attempts", int64(s.Async.MaxAttempts), 1, maxAttemptsCap),
 		inRange("async.backoff_ms", int64(s.Async.BackoffMs), 0, maxBackoffMs),
 		validQueue("async.dead_letter_queue", s.Async.DeadLetterQueue, false),
+		inRange("async.max_jobs", int64(s.Async.MaxJobs), 1, maxAsyncJobs),
 	}
 	for _, err := range checks {
 		if err != nil {

@@ -81,12 +81,15 @@ type FunctionSpec struct {
 
 // AsyncPolicy governs a function's asynchronous invocations: off unless Enabled; each gets
 // MaxAttempts attempts BackoffMs apart (doubling), then goes to DeadLetterQueue
-// (<namespace>.async.<function>.dlq when empty) with its last error.
+// (<namespace>.async.<function>.dlq when empty) with its last error. MaxJobs caps the
+// dispatcher Jobs draining the queue at once in a cluster (sless dev keeps it and runs one
+// runner per function whatever it says).
 type AsyncPolicy struct {
 	Enabled         bool   `json:"enabled"`
 	MaxAttempts     int32  `json:"max_attempts"`
 	BackoffMs       int32  `json:"backoff_ms"`
 	DeadLetterQueue string `json:"dead_letter_queue,omitempty"`
+	MaxJobs         int32  `json:"max_jobs"`
 }
 
 // AsyncFields are the settable fields of AsyncPolicy; nil fields are not sent.
@@ -95,6 +98,7 @@ type AsyncFields struct {
 	MaxAttempts     *int32  `json:"max_attempts,omitempty"`
 	BackoffMs       *int32  `json:"backoff_ms,omitempty"`
 	DeadLetterQueue *string `json:"dead_letter_queue,omitempty"`
+	MaxJobs         *int32  `json:"max_jobs,omitempty"`
 }
 
 // Source locates a function's uploaded code.

@@ -28,7 +28,7 @@ func functionOf(fn *v1alpha1.Function) api.Function {
 			ScaleDownPeriodSec: s.Scale.ScaleDownPeriodSeconds, ScalingMetric: string(s.Scale.Metric),
 			ScalingTarget: s.Scale.Target, Image: s.Image, Source: sourceOf(s.Source),
 			Async: api.AsyncPolicy{Enabled: s.Async.Enabled, MaxAttempts: s.Async.Retry.MaxAttempts,
-				BackoffMs: s.Async.Retry.BackoffMillis, DeadLetterQueue: s.Async.DeadLetterQueue},
+				BackoffMs: s.Async.Retry.BackoffMillis, DeadLetterQueue: s.Async.DeadLetterQueue, MaxJobs: s.Async.MaxJobs},
 		},
 		Status: api.FunctionStatus{
 			Phase: string(fn.Status.Phase), URL: fn.Status.URL, Image: fn.Status.Image,
@@ -48,6 +48,7 @@ func applyFunctionSpec(dst *v1alpha1.FunctionSpec, s api.FunctionSpec) {
 	dst.Scale.Metric, dst.Scale.Target = v1alpha1.ScalingMetric(s.ScalingMetric), s.ScalingTarget
 	dst.Async.Enabled, dst.Async.DeadLetterQueue = s.Async.Enabled, s.Async.DeadLetterQueue
 	dst.Async.Retry.MaxAttempts, dst.Async.Retry.BackoffMillis = s.Async.MaxAttempts, s.Async.BackoffMs
+	dst.Async.MaxJobs = s.Async.MaxJobs
 }
 
 func applyCode(dst *v1alpha1.CodeSpec, runtime, entrypoint string, env map[string]string, memoryMB, timeoutSec int32, image string) {

@@ -107,7 +107,7 @@ func (p *Postgres) ListAsync(ctx context.Context, ns, function, status string, l
 	}
 	rows, err := p.pool.Query(ctx, `SELECT `+asyncColumns+` FROM async_invocations
 		WHERE namespace = $1 AND ($2 = '' OR function = $2) AND ($3 = '' OR status = $3)
-		ORDER BY created_at DESC LIMIT $4`, ns, function, status, limit)
+		ORDER BY created_at DESC, id DESC LIMIT $4`, ns, function, status, limit)
 	if err != nil {
 		return nil, &UnavailableError{Err: fmt.Errorf("list asynchronous invocations: %w", err)}
 	}
@@ -120,5 +120,8 @@ func (p *Postgres) ListAsync(ctx context.Context, ns, function, status string, l
 		}
 		out = append(out, a)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, &UnavailableError{Err: fmt.Errorf("list asynchronous invocations: %w", err)}
+	}
+	return out, nil
 }

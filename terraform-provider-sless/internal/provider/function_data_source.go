@@ -60,6 +60,7 @@ func (d *functionDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 			"async_max_attempts":      computed("Attempts of one asynchronous invocation."),
 			"async_backoff_ms":        computed("Delay before the second asynchronous attempt in ms."),
 			"async_dead_letter_queue": str("Queue of exhausted asynchronous invocations (null: the default)."),
+			"async_max_jobs":          computed("Dispatcher Jobs that may drain the asynchronous queue at once."),
 			"url":                     str("URL that invokes the function."),
 			"image":                   str("Built image."),
 			"phase":                   str("Pending, Building, Ready or Failed."),

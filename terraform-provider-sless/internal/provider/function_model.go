@@ -26,6 +26,7 @@ type functionSettings struct {
 	AsyncMaxAttempts   types.Int64  `tfsdk:"async_max_attempts"`
 	AsyncBackoffMs     types.Int64  `tfsdk:"async_backoff_ms"`
 	AsyncDLQ           types.String `tfsdk:"async_dead_letter_queue"`
+	AsyncMaxJobs       types.Int64  `tfsdk:"async_max_jobs"`
 }
 
 // functionStatus is what the platform reports about a function.
@@ -56,7 +57,7 @@ func (s functionSettings) fields(ctx context.Context) (api.FunctionFields, diag.
 		ScalingTarget:      setInt32(s.ScalingTarget),
 		// enabled and the dead-letter queue are always sent: unset means off and the default.
 		Async: &api.AsyncFields{Enabled: ptrTo(s.AsyncEnabled.ValueBool()), MaxAttempts: setInt32(s.AsyncMaxAttempts),
-			BackoffMs: setInt32(s.AsyncBackoffMs), DeadLetterQueue: ptrTo(s.AsyncDLQ.ValueString())},
+			BackoffMs: setInt32(s.AsyncBackoffMs), DeadLetterQueue: ptrTo(s.AsyncDLQ.ValueString()), MaxJobs: setInt32(s.AsyncMaxJobs)},
 	}, diags
 }
 
@@ -79,6 +80,7 @@ func functionSettingsFrom(ctx context.Context, fn api.Function, prior functionSe
 		AsyncMaxAttempts:   types.Int64Value(int64(fn.Async.MaxAttempts)),
 		AsyncBackoffMs:     types.Int64Value(int64(fn.Async.BackoffMs)),
 		AsyncDLQ:           stringOrNull(fn.Async.DeadLetterQueue),
+		AsyncMaxJobs:       types.Int64Value(int64(fn.Async.MaxJobs)),
 	}, diags
 }
 

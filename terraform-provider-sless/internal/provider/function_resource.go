@@ -105,6 +105,7 @@ func functionAttributes() map[string]schema.Attribute {
 			Optional: true, MarkdownDescription: "Queue exhausted asynchronous invocations go to; `<namespace>.async.<name>.dlq` when unset.",
 			Validators: []validator.String{stringvalidator.LengthBetween(1, 255)},
 		},
+		"async_max_jobs": serverDefaultInt64("Dispatcher Jobs that may drain the function's asynchronous queue at once in a cluster (1-100; server default 10); `sless dev` keeps the value but runs one runner per function.", 1, 100),
 		"build_timeout_sec": schema.Int64Attribute{
 			Optional: true, Computed: true, Default: int64default.StaticInt64(defaultBuildTimeoutSec),
 			MarkdownDescription: fmt.Sprintf("How long `apply` waits for the build to become Ready (default %d).", defaultBuildTimeoutSec),

@@ -131,6 +131,7 @@ func TestAccFunction(t *testing.T) {
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("source_hash"), knownvalue.StringExact(v1Hash)),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("timeout_sec"), knownvalue.Null()),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("memory_mb"), knownvalue.Int64Exact(128)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("async_max_jobs"), knownvalue.Int64Exact(10)),
 					statecheck.ExpectKnownValue("data.sless_function.test", tfjsonpath.New("ready"), knownvalue.Bool(true)),
 				},
 				Check: resource.ComposeAggregateTestCheckFunc(
@@ -165,11 +166,13 @@ func TestAccFunction(t *testing.T) {
 			},
 			{
 				// Asynchronous invocations on, with their retry policy.
-				Config: functionConfig("acc-fn", src, "world", "async_enabled = true", "async_max_attempts = 4", "async_backoff_ms = 50"),
+				Config: functionConfig("acc-fn", src, "world", "async_enabled = true", "async_max_attempts = 4", "async_backoff_ms = 50", "async_max_jobs = 3"),
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("async_enabled"), knownvalue.Bool(true)),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("async_max_attempts"), knownvalue.Int64Exact(4)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("async_max_jobs"), knownvalue.Int64Exact(3)),
 					statecheck.ExpectKnownValue("data.sless_function.test", tfjsonpath.New("async_backoff_ms"), knownvalue.Int64Exact(50)),
+					statecheck.ExpectKnownValue("data.sless_function.test", tfjsonpath.New("async_max_jobs"), knownvalue.Int64Exact(3)),
 				},
 				Check: func(*terraform.State) error {
 					c := d.client(t)
@@ -177,7 +180,7 @@ func TestAccFunction(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					if a := fn.Async; !a.Enabled || a.MaxAttempts != 4 || a.BackoffMs != 50 {
+					if a := fn.Async; !a.Enabled || a.MaxAttempts != 4 || a.BackoffMs != 50 || a.MaxJobs != 3 {
 						return fmt.Errorf("the API has async %+v", a)
 					}
 					return nil
