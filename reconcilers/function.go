@@ -50,6 +50,8 @@ type FunctionReconciler struct {
 	client.Client
 	Config
 	builds builds
+	// resolver turns spec.image's tag into a digest.
+	resolver resolver
 	// Recorder gets an Event for each transition of the Ready dependents (nil: none).
 	Recorder events.EventRecorder
 }
@@ -137,9 +139,10 @@ func (r *FunctionReconciler) reconcileFunction(ctx context.Context, fn *v1.Funct
 }
 
 // reconcileImage settles status.image and the Built condition for the current source: a
-// prebuilt image, the image already built from this source, or a kaniko build. A failed
-// build is not retried for the same source; a new upload (new hash) builds again. While a new
-// source builds or after it failed, the previous image keeps serving.
+// prebuilt image (its tag resolved to a digest, prebuiltImage), the image already built from
+// this source, or a kaniko build. A failed build is not retried for the same source; a new
+// upload (new hash) builds again. While a new source builds or after it failed, the previous
+// image keeps serving.
 func (r *FunctionReconciler) reconcileImage(ctx context.Context, fn *v1.Function) error {
 	st, gen := &fn.Status, fn.Generation
 	built := func(status metav1.ConditionStatus, reason, msg string) {
@@ -147,9 +150,7 @@ func (r *FunctionReconciler) reconcileImage(ctx context.Context, fn *v1.Function
 	}
 	switch src := fn.Spec.Source; {
 	case fn.Spec.Image != "":
-		st.Image, st.BuiltSHA256, st.LastBuildError = fn.Spec.Image, "", ""
-		built(metav1.ConditionTrue, v1.ReasonPrebuilt, "runs the image given in spec.image")
-		return nil
+		return r.prebuiltImage(ctx, fn)
 	case src == nil:
 		built(metav1.ConditionFalse, v1.ReasonAwaitingSource, "upload code to build the function")
 		return nil

@@ -361,16 +361,21 @@ func TestOperatorRestartMidBuildDoesNotRebuild(t *testing.T) {
 	waitFunction(t, fn, v1.FunctionReady)
 }
 
+// TestPrebuiltImageSkipsTheBuild: spec.image is not built; from a registry that skips tag
+// resolution (ko.local: loaded into the nodes, no registry serves it) it runs as given.
 func TestPrebuiltImageSkipsTheBuild(t *testing.T) {
 	ns := newNamespace(t)
 	fn := newFunction(ns, "prebuilt", "3")
-	fn.Spec.Source, fn.Spec.Image = nil, "example.org/team/fn:1.0.0"
+	fn.Spec.Source, fn.Spec.Image = nil, "ko.local/team/fn:1.0.0"
 	if err := env.Client.Create(context.Background(), fn); err != nil {
 		t.Fatal(err)
 	}
 	got := waitFunction(t, fn, v1.FunctionReady)
-	if got.Status.Image != "example.org/team/fn:1.0.0" {
+	if got.Status.Image != "ko.local/team/fn:1.0.0" {
 		t.Errorf("image %q", got.Status.Image)
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionBuilt); c.Reason != v1.ReasonPrebuilt || !strings.Contains(c.Message, "registry ko.local skips tag resolution") {
+		t.Errorf("Built %+v", c)
 	}
 	if n := len(buildJobs(t, ns, "prebuilt", scaling.LabelFunction)); n != 0 {
 		t.Errorf("%d build jobs for a prebuilt image", n)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-containerregistry/pkg/authn"
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,6 +31,14 @@ type Config struct {
 	Artifacts ArtifactDeleter
 	// Workers is the number of objects of one kind reconciled at once (default 4).
 	Workers int
+	// SkipTagResolution are the registries (host[:port], as in image references) whose
+	// prebuilt images run as given, their tags not resolved to digests: images no registry
+	// serves (DefaultSkipTagResolution), or private ones the operator has no credentials for.
+	SkipTagResolution []string
+	// Keychain gives the credentials tags are resolved with (nil: authn.DefaultKeychain,
+	// anonymous unless the operator has a Docker config). Registries listed in
+	// Options.Build.InsecureRegistries are asked over plain HTTP.
+	Keychain authn.Keychain
 }
 
 // functionRefIndex indexes Triggers and FunctionJobs by the Function they reference, so a
@@ -72,7 +81,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		return fmt.Errorf("index function jobs by function: %w", err)
 	}
 	b := builds{client: mgr.GetClient(), reader: mgr.GetAPIReader(), opts: cfg.Options.Build}
-	if err := (&FunctionReconciler{Client: mgr.GetClient(), Config: cfg, builds: b, Recorder: mgr.GetEventRecorder("sless-operator")}).SetupWithManager(mgr); err != nil {
+	if err := (&FunctionReconciler{Client: mgr.GetClient(), Config: cfg, builds: b, resolver: newResolver(cfg), Recorder: mgr.GetEventRecorder("sless-operator")}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	warm := newWarmers(ctx, cfg.Options.InterceptorURL, slog.New(logr.ToSlogHandler(mgr.GetLogger().WithName("prewarm"))))

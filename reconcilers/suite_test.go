@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,6 +40,11 @@ var (
 	artifacts buildkit.Artifacts
 	stopMgr   context.CancelFunc
 	nsCounter atomic.Int32
+	// testRegistry is the host:port of the in-process registry prebuilt images come from;
+	// registryPaths are the paths it was asked for.
+	testRegistry  string
+	registryMu    sync.Mutex
+	registryPaths []string
 )
 
 func TestMain(m *testing.M) {
@@ -50,6 +56,16 @@ func TestMain(m *testing.M) {
 	}))
 	defer interceptor.Close()
 	opts.InterceptorURL = interceptor.URL
+	// The registry prebuilt images' tags are resolved from (plain HTTP, as listed insecure).
+	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		registryMu.Lock()
+		registryPaths = append(registryPaths, r.URL.Path)
+		registryMu.Unlock()
+		ggcrRegistry.ServeHTTP(w, r)
+	}))
+	defer reg.Close()
+	testRegistry = strings.TrimPrefix(reg.URL, "http://")
+	opts.Build.InsecureRegistries = []string{testRegistry}
 	e, err := testenv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -93,7 +109,9 @@ func startManager() error {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := reconcilers.Setup(ctx, mgr, reconcilers.Config{Options: opts, Artifacts: artifacts}); err != nil {
+	cfg := reconcilers.Config{Options: opts, Artifacts: artifacts,
+		SkipTagResolution: reconcilers.DefaultSkipTagResolution, Keychain: authn.NewMultiKeychain()} // anonymous
+	if err := reconcilers.Setup(ctx, mgr, cfg); err != nil {
 		cancel()
 		return err
 	}

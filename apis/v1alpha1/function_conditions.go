@@ -23,7 +23,8 @@ const (
 	ReasonAwaitingSource      = "AwaitingSource"      // no source uploaded yet
 	ReasonBuilding            = "Building"            // a kaniko Job builds the current source
 	ReasonBuilt               = "Built"               // the current source's image exists
-	ReasonPrebuilt            = "Prebuilt"            // spec.image: nothing to build
+	ReasonPrebuilt            = "Prebuilt"            // spec.image: nothing to build; its tag resolved to a digest
+	ReasonImageUnresolvable   = "ImageUnresolvable"   // spec.image cannot be fetched from its registry; retried
 	ReasonBuildFailed         = "BuildFailed"         // the source does not build; a new upload retries
 	ReasonBuildError          = "BuildError"          // the build could not be started or read
 	ReasonRegistryUnavailable = "RegistryUnavailable" // the build cannot reach a registry; retried

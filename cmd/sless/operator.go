@@ -33,6 +33,7 @@ func newOperatorCmd() *cobra.Command {
 	var (
 		opts                           = scaling.DefaultOptions()
 		workers                        int
+		skipTagResolution              []string
 		store                          storeFlags
 		metricsAddr, probeAddr         string
 		leaderElect                    bool
@@ -101,7 +102,7 @@ func newOperatorCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := reconcilers.Setup(cmd.Context(), mgr, reconcilers.Config{Options: opts, Artifacts: artifacts, Workers: workers}); err != nil {
+			if err := reconcilers.Setup(cmd.Context(), mgr, reconcilers.Config{Options: opts, Artifacts: artifacts, Workers: workers, SkipTagResolution: skipTagResolution}); err != nil {
 				return err
 			}
 			logger.Info("operator starting", "version", version, "leaderElection", leaderElect)
@@ -123,9 +124,11 @@ func newOperatorCmd() *cobra.Command {
 	fs.StringVar(&opts.HistorySecret, "history-secret", opts.HistorySecret, "Secret (key url) in tenant namespaces with the PostgreSQL URL dispatcher pods record to")
 	fs.DurationVar(&opts.ColdStartTimeout, "cold-start-timeout", opts.ColdStartTimeout, "how long the interceptor holds a request for a function at zero")
 	fs.StringVar(&opts.ImagePullSecret, "image-pull-secret", opts.ImagePullSecret, "pull Secret attached to function pods")
+	fs.StringSliceVar(&skipTagResolution, "registries-skipping-tag-resolving", reconcilers.DefaultSkipTagResolution,
+		"registries (host[:port]) whose prebuilt images run as given, their tags not resolved to digests: images loaded into the nodes, private registries the operator has no credentials for")
 	fs.StringVar(&opts.Build.Namespace, "build-namespace", opts.Build.Namespace, "namespace kaniko build Jobs run in")
 	fs.StringVar(&opts.Build.KanikoImage, "kaniko-image", opts.Build.KanikoImage, "kaniko executor image, pinned by digest")
-	fs.StringSliceVar(&opts.Build.InsecureRegistries, "kaniko-insecure-registry", nil, "registry host[:port] kaniko pushes to and pulls from over plain HTTP (repeatable)")
+	fs.StringSliceVar(&opts.Build.InsecureRegistries, "kaniko-insecure-registry", nil, "registry host[:port] kaniko pushes to and pulls from, and prebuilt images' tags are resolved from, over plain HTTP (repeatable)")
 	fs.StringSliceVar(&opts.Build.RegistryMirrors, "kaniko-registry-mirror", nil, "mirror of Docker Hub for the Dockerfiles' base images (repeatable)")
 	fs.StringVar(&opts.Build.Registry, "registry", opts.Build.Registry, "registry host[:port][/path] function images are pushed to")
 	fs.StringVar(&opts.Build.RegistrySecret, "registry-secret", opts.Build.RegistrySecret, "dockerconfigjson Secret in the build namespace used to push")

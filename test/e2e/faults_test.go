@@ -8,9 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/test/images"
 )
 
 // waitPhase waits until the function is in phase (Failed or Ready, passing through others)
@@ -82,22 +88,73 @@ func TestRegistryOutage(t *testing.T) {
 	checkHello(t, resp, body, "outage")
 }
 
-// TestUnpullableImage: a Function whose image cannot be pulled is not Ready; its status says
-// so, from its pod's ErrImagePull / ImagePullBackOff (a prebuilt image is Ready until its
-// first pod tries).
+// TestUnpullableImage: a Function whose image cannot be pulled is never a silent Ready. A
+// tag its registry does not serve is known at creation, with min_replicas 0 and no pod to try:
+// the operator resolves every prebuilt tag to a digest (Knative's tag-to-digest resolution)
+// and says ImageUnresolvable; pushed later, the tag is resolved on the operator's retry and
+// runs by digest. An image the operator does not resolve (a registry listed in
+// --registries-skipping-tag-resolving) is caught by its first pod's ErrImagePull /
+// ImagePullBackOff.
 func TestUnpullableImage(t *testing.T) {
 	tn := newTenant(t)
+	ctx := context.Background()
+	late := registry + "/" + tn.ns + "/late:1"
 	fields := helloFields(5)
-	fields.Image, fields.MinReplicas = ptr.To(registry+"/nowhere/missing:1"), ptr.To(int32(1))
-	if _, err := tn.c.CreateFunction(context.Background(), tn.ns, api.CreateFunction{Name: "unpullable", FunctionFields: fields}); err != nil {
+	fields.Image = ptr.To(late) // min_replicas 0: no pod pulls it
+	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "unresolvable", FunctionFields: fields}); err != nil {
 		t.Fatal(err)
 	}
-	msg := waitPhase(t, tn, "unpullable", "Failed", 2*time.Minute)
+	msg := waitPhase(t, tn, "unresolvable", "Failed", time.Minute)
+	if !strings.Contains(msg, "cannot fetch image "+late+" from its registry") {
+		t.Errorf("status message does not tell the image cannot be fetched:\n%s", msg)
+	}
+	var fn v1.Function
+	if err := g.client.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: "unresolvable"}, &fn); err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(fn.Status.Conditions, v1.ConditionBuilt); c == nil || c.Reason != v1.ReasonImageUnresolvable {
+		t.Errorf("Built condition %+v, want %s", c, v1.ReasonImageUnresolvable)
+	}
+
+	ref, err := images.Ref(late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := random.Image(1024, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
+		t.Fatal(err)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushed := time.Now()
+	waitPhase(t, tn, "unresolvable", "Ready", time.Minute) // no spec change: the operator's retry
+	t.Logf("tag pushed → Ready in %s", time.Since(pushed).Round(time.Second))
+	got, err := tn.c.GetFunction(ctx, tn.ns, "unresolvable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := ref.Context().Name() + "@" + digest.String(); got.Status.Image != want {
+		t.Errorf("status.image %q, want the tag's digest %q", got.Status.Image, want)
+	}
+
+	fields = helloFields(5)
+	fields.Image, fields.MinReplicas = ptr.To("ko.local/nowhere/missing:1"), ptr.To(int32(1))
+	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "unpullable", FunctionFields: fields}); err != nil {
+		t.Fatal(err)
+	}
+	msg = waitPhase(t, tn, "unpullable", "Failed", 2*time.Minute)
 	if !strings.Contains(msg, "ErrImagePull") && !strings.Contains(msg, "ImagePullBackOff") || !strings.Contains(msg, "nowhere/missing") {
 		t.Errorf("status message does not tell the image cannot be pulled:\n%s", msg)
 	}
 	// Its pod would go on pulling (and logging) for the rest of the suite.
-	if err := tn.c.DeleteFunction(context.Background(), tn.ns, "unpullable"); err != nil {
-		t.Error(err)
+	for _, name := range []string{"unresolvable", "unpullable"} {
+		if err := tn.c.DeleteFunction(ctx, tn.ns, name); err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -1,0 +1,190 @@
+package reconcilers_test
+
+import (
+	"context"
+	"io"
+	"log"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/reconcilers"
+)
+
+// ggcrRegistry is go-containerregistry's in-memory registry, served by TestMain.
+var ggcrRegistry = registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+
+// pushImage pushes a random image to repoTag (<repo>:<tag>) in the test registry and
+// returns the reference by digest the operator should resolve it to.
+func pushImage(t *testing.T, repoTag string) string {
+	t.Helper()
+	ref, err := name.ParseReference(testRegistry + "/" + repoTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := random.Image(256, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, img); err != nil {
+		t.Fatal(err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref.Context().Name() + "@" + d.String()
+}
+
+// registryCalls counts the test registry's requests about repo.
+func registryCalls(repo string) int {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	n := 0
+	for _, p := range registryPaths {
+		if strings.HasPrefix(p, "/v2/"+repo+"/") {
+			n++
+		}
+	}
+	return n
+}
+
+func prebuiltFunction(ns, name, image string) *v1.Function {
+	fn := newFunction(ns, name, "0")
+	fn.Spec.Source, fn.Spec.Image = nil, image
+	return fn
+}
+
+func builtCondition(t *testing.T, fn *v1.Function) *metav1.Condition {
+	t.Helper()
+	c := meta.FindStatusCondition(fn.Status.Conditions, v1.ConditionBuilt)
+	if c == nil {
+		t.Fatalf("no Built condition: %+v", fn.Status.Conditions)
+	}
+	return c
+}
+
+func deploymentImage(t *testing.T, fn *v1.Function) string {
+	t.Helper()
+	dep := &appsv1.Deployment{}
+	if err := get(t, client.ObjectKeyFromObject(fn), dep); err != nil {
+		t.Fatal(err)
+	}
+	return dep.Spec.Template.Spec.Containers[0].Image
+}
+
+// TestPrebuiltTagResolvesToDigest: spec.image's tag is resolved to its digest once, the
+// Deployment runs by digest, and the registry is not asked again until spec.image changes.
+func TestPrebuiltTagResolvesToDigest(t *testing.T) {
+	ns := newNamespace(t)
+	repo := ns + "/app"
+	want := pushImage(t, repo+":1.0")
+	spec := testRegistry + "/" + repo + ":1.0"
+	fn := prebuiltFunction(ns, "tagged", spec)
+	if err := env.Client.Create(context.Background(), fn); err != nil {
+		t.Fatal(err)
+	}
+	got := waitFunction(t, fn, v1.FunctionReady)
+	if got.Status.Image != want || got.Spec.Image != spec {
+		t.Errorf("status.image %q spec.image %q, want %q and the spec untouched", got.Status.Image, got.Spec.Image, want)
+	}
+	if c := builtCondition(t, got); c.Reason != v1.ReasonPrebuilt || !strings.Contains(c.Message, want) {
+		t.Errorf("Built %+v, want Prebuilt naming %s", c, want)
+	}
+	if img := deploymentImage(t, got); img != want {
+		t.Errorf("deployment runs %q, want %q", img, want)
+	}
+
+	// Steady state: a reconcile (woken by a Deployment change) asks no registry, writes nothing.
+	time.Sleep(time.Second)
+	calls, version := registryCalls(repo), got.ResourceVersion
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fn.Name}}
+	update(t, dep, func() { dep.Annotations["touched"] = "yes" })
+	time.Sleep(2 * time.Second)
+	if err := get(t, client.ObjectKeyFromObject(fn), got); err != nil {
+		t.Fatal(err)
+	}
+	if n := registryCalls(repo); n != calls || got.ResourceVersion != version {
+		t.Errorf("steady state: %d registry calls (had %d), function version %s (had %s)", n, calls, got.ResourceVersion, version)
+	}
+
+	// Another spec change keeps the digest of the same spec.image.
+	update(t, got, func() { got.Spec.Env = map[string]string{"GREETING": "hi"} })
+	got = waitFunction(t, got, v1.FunctionReady)
+	if n := registryCalls(repo); n != calls || got.Status.Image != want {
+		t.Errorf("after an env change: %d registry calls (had %d), image %s", n, calls, got.Status.Image)
+	}
+
+	// A new spec.image is resolved again.
+	want2 := pushImage(t, repo+":2.0")
+	update(t, got, func() { got.Spec.Image = testRegistry + "/" + repo + ":2.0" })
+	got = waitFunction(t, got, v1.FunctionReady)
+	if img := deploymentImage(t, got); got.Status.Image != want2 || img != want2 {
+		t.Errorf("status.image %s, deployment %s, want %s", got.Status.Image, img, want2)
+	}
+}
+
+// TestMissingTagIsNotReadyUntilPushed: a tag no registry serves is Built False, never a
+// silent Ready (no pod exists at min_replicas 0 to report it), and resolves on a timed retry
+// once pushed.
+func TestMissingTagIsNotReadyUntilPushed(t *testing.T) {
+	defer func(d time.Duration) { *reconcilers.RegistryRetryDelay = d }(*reconcilers.RegistryRetryDelay)
+	*reconcilers.RegistryRetryDelay = time.Second
+	ns := newNamespace(t)
+	repo := ns + "/late"
+	spec := testRegistry + "/" + repo + ":1"
+	fn := prebuiltFunction(ns, "late", spec)
+	if err := env.Client.Create(context.Background(), fn); err != nil {
+		t.Fatal(err)
+	}
+	got := waitFunction(t, fn, v1.FunctionFailed)
+	ready := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady)
+	if ready.Reason != v1.ReasonImageUnresolvable || !strings.Contains(ready.Message, "cannot fetch image "+spec) {
+		t.Errorf("Ready %+v, want %s naming the image", ready, v1.ReasonImageUnresolvable)
+	}
+	t.Logf("Ready: %s", ready.Message)
+	if c := builtCondition(t, got); c.Status != metav1.ConditionFalse || c.Reason != v1.ReasonImageUnresolvable {
+		t.Errorf("Built %+v", c)
+	}
+	if got.Status.Image != "" {
+		t.Errorf("status.image %q for an image that cannot be fetched", got.Status.Image)
+	}
+	if err := get(t, client.ObjectKeyFromObject(fn), &appsv1.Deployment{}); isNotFound(err) != nil {
+		t.Errorf("a Deployment for an image that cannot be fetched: %v", err)
+	}
+	want := pushImage(t, repo+":1")
+	// No spec change: only the timed retry can notice.
+	got = waitFunction(t, fn, v1.FunctionReady)
+	if got.Status.Image != want {
+		t.Errorf("status.image %q, want %q", got.Status.Image, want)
+	}
+}
+
+// TestImageByDigestMakesNoRegistryCall: an image given by digest is already what the
+// resolution would give; the registry (where it does not even exist) is not asked.
+func TestImageByDigestMakesNoRegistryCall(t *testing.T) {
+	ns := newNamespace(t)
+	repo := ns + "/pinned"
+	spec := testRegistry + "/" + repo + "@sha256:" + sha("c")
+	fn := prebuiltFunction(ns, "pinned", spec)
+	if err := env.Client.Create(context.Background(), fn); err != nil {
+		t.Fatal(err)
+	}
+	got := waitFunction(t, fn, v1.FunctionReady)
+	if got.Status.Image != spec || deploymentImage(t, got) != spec {
+		t.Errorf("status.image %q, want %q as given", got.Status.Image, spec)
+	}
+	if n := registryCalls(repo); n != 0 {
+		t.Errorf("%d registry calls for an image given by digest", n)
+	}
+}
