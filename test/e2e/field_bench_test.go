@@ -303,7 +303,9 @@ func addRoutes(b *testing.B, tn tenant, fields api.FunctionFields, n int) (time.
 
 // routesWithin bounds the waits for n routes: KEDA takes up about two ScaledObjects a second
 // at its default client rate limits, so 1,000 need more than the 10 minutes 200 get.
-func routesWithin(n int) time.Duration { return max(10*time.Minute, time.Duration(n)*1200*time.Millisecond) }
+func routesWithin(n int) time.Duration {
+	return max(10*time.Minute, time.Duration(n)*1200*time.Millisecond)
+}
 
 // kedaTookUp waits until KEDA reports every route Function's ScaledObject Ready: before that a
 // call is held by the interceptor but wakes nothing.
