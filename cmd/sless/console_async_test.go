@@ -46,7 +46,7 @@ func TestConsoleAsyncOnDevInChromium(t *testing.T) {
 	endpoint := d.endpoint
 	timeout, dlq := int32(30), d.ns+".worker-failed"
 	d.uploadPython(t, "worker", asyncHandler, api.FunctionFields{TimeoutSec: &timeout,
-		Async: &api.AsyncFields{Enabled: ptr(true), MaxAttempts: ptr(int32(3)), BackoffMs: ptr(int32(1500)), DeadLetterQueue: &dlq}},
+		Async: &api.AsyncFields{Enabled: ptr(true), MaxAttempts: ptr(int32(3)), BackoffMs: ptr(int32(4000)), DeadLetterQueue: &dlq}},
 		"Ready", func(s api.FunctionStatus) bool { return s.Ready })
 	d.deployPython(t, "plain", asyncHandler, 10)
 	if _, err := d.c.CreateTrigger(context.Background(), d.ns, api.CreateTrigger{Name: "nightly", TriggerFields: api.TriggerFields{
@@ -54,9 +54,6 @@ func TestConsoleAsyncOnDevInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ok := queueAsync(t, d, "worker", `{"say": "<b>hello async</b>"}`)
-	bad := queueAsync(t, d, "worker", `{"fail": true, "say": "boom"}`)
-	slow := queueAsync(t, d, "worker", `{"sleep": 3, "say": "slow"}`)
 	// settings are the overview's definitions, a "name: value" line each.
 	const settings = `[...document.querySelectorAll("#fn-meta dt")].map((dt) => dt.textContent + ": " + dt.nextElementSibling.textContent + "\n").join("")`
 	row := func(id string) string { return `document.querySelector('#async-rows tr[data-async="` + id + `"]')` }
@@ -64,8 +61,14 @@ func TestConsoleAsyncOnDevInChromium(t *testing.T) {
 	p := browser.Open(t, 3*time.Minute)
 	p.Do("sign in from the banner's URL", chromedp.Navigate(m[1]), chromedp.WaitVisible(chromedp.CSS(`tr[data-function="worker"]`)))
 	p.Do("open the async tab", chromedp.Navigate(endpoint+"/console/#/fn/worker/async"), chromedp.WaitVisible(chromedp.ID("async-rows")))
+	// Queued once the tab is open, so a loaded machine's slow browser start cannot miss the
+	// failing call's wait between its attempts (4 s, then 8 s).
+	ok := queueAsync(t, d, "worker", `{"say": "<b>hello async</b>"}`)
+	bad := queueAsync(t, d, "worker", `{"fail": true, "say": "boom"}`)
+	slow := queueAsync(t, d, "worker", `{"sleep": 3, "say": "slow"}`)
+	p.Do("refresh the tab", chromedp.Click(chromedp.ID("async-refresh")))
 	p.Wait("the three calls listed", row(ok)+` && `+row(bad)+` && `+row(slow))
-	// The failing call waits 1.5 s, then 3 s, queued again with its error between attempts.
+	// The failing call waits 4 s, then 8 s, queued again with its error between attempts.
 	p.Wait("the failing call queued for a retry", row(bad)+`.dataset.status === "queued" && `+row(bad)+`.querySelector("td.error").textContent !== ""`)
 	if st := p.Eval(`document.getElementById("tab-async").dataset.state`); st != "following" {
 		t.Fatalf("with a call not final the tab is %q, want following", st)
@@ -135,7 +138,7 @@ func TestConsoleAsyncOnDevInChromium(t *testing.T) {
 	}
 
 	meta := p.Eval(settings)
-	for _, want := range []string{"Async: on\n", "Attempts: 3 (2 retries after a failure)\n", "Backoff: 1.5 s before the 2nd attempt, doubling", "Dead-letter queue: " + dlq + "\n"} {
+	for _, want := range []string{"Async: on\n", "Attempts: 3 (2 retries after a failure)\n", "Backoff: 4 s before the 2nd attempt, doubling", "Dead-letter queue: " + dlq + "\n"} {
 		if !strings.Contains(meta, want) {
 			t.Errorf("the overview's settings lack %q:\n%s", want, meta)
 		}
