@@ -168,6 +168,7 @@ func TestWrappers(t *testing.T) {
 			}
 			t.Run("job", func(t *testing.T) { testJob(t, hc, art) })
 			t.Run("graceful shutdown", func(t *testing.T) { testShutdown(t, art) })
+			t.Run("health hold", func(t *testing.T) { testHealthHold(t, art) })
 		})
 	}
 }
@@ -529,5 +530,23 @@ func TestReadinessWaitsForTheHandler(t *testing.T) {
 			}
 			t.Logf("%s: probe sent while loading, answered after %s", tc.runtime, connected.Round(time.Millisecond))
 		})
+	}
+}
+
+// testHealthHold: the health path answers at once, or after ?hold_ms (at most 2 s) — what a
+// scheduled pre-warm keeps in flight so the interceptor counts the function busy.
+func testHealthHold(t *testing.T, art *Artifact) {
+	fn := startFunction(t, art)
+	if r := fn.call(t, "GET", "/healthz", nil); r.status != 200 || r.took > 200*time.Millisecond {
+		t.Errorf("plain health check: %d after %s", r.status, r.took)
+	}
+	if r := fn.call(t, "GET", "/healthz?hold_ms=400", nil); r.status != 200 || r.took < 380*time.Millisecond || r.took > 1500*time.Millisecond {
+		t.Errorf("health check held 400 ms: %d after %s", r.status, r.took)
+	}
+	if r := fn.call(t, "GET", "/healthz?hold_ms=60000", nil); r.status != 200 || r.took < 1900*time.Millisecond || r.took > 3500*time.Millisecond {
+		t.Errorf("health check asking for a minute: %d after %s, want the 2 s cap", r.status, r.took)
+	}
+	if r := fn.call(t, "GET", "/healthz?hold_ms=soon", nil); r.status != 200 || r.took > 200*time.Millisecond {
+		t.Errorf("health check with a hold that is not a number: %d after %s", r.status, r.took)
 	}
 }

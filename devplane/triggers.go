@@ -188,7 +188,7 @@ func (b *Backend) runCron(ctx context.Context, key, trigger string, ref dispatch
 				return
 			case <-time.After(time.Until(from)):
 			}
-			go dispatcher.Warm(ctx, &http.Client{Transport: b.pool}, "http://"+cfg.Host, "", until, b.log.With("trigger", key))
+			go dispatcher.Warm(ctx, &http.Client{Transport: b.pool}, "http://"+cfg.Host, "", 0, until, b.log.With("trigger", key))
 		}
 		select {
 		case <-ctx.Done():

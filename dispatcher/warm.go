@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -19,9 +20,16 @@ import (
 // which never reach the handler, and keeps them coming until just after the tick, so the
 // tick finds an instance up; afterwards the function scales down as after any traffic.
 
-// warmInterval spaces the requests of a pre-warm: within the shortest scale-down period a
-// function may set (1 s).
+// warmInterval spaces the requests of a pre-warm at the least: within the shortest
+// scale-down period a function may set (1 s).
 const warmInterval = 500 * time.Millisecond
+
+// WarmHold is how long each pre-warm request through KEDA's interceptor asks the wrappers to
+// hold it (?hold_ms): longer than warmInterval, so one is always in flight — the
+// interceptor's concurrency is a point-in-time count, and quick requests alone read as idle
+// between them, letting KEDA scale a concurrency-scaled function away inside the window. An
+// image that does not hold (not a sless wrapper) answers at once and is paced by warmInterval.
+const WarmHold = time.Second
 
 // NextTick is the first tick of schedule (read in timezone, "" UTC) after t.
 func NextTick(schedule, timezone string, t time.Time) (time.Time, error) {
@@ -40,24 +48,26 @@ func NextTick(schedule, timezone string, t time.Time) (time.Time, error) {
 
 // Warm keeps the function behind url (Host host, "" the URL's own) up until until: a GET of
 // its health path at once — which, for a function at zero, waits for the cold start — and
-// then every warmInterval. It returns when until passes or ctx ends.
-func Warm(ctx context.Context, client *http.Client, url, host string, until time.Time, log *slog.Logger) {
+// then one after another, each held hold by the wrapper (at least warmInterval apart; 0: not
+// held, for sless dev's pool, which keeps a process by its last use rather than a count). It returns when until passes or ctx ends.
+func Warm(ctx context.Context, client *http.Client, url, host string, hold time.Duration, until time.Time, log *slog.Logger) {
 	ctx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
 	for {
-		if err := warmOnce(ctx, client, url, host); err != nil && ctx.Err() == nil {
+		start := time.Now()
+		if err := warmOnce(ctx, client, url, host, hold); err != nil && ctx.Err() == nil {
 			log.Warn("Warning: a pre-warm request failed; retrying", "host", host, "error", err)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(warmInterval):
+		case <-time.After(warmInterval - time.Since(start)): // at once after a held request
 		}
 	}
 }
 
-func warmOnce(ctx context.Context, client *http.Client, url, host string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+rules.HealthPath, nil)
+func warmOnce(ctx context.Context, client *http.Client, url, host string, hold time.Duration) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+rules.HealthPath+"?hold_ms="+strconv.Itoa(int(hold/time.Millisecond)), nil)
 	if err != nil {
 		return err
 	}

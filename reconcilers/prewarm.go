@@ -41,7 +41,7 @@ func (w *warmers) keep(uid types.UID, host string, until time.Time) {
 	w.until[uid] = until
 	w.mu.Unlock()
 	go func() {
-		dispatcher.Warm(w.ctx, w.client, w.url, host, until, w.log.With("host", host))
+		dispatcher.Warm(w.ctx, w.client, w.url, host, dispatcher.WarmHold, until, w.log.With("host", host))
 		w.mu.Lock()
 		if w.until[uid].Equal(until) {
 			delete(w.until, uid)

@@ -7,6 +7,15 @@ const fs = require('node:fs');
 const querystring = require('node:querystring');
 
 const HEALTH_PATH = '/healthz';
+const MAX_HEALTH_HOLD_MS = 2000; // the cap of ?hold_ms on the health path
+
+// healthHold is how long a health request asks to be held (?hold_ms, at most
+// MAX_HEALTH_HOLD_MS): a scheduled pre-warm keeps one in flight at all times, so a function
+// scaled on concurrency, a point-in-time count, is seen busy until its tick.
+function healthHold(query) {
+  const ms = Number(new URLSearchParams(query).get('hold_ms'));
+  return Number.isFinite(ms) && ms > 0 ? Math.min(ms, MAX_HEALTH_HOLD_MS) : 0;
+}
 const DRAIN_LIMIT = 64 << 20; // bytes of an oversized body read and dropped
 
 function envInt(key, def) {
@@ -331,7 +340,10 @@ function serve(load) {
     const q = req.url.indexOf('?');
     const pathname = q < 0 ? req.url : req.url.slice(0, q);
     if (pathname === HEALTH_PATH && req.method === 'GET') {
-      res.writeHead(200, { 'Content-Type': 'application/json' }).end('{"status":"ok"}');
+      const ok = () => res.writeHead(200, { 'Content-Type': 'application/json' }).end('{"status":"ok"}');
+      const hold = draining ? 0 : healthHold(q < 0 ? '' : req.url.slice(q + 1));
+      if (hold > 0) setTimeout(ok, hold);
+      else ok();
       return;
     }
     const start = Date.now();

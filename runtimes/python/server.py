@@ -55,6 +55,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl
 
 HEALTH_PATH = "/healthz"
+MAX_HEALTH_HOLD = 2.0  # seconds: the cap of ?hold_ms on the health path
+
+
+def health_hold(query):
+    """Seconds a health request asks to be held (?hold_ms, at most MAX_HEALTH_HOLD): a
+    scheduled pre-warm keeps one in flight at all times, so a function scaled on
+    concurrency, a point-in-time count, is seen busy until its tick."""
+    try:
+        ms = int(dict(parse_qsl(query)).get("hold_ms", "0"))
+    except ValueError:
+        return 0
+    return min(max(ms, 0) / 1000, MAX_HEALTH_HOLD)
 DRAIN_LIMIT = 64 << 20  # bytes of an oversized body read and dropped before closing
 
 
@@ -467,6 +479,9 @@ class Handler(BaseHTTPRequestHandler):
     def handle_any(self):
         path, _, query = self.path.partition("?")
         if path == HEALTH_PATH and self.command == "GET":
+            hold = health_hold(query)
+            if hold > 0 and not self.server.draining:
+                time.sleep(hold)
             self.respond(200, "application/json", b'{"status":"ok"}')
             return
         start = time.monotonic()

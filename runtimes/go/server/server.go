@@ -162,12 +162,32 @@ type wrapper struct {
 
 func (w *wrapper) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == healthPath && r.Method == http.MethodGet {
+		holdHealth(r)
 		writeJSON(rw, http.StatusOK, map[string]string{"status": "ok"})
 		return
 	}
 	start := time.Now()
 	if status := w.invoke(rw, r, start); status != 0 {
 		w.logInvocation(r, status, start)
+	}
+}
+
+// maxHealthHold caps ?hold_ms on the health path.
+const maxHealthHold = 2 * time.Second
+
+// holdHealth waits ?hold_ms (at most maxHealthHold, less when the caller goes away) before a
+// health answer: a scheduled pre-warm keeps one such request in flight at all times, so a
+// function scaled on concurrency — a point-in-time count — is seen busy until its tick.
+func holdHealth(r *http.Request) {
+	ms, err := strconv.Atoi(r.URL.Query().Get("hold_ms"))
+	if err != nil || ms <= 0 {
+		return
+	}
+	t := time.NewTimer(min(time.Duration(ms)*time.Millisecond, maxHealthHold))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
 	}
 }
 
