@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"log/slog"
-	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -13,141 +12,120 @@ import (
 // prefetch slot.
 const holdNonContiguous = 2 * time.Millisecond
 
-// acker settles a channel's deliveries and coalesces acks: every delivery's outcome is
-// reported to it, and it acks the longest run of consecutive settled tags with a single
-// multiple-ack (group commit: whatever completed while the previous frame was being written
-// goes into the next one). A multiple-ack covers every unacked tag up to its number, so it is
-// sent only once all of them are decided; acks behind a delivery still in flight are sent
-// alone after holdNonContiguous, so a slow message never stalls the others. Nacks go out at
-// once, one by one.
-//
-// There is no goroutine of its own (a hand-off per message costs a wake-up): the worker that
-// reports an outcome sends the frames itself unless another one is already sending, which
-// then takes the new decisions along before it lets go.
+// settlement is the decided fate of one delivery on the session's channel.
+type settlement struct {
+	tag     uint64
+	requeue bool // nack with requeue; otherwise ack
+}
+
+// acker settles a channel's deliveries on one goroutine and coalesces acks: every delivery's
+// outcome is reported to it, and it acks the longest run of consecutive settled tags with a
+// single multiple-ack (group commit: whatever completed while the previous frame was being
+// written goes into the next one). A multiple-ack covers every unacked tag up to its number,
+// so it is sent only once all of them are decided; acks behind a delivery still in flight are
+// sent alone after holdNonContiguous, so a slow message never stalls the others. Nacks go out
+// at once, one by one.
 type acker struct {
-	ch  *amqp.Channel
-	log *slog.Logger
+	ch   *amqp.Channel
+	log  *slog.Logger
+	in   chan settlement
+	done chan struct{}
 
-	// sending is held by whoever writes ack frames, so they leave in decision order; a
-	// worker that finds it taken leaves its decision to the holder.
-	sending sync.Mutex
-
-	mu      sync.Mutex      // guards the fields below
 	next    uint64          // lowest tag not yet decided; tags start at 1 on a channel
 	decided map[uint64]bool // decided tags above next: true = ack still to send, false = settled
-	hold    *time.Timer     // flushes everything once acks waited holdNonContiguous
-	held    bool            // hold is armed
 }
 
 func newAcker(ch *amqp.Channel, log *slog.Logger, prefetch int) *acker {
-	a := &acker{ch: ch, log: log, next: 1, decided: make(map[uint64]bool, prefetch)}
-	a.hold = time.AfterFunc(time.Hour, func() {
-		a.mu.Lock()
-		a.held = false
-		a.mu.Unlock()
-		a.flush(true)
-	})
-	a.hold.Stop()
+	a := &acker{ch: ch, log: log, in: make(chan settlement, prefetch), done: make(chan struct{}),
+		next: 1, decided: make(map[uint64]bool, prefetch)}
+	go a.run()
 	return a
 }
 
-func (a *acker) ack(tag uint64) { a.decide(tag, true) }
+func (a *acker) ack(tag uint64)     { a.in <- settlement{tag: tag} }
+func (a *acker) requeue(tag uint64) { a.in <- settlement{tag: tag, requeue: true} }
 
-// requeue nacks tag at once. It is sent before the decision is noted: until then no
-// multiple-ack can reach over the tag, which would ack it.
-func (a *acker) requeue(tag uint64) {
-	if err := a.ch.Nack(tag, false, true); err != nil {
-		a.log.Debug("nack failed; the broker requeues unacked messages of a closed channel", "deliveryTag", tag, "error", err)
-	}
-	a.decide(tag, false)
-}
-
-// close flushes every reported ack; nothing may be reported after it.
+// close flushes every reported ack and stops the acker; nothing may be reported after it.
 func (a *acker) close() {
-	a.hold.Stop()
-	a.flush(true)
+	close(a.in)
+	<-a.done
 }
 
-func (a *acker) decide(tag uint64, ackDue bool) {
-	a.mu.Lock()
-	a.decided[tag] = ackDue
-	a.mu.Unlock()
-	a.flush(false)
-}
-
-// flush sends what is decided, unless (all false) another caller is sending: that one
-// looks again after letting go. With all it waits its turn, then sends every ack left.
-func (a *acker) flush(all bool) {
+func (a *acker) run() {
+	defer close(a.done)
+	hold := time.NewTimer(time.Hour)
+	hold.Stop()
+	held := false
 	for {
-		if all {
-			a.sending.Lock()
-		} else if !a.sending.TryLock() {
-			return
+		select {
+		case s, open := <-a.in:
+		batch: // take whatever else is ready too: it rides in the same frame
+			for open {
+				a.decide(s)
+				select {
+				case s, open = <-a.in:
+				default:
+					break batch
+				}
+			}
+			if !open {
+				a.flush(true)
+				return
+			}
+			if a.flush(false) && !held {
+				hold.Reset(holdNonContiguous)
+				held = true
+			}
+		case <-hold.C:
+			held = false
+			a.flush(true)
 		}
-		a.send(all)
-		a.sending.Unlock()
-		// A decision noted while this caller sent found sending taken and left it here.
-		a.mu.Lock()
-		_, more := a.decided[a.next]
-		a.mu.Unlock()
-		if !more {
-			return
-		}
-		all = false
 	}
 }
 
-// send, with sending held, sends one multiple-ack for each decided run starting at next,
-// then, when all, the remaining acks one by one; acks left waiting arm the hold.
-func (a *acker) send(all bool) {
-	for {
-		// The broker rejects a multiple-ack whose own tag is no longer unacked, so the frame
-		// names the run's last tag that still needs its ack.
-		var last uint64
-		a.mu.Lock()
-		for {
-			ackDue, ok := a.decided[a.next]
-			if !ok {
-				break
-			}
-			if ackDue {
-				last = a.next
-			}
-			delete(a.decided, a.next)
-			a.next++
+func (a *acker) decide(s settlement) {
+	if s.requeue {
+		if err := a.ch.Nack(s.tag, false, true); err != nil {
+			a.log.Debug("nack failed; the broker requeues unacked messages of a closed channel", "deliveryTag", s.tag, "error", err)
 		}
-		var single []uint64
-		waiting := false
-		for tag, ackDue := range a.decided {
-			if !ackDue {
-				continue
-			}
-			if !all {
-				waiting = true
-				break
-			}
-			single = append(single, tag)
-			a.decided[tag] = false
-		}
-		if waiting && !a.held {
-			a.hold.Reset(holdNonContiguous)
-			a.held = true
-		}
-		a.mu.Unlock()
-		if last == 0 && single == nil {
-			return
-		}
-		if last != 0 {
-			a.frame(last, true)
-		}
-		for _, tag := range single {
-			a.frame(tag, false)
-		}
-		all = false // what was decided since goes out as runs, or with the hold
 	}
+	a.decided[s.tag] = !s.requeue
 }
 
-func (a *acker) frame(tag uint64, multiple bool) {
+// flush sends one multiple-ack for the decided run starting at next, then, when all is set,
+// the remaining acks one by one. It reports whether acks are left waiting.
+func (a *acker) flush(all bool) (waiting bool) {
+	// The broker rejects a multiple-ack whose own tag is no longer unacked, so the frame
+	// names the run's last tag that still needs its ack.
+	var last uint64
+	for {
+		ackDue, ok := a.decided[a.next]
+		if !ok {
+			break
+		}
+		if ackDue {
+			last = a.next
+		}
+		delete(a.decided, a.next)
+		a.next++
+	}
+	if last != 0 {
+		a.send(last, true)
+	}
+	for tag, ackDue := range a.decided {
+		if !ackDue {
+			continue
+		}
+		if !all {
+			return true
+		}
+		a.send(tag, false)
+		a.decided[tag] = false
+	}
+	return false
+}
+
+func (a *acker) send(tag uint64, multiple bool) {
 	if err := a.ch.Ack(tag, multiple); err != nil {
 		a.log.Warn("Warning: ack failed after a successful invocation; the broker will redeliver", "deliveryTag", tag, "multiple", multiple, "error", err)
 	}
