@@ -41,8 +41,11 @@ type resource[O, S, C, F any] struct {
 	delete func(Backend, context.Context, string, string) error
 	// wrap puts a listing into its wire form.
 	wrap func([]O) any
-	// newSpec reads a create body: the object's valid name and its complete, valid spec.
-	newSpec func(C) (string, S, error)
+	// name is a create body's object name.
+	name func(C) string
+	// base splits a create body into the spec it starts from (the kind's defaults) and the
+	// fields then applied to that spec as an update's are.
+	base func(C) (S, F, error)
 	// apply changes a spec by an update body and validates the result.
 	apply func(*S, F) error
 }
@@ -51,16 +54,12 @@ var (
 	functionResource = resource[api.Function, api.FunctionSpec, api.CreateFunction, api.FunctionFields]{
 		list: Backend.ListFunctions, get: Backend.GetFunction, create: Backend.CreateFunction, update: Backend.UpdateFunction, delete: Backend.DeleteFunction,
 		wrap: func(fns []api.Function) any { return api.FunctionList{Functions: nonNil(fns)} },
-		newSpec: func(req api.CreateFunction) (string, api.FunctionSpec, error) {
-			if err := validName("name", req.Name); err != nil {
-				return "", api.FunctionSpec{}, err
-			}
+		name: func(req api.CreateFunction) string { return req.Name },
+		base: func(req api.CreateFunction) (api.FunctionSpec, api.FunctionFields, error) {
 			if req.Runtime == nil {
-				return "", api.FunctionSpec{}, invalid("runtime", "required; use one of %v", api.Runtimes)
+				return api.FunctionSpec{}, req.FunctionFields, invalid("runtime", "required; use one of %v", api.Runtimes)
 			}
-			spec := defaultFunctionSpec()
-			applyFunctionFields(&spec, req.FunctionFields)
-			return req.Name, spec, validateFunctionSpec(spec)
+			return defaultFunctionSpec(), req.FunctionFields, nil
 		},
 		apply: func(spec *api.FunctionSpec, f api.FunctionFields) error {
 			applyFunctionFields(spec, f)
@@ -70,18 +69,12 @@ var (
 	triggerResource = resource[api.Trigger, api.TriggerSpec, api.CreateTrigger, api.TriggerFields]{
 		list: Backend.ListTriggers, get: Backend.GetTrigger, create: Backend.CreateTrigger, update: Backend.UpdateTrigger, delete: Backend.DeleteTrigger,
 		wrap: func(ts []api.Trigger) any { return api.TriggerList{Triggers: nonNil(ts)} },
-		newSpec: func(req api.CreateTrigger) (string, api.TriggerSpec, error) {
-			if err := validName("name", req.Name); err != nil {
-				return "", api.TriggerSpec{}, err
-			}
+		name: func(req api.CreateTrigger) string { return req.Name },
+		base: func(req api.CreateTrigger) (api.TriggerSpec, api.TriggerFields, error) {
 			if req.Type == nil {
-				return "", api.TriggerSpec{}, invalid("type", "required; use http, cron or event")
+				return api.TriggerSpec{}, req.TriggerFields, invalid("type", "required; use http, cron or event")
 			}
-			spec := defaultTriggerSpec(*req.Type)
-			if err := applyTriggerFields(&spec, req.TriggerFields); err != nil {
-				return "", spec, err
-			}
-			return req.Name, spec, validateTriggerSpec(spec)
+			return defaultTriggerSpec(*req.Type), req.TriggerFields, nil
 		},
 		// {"enabled": false} freezes a trigger in place.
 		apply: func(spec *api.TriggerSpec, f api.TriggerFields) error {
@@ -94,14 +87,8 @@ var (
 	jobResource = resource[api.Job, api.JobSpec, api.CreateJob, api.JobFields]{
 		list: Backend.ListJobs, get: Backend.GetJob, create: Backend.CreateJob, update: Backend.UpdateJob, delete: Backend.DeleteJob,
 		wrap: func(js []api.Job) any { return api.JobList{Jobs: nonNil(js)} },
-		newSpec: func(req api.CreateJob) (string, api.JobSpec, error) {
-			if err := validName("name", req.Name); err != nil {
-				return "", api.JobSpec{}, err
-			}
-			var spec api.JobSpec
-			applyJobFields(&spec, req.JobFields)
-			return req.Name, spec, validateJobSpec(spec)
-		},
+		name: func(req api.CreateJob) string { return req.Name },
+		base: func(req api.CreateJob) (api.JobSpec, api.JobFields, error) { return api.JobSpec{}, req.JobFields, nil },
 		// raising run_id runs the job again.
 		apply: func(spec *api.JobSpec, f api.JobFields) error {
 			applyJobFields(spec, f)
@@ -136,8 +123,15 @@ func route[O, S, C, F any](s *Server, g *echo.Group, path, updateMethod string, 
 		if err := decodeBody(c, &req); err != nil {
 			return err
 		}
-		name, spec, err := r.newSpec(req)
+		name := r.name(req)
+		if err := validName("name", name); err != nil {
+			return err
+		}
+		spec, fields, err := r.base(req)
 		if err != nil {
+			return err
+		}
+		if err := r.apply(&spec, fields); err != nil {
 			return err
 		}
 		obj, err := r.create(s.cfg.Backend, c.Request().Context(), c.Param("ns"), name, spec)

@@ -37,15 +37,25 @@ func invocationsOf(p history.Page) api.Invocations {
 	return out
 }
 
+// historyFunction is the function named by the path of a history read; a gateway without a
+// history store answers 503.
+func (s *Server) historyFunction(c echo.Context) (string, error) {
+	name, err := nameParam(c)
+	if err != nil {
+		return "", err
+	}
+	if s.cfg.History == nil {
+		return "", &httpError{Code: http.StatusServiceUnavailable, Msg: "invocation history is not configured on this gateway (no database)"}
+	}
+	return name, nil
+}
+
 // invocationStats serves GET .../functions/{name}/stats?window=1h|24h from the history
 // store's buckets, so a chart is one read however many invocations the window holds.
 func (s *Server) invocationStats(c echo.Context) error {
-	name, err := nameParam(c)
+	name, err := s.historyFunction(c)
 	if err != nil {
 		return err
-	}
-	if s.cfg.History == nil {
-		return &httpError{Code: http.StatusServiceUnavailable, Msg: "invocation history is not configured on this gateway (no database)"}
 	}
 	w, err := history.ParseWindow(c.QueryParam("window"))
 	if err != nil {

@@ -212,12 +212,9 @@ func readFile(f buildkit.File) ([]byte, error) {
 }
 
 func (s *Server) listInvocations(c echo.Context) error {
-	name, err := nameParam(c)
+	name, err := s.historyFunction(c)
 	if err != nil {
 		return err
-	}
-	if s.cfg.History == nil {
-		return &httpError{Code: http.StatusServiceUnavailable, Msg: "invocation history is not configured on this gateway (no database)"}
 	}
 	q, err := invocationQuery(c.Param("ns"), name, c.QueryParam("limit"), c.QueryParam("before"))
 	if err != nil {

@@ -157,9 +157,7 @@ func decodeError(resp *http.Response) error {
 
 // WhoAmI returns the token's subject and tenant namespace.
 func (c *Client) WhoAmI(ctx context.Context) (api.Identity, error) {
-	var out api.Identity
-	err := c.do(ctx, http.MethodGet, "/v1/whoami", nil, nil, &out)
-	return out, err
+	return call[api.Identity](ctx, c, http.MethodGet, "/v1/whoami", nil, nil)
 }
 
 // EnsureNamespace creates the namespace if it does not exist.
@@ -167,82 +165,52 @@ func (c *Client) EnsureNamespace(ctx context.Context, ns string) error {
 	return c.do(ctx, http.MethodPost, nsPath(ns, "ensure"), nil, nil, nil)
 }
 
-// The objects of the API, one helper per verb for every kind (collection "functions",
-// "triggers" or "jobs").
-
-func create[O any](ctx context.Context, c *Client, ns, coll string, body any) (O, error) {
+// call is do for a JSON answer of type O.
+func call[O any](ctx context.Context, c *Client, method, path string, query url.Values, body any) (O, error) {
 	var out O
-	err := c.do(ctx, http.MethodPost, nsPath(ns, coll), nil, body, &out)
+	err := c.do(ctx, method, path, query, body, &out)
 	return out, err
-}
-
-func get[O any](ctx context.Context, c *Client, ns, coll, name string) (O, error) {
-	var out O
-	err := c.do(ctx, http.MethodGet, nsPath(ns, coll, name), nil, nil, &out)
-	return out, err
-}
-
-func list[L any](ctx context.Context, c *Client, ns, coll string) (L, error) {
-	var out L
-	err := c.do(ctx, http.MethodGet, nsPath(ns, coll), nil, nil, &out)
-	return out, err
-}
-
-func update[O any](ctx context.Context, c *Client, method, ns, coll, name string, body any) (O, error) {
-	var out O
-	err := c.do(ctx, method, nsPath(ns, coll, name), nil, body, &out)
-	return out, err
-}
-
-func (c *Client) delete(ctx context.Context, ns, coll, name string) error {
-	return c.do(ctx, http.MethodDelete, nsPath(ns, coll, name), nil, nil, nil)
 }
 
 // CreateFunction creates a function.
 func (c *Client) CreateFunction(ctx context.Context, ns string, fn api.CreateFunction) (api.Function, error) {
-	return create[api.Function](ctx, c, ns, "functions", fn)
+	return call[api.Function](ctx, c, http.MethodPost, nsPath(ns, "functions"), nil, fn)
 }
 
 // GetFunction returns one function.
 func (c *Client) GetFunction(ctx context.Context, ns, name string) (api.Function, error) {
-	return get[api.Function](ctx, c, ns, "functions", name)
+	return call[api.Function](ctx, c, http.MethodGet, nsPath(ns, "functions", name), nil, nil)
 }
 
 // ListFunctions returns the namespace's functions sorted by name.
 func (c *Client) ListFunctions(ctx context.Context, ns string) ([]api.Function, error) {
-	out, err := list[api.FunctionList](ctx, c, ns, "functions")
+	out, err := call[api.FunctionList](ctx, c, http.MethodGet, nsPath(ns, "functions"), nil, nil)
 	return out.Functions, err
 }
 
 // UpdateFunction changes the fields set in f and leaves the others as they are.
 func (c *Client) UpdateFunction(ctx context.Context, ns, name string, f api.FunctionFields) (api.Function, error) {
-	return update[api.Function](ctx, c, http.MethodPut, ns, "functions", name, f)
+	return call[api.Function](ctx, c, http.MethodPut, nsPath(ns, "functions", name), nil, f)
 }
 
 // DeleteFunction deletes a function and everything it owns.
 func (c *Client) DeleteFunction(ctx context.Context, ns, name string) error {
-	return c.delete(ctx, ns, "functions", name)
+	return c.do(ctx, http.MethodDelete, nsPath(ns, "functions", name), nil, nil, nil)
 }
 
 // UploadSource uploads a zip of the function's code; a build starts.
 func (c *Client) UploadSource(ctx context.Context, ns, name string, zip io.Reader) (api.Function, error) {
-	var out api.Function
-	err := c.do(ctx, http.MethodPost, nsPath(ns, "functions", name, "upload"), nil, zip, &out)
-	return out, err
+	return call[api.Function](ctx, c, http.MethodPost, nsPath(ns, "functions", name, "upload"), nil, zip)
 }
 
 // UploadJobSource uploads a zip of a self-contained job's code; a build starts.
 func (c *Client) UploadJobSource(ctx context.Context, ns, name string, zip io.Reader) (api.Job, error) {
-	var out api.Job
-	err := c.do(ctx, http.MethodPost, nsPath(ns, "jobs", name, "upload"), nil, zip, &out)
-	return out, err
+	return call[api.Job](ctx, c, http.MethodPost, nsPath(ns, "jobs", name, "upload"), nil, zip)
 }
 
 // GetSource returns the files of the function's latest upload.
 func (c *Client) GetSource(ctx context.Context, ns, name string) (api.SourceFiles, error) {
-	var out api.SourceFiles
-	err := c.do(ctx, http.MethodGet, nsPath(ns, "functions", name, "source"), nil, nil, &out)
-	return out, err
+	return call[api.SourceFiles](ctx, c, http.MethodGet, nsPath(ns, "functions", name, "source"), nil, nil)
 }
 
 // ListInvocations returns one page of a function's invocations, newest first. before is the
@@ -255,9 +223,7 @@ func (c *Client) ListInvocations(ctx context.Context, ns, name string, limit int
 	if before != "" {
 		q.Set("before", before)
 	}
-	var out api.Invocations
-	err := c.do(ctx, http.MethodGet, nsPath(ns, "functions", name, "invocations"), q, nil, &out)
-	return out, err
+	return call[api.Invocations](ctx, c, http.MethodGet, nsPath(ns, "functions", name, "invocations"), q, nil)
 }
 
 // InvocationStats returns the function's invocations per bucket of window ("1h", "24h";
@@ -267,30 +233,28 @@ func (c *Client) InvocationStats(ctx context.Context, ns, name, window string) (
 	if window != "" {
 		q.Set("window", window)
 	}
-	var out api.InvocationStats
-	err := c.do(ctx, http.MethodGet, nsPath(ns, "functions", name, "stats"), q, nil, &out)
-	return out, err
+	return call[api.InvocationStats](ctx, c, http.MethodGet, nsPath(ns, "functions", name, "stats"), q, nil)
 }
 
 // CreateTrigger creates a trigger.
 func (c *Client) CreateTrigger(ctx context.Context, ns string, t api.CreateTrigger) (api.Trigger, error) {
-	return create[api.Trigger](ctx, c, ns, "triggers", t)
+	return call[api.Trigger](ctx, c, http.MethodPost, nsPath(ns, "triggers"), nil, t)
 }
 
 // GetTrigger returns one trigger.
 func (c *Client) GetTrigger(ctx context.Context, ns, name string) (api.Trigger, error) {
-	return get[api.Trigger](ctx, c, ns, "triggers", name)
+	return call[api.Trigger](ctx, c, http.MethodGet, nsPath(ns, "triggers", name), nil, nil)
 }
 
 // ListTriggers returns the namespace's triggers sorted by name.
 func (c *Client) ListTriggers(ctx context.Context, ns string) ([]api.Trigger, error) {
-	out, err := list[api.TriggerList](ctx, c, ns, "triggers")
+	out, err := call[api.TriggerList](ctx, c, http.MethodGet, nsPath(ns, "triggers"), nil, nil)
 	return out.Triggers, err
 }
 
 // UpdateTrigger changes the fields set in f (e.g. only Enabled) in place.
 func (c *Client) UpdateTrigger(ctx context.Context, ns, name string, f api.TriggerFields) (api.Trigger, error) {
-	return update[api.Trigger](ctx, c, http.MethodPatch, ns, "triggers", name, f)
+	return call[api.Trigger](ctx, c, http.MethodPatch, nsPath(ns, "triggers", name), nil, f)
 }
 
 // SetTriggerEnabled enables or disables a trigger in place.
@@ -300,40 +264,38 @@ func (c *Client) SetTriggerEnabled(ctx context.Context, ns, name string, enabled
 
 // DeleteTrigger deletes a trigger.
 func (c *Client) DeleteTrigger(ctx context.Context, ns, name string) error {
-	return c.delete(ctx, ns, "triggers", name)
+	return c.do(ctx, http.MethodDelete, nsPath(ns, "triggers", name), nil, nil, nil)
 }
 
 // CreateJob creates a job.
 func (c *Client) CreateJob(ctx context.Context, ns string, j api.CreateJob) (api.Job, error) {
-	return create[api.Job](ctx, c, ns, "jobs", j)
+	return call[api.Job](ctx, c, http.MethodPost, nsPath(ns, "jobs"), nil, j)
 }
 
 // GetJob returns one job.
 func (c *Client) GetJob(ctx context.Context, ns, name string) (api.Job, error) {
-	return get[api.Job](ctx, c, ns, "jobs", name)
+	return call[api.Job](ctx, c, http.MethodGet, nsPath(ns, "jobs", name), nil, nil)
 }
 
 // ListJobs returns the namespace's jobs sorted by name.
 func (c *Client) ListJobs(ctx context.Context, ns string) ([]api.Job, error) {
-	out, err := list[api.JobList](ctx, c, ns, "jobs")
+	out, err := call[api.JobList](ctx, c, http.MethodGet, nsPath(ns, "jobs"), nil, nil)
 	return out.Jobs, err
 }
 
 // UpdateJob changes the fields set in f; raising RunID runs the job again.
 func (c *Client) UpdateJob(ctx context.Context, ns, name string, f api.JobFields) (api.Job, error) {
-	return update[api.Job](ctx, c, http.MethodPut, ns, "jobs", name, f)
+	return call[api.Job](ctx, c, http.MethodPut, nsPath(ns, "jobs", name), nil, f)
 }
 
 // DeleteJob deletes a job.
 func (c *Client) DeleteJob(ctx context.Context, ns, name string) error {
-	return c.delete(ctx, ns, "jobs", name)
+	return c.do(ctx, http.MethodDelete, nsPath(ns, "jobs", name), nil, nil, nil)
 }
 
 // GetAsyncInvocation returns an asynchronous invocation (the ID of a 202's Location).
 func (c *Client) GetAsyncInvocation(ctx context.Context, ns, id string) (api.AsyncInvocation, error) {
-	var out api.AsyncInvocation
-	err := c.do(ctx, http.MethodGet, nsPath(ns, "invocations", id), nil, nil, &out)
-	return out, err
+	return call[api.AsyncInvocation](ctx, c, http.MethodGet, nsPath(ns, "invocations", id), nil, nil)
 }
 
 // ListAsyncInvocations returns a namespace's asynchronous invocations, newest first, of one
@@ -349,7 +311,6 @@ func (c *Client) ListAsyncInvocations(ctx context.Context, ns, function, status 
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	var out api.AsyncInvocations
-	err := c.do(ctx, http.MethodGet, nsPath(ns, "invocations"), q, nil, &out)
+	out, err := call[api.AsyncInvocations](ctx, c, http.MethodGet, nsPath(ns, "invocations"), q, nil)
 	return out.Invocations, err
 }

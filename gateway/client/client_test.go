@@ -18,10 +18,23 @@ func TestNewRejectsBadEndpoints(t *testing.T) {
 	}
 }
 
+// serve starts a server of handler and returns a client of it, with endpoint path basePath
+// and token "tok".
+func serve(t *testing.T, basePath string, handler http.HandlerFunc) *Client {
+	t.Helper()
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	c, err := New(srv.URL+basePath, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // TestErrors checks that API errors keep status, message and field, and that non-JSON error
 // bodies (a proxy in front of the gateway) still give a useful message.
 func TestErrors(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := serve(t, "/base/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer tok" {
 			http.Error(w, "no token", 500)
 			return
@@ -38,17 +51,12 @@ func TestErrors(t *testing.T) {
 			w.WriteHeader(502)
 			_, _ = w.Write([]byte("<html>bad gateway</html>"))
 		}
-	}))
-	defer srv.Close()
-	c, err := New(srv.URL+"/base/", "tok", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	ctx := context.Background()
 	if _, err := c.GetFunction(ctx, "ns", "missing"); !IsNotFound(err) || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("404: %v", err)
 	}
-	_, err = c.CreateFunction(ctx, "ns", api.CreateFunction{Name: "f"})
+	_, err := c.CreateFunction(ctx, "ns", api.CreateFunction{Name: "f"})
 	if e, ok := err.(*Error); !ok || e.StatusCode != 400 || e.Field != "runtime" {
 		t.Fatalf("400: %#v", err)
 	}

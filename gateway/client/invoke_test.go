@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -12,13 +11,11 @@ import (
 // TestInvoke: /fn/<ns>/<name> plus path and query, the token, the caller's headers (its own
 // Authorization first), and any status is an answer.
 func TestInvoke(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := serve(t, "", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("X-Seen", strings.Join([]string{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Authorization"), r.Header.Get("X-A"), string(body)}, "|"))
 		w.WriteHeader(http.StatusTeapot)
-	}))
-	defer srv.Close()
-	c, _ := New(srv.URL, "tok", nil)
+	})
 	for _, tc := range []struct {
 		in   Invocation
 		want string

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -15,7 +14,7 @@ import (
 // TestLogs: the query carries since, tail and follow; NDJSON lines arrive one by one; a
 // follow ended by the context is not an error; an emit error ends the read.
 func TestLogs(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := serve(t, "", func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/v1/namespaces/ns/functions/f/logs":
 			if got := r.URL.Query().Encode(); got != "since=10m&tail=2" {
@@ -30,9 +29,7 @@ func TestLogs(t *testing.T) {
 			w.WriteHeader(http.StatusNotFound)
 			_, _ = io.WriteString(w, `{"error":"job \"j\" not found"}`)
 		}
-	}))
-	defer srv.Close()
-	c, _ := New(srv.URL, "tok", nil)
+	})
 	ctx := context.Background()
 	var got []api.LogLine
 	collect := func(l api.LogLine) error { got = append(got, l); return nil }

@@ -304,20 +304,29 @@ func (p *Postgres) write(batch []Record) error {
 	return nil
 }
 
+// readable checks a read may run: ErrClosed once the store is closed, an UnavailableError
+// while the database cannot be migrated.
+func (p *Postgres) readable(ctx context.Context) error {
+	p.mu.RLock()
+	closed := p.closed
+	p.mu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	if err := p.Migrate(ctx); err != nil {
+		return &UnavailableError{Err: err}
+	}
+	return nil
+}
+
 // List returns one page of q.Namespace (and q.Function if set), newest first.
 func (p *Postgres) List(ctx context.Context, q Query) (Page, error) {
 	q, after, err := q.normalize()
 	if err != nil {
 		return Page{}, err
 	}
-	p.mu.RLock()
-	closed := p.closed
-	p.mu.RUnlock()
-	if closed {
-		return Page{}, ErrClosed
-	}
-	if err := p.Migrate(ctx); err != nil {
-		return Page{}, &UnavailableError{Err: err}
+	if err := p.readable(ctx); err != nil {
+		return Page{}, err
 	}
 	sql, args := listSQL(q, after)
 	rows, err := p.pool.Query(ctx, sql, args...)
@@ -367,14 +376,8 @@ func (p *Postgres) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	p.mu.RLock()
-	closed := p.closed
-	p.mu.RUnlock()
-	if closed {
-		return Stats{}, ErrClosed
-	}
-	if err := p.Migrate(ctx); err != nil {
-		return Stats{}, &UnavailableError{Err: err}
+	if err := p.readable(ctx); err != nil {
+		return Stats{}, err
 	}
 	s := newStats(q.Window, start, end)
 	fail := func(err error) (Stats, error) {

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"sless.dev/sless/test/testkit"
 )
 
 func TestParseWindow(t *testing.T) {
@@ -100,18 +98,6 @@ func TestStatsContract(t *testing.T) {
 		rec("b", now, ms(1), StatusFailed),                                          // another function
 		Record{Namespace: "other", Function: "a", Start: now, Status: StatusFailed}, // another namespace
 	)
-	stores := map[string]func(t *testing.T) (Recorder, Reader, func()){
-		"memory": func(*testing.T) (Recorder, Reader, func()) {
-			m := NewMemory(0)
-			return m, m, func() {}
-		},
-		"postgres": func(t *testing.T) (Recorder, Reader, func()) {
-			p := openTestStore(t, newDatabase(t), PostgresOptions{FlushInterval: 10 * time.Millisecond})
-			return p, p, func() {
-				testkit.WaitFor(t, "records written", 10*time.Second, func() bool { return p.Written() == uint64(len(records)) })
-			}
-		},
-	}
 	type want struct {
 		start        time.Time
 		count, errs  int64
@@ -127,7 +113,7 @@ func TestStatsContract(t *testing.T) {
 			t.Errorf("%s: %+v, want count %d errors %d p50 %vms p95 %vms", what, got, w.count, w.errs, w.p50ms, w.p95ms)
 		}
 	}
-	for name, open := range stores {
+	for name, open := range contractStores(uint64(len(records))) {
 		t.Run(name, func(t *testing.T) {
 			recorder, rd, settle := open(t)
 			for _, r := range records {
@@ -188,15 +174,5 @@ func TestStatsContract(t *testing.T) {
 				t.Fatal("stats without a namespace did not fail")
 			}
 		})
-	}
-}
-
-func TestStatsAfterClose(t *testing.T) {
-	p := openTestStore(t, newDatabase(t), PostgresOptions{})
-	if err := p.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Stats(context.Background(), StatsQuery{Namespace: "ns"}); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Stats after Close: %v, want ErrClosed", err)
 	}
 }

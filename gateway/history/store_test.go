@@ -10,9 +10,10 @@ import (
 	"sless.dev/sless/test/testkit"
 )
 
-// TestListContract runs the same pagination cases against both stores.
-func TestListContract(t *testing.T) {
-	stores := map[string]func(t *testing.T) (Recorder, Reader, func()){
+// contractStores opens a fresh store of each kind for a test run against both: it returns the
+// store's writer, its reader and settle, which waits until written records are stored.
+func contractStores(written uint64) map[string]func(t *testing.T) (Recorder, Reader, func()) {
+	return map[string]func(t *testing.T) (Recorder, Reader, func()){
 		"memory": func(*testing.T) (Recorder, Reader, func()) {
 			m := NewMemory(0)
 			return m, m, func() {}
@@ -20,11 +21,15 @@ func TestListContract(t *testing.T) {
 		"postgres": func(t *testing.T) (Recorder, Reader, func()) {
 			p := openTestStore(t, newDatabase(t), PostgresOptions{FlushInterval: 10 * time.Millisecond})
 			return p, p, func() {
-				testkit.WaitFor(t, "records written", 10*time.Second, func() bool { return p.Written() == 27 })
+				testkit.WaitFor(t, "records written", 10*time.Second, func() bool { return p.Written() == written })
 			}
 		},
 	}
-	for name, open := range stores {
+}
+
+// TestListContract runs the same pagination cases against both stores.
+func TestListContract(t *testing.T) {
+	for name, open := range contractStores(27) {
 		t.Run(name, func(t *testing.T) {
 			rec, rd, settle := open(t)
 			base := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
@@ -165,13 +170,20 @@ func FuzzParseCursor(f *testing.F) {
 	})
 }
 
-func TestListAfterClose(t *testing.T) {
+// TestPostgresAfterClose: a closed store's reads answer ErrClosed and Record counts a drop.
+func TestPostgresAfterClose(t *testing.T) {
 	p := openTestStore(t, newDatabase(t), PostgresOptions{})
-	if err := p.Close(context.Background()); err != nil {
+	ctx := context.Background()
+	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.List(context.Background(), Query{Namespace: "ns"}); !errors.Is(err, ErrClosed) {
-		t.Fatalf("List after Close: %v, want ErrClosed", err)
+	for what, read := range map[string]func() error{
+		"List":  func() error { _, err := p.List(ctx, Query{Namespace: "ns"}); return err },
+		"Stats": func() error { _, err := p.Stats(ctx, StatsQuery{Namespace: "ns"}); return err },
+	} {
+		if err := read(); !errors.Is(err, ErrClosed) {
+			t.Errorf("%s after Close: %v, want ErrClosed", what, err)
+		}
 	}
 	p.Record(Record{Namespace: "ns", Function: "f", Start: time.Now()})
 	if p.Dropped() != 1 {
