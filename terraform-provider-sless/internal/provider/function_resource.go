@@ -38,7 +38,7 @@ var (
 
 // NewFunctionResource is the sless_function resource.
 func NewFunctionResource() resource.Resource {
-	return &functionResource{resourceBase[functionModel, api.Function]{remote: functionRemote}}
+	return &functionResource{newResourceBase(functionRemote, functionModelFrom)}
 }
 
 type functionResource struct {
@@ -154,7 +154,7 @@ func (r *functionResource) Create(ctx context.Context, req resource.CreateReques
 		}
 		// Recorded before the upload and build: if they fail, Terraform knows the function
 		// exists (tainted) and replaces it on the next apply instead of failing on a conflict.
-		resp.Diagnostics.Append(r.setState(ctx, &resp.State, plan, fn)...)
+		r.record(ctx, fn, plan, &resp.State, &resp.Diagnostics)
 		r.deploy(ctx, plan, &resp.State, &resp.Diagnostics)
 	})
 }
@@ -204,12 +204,7 @@ func (r *functionResource) waitAndRecord(ctx context.Context, plan functionModel
 		}
 		return
 	}
-	diags.Append(r.setState(ctx, st, plan, fn)...)
-}
-
-func (r *functionResource) setState(ctx context.Context, st *tfsdk.State, plan functionModel, fn api.Function) diag.Diagnostics {
-	m, diags := functionModelFrom(ctx, fn, plan)
-	return append(diags, st.Set(ctx, &m)...)
+	r.record(ctx, fn, plan, st, diags)
 }
 
 // functionModelFrom is prior updated with what the API reports about fn.
@@ -226,10 +221,4 @@ func functionModelFrom(ctx context.Context, fn api.Function, prior functionModel
 		m.SourceHash = types.StringNull()
 	}
 	return m, diags
-}
-
-func (r *functionResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	readResource(ctx, r.client, r.remote, req, resp, func(ctx context.Context, state functionModel, obj api.Function) {
-		resp.Diagnostics.Append(r.setState(ctx, &resp.State, state, obj)...)
-	})
 }

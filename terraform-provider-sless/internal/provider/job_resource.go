@@ -38,7 +38,7 @@ var (
 
 // NewJobResource is the sless_job resource.
 func NewJobResource() resource.Resource {
-	return &jobResource{resourceBase[jobModel, api.Job]{remote: jobRemote}}
+	return &jobResource{newResourceBase(jobRemote, jobModelFrom)}
 }
 
 type jobResource struct {
@@ -146,12 +146,7 @@ func (r *jobResource) ConfigValidators(context.Context) []resource.ConfigValidat
 
 // ValidateConfig checks that a job either runs a function or brings exactly one kind of code.
 func (r *jobResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
-	var m jobModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	resp.Diagnostics.Append(checkJobCode(m)...)
+	validateConfig(ctx, req, resp, checkJobCode)
 }
 
 // checkJobCode: a function job takes no code or image; a self-contained one needs exactly
@@ -339,18 +334,6 @@ func (r *jobResource) waitRun(ctx context.Context, plan jobModel, st *tfsdk.Stat
 	if j.Status.Phase == api.JobFailed {
 		diags.AddError(fmt.Sprintf("Run %d of job %s failed", runID, name), j.Status.Error+"\n\nOutput:\n"+j.Status.Output)
 	}
-}
-
-func (r *jobResource) record(ctx context.Context, j api.Job, prior jobModel, st *tfsdk.State, diags *diag.Diagnostics) {
-	m, d := jobModelFrom(ctx, j, prior)
-	diags.Append(d...)
-	diags.Append(st.Set(ctx, &m)...)
-}
-
-func (r *jobResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	readResource(ctx, r.client, r.remote, req, resp, func(ctx context.Context, state jobModel, obj api.Job) {
-		r.record(ctx, obj, state, &resp.State, &resp.Diagnostics)
-	})
 }
 
 // Update changes the job in place; a raised run_id runs it again and waits for that run.

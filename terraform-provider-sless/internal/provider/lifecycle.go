@@ -48,11 +48,19 @@ func objectRefOf(ns, name string) objectRef {
 
 func (o objectRef) objectName() string { return o.Name.ValueString() }
 
-// resourceBase is what the resources share: the API client from Configure, the type name
-// and Delete and ImportState by name. M is the resource's model, O its API object.
+// resourceBase is what the resources share: the API client from Configure, the type name,
+// recording an object in the state, Read, and Delete and ImportState by name. M is the
+// resource's model, O its API object.
 type resourceBase[M named, O any] struct {
 	remote remote[O]
-	client *apiClient
+	// modelFrom is the state of obj; prior is the plan or state it replaces, which keeps
+	// what the API does not report.
+	modelFrom func(ctx context.Context, obj O, prior M) (M, diag.Diagnostics)
+	client    *apiClient
+}
+
+func newResourceBase[M named, O any](rm remote[O], modelFrom func(context.Context, O, M) (M, diag.Diagnostics)) resourceBase[M, O] {
+	return resourceBase[M, O]{remote: rm, modelFrom: modelFrom}
 }
 
 // The resources get these from resourceBase.
@@ -69,6 +77,19 @@ func (r *resourceBase[M, O]) Configure(_ context.Context, req resource.Configure
 	if c, ok := configuredClient(req.ProviderData, &resp.Diagnostics); ok {
 		r.client = c
 	}
+}
+
+// record writes the state of obj, converted with prior, to st.
+func (r *resourceBase[M, O]) record(ctx context.Context, obj O, prior M, st *tfsdk.State, diags *diag.Diagnostics) {
+	m, d := r.modelFrom(ctx, obj, prior)
+	diags.Append(d...)
+	diags.Append(st.Set(ctx, &m)...)
+}
+
+func (r *resourceBase[M, O]) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	readResource(ctx, r.client, r.remote, req, resp, func(ctx context.Context, state M, obj O) {
+		r.record(ctx, obj, state, &resp.State, &resp.Diagnostics)
+	})
 }
 
 func (r *resourceBase[M, O]) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -111,6 +132,16 @@ func operation[M any](ctx context.Context, span string, c *apiClient, get getter
 	defer end(diags)
 	if m, ok := loadModel[M](ctx, c, get, diags); ok {
 		run(ctx, m)
+	}
+}
+
+// validateConfig is a resource's ValidateConfig: check reports what is wrong with the
+// configuration read into the model M.
+func validateConfig[M any](ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse, check func(M) diag.Diagnostics) {
+	var m M
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if !resp.Diagnostics.HasError() {
+		resp.Diagnostics.Append(check(m)...)
 	}
 }
 

@@ -25,7 +25,11 @@ var _ resource.ResourceWithValidateConfig = (*triggerResource)(nil)
 
 // NewTriggerResource is the sless_trigger resource.
 func NewTriggerResource() resource.Resource {
-	return &triggerResource{resourceBase[triggerModel, api.Trigger]{remote: triggerRemote}}
+	// A trigger's state is all from the API: nothing of the prior one is kept.
+	modelFrom := func(_ context.Context, t api.Trigger, _ triggerModel) (triggerModel, diag.Diagnostics) {
+		return triggerModelFrom(t), nil
+	}
+	return &triggerResource{newResourceBase(triggerRemote, modelFrom)}
 }
 
 type triggerResource struct {
@@ -114,17 +118,16 @@ func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 
 // ValidateConfig rejects fields that do not belong to the trigger's type at plan time.
 func (r *triggerResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
-	var m triggerModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() || m.Type.IsUnknown() {
-		return
-	}
-	resp.Diagnostics.Append(checkTriggerFields(m)...)
+	validateConfig(ctx, req, resp, checkTriggerFields)
 }
 
-// checkTriggerFields checks that the fields of m's type are set and no others.
+// checkTriggerFields checks that the fields of m's type are set and no others; an unknown
+// type is checked once it is known.
 func checkTriggerFields(m triggerModel) diag.Diagnostics {
 	var diags diag.Diagnostics
+	if m.Type.IsUnknown() {
+		return diags
+	}
 	typ := m.Type.ValueString()
 	only := map[string]struct {
 		set  bool
@@ -220,18 +223,7 @@ func (r *triggerResource) settle(ctx context.Context, t api.Trigger, prev api.Tr
 	if err != nil {
 		diags.AddError("Cannot read trigger "+t.Name, err.Error())
 	}
-	r.record(ctx, t, st, diags)
-}
-
-func (r *triggerResource) record(ctx context.Context, t api.Trigger, st *tfsdk.State, diags *diag.Diagnostics) {
-	m := triggerModelFrom(t)
-	diags.Append(st.Set(ctx, &m)...)
-}
-
-func (r *triggerResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	readResource(ctx, r.client, r.remote, req, resp, func(ctx context.Context, state triggerModel, obj api.Trigger) {
-		r.record(ctx, obj, &resp.State, &resp.Diagnostics)
-	})
+	r.record(ctx, t, triggerModel{}, st, diags)
 }
 
 // Update patches the trigger in place; enabled, the function and the schedule all change

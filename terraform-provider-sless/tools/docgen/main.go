@@ -87,19 +87,23 @@ func pages(blocks map[string][]string) ([]page, error) {
 		description: ps.Schema.MarkdownDescription, attrs: attrsOf(ps.Schema.Attributes),
 		examples: append(blocks["terraform"], blocks["provider "+meta.TypeName]...),
 	}}
+	// typePage is the page of resource or data source typeName in folder dir, with the
+	// example blocks of that type (block is "resource" or "data").
+	typePage := func(block, dir, kind, typeName, description string, attrs map[string]attribute) page {
+		return page{
+			file: filepath.Join(dir, strings.TrimPrefix(typeName, meta.TypeName+"_")+".md"), title: typeName, kind: kind,
+			description: description, attrs: attrs, examples: blocks[block+" "+typeName],
+		}
+	}
 	for _, newRes := range p.Resources(ctx) {
 		r := newRes()
 		var m resource.MetadataResponse
 		r.Metadata(ctx, resource.MetadataRequest{ProviderTypeName: meta.TypeName}, &m)
 		var s resource.SchemaResponse
 		r.Schema(ctx, resource.SchemaRequest{}, &s)
-		if len(blocks["resource "+m.TypeName]) == 0 {
-			return nil, fmt.Errorf("resource %s has no example in the example configuration", m.TypeName)
-		}
-		out = append(out, page{
-			file: filepath.Join("resources", strings.TrimPrefix(m.TypeName, meta.TypeName+"_")+".md"), title: m.TypeName, kind: "Resource",
-			description: s.Schema.MarkdownDescription, attrs: attrsOf(s.Schema.Attributes), examples: blocks["resource "+m.TypeName], importName: m.TypeName,
-		})
+		pg := typePage("resource", "resources", "Resource", m.TypeName, s.Schema.MarkdownDescription, attrsOf(s.Schema.Attributes))
+		pg.importName = m.TypeName
+		out = append(out, pg)
 	}
 	for _, newDS := range p.DataSources(ctx) {
 		d := newDS()
@@ -107,13 +111,12 @@ func pages(blocks map[string][]string) ([]page, error) {
 		d.Metadata(ctx, datasource.MetadataRequest{ProviderTypeName: meta.TypeName}, &m)
 		var s datasource.SchemaResponse
 		d.Schema(ctx, datasource.SchemaRequest{}, &s)
-		if len(blocks["data "+m.TypeName]) == 0 {
-			return nil, fmt.Errorf("data source %s has no example in the example configuration", m.TypeName)
+		out = append(out, typePage("data", "data-sources", "Data Source", m.TypeName, s.Schema.MarkdownDescription, attrsOf(s.Schema.Attributes)))
+	}
+	for _, pg := range out[1:] { // every page but the provider's documents a type
+		if len(pg.examples) == 0 {
+			return nil, fmt.Errorf("%s %s has no example in the example configuration", strings.ToLower(pg.kind), pg.title)
 		}
-		out = append(out, page{
-			file: filepath.Join("data-sources", strings.TrimPrefix(m.TypeName, meta.TypeName+"_")+".md"), title: m.TypeName, kind: "Data Source",
-			description: s.Schema.MarkdownDescription, attrs: attrsOf(s.Schema.Attributes), examples: blocks["data "+m.TypeName],
-		})
 	}
 	return out, nil
 }
