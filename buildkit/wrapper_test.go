@@ -15,29 +15,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"sless.dev/sless/test/testkit"
 )
-
-// lockedBuffer collects a process's stderr while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // buildHandler zips a handler directory and builds it locally, as `sless dev` would.
 func buildHandler(t *testing.T, dir, runtime, entry string) *Artifact {
@@ -61,7 +44,7 @@ func command(art *Artifact, env ...string) *exec.Cmd {
 type function struct {
 	url    string
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *testkit.Buffer
 	exited chan error
 }
 
@@ -70,7 +53,7 @@ func startFunction(t *testing.T, art *Artifact, env ...string) *function {
 	t.Helper()
 	port := freePort(t)
 	cmd := command(art, append([]string{"PORT=" + strconv.Itoa(port), "SLESS_HOST=127.0.0.1"}, env...)...)
-	fn := &function{url: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
+	fn := &function{url: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, stderr: &testkit.Buffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = fn.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -502,7 +485,7 @@ func TestReadinessWaitsForTheHandler(t *testing.T) {
 			art := buildHandler(t, dir, tc.runtime, "")
 			port := freePort(t)
 			cmd := command(art, "PORT="+strconv.Itoa(port), "SLESS_HOST=127.0.0.1")
-			stderr := &lockedBuffer{}
+			stderr := &testkit.Buffer{}
 			cmd.Stderr = stderr
 			start := time.Now()
 			if err := cmd.Start(); err != nil {

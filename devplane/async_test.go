@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -19,39 +20,16 @@ import (
 	"sless.dev/sless/test/testkit"
 )
 
-// asyncHandler answers with what it was sent, fails on {"fail": true} and sleeps on
-// {"sleep": seconds}.
-const asyncHandler = `import time
-
-def handle(event, request=None):
-    if event.get("fail"):
-        raise RuntimeError("asked to fail: " + event.get("name", ""))
-    if event.get("sleep"):
-        time.sleep(event["sleep"])
-    return {"hello": event.get("name", "world")}
-`
-
 var asyncOn = api.FunctionFields{Async: &api.AsyncFields{Enabled: ptr(true), MaxAttempts: ptr(int32(2)), BackoffMs: ptr(int32(20))}}
 
 // callAsync POSTs body to the function preferring an asynchronous answer.
 func (d *dev) callAsync(name, body string, header http.Header) (*http.Response, api.AsyncInvocation) {
 	d.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, d.endpoint+"/fn/"+d.ns+"/"+name, strings.NewReader(body))
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Prefer", "respond-async")
-	for k, vs := range header {
-		req.Header[k] = vs
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	h := http.Header{"Prefer": {"respond-async"}}
+	maps.Copy(h, header)
+	resp, b := testkit.PostJSON(d.t, d.endpoint+"/fn/"+d.ns+"/"+name, body, h)
 	var inv api.AsyncInvocation
-	_ = json.NewDecoder(resp.Body).Decode(&inv)
+	_ = json.Unmarshal(b, &inv)
 	return resp, inv
 }
 
@@ -109,8 +87,8 @@ func TestAsyncInvocationsInTheDataDir(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, devOptions{})
 	ctx := context.Background()
-	d.deploy("worker", "python3.11", map[string]string{"handler.py": asyncHandler}, asyncOn)
-	d.deploy("sync-only", "python3.11", map[string]string{"handler.py": asyncHandler}, api.FunctionFields{})
+	d.deploy("worker", "python3.11", map[string]string{"handler.py": testkit.AsyncPython}, asyncOn)
+	d.deploy("sync-only", "python3.11", map[string]string{"handler.py": testkit.AsyncPython}, api.FunctionFields{})
 
 	ids := d.enqueue("worker", "a", "", 200)
 	for i, inv := range d.settle(ids, 2*time.Minute) {
@@ -180,13 +158,11 @@ func TestAsyncInvocationsInTheDataDir(t *testing.T) {
 // of its own.
 func TestAsyncInvocationsSurviveARestart(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	subject := "restart-" + randomHex(t)
-	d := startDev(t, devOptions{dataDir: dir, subject: subject})
-	d.deploy("slow", "python3.11", map[string]string{"handler.py": asyncHandler}, asyncOn)
+	d, restart := startRestartable(t, "restart", devOptions{})
+	d.deploy("slow", "python3.11", map[string]string{"handler.py": testkit.AsyncPython}, asyncOn)
 	ids := d.enqueue("slow", "s", `,"sleep":0.3`, 60)
 	d.stop()
-	d = startDev(t, devOptions{dataDir: dir, subject: subject})
+	d = restart()
 	for i, inv := range d.settle(ids, 2*time.Minute) {
 		if inv.Status != history.AsyncSucceeded || !strings.Contains(inv.Result, fmt.Sprintf("s%d", i)) {
 			t.Fatalf("invocation %d after the restart: %+v", i, inv)
@@ -198,22 +174,10 @@ func TestAsyncInvocationsSurviveARestart(t *testing.T) {
 // with the cluster's dispatcher; exhausted invocations are in the dead-letter queue.
 func TestAsyncInvocationsOnTheBroker(t *testing.T) {
 	t.Parallel()
-	d := startDev(t, devOptions{amqpURL: amqpURL()})
-	d.deploy("worker", "python3.11", map[string]string{"handler.py": asyncHandler}, asyncOn)
-	conn, err := amqp.Dial(amqpURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := startDev(t, devOptions{amqpURL: testkit.AMQPURL()})
+	d.deploy("worker", "python3.11", map[string]string{"handler.py": testkit.AsyncPython}, asyncOn)
 	queue := d.ns + ".async.worker"
-	t.Cleanup(func() {
-		_, _ = ch.QueueDelete(queue, false, false, false)
-		_, _ = ch.QueueDelete(queue+".dlq", false, false, false)
-	})
+	_, ch := brokerChannel(t, queue)
 	ids := d.enqueue("worker", "b", "", 100)
 	for i, inv := range d.settle(ids, 2*time.Minute) {
 		if inv.Status != history.AsyncSucceeded || !strings.Contains(inv.Result, fmt.Sprintf("b%d", i)) {
@@ -268,8 +232,8 @@ func TestAsyncResultTruncated(t *testing.T) {
 	for name, open := range stores {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			o := devOptions{dataDir: t.TempDir(), subject: "truncate-" + randomHex(t), asyncStore: open(t)}
-			d := startDev(t, o)
+			store := open(t)
+			d, restart := startRestartable(t, "truncate", devOptions{asyncStore: store})
 			d.deploy("big", "python3.11", map[string]string{"handler.py": bigAnswer}, asyncOn)
 			sizes := []int{history.MaxAsyncResult, history.MaxAsyncResult + 1, 3 * history.MaxAsyncResult}
 			ids := make([]string, len(sizes))
@@ -301,9 +265,9 @@ func TestAsyncResultTruncated(t *testing.T) {
 					t.Fatalf("listed %s with result_truncated %v", inv.ID, inv.ResultTruncated)
 				}
 			}
-			if o.asyncStore == nil { // the files are read back at start
+			if store == nil { // the files are read back at start
 				d.stop()
-				d = startDev(t, o)
+				d = restart()
 				check("after a restart", d.settle(ids, time.Minute))
 			}
 		})
@@ -317,7 +281,7 @@ func TestAsyncResultTruncated(t *testing.T) {
 func TestAsyncColdStartIsInTheHistory(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, devOptions{})
-	d.deploy("cold-async", "python3.11", map[string]string{"handler.py": asyncHandler}, asyncOn)
+	d.deploy("cold-async", "python3.11", map[string]string{"handler.py": testkit.AsyncPython}, asyncOn)
 	resp, inv := d.callAsync("cold-async", `{"name":"zero"}`, nil)
 	if resp.StatusCode != http.StatusAccepted || resp.Header.Get("X-Sless-Cold-Start") != "" {
 		t.Fatalf("202 expected without a cold-start header (nothing ran yet): %d %q", resp.StatusCode, resp.Header.Get("X-Sless-Cold-Start"))

@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,13 +22,6 @@ import (
 	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testkit"
 )
-
-func amqpURL() string {
-	if u := os.Getenv("SLESS_TEST_AMQP_URL"); u != "" {
-		return u
-	}
-	return "amqp://guest:guest@127.0.0.1:5672/"
-}
 
 // TestUploadInvokeScaleToZero: per runtime, upload → invoke from zero → scale to zero after
 // the scale-down period → invoke again (a new cold start).
@@ -79,41 +70,9 @@ func TestConcurrentColdRequests(t *testing.T) {
 	const maxProcs = 3
 	d.deploy("burst", "python3.11", map[string]string{"handler.py": testkit.SteerablePython},
 		api.FunctionFields{MaxReplicas: ptr[int32](maxProcs), ScalingTarget: ptr[int32](2)})
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		failed  []string
-		maxSeen int
-	)
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(5 * time.Millisecond):
-				mu.Lock()
-				maxSeen = max(maxSeen, d.stats("burst").Processes)
-				mu.Unlock()
-			}
-		}
-	}()
-	for range 50 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			code, body := d.invoke("burst", `{"sleep": 0.05}`)
-			if code != http.StatusOK {
-				mu.Lock()
-				failed = append(failed, fmt.Sprintf("%d %s", code, body))
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	close(done)
-	mu.Lock() // the sampler may still be writing
-	defer mu.Unlock()
+	maxSeen, failed := testkit.Burst(50,
+		func() (int, string) { return d.invoke("burst", `{"sleep": 0.05}`) },
+		func() int { return d.stats("burst").Processes })
 	if len(failed) > 0 {
 		t.Fatalf("%d of 50 failed; first: %s", len(failed), failed[0])
 	}
@@ -150,9 +109,7 @@ func TestCrashMidRequestRecovers(t *testing.T) {
 // directory: functions, triggers and jobs are listed and the function answers.
 func TestRestartKeepsEverything(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	subject := "restart-" + randomHex(t)
-	d := startDev(t, devOptions{dataDir: dir, subject: subject})
+	d, restart := startRestartable(t, "restart", devOptions{})
 	ctx := context.Background()
 	d.deploy("keeper", "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{EnvVars: &map[string]string{"A": "1"}})
 	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "keeper-http", TriggerFields: api.TriggerFields{
@@ -182,7 +139,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 		}
 	}
 
-	d2 := startDev(t, devOptions{dataDir: dir, subject: subject})
+	d2 := restart()
 	fns, err := d2.client.ListFunctions(ctx, d2.ns)
 	if err != nil || len(fns) != 1 || fns[0].Name != "keeper" || fns[0].EnvVars["A"] != "1" {
 		t.Fatalf("functions after restart: %+v %v", fns, err)
@@ -204,6 +161,29 @@ func TestRestartKeepsEverything(t *testing.T) {
 	}
 }
 
+// brokerChannel opens a channel on the test broker; queue and its dead-letter queue are
+// deleted when the test ends.
+func brokerChannel(t *testing.T, queue string) (*amqp.Connection, *amqp.Channel) {
+	t.Helper()
+	conn, err := amqp.Dial(testkit.AMQPURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		defer conn.Close()
+		// A channel of its own: a failed passive declare may have closed the test's.
+		if ch, err := conn.Channel(); err == nil {
+			_, _ = ch.QueueDelete(queue, false, false, false)
+			_, _ = ch.QueueDelete(queue+".dlq", false, false, false)
+		}
+	})
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, ch
+}
+
 // TestEventTrigger publishes 100 messages to a real RabbitMQ queue and expects 100
 // successful event invocations, recorded in a real PostgreSQL and read through the API.
 func TestEventTrigger(t *testing.T) {
@@ -216,7 +196,7 @@ func TestEventTrigger(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pg.Close(context.Background()) })
-	d := startDev(t, devOptions{amqpURL: amqpURL(), recorder: pg})
+	d := startDev(t, devOptions{amqpURL: testkit.AMQPURL(), recorder: pg})
 	ctx := context.Background()
 	d.deploy("consumer", "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{})
 	queue := d.ns + ".test-" + randomHex(t)
@@ -228,19 +208,7 @@ func TestEventTrigger(t *testing.T) {
 		tr, err := d.client.GetTrigger(ctx, d.ns, "from-queue")
 		return err == nil && tr.Status.Active
 	})
-	conn, err := amqp.Dial(amqpURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = ch.QueueDelete(queue, false, false, false)
-		_, _ = ch.QueueDelete(queue+".dlq", false, false, false)
-	})
+	conn, ch := brokerChannel(t, queue)
 	testkit.WaitFor(t, "the consumer to declare the queue", 30*time.Second, func() bool {
 		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 		if err != nil {
@@ -479,9 +447,7 @@ func TestEventTriggerWithoutBroker(t *testing.T) {
 // after the restart (at most once per run_id); raising run_id runs it again.
 func TestRestartInterruptsRunningJob(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	subject := "jobs-" + randomHex(t)
-	d := startDev(t, devOptions{dataDir: dir, subject: subject})
+	d, restart := startRestartable(t, "jobs", devOptions{})
 	ctx := context.Background()
 	d.deploy("slow", "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{})
 	if _, err := d.client.CreateJob(ctx, d.ns, api.CreateJob{Name: "long", JobFields: api.JobFields{
@@ -493,7 +459,7 @@ func TestRestartInterruptsRunningJob(t *testing.T) {
 		return j.Status.Phase == api.JobRunning
 	})
 	d.stop()
-	d2 := startDev(t, devOptions{dataDir: dir, subject: subject})
+	d2 := restart()
 	j, err := d2.client.GetJob(ctx, d2.ns, "long")
 	if err != nil || j.Status.Phase != api.JobFailed || !strings.Contains(j.Status.Error, "raise run_id") {
 		t.Fatalf("interrupted job after restart: %+v %v", j.Status, err)

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,6 +139,18 @@ func startDev(t testing.TB, o devOptions) *dev {
 	return d
 }
 
+// startRestartable starts sless dev with o on a data directory of its own, for a tenant of
+// its own (subject prefix-<random>); restart starts another on the same directory for the
+// same tenant, to see what outlives a d.stop.
+func startRestartable(t testing.TB, prefix string, o devOptions) (d *dev, restart func() *dev) {
+	t.Helper()
+	o.dataDir, o.subject = t.TempDir(), prefix+"-"+randomHex(t)
+	return startDev(t, o), func() *dev {
+		t.Helper()
+		return startDev(t, o)
+	}
+}
+
 // stop shuts the stack down like Ctrl-C does; safe to call twice.
 func (d *dev) stop() {
 	if d.srv == nil {
@@ -193,12 +204,7 @@ func (d *dev) waitSettled(name string) api.Function {
 // invoke POSTs body to /fn/<ns>/<name>.
 func (d *dev) invoke(name, body string) (int, string) {
 	d.t.Helper()
-	resp, err := http.Post(d.endpoint+"/fn/"+d.ns+"/"+name, "application/json", strings.NewReader(body))
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := testkit.PostJSON(d.t, d.endpoint+"/fn/"+d.ns+"/"+name, body, nil)
 	return resp.StatusCode, string(b)
 }
 

@@ -52,6 +52,18 @@ func (s *connServer) closeConns() {
 	}
 }
 
+// newInvoker serves h on a connServer and returns it with an HTTPInvoker of conns
+// connections calling it.
+func newInvoker(t *testing.T, conns int, h http.HandlerFunc) (*connServer, *dispatcher.HTTPInvoker) {
+	t.Helper()
+	s := newConnServer(t, h)
+	inv, err := dispatcher.NewHTTPInvoker(s.URL, "", conns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, inv
+}
+
 func invoke(t *testing.T, inv *dispatcher.HTTPInvoker, body string, h http.Header) (int, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -95,12 +107,11 @@ func TestHTTPInvoker(t *testing.T) {
 
 	t.Run("the backend's cold-start header is reported", func(t *testing.T) {
 		var cold atomic.Bool
-		s := newConnServer(t, func(w http.ResponseWriter, r *http.Request) {
+		_, inv := newInvoker(t, 1, func(w http.ResponseWriter, r *http.Request) {
 			if cold.Load() {
 				w.Header().Set("X-KEDA-HTTP-Cold-Start", "true")
 			}
 		})
-		inv, _ := dispatcher.NewHTTPInvoker(s.URL, "", 1)
 		for _, want := range []bool{false, true} {
 			cold.Store(want)
 			res, err := inv.Invoke(context.Background(), dispatcher.Call{Body: []byte(`{}`), Header: http.Header{}})
@@ -111,10 +122,9 @@ func TestHTTPInvoker(t *testing.T) {
 	})
 
 	t.Run("non-2xx answers are errors with the body's first bytes", func(t *testing.T) {
-		s := newConnServer(t, func(w http.ResponseWriter, r *http.Request) {
+		s, inv := newInvoker(t, 1, func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "bad order "+strings.Repeat("x", 5000), http.StatusUnprocessableEntity)
 		})
-		inv, _ := dispatcher.NewHTTPInvoker(s.URL, "", 1)
 		for range 2 {
 			status, err := invoke(t, inv, `{}`, nil)
 			var fe *dispatcher.FunctionError
@@ -129,7 +139,7 @@ func TestHTTPInvoker(t *testing.T) {
 
 	t.Run("chunked, empty, large and connection-close answers", func(t *testing.T) {
 		var calls atomic.Int64
-		s := newConnServer(t, func(w http.ResponseWriter, r *http.Request) {
+		s, inv := newInvoker(t, 1, func(w http.ResponseWriter, r *http.Request) {
 			switch calls.Add(1) % 4 {
 			case 0: // chunked: flushed before the end
 				_, _ = w.Write([]byte("part one "))
@@ -144,7 +154,6 @@ func TestHTTPInvoker(t *testing.T) {
 				_, _ = w.Write([]byte("bye"))
 			}
 		})
-		inv, _ := dispatcher.NewHTTPInvoker(s.URL, "", 1)
 		for i := range 12 {
 			if status, err := invoke(t, inv, `{}`, nil); err != nil || status/100 != 2 {
 				t.Fatalf("call %d: status %d, %v", i, status, err)
@@ -157,11 +166,10 @@ func TestHTTPInvoker(t *testing.T) {
 
 	t.Run("connections the server closed while idle are replaced without a failed call", func(t *testing.T) {
 		var calls atomic.Int64
-		s := newConnServer(t, func(w http.ResponseWriter, r *http.Request) {
+		s, inv := newInvoker(t, 2, func(w http.ResponseWriter, r *http.Request) {
 			calls.Add(1)
 			_, _ = w.Write([]byte(`{}`))
 		})
-		inv, _ := dispatcher.NewHTTPInvoker(s.URL, "", 2)
 		for i := range 5 {
 			if status, err := invoke(t, inv, `{}`, nil); err != nil || status != 200 {
 				t.Fatalf("call %d: status %d, %v", i, status, err)
@@ -176,9 +184,8 @@ func TestHTTPInvoker(t *testing.T) {
 
 	t.Run("cancellation ends a call to a function that never answers", func(t *testing.T) {
 		release := make(chan struct{})
-		s := newConnServer(t, func(w http.ResponseWriter, r *http.Request) { <-release })
+		_, inv := newInvoker(t, 1, func(w http.ResponseWriter, r *http.Request) { <-release })
 		defer close(release)
-		inv, _ := dispatcher.NewHTTPInvoker(s.URL, "", 1)
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		start := time.Now()
@@ -199,8 +206,7 @@ func TestHTTPInvoker(t *testing.T) {
 	})
 
 	t.Run("a header that would break the request is refused", func(t *testing.T) {
-		s := newConnServer(t, func(w http.ResponseWriter, r *http.Request) {})
-		inv, _ := dispatcher.NewHTTPInvoker(s.URL, "", 1)
+		s, inv := newInvoker(t, 1, func(w http.ResponseWriter, r *http.Request) {})
 		if _, err := invoke(t, inv, `{}`, http.Header{"X-Evil": {"a\r\nInjected: 1"}}); err == nil {
 			t.Fatal("accepted a header value with CRLF")
 		}

@@ -1,32 +1,17 @@
 package dispatcher_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/test/testkit"
 )
-
-// syncBuffer is a log sink the dispatcher's goroutines may write concurrently.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestOutOfOrderCompletionsAckedOnce: completions in scrambled order are acked exactly once
 // each (a wrong ack would close the channel and redeliver).
@@ -38,7 +23,7 @@ func TestOutOfOrderCompletionsAckedOnce(t *testing.T) {
 		i, _ := strconv.Atoi(id)
 		return http.StatusOK, time.Duration(i*7%11) * time.Millisecond
 	})
-	var logs syncBuffer
+	var logs testkit.Buffer
 	cfg := config(t, q, f)
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	st := run(t, cfg)

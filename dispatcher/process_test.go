@@ -46,6 +46,24 @@ func waitExit(t *testing.T, cmd *exec.Cmd, out *bytes.Buffer, timeout time.Durat
 	}
 }
 
+// gatedFnServer is a function server whose invocations after the first free wait, up to
+// 30 s, until the test closes gate.
+func gatedFnServer(t *testing.T, free int32) (f *fnServer, gate chan struct{}) {
+	t.Helper()
+	gate = make(chan struct{})
+	var started atomic.Int32
+	f = newFnServer(t, func(string, int) (int, time.Duration) {
+		if started.Add(1) > free {
+			select {
+			case <-gate:
+			case <-time.After(30 * time.Second):
+			}
+		}
+		return http.StatusOK, 0
+	})
+	return f, gate
+}
+
 func assertAllProcessed(t *testing.T, f *fnServer, q string, n int) {
 	t.Helper()
 	calls, _ := f.snapshot()
@@ -65,17 +83,7 @@ func TestSIGKILLMidStreamLosesNothing(t *testing.T) {
 	publish(t, q, n, nil)
 	// Past the first quarter, invocations wait at a gate that opens after the kill, so the
 	// process surely dies with messages delivered but unacked.
-	gate := make(chan struct{})
-	var started atomic.Int32
-	f := newFnServer(t, func(string, int) (int, time.Duration) {
-		if started.Add(1) > n/4 {
-			select {
-			case <-gate:
-			case <-time.After(30 * time.Second):
-			}
-		}
-		return http.StatusOK, 0
-	})
+	f, gate := gatedFnServer(t, n/4)
 	spec := childSpec{Queue: q, Target: f.URL, Concurrency: 8, ExitWhenEmpty: true, Backoff: 10 * time.Millisecond}
 	cmd, out := startChild(t, spec)
 	testkit.WaitFor(t, "a quarter of the messages invoked", 30*time.Second, func() bool { c, _ := f.snapshot(); return len(c) >= n/4 })
@@ -142,17 +150,7 @@ func TestBrokerClosesConnection(t *testing.T) {
 	publish(t, q, n, nil)
 	// After the first fifth, invocations wait at a gate that opens once the connection was
 	// closed, so the close surely lands mid-stream however slow rabbitmqctl is.
-	gate := make(chan struct{})
-	var started atomic.Int32
-	f := newFnServer(t, func(string, int) (int, time.Duration) {
-		if started.Add(1) > n/5 {
-			select {
-			case <-gate:
-			case <-time.After(30 * time.Second):
-			}
-		}
-		return http.StatusOK, 0
-	})
+	f, gate := gatedFnServer(t, n/5)
 	cfg := config(t, q, f)
 	cfg.ConnectionName = q // unique: the test finds the connection by it
 	cfg.Concurrency = 4

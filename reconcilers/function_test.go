@@ -28,9 +28,7 @@ import (
 func TestFunctionBuildsThenDeploys(t *testing.T) {
 	ns := newNamespace(t)
 	fn := newFunction(ns, "hello", "a")
-	if err := env.Client.Create(context.Background(), fn); err != nil {
-		t.Fatal(err)
-	}
+	create(t, fn)
 	job := waitBuildJob(t, ns, "hello", "a")
 	args := strings.Join(job.Spec.Template.Spec.Containers[0].Args, " ")
 	wantImage := opts.Build.Registry + "/" + ns + "/hello:sha-" + sha("a")[:16]
@@ -137,9 +135,7 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 func TestBuildFailureThenNewSourceRecovers(t *testing.T) {
 	ns := newNamespace(t)
 	fn := newFunction(ns, "broken", "c")
-	if err := env.Client.Create(context.Background(), fn); err != nil {
-		t.Fatal(err)
-	}
+	create(t, fn)
 	finishJob(t, waitBuildJob(t, ns, "broken", "c"), false, "handler/handler.go:3:1: syntax error: non-declaration statement outside function body")
 	got := waitFunction(t, fn, v1.FunctionFailed)
 	if !strings.Contains(got.Status.LastBuildError, "syntax error: non-declaration statement") || !strings.Contains(got.Status.LastBuildError, "BackoffLimitExceeded") {
@@ -189,9 +185,7 @@ func TestUnreachableRegistryIsRetried(t *testing.T) {
 	*reconcilers.RegistryRetryDelay = time.Second
 	ns := newNamespace(t)
 	fn := newFunction(ns, "offline", "e")
-	if err := env.Client.Create(context.Background(), fn); err != nil {
-		t.Fatal(err)
-	}
+	create(t, fn)
 	first := waitBuildJob(t, ns, "offline", "e")
 	finishJob(t, first, false, `error checking push permissions: Get "http://`+opts.Build.Registry+`/v2/": dial tcp 10.0.0.9:5000: connect: connection refused`)
 	got := waitFunction(t, fn, v1.FunctionFailed)
@@ -221,9 +215,7 @@ func TestPodThatCannotPullIsNotReady(t *testing.T) {
 	ctx := context.Background()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "unpullable-1", Namespace: ns, Labels: scaling.FunctionLabels(fn)},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "function", Image: fn.Status.Image}}}}
-	if err := env.Client.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
+	create(t, pod)
 	setWaiting := func(reason string) {
 		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "function", Image: fn.Status.Image}}
 		if reason != "" {
@@ -344,9 +336,7 @@ func TestDeleteRunsFinalizer(t *testing.T) {
 func TestOperatorRestartMidBuildDoesNotRebuild(t *testing.T) {
 	ns := newNamespace(t)
 	fn := newFunction(ns, "restart", "2")
-	if err := env.Client.Create(context.Background(), fn); err != nil {
-		t.Fatal(err)
-	}
+	create(t, fn)
 	job := waitBuildJob(t, ns, "restart", "2")
 	waitFunction(t, fn, v1.FunctionBuilding)
 	stopMgr()
@@ -367,9 +357,7 @@ func TestPrebuiltImageSkipsTheBuild(t *testing.T) {
 	ns := newNamespace(t)
 	fn := newFunction(ns, "prebuilt", "3")
 	fn.Spec.Source, fn.Spec.Image = nil, "ko.local/team/fn:1.0.0"
-	if err := env.Client.Create(context.Background(), fn); err != nil {
-		t.Fatal(err)
-	}
+	create(t, fn)
 	got := waitFunction(t, fn, v1.FunctionReady)
 	if got.Status.Image != "ko.local/team/fn:1.0.0" {
 		t.Errorf("image %q", got.Status.Image)
@@ -386,9 +374,7 @@ func TestFunctionWithoutSourceWaits(t *testing.T) {
 	ns := newNamespace(t)
 	fn := newFunction(ns, "empty", "4")
 	fn.Spec.Source = nil
-	if err := env.Client.Create(context.Background(), fn); err != nil {
-		t.Fatal(err)
-	}
+	create(t, fn)
 	got := waitFunction(t, fn, v1.FunctionPending)
 	if c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady); c == nil || c.Reason != "AwaitingSource" {
 		t.Errorf("Ready condition %+v", c)

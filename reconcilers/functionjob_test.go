@@ -15,6 +15,14 @@ import (
 	"sless.dev/sless/scaling"
 )
 
+// createJob creates the FunctionJob name with spec in namespace ns.
+func createJob(t *testing.T, ns, name string, spec v1.FunctionJobSpec) *v1.FunctionJob {
+	t.Helper()
+	fj := &v1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: spec}
+	create(t, fj)
+	return fj
+}
+
 func waitJobPhase(t *testing.T, fj *v1.FunctionJob, phase v1.JobPhase, runID int64) *v1.FunctionJob {
 	t.Helper()
 	got := &v1.FunctionJob{}
@@ -39,18 +47,11 @@ func runJob(t *testing.T, fj *v1.FunctionJob) *batchv1.Job {
 }
 
 func TestFunctionJobRunIDLifecycle(t *testing.T) {
-	ctx := context.Background()
 	ns := newNamespace(t)
-	fj := &v1.FunctionJob{
-		ObjectMeta: metav1.ObjectMeta{Name: "report", Namespace: ns},
-		Spec: v1.FunctionJobSpec{
-			FunctionRef: &v1.LocalObjectReference{Name: "worker"},
-			Event:       &apiextensionsv1.JSON{Raw: []byte(`{"day":"mon"}`)},
-		},
-	}
-	if err := env.Client.Create(ctx, fj); err != nil {
-		t.Fatal(err)
-	}
+	fj := createJob(t, ns, "report", v1.FunctionJobSpec{
+		FunctionRef: &v1.LocalObjectReference{Name: "worker"},
+		Event:       &apiextensionsv1.JSON{Raw: []byte(`{"day":"mon"}`)},
+	})
 	// runID 0: created, not run.
 	waitJobPhase(t, fj, v1.JobSkipped, 0)
 
@@ -100,24 +101,16 @@ func TestFunctionJobRunIDLifecycle(t *testing.T) {
 func TestSelfContainedJobBuildsThenRuns(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	fj := &v1.FunctionJob{
-		ObjectMeta: metav1.ObjectMeta{Name: "oneoff", Namespace: ns},
-		Spec: v1.FunctionJobSpec{
-			CodeSpec: v1.CodeSpec{Runtime: v1.RuntimePython311, TimeoutSeconds: 20},
-			RunID:    1,
-		},
-	}
-	if err := env.Client.Create(ctx, fj); err != nil {
-		t.Fatal(err)
-	}
+	fj := createJob(t, ns, "oneoff", v1.FunctionJobSpec{
+		CodeSpec: v1.CodeSpec{Runtime: v1.RuntimePython311, TimeoutSeconds: 20},
+		RunID:    1,
+	})
 	// Created before its code is uploaded: it waits, then builds once the source is set.
 	waiting := waitJobPhase(t, fj, v1.JobPending, 1)
 	update(t, waiting, func() {
 		waiting.Spec.Source = &v1.SourceRef{ContextKey: "contexts/" + ns + "/oneoff/1.tar.gz", SHA256: sha("8")}
 	})
-	key := client.ObjectKey{Namespace: opts.Build.Namespace, Name: scaling.BuildJobName(ns, "oneoff", sha("8"))}
-	build := &batchv1.Job{}
-	eventually(t, "build job", func() error { return get(t, key, build) })
+	build := waitBuildJob(t, ns, "oneoff", "8")
 	waitJobPhase(t, fj, v1.JobBuilding, 1)
 	finishJob(t, build, true, "")
 	waitJobPhase(t, fj, v1.JobRunning, 1)
@@ -145,22 +138,12 @@ func TestSelfContainedJobBuildsThenRuns(t *testing.T) {
 }
 
 func TestSelfContainedJobBuildFailure(t *testing.T) {
-	ctx := context.Background()
 	ns := newNamespace(t)
-	fj := &v1.FunctionJob{
-		ObjectMeta: metav1.ObjectMeta{Name: "badbuild", Namespace: ns},
-		Spec: v1.FunctionJobSpec{
-			CodeSpec: v1.CodeSpec{Runtime: v1.RuntimeNode20, Source: &v1.SourceRef{ContextKey: "contexts/" + ns + "/badbuild/1.tar.gz", SHA256: sha("9")}},
-			RunID:    1,
-		},
-	}
-	if err := env.Client.Create(ctx, fj); err != nil {
-		t.Fatal(err)
-	}
-	build := &batchv1.Job{}
-	key := client.ObjectKey{Namespace: opts.Build.Namespace, Name: scaling.BuildJobName(ns, "badbuild", sha("9"))}
-	eventually(t, "build job", func() error { return get(t, key, build) })
-	finishJob(t, build, false, "npm ERR! 404 Not Found - GET left-padd")
+	fj := createJob(t, ns, "badbuild", v1.FunctionJobSpec{
+		CodeSpec: v1.CodeSpec{Runtime: v1.RuntimeNode20, Source: &v1.SourceRef{ContextKey: "contexts/" + ns + "/badbuild/1.tar.gz", SHA256: sha("9")}},
+		RunID:    1,
+	})
+	finishJob(t, waitBuildJob(t, ns, "badbuild", "9"), false, "npm ERR! 404 Not Found - GET left-padd")
 	got := waitJobPhase(t, fj, v1.JobFailed, 1)
 	if !strings.Contains(got.Status.Error, "npm ERR! 404") {
 		t.Errorf("error %q", got.Status.Error)

@@ -1,7 +1,6 @@
 package reconcilers_test
 
 import (
-	"context"
 	"io"
 	"log"
 	"strings"
@@ -91,9 +90,7 @@ func TestPrebuiltTagResolvesToDigest(t *testing.T) {
 	want := pushImage(t, repo+":1.0")
 	spec := testRegistry + "/" + repo + ":1.0"
 	fn := prebuiltFunction(ns, "tagged", spec)
-	if err := env.Client.Create(context.Background(), fn); err != nil {
-		t.Fatal(err)
-	}
+	create(t, fn)
 	got := waitFunction(t, fn, v1.FunctionReady)
 	if got.Status.Image != want || got.Spec.Image != spec {
 		t.Errorf("status.image %q spec.image %q, want %q and the spec untouched", got.Status.Image, got.Spec.Image, want)
@@ -144,9 +141,7 @@ func TestMissingTagIsNotReadyUntilPushed(t *testing.T) {
 	repo := ns + "/late"
 	spec := testRegistry + "/" + repo + ":1"
 	fn := prebuiltFunction(ns, "late", spec)
-	if err := env.Client.Create(context.Background(), fn); err != nil {
-		t.Fatal(err)
-	}
+	create(t, fn)
 	got := waitFunction(t, fn, v1.FunctionFailed)
 	ready := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady)
 	if ready.Reason != v1.ReasonImageUnresolvable || !strings.Contains(ready.Message, "cannot fetch image "+spec) {
@@ -177,9 +172,7 @@ func TestImageByDigestMakesNoRegistryCall(t *testing.T) {
 	repo := ns + "/pinned"
 	spec := testRegistry + "/" + repo + "@sha256:" + sha("c")
 	fn := prebuiltFunction(ns, "pinned", spec)
-	if err := env.Client.Create(context.Background(), fn); err != nil {
-		t.Fatal(err)
-	}
+	create(t, fn)
 	got := waitFunction(t, fn, v1.FunctionReady)
 	if got.Status.Image != spec || deploymentImage(t, got) != spec {
 		t.Errorf("status.image %q, want %q as given", got.Status.Image, spec)

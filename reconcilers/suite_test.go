@@ -130,9 +130,7 @@ func startManager() error {
 func newNamespace(t *testing.T) string {
 	t.Helper()
 	name := fmt.Sprintf("sless-test-%d", nsCounter.Add(1))
-	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-		t.Fatal(err)
-	}
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	return name
 }
 
@@ -148,6 +146,14 @@ func eventually(t *testing.T, what string, cond func() error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("%s: %v", what, err)
+}
+
+// create creates obj, failing the test if the API server refuses it.
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := env.Client.Create(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func get(t *testing.T, key client.ObjectKey, obj client.Object) error {
@@ -215,9 +221,7 @@ func finishJob(t *testing.T, job *batchv1.Job, succeed bool, message string) {
 		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-" + string(job.UID)[:8], Namespace: job.Namespace, Labels: map[string]string{batchv1.ControllerUidLabel: string(job.UID)}},
 		Spec:       job.Spec.Template.Spec,
 	}
-	if err := env.Client.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
+	create(t, pod)
 	exit := int32(0)
 	if !succeed {
 		exit = 1
@@ -276,9 +280,7 @@ func waitFunction(t *testing.T, fn *v1.Function, phase v1.FunctionPhase) *v1.Fun
 func readyFunction(t *testing.T, ns, name, seed string) *v1.Function {
 	t.Helper()
 	fn := newFunction(ns, name, seed)
-	if err := env.Client.Create(context.Background(), fn); err != nil {
-		t.Fatal(err)
-	}
+	create(t, fn)
 	finishJob(t, waitBuildJob(t, ns, name, seed), true, "")
 	return waitFunction(t, fn, v1.FunctionReady)
 }

@@ -1,7 +1,6 @@
 package reconcilers_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -52,24 +51,27 @@ func waitTrigger(t *testing.T, tr *v1.Trigger, active bool, reason string) *v1.T
 	return got
 }
 
+// createTriggers creates a cron (tick), an event (queue) and an http (web) trigger of fn,
+// waiting until each is in the state given.
+func createTriggers(t *testing.T, ns, fn string, active bool, reason string) (cron, event, web *v1.Trigger) {
+	t.Helper()
+	cron = newTrigger(ns, "tick", fn, v1.TriggerCron)
+	event = newTrigger(ns, "queue", fn, v1.TriggerEvent)
+	web = newTrigger(ns, "web", fn, v1.TriggerHTTP)
+	for _, tr := range []*v1.Trigger{cron, event, web} {
+		create(t, tr)
+		waitTrigger(t, tr, active, reason)
+	}
+	return cron, event, web
+}
+
 // TestTriggersCreatedBeforeTheFunctionStartByThemselves is the predecessor's hang: triggers
 // made before their function is Ready must proceed once it is, with no further input.
 func TestTriggersCreatedBeforeTheFunctionStartByThemselves(t *testing.T) {
-	ctx := context.Background()
 	ns := newNamespace(t)
-	cron := newTrigger(ns, "tick", "late", v1.TriggerCron)
-	event := newTrigger(ns, "queue", "late", v1.TriggerEvent)
-	web := newTrigger(ns, "web", "late", v1.TriggerHTTP)
-	for _, tr := range []*v1.Trigger{cron, event, web} {
-		if err := env.Client.Create(ctx, tr); err != nil {
-			t.Fatal(err)
-		}
-		waitTrigger(t, tr, false, "FunctionNotFound")
-	}
+	cron, event, web := createTriggers(t, ns, "late", false, "FunctionNotFound")
 	fn := newFunction(ns, "late", "5")
-	if err := env.Client.Create(ctx, fn); err != nil {
-		t.Fatal(err)
-	}
+	create(t, fn)
 	waitTrigger(t, cron, false, "FunctionNotReady")
 	finishJob(t, waitBuildJob(t, ns, "late", "5"), true, "")
 	waitFunction(t, fn, v1.FunctionReady)
@@ -102,18 +104,9 @@ func TestTriggersCreatedBeforeTheFunctionStartByThemselves(t *testing.T) {
 // TestEnabledFreezesInPlace: enabled=false pauses/suspends the very same objects (same UID),
 // and true resumes them; nothing is deleted and re-created.
 func TestEnabledFreezesInPlace(t *testing.T) {
-	ctx := context.Background()
 	ns := newNamespace(t)
 	readyFunction(t, ns, "toggle", "6")
-	cron := newTrigger(ns, "tick", "toggle", v1.TriggerCron)
-	event := newTrigger(ns, "queue", "toggle", v1.TriggerEvent)
-	web := newTrigger(ns, "web", "toggle", v1.TriggerHTTP)
-	for _, tr := range []*v1.Trigger{cron, event, web} {
-		if err := env.Client.Create(ctx, tr); err != nil {
-			t.Fatal(err)
-		}
-		waitTrigger(t, tr, true, "Active")
-	}
+	cron, event, web := createTriggers(t, ns, "toggle", true, "Active")
 	cjKey := client.ObjectKey{Namespace: ns, Name: scaling.CronJobName("tick")}
 	sjKey := client.ObjectKey{Namespace: ns, Name: scaling.ScaledJobName("queue")}
 	hsoKey := client.ObjectKey{Namespace: ns, Name: "toggle"}
@@ -160,7 +153,6 @@ func TestEnabledFreezesInPlace(t *testing.T) {
 // function's health path through the interceptor, with its routing host, before the tick;
 // one without does not.
 func TestCronPrewarm(t *testing.T) {
-	ctx := context.Background()
 	ns := newNamespace(t)
 	warm := readyFunction(t, ns, "warm", "e")
 	cold := readyFunction(t, ns, "cold", "f")
@@ -169,9 +161,7 @@ func TestCronPrewarm(t *testing.T) {
 		if tr.Name == "warm-tick" {
 			tr.Spec.Cron.PrewarmSeconds = 59 // the window [tick-59s, tick+15s] covers every moment
 		}
-		if err := env.Client.Create(ctx, tr); err != nil {
-			t.Fatal(err)
-		}
+		create(t, tr)
 	}
 	eventually(t, "a pre-warm request for "+warm.Name, func() error {
 		if _, ok := warmed.Load(warm.Status.RoutingHost + "/healthz"); !ok {

@@ -1,14 +1,9 @@
 package scaling
 
 import (
-	"strconv"
-	"time"
-
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/rules"
@@ -51,33 +46,10 @@ func MakeAsyncScaledJob(fn *v1.Function, opts Options) *kedav1alpha1.ScaledJob {
 	a := fn.Spec.Async
 	queue := rules.AsyncQueue(fn.Namespace, fn.Name)
 	c := dispatcherContainer("", fn, opts,
-		"dispatcher", "--async",
-		"--queue="+queue,
-		"--dead-letter-queue="+rules.AsyncDeadLetterQueue(fn.Namespace, fn.Name, a.DeadLetterQueue),
-		"--max-attempts="+strconv.Itoa(int(a.Retry.MaxAttempts)),
-		"--backoff="+(time.Duration(a.Retry.BackoffMillis)*time.Millisecond).String(),
-		"--exit-when-empty",
-	)
+		drainArgs(queue, rules.AsyncDeadLetterQueue(fn.Namespace, fn.Name, a.DeadLetterQueue), a.Retry, "--async")...)
 	c.Env = []corev1.EnvVar{
 		{Name: "SLESS_AMQP_URL", ValueFrom: asyncSecretKey(opts, "SLESS_AMQP_URL")},
 		{Name: "SLESS_DATABASE_URL", ValueFrom: asyncSecretKey(opts, "SLESS_DATABASE_URL")},
 	}
-	return &kedav1alpha1.ScaledJob{
-		ObjectMeta: asyncMeta(fn, opts),
-		Spec: kedav1alpha1.ScaledJobSpec{
-			JobTargetRef: &batchv1.JobSpec{
-				BackoffLimit: ptr.To(int32(2)),
-				Template:     dispatcherPod(c),
-			},
-			PollingInterval:            ptr.To(int32(5)),
-			SuccessfulJobsHistoryLimit: ptr.To(int32(3)),
-			FailedJobsHistoryLimit:     ptr.To(int32(5)),
-			MaxReplicaCount:            ptr.To(max(a.MaxJobs, 1)),
-			Triggers: []kedav1alpha1.ScaleTriggers{{
-				Type:              "rabbitmq",
-				Metadata:          map[string]string{"queueName": queue, "mode": "QueueLength", "value": "20", "protocol": "amqp"},
-				AuthenticationRef: &kedav1alpha1.AuthenticationRef{Name: AsyncName(fn.Namespace, fn.Name)},
-			}},
-		},
-	}
+	return drainingScaledJob(asyncMeta(fn, opts), c, queue, 20, max(a.MaxJobs, 1), AsyncName(fn.Namespace, fn.Name))
 }

@@ -35,17 +35,18 @@ func FunctionLabels(fn *v1.Function) map[string]string {
 	return map[string]string{LabelManagedBy: managedBy, LabelFunction: fn.Name}
 }
 
-func ownerRef(obj metav1.Object, kind string) []metav1.OwnerReference {
-	return []metav1.OwnerReference{*metav1.NewControllerRef(obj, v1.GroupVersion.WithKind(kind))}
+// ownedMeta names a child of owner (an object of kind) in owner's namespace, controlled by it.
+func ownedMeta(owner metav1.Object, kind, name string, labels map[string]string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:            name,
+		Namespace:       owner.GetNamespace(),
+		Labels:          labels,
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, v1.GroupVersion.WithKind(kind))},
+	}
 }
 
 func functionMeta(fn *v1.Function, name string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{
-		Name:            name,
-		Namespace:       fn.Namespace,
-		Labels:          FunctionLabels(fn),
-		OwnerReferences: ownerRef(fn, "Function"),
-	}
+	return ownedMeta(fn, "Function", name, FunctionLabels(fn))
 }
 
 // sortedEnv renders env in key order so equal specs give byte-equal pod templates (no

@@ -145,12 +145,7 @@ func MakeRunJob(fj *v1.FunctionJob, code *v1.CodeSpec, image string, opts Option
 		spec.ActiveDeadlineSeconds = ptr.To(int64(d.Seconds()))
 	}
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            RunJobName(fj.Name, fj.Spec.RunID),
-			Namespace:       fj.Namespace,
-			Labels:          labels,
-			OwnerReferences: ownerRef(fj, "FunctionJob"),
-		},
-		Spec: spec,
+		ObjectMeta: ownedMeta(fj, "FunctionJob", RunJobName(fj.Name, fj.Spec.RunID), labels),
+		Spec:       spec,
 	}
 }

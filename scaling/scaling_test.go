@@ -1,6 +1,7 @@
 package scaling
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +26,16 @@ func testOptions() Options {
 	return o
 }
 
+// mutated is a fixture with a test's changes applied.
+func mutated[T any](v T, mut []func(T)) T {
+	for _, m := range mut {
+		m(v)
+	}
+	return v
+}
+
 func testFunction(mut ...func(*v1.Function)) *v1.Function {
-	fn := &v1.Function{
+	return mutated(&v1.Function{
 		ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: "sless-abc", UID: "uid-1"},
 		Spec: v1.FunctionSpec{
 			CodeSpec: v1.CodeSpec{
@@ -37,11 +46,7 @@ func testFunction(mut ...func(*v1.Function)) *v1.Function {
 			},
 			Scale: v1.ScaleSpec{MinReplicas: 0, MaxReplicas: 5, ScaleDownPeriodSeconds: 60, Metric: v1.ScaleOnConcurrency, Target: 10},
 		},
-	}
-	for _, m := range mut {
-		m(fn)
-	}
-	return fn
+	}, mut)
 }
 
 func envMap(env []corev1.EnvVar) map[string]string {
@@ -213,7 +218,7 @@ func TestMakeHTTPScaledObject(t *testing.T) {
 }
 
 func eventTrigger(mut ...func(*v1.Trigger)) *v1.Trigger {
-	tr := &v1.Trigger{
+	return mutated(&v1.Trigger{
 		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "sless-abc", UID: "uid-2"},
 		Spec: v1.TriggerSpec{
 			Type: v1.TriggerEvent, FunctionRef: v1.LocalObjectReference{Name: "hello"}, Enabled: ptr.To(true),
@@ -222,34 +227,17 @@ func eventTrigger(mut ...func(*v1.Trigger)) *v1.Trigger {
 				QueueLength: 5, MaxJobs: 3, Retry: v1.RetryPolicy{MaxAttempts: 4, BackoffMillis: 500},
 			},
 		},
-	}
-	for _, m := range mut {
-		m(tr)
-	}
-	return tr
+	}, mut)
 }
 
 func cronTrigger(mut ...func(*v1.Trigger)) *v1.Trigger {
-	tr := &v1.Trigger{
+	return mutated(&v1.Trigger{
 		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "sless-abc", UID: "uid-3"},
 		Spec: v1.TriggerSpec{
 			Type: v1.TriggerCron, FunctionRef: v1.LocalObjectReference{Name: "hello"},
 			Cron: &v1.CronSpec{Schedule: "0 3 * * *", Timezone: "Europe/Berlin", ConcurrencyPolicy: "Forbid", StartingDeadlineSeconds: 60},
 		},
-	}
-	for _, m := range mut {
-		m(tr)
-	}
-	return tr
-}
-
-func hasArg(args []string, want string) bool {
-	for _, a := range args {
-		if a == want {
-			return true
-		}
-	}
-	return false
+	}, mut)
 }
 
 func TestMakeScaledJob(t *testing.T) {
@@ -272,7 +260,7 @@ func TestMakeScaledJob(t *testing.T) {
 				for _, want := range []string{"dispatcher", "--queue=orders", "--dead-letter-queue=orders.dlq", "--max-attempts=4",
 					"--backoff=500ms", "--exit-when-empty", "--function=sless-abc/hello", "--target-host=hello.sless-abc.fn.sless.local",
 					"--target-url=http://keda-add-ons-http-interceptor-proxy.keda:8080"} {
-					if !hasArg(c.Args, want) {
+					if !slices.Contains(c.Args, want) {
 						t.Errorf("args %v lack %s", c.Args, want)
 					}
 				}
@@ -291,7 +279,7 @@ func TestMakeScaledJob(t *testing.T) {
 				if sj.Annotations[AnnotationPaused] != "true" {
 					t.Errorf("annotations = %v", sj.Annotations)
 				}
-				if !hasArg(sj.Spec.JobTargetRef.Template.Spec.Containers[0].Args, "--dead-letter-queue=dead") {
+				if !slices.Contains(sj.Spec.JobTargetRef.Template.Spec.Containers[0].Args, "--dead-letter-queue=dead") {
 					t.Error("explicit dead-letter queue not passed")
 				}
 			},
@@ -333,7 +321,7 @@ func TestMakeAsyncScaledJob(t *testing.T) {
 			c := sj.Spec.JobTargetRef.Template.Spec.Containers[0]
 			for _, want := range append(tc.wantArgs, "dispatcher", "--async", "--queue=sless-abc.async.hello", "--exit-when-empty",
 				"--function=sless-abc/hello", "--target-host=hello.sless-abc.fn.sless.local") {
-				if !hasArg(c.Args, want) {
+				if !slices.Contains(c.Args, want) {
 					t.Errorf("args %v lack %s", c.Args, want)
 				}
 			}
@@ -367,7 +355,7 @@ func TestMakeCronJob(t *testing.T) {
 					t.Error("enabled trigger suspended")
 				}
 				args := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args
-				if !hasArg(args, "fire") || !hasArg(args, "--schedule=0 3 * * *") || !hasArg(args, "--timezone=Europe/Berlin") {
+				if !slices.Contains(args, "fire") || !slices.Contains(args, "--schedule=0 3 * * *") || !slices.Contains(args, "--timezone=Europe/Berlin") {
 					t.Errorf("args = %v", args)
 				}
 				if *cj.Spec.JobTemplate.Spec.BackoffLimit != 0 {
@@ -411,7 +399,7 @@ func TestMakeBuildJob(t *testing.T) {
 	c := j.Spec.Template.Spec.Containers[0]
 	for _, want := range []string{"--context=s3://sless/contexts/sless-abc/hello/1.tar.gz", "--dockerfile=Dockerfile",
 		"--destination=registry.sless-system:5000/sless-abc/hello:sha-0123456789abcdef"} {
-		if !hasArg(c.Args, want) {
+		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %v lack %s", c.Args, want)
 		}
 	}
@@ -458,7 +446,7 @@ func TestMakeBuildJob(t *testing.T) {
 			}
 			args := j.Spec.Template.Spec.Containers[0].Args
 			for _, w := range tc.want {
-				if !hasArg(args, w) {
+				if !slices.Contains(args, w) {
 					t.Errorf("args %v lack %s", args, w)
 				}
 			}

@@ -22,12 +22,7 @@ func TriggerLabels(tr *v1.Trigger) map[string]string {
 }
 
 func triggerMeta(tr *v1.Trigger, name string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{
-		Name:            name,
-		Namespace:       tr.Namespace,
-		Labels:          TriggerLabels(tr),
-		OwnerReferences: ownerRef(tr, "Trigger"),
-	}
+	return ownedMeta(tr, "Trigger", name, TriggerLabels(tr))
 }
 
 // DeadLetterQueue is where an event trigger's exhausted messages go.
@@ -93,6 +88,47 @@ func dispatcherPod(c corev1.Container) corev1.PodTemplateSpec {
 	}}
 }
 
+// drainArgs make `sless dispatcher` (with flags) consume queue until it is empty, retrying
+// as retry says and moving exhausted messages to dlq.
+func drainArgs(queue, dlq string, retry v1.RetryPolicy, flags ...string) []string {
+	return append(append([]string{"dispatcher"}, flags...),
+		"--queue="+queue,
+		"--dead-letter-queue="+dlq,
+		"--max-attempts="+strconv.Itoa(int(retry.MaxAttempts)),
+		"--backoff="+(time.Duration(retry.BackoffMillis)*time.Millisecond).String(),
+		"--exit-when-empty",
+	)
+}
+
+// drainingScaledJob is a ScaledJob whose rabbitmq scaler, authenticated by the
+// TriggerAuthentication auth, starts Jobs of c while messages wait in queue: one per
+// queueLength waiting, at most maxJobs at once.
+func drainingScaledJob(meta metav1.ObjectMeta, c corev1.Container, queue string, queueLength, maxJobs int32, auth string) *kedav1alpha1.ScaledJob {
+	return &kedav1alpha1.ScaledJob{
+		ObjectMeta: meta,
+		Spec: kedav1alpha1.ScaledJobSpec{
+			JobTargetRef: &batchv1.JobSpec{
+				BackoffLimit: ptr.To(int32(2)),
+				Template:     dispatcherPod(c),
+			},
+			PollingInterval:            ptr.To(int32(5)),
+			SuccessfulJobsHistoryLimit: ptr.To(int32(3)),
+			FailedJobsHistoryLimit:     ptr.To(int32(5)),
+			MaxReplicaCount:            ptr.To(maxJobs),
+			Triggers: []kedav1alpha1.ScaleTriggers{{
+				Type: "rabbitmq",
+				Metadata: map[string]string{
+					"queueName": queue,
+					"mode":      "QueueLength",
+					"value":     strconv.Itoa(int(queueLength)),
+					"protocol":  "amqp",
+				},
+				AuthenticationRef: &kedav1alpha1.AuthenticationRef{Name: auth},
+			}},
+		},
+	}
+}
+
 // TriggerAuthenticationName names the KEDA TriggerAuthentication of an event trigger.
 func TriggerAuthenticationName(tr *v1.Trigger) string { return ScaledJobName(tr.Name) }
 
@@ -120,41 +156,12 @@ func secretKey(ref v1.SecretKeyReference) string {
 // enabled=false pauses it in place.
 func MakeScaledJob(tr *v1.Trigger, fn *v1.Function, opts Options) *kedav1alpha1.ScaledJob {
 	e := tr.Spec.Event
-	c := dispatcherContainer(tr.Name, fn, opts,
-		"dispatcher",
-		"--queue="+e.Queue,
-		"--dead-letter-queue="+DeadLetterQueue(e),
-		"--max-attempts="+strconv.Itoa(int(e.Retry.MaxAttempts)),
-		"--backoff="+(time.Duration(e.Retry.BackoffMillis)*time.Millisecond).String(),
-		"--exit-when-empty",
-	)
+	c := dispatcherContainer(tr.Name, fn, opts, drainArgs(e.Queue, DeadLetterQueue(e), e.Retry)...)
 	ref := e.BrokerSecretRef
 	c.Env = append([]corev1.EnvVar{{Name: "SLESS_AMQP_URL", ValueFrom: &corev1.EnvVarSource{
 		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: secretKey(ref)},
 	}}}, c.Env...)
-	sj := &kedav1alpha1.ScaledJob{
-		ObjectMeta: triggerMeta(tr, ScaledJobName(tr.Name)),
-		Spec: kedav1alpha1.ScaledJobSpec{
-			JobTargetRef: &batchv1.JobSpec{
-				BackoffLimit: ptr.To(int32(2)),
-				Template:     dispatcherPod(c),
-			},
-			PollingInterval:            ptr.To(int32(5)),
-			SuccessfulJobsHistoryLimit: ptr.To(int32(3)),
-			FailedJobsHistoryLimit:     ptr.To(int32(5)),
-			MaxReplicaCount:            ptr.To(e.MaxJobs),
-			Triggers: []kedav1alpha1.ScaleTriggers{{
-				Type: "rabbitmq",
-				Metadata: map[string]string{
-					"queueName": e.Queue,
-					"mode":      "QueueLength",
-					"value":     strconv.Itoa(int(e.QueueLength)),
-					"protocol":  "amqp",
-				},
-				AuthenticationRef: &kedav1alpha1.AuthenticationRef{Name: TriggerAuthenticationName(tr)},
-			}},
-		},
-	}
+	sj := drainingScaledJob(triggerMeta(tr, ScaledJobName(tr.Name)), c, e.Queue, e.QueueLength, e.MaxJobs, TriggerAuthenticationName(tr))
 	if !tr.Spec.IsEnabled() {
 		sj.Annotations = map[string]string{AnnotationPaused: "true"}
 	}

@@ -190,28 +190,24 @@ func describeFunction(ctx context.Context, s *session, f api.Function) (any, fun
 	}
 	d.Invocations = inv.Invocations
 	return d, func(w io.Writer) error {
-		fl := newFields(w)
-		fl.add("Name", f.Name)
-		fl.add("Namespace", f.Namespace)
-		fl.add("Runtime", f.Runtime)
-		fl.add("Entrypoint", f.Entrypoint)
-		fl.add("Phase", f.Status.Phase)
-		fl.add("Ready", f.Status.Ready)
-		fl.add("Message", f.Status.Message)
-		fl.add("URL", f.Status.URL)
-		fl.add("Image", f.Status.Image)
-		if f.Status.LastBuildTime != nil {
-			fl.add("Last build", f.Status.LastBuildTime.Local().Format(time.RFC3339))
-		}
-		fl.add("Memory", fmt.Sprintf("%d MB", f.MemoryMB))
-		fl.add("Timeout", timeoutText(f.TimeoutSec))
-		fl.add("Replicas", fmt.Sprintf("%d to %d", f.MinReplicas, f.MaxReplicas))
-		fl.add("Env", strings.Join(slices.Sorted(maps.Keys(f.EnvVars)), ", ")) // names only: values may be secrets
-		if f.Source != nil {
-			fl.add("Source", "sha256:"+f.Source.SHA256)
-		}
-		fl.add("Created", f.CreatedAt.Local().Format(time.RFC3339))
-		if err := fl.flush(); err != nil {
+		err := describeFields(w, f.Name, f.Namespace, f.CreatedAt, func(fl fields) {
+			fl.add("Runtime", f.Runtime)
+			fl.add("Entrypoint", f.Entrypoint)
+			fl.add("Phase", f.Status.Phase)
+			fl.add("Ready", f.Status.Ready)
+			fl.add("Message", f.Status.Message)
+			fl.add("URL", f.Status.URL)
+			fl.add("Image", f.Status.Image)
+			fl.addTime("Last build", f.Status.LastBuildTime)
+			fl.add("Memory", fmt.Sprintf("%d MB", f.MemoryMB))
+			fl.add("Timeout", timeoutText(f.TimeoutSec))
+			fl.add("Replicas", fmt.Sprintf("%d to %d", f.MinReplicas, f.MaxReplicas))
+			fl.add("Env", strings.Join(slices.Sorted(maps.Keys(f.EnvVars)), ", ")) // names only: values may be secrets
+			if f.Source != nil {
+				fl.add("Source", "sha256:"+f.Source.SHA256)
+			}
+		})
+		if err != nil {
 			return err
 		}
 		if f.Status.LastBuildError != "" {
@@ -237,51 +233,42 @@ func describeFunction(ctx context.Context, s *session, f api.Function) (any, fun
 
 func describeTrigger(_ context.Context, _ *session, t api.Trigger) (any, func(io.Writer) error, error) {
 	return t, func(w io.Writer) error {
-		fl := newFields(w)
-		fl.add("Name", t.Name)
-		fl.add("Namespace", t.Namespace)
-		fl.add("Type", t.Type)
-		fl.add("Function", t.Function)
-		fl.add("Enabled", t.Enabled)
-		fl.add("Active", t.Status.Active)
-		fl.add("Message", t.Status.Message)
-		fl.add("URL", t.Status.URL)
-		if t.Type == api.TriggerHTTP {
-			fl.add("Require auth", t.RequireAuth)
-		}
-		fl.add("Schedule", t.Schedule)
-		fl.add("Timezone", t.Timezone)
-		fl.add("Queue", t.Queue)
-		fl.add("Dead-letter queue", t.DeadLetterQueue)
-		if t.MaxAttempts != 0 {
-			fl.add("Attempts", fmt.Sprintf("%d, backoff %dms", t.MaxAttempts, t.BackoffMs))
-		}
-		if t.Status.LastFireTime != nil {
-			fl.add("Last fired", t.Status.LastFireTime.Local().Format(time.RFC3339))
-		}
-		fl.add("Created", t.CreatedAt.Local().Format(time.RFC3339))
-		return fl.flush()
+		return describeFields(w, t.Name, t.Namespace, t.CreatedAt, func(fl fields) {
+			fl.add("Type", t.Type)
+			fl.add("Function", t.Function)
+			fl.add("Enabled", t.Enabled)
+			fl.add("Active", t.Status.Active)
+			fl.add("Message", t.Status.Message)
+			fl.add("URL", t.Status.URL)
+			if t.Type == api.TriggerHTTP {
+				fl.add("Require auth", t.RequireAuth)
+			}
+			fl.add("Schedule", t.Schedule)
+			fl.add("Timezone", t.Timezone)
+			fl.add("Queue", t.Queue)
+			fl.add("Dead-letter queue", t.DeadLetterQueue)
+			if t.MaxAttempts != 0 {
+				fl.add("Attempts", fmt.Sprintf("%d, backoff %dms", t.MaxAttempts, t.BackoffMs))
+			}
+			fl.addTime("Last fired", t.Status.LastFireTime)
+		})
 	}, nil
 }
 
 func describeJob(_ context.Context, _ *session, j api.Job) (any, func(io.Writer) error, error) {
 	return j, func(w io.Writer) error {
-		fl := newFields(w)
-		fl.add("Name", j.Name)
-		fl.add("Namespace", j.Namespace)
-		fl.add("Runs", jobTarget(j))
-		fl.add("Event", string(j.Event))
-		fl.add("Timeout", timeoutText(j.TimeoutSec))
-		fl.add("Run", fmt.Sprintf("%d (requested %d)", j.Status.ObservedRunID, j.RunID))
-		fl.add("Phase", j.Status.Phase)
-		if j.Status.StartTime != nil {
-			fl.add("Started", j.Status.StartTime.Local().Format(time.RFC3339))
-		}
-		fl.add("Duration", msDuration(j.Status.DurationMs))
-		fl.add("Result", j.Status.Result)
-		fl.add("Error", j.Status.Error)
-		fl.add("Created", j.CreatedAt.Local().Format(time.RFC3339))
-		if err := fl.flush(); err != nil {
+		err := describeFields(w, j.Name, j.Namespace, j.CreatedAt, func(fl fields) {
+			fl.add("Runs", jobTarget(j))
+			fl.add("Event", string(j.Event))
+			fl.add("Timeout", timeoutText(j.TimeoutSec))
+			fl.add("Run", fmt.Sprintf("%d (requested %d)", j.Status.ObservedRunID, j.RunID))
+			fl.add("Phase", j.Status.Phase)
+			fl.addTime("Started", j.Status.StartTime)
+			fl.add("Duration", msDuration(j.Status.DurationMs))
+			fl.add("Result", j.Status.Result)
+			fl.add("Error", j.Status.Error)
+		})
+		if err != nil {
 			return err
 		}
 		if j.Status.Output != "" {
@@ -289,6 +276,17 @@ func describeJob(_ context.Context, _ *session, j api.Job) (any, func(io.Writer)
 		}
 		return nil
 	}, nil
+}
+
+// describeFields prints an object's fields aligned: its name and namespace, those of its
+// kind (kindFields) and when it was created.
+func describeFields(w io.Writer, name, namespace string, created time.Time, kindFields func(fields)) error {
+	fl := newFields(w)
+	fl.add("Name", name)
+	fl.add("Namespace", namespace)
+	kindFields(fl)
+	fl.addTime("Created", &created)
+	return fl.flush()
 }
 
 func indent(s string) string {
@@ -346,16 +344,26 @@ func newGetCmd() *cobra.Command {
 	return cliCommand(cmd)
 }
 
-// runGet prints one object, or all of a kind when name is "".
-func runGet(cmd *cobra.Command, out *outputFlag, kindName, name string) error {
+// kindSession finds the kind named, checks the output format and connects: what get and
+// describe need before asking for objects.
+func kindSession(cmd *cobra.Command, out *outputFlag, kindName string) (objectKind, *session, error) {
 	k, err := kindNamed(kindName)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if err := out.check(); err != nil {
-		return err
+		return nil, nil, err
 	}
 	s, err := connect(cmd.Context(), "")
+	if err != nil {
+		return nil, nil, err
+	}
+	return k, s, nil
+}
+
+// runGet prints one object, or all of a kind when name is "".
+func runGet(cmd *cobra.Command, out *outputFlag, kindName, name string) error {
+	k, s, err := kindSession(cmd, out, kindName)
 	if err != nil {
 		return err
 	}
@@ -387,14 +395,7 @@ func newDescribeCmd() *cobra.Command {
 	}
 	out := bindOutput(cmd, formatTable, formatJSON, formatYAML)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		k, err := kindNamed(args[0])
-		if err != nil {
-			return err
-		}
-		if err := out.check(); err != nil {
-			return err
-		}
-		s, err := connect(cmd.Context(), "")
+		k, s, err := kindSession(cmd, out, args[0])
 		if err != nil {
 			return err
 		}

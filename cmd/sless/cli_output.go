@@ -97,6 +97,13 @@ func (f fields) add(key string, value any) {
 	fmt.Fprintf(f.tw, "%s:\t%s\n", key, s)
 }
 
+// addTime prints t in local time, unless it is nil.
+func (f fields) addTime(key string, t *time.Time) {
+	if t != nil {
+		f.add(key, t.Local().Format(time.RFC3339))
+	}
+}
+
 func (f fields) flush() error { return f.tw.Flush() }
 
 // age is how long ago t was, in the largest whole unit (45s, 12m, 3h, 5d).

@@ -26,12 +26,26 @@ func exitCodeOf(err error) int {
 	return exitCode(err)
 }
 
+// parseCase is one input of a flag parser: the value it gives, or (code) its error's exit code.
+type parseCase[T any] struct {
+	in   []string
+	want T
+	code int
+}
+
+// checkParses runs parse on each case, reporting as name(in) each that comes out otherwise.
+func checkParses[T any](t *testing.T, name string, parse func([]string) (T, error), cases []parseCase[T]) {
+	t.Helper()
+	for _, tc := range cases {
+		got, err := parse(tc.in)
+		if code := exitCodeOf(err); code != tc.code || (err == nil && !reflect.DeepEqual(got, tc.want)) {
+			t.Errorf("%s(%q) = %+v, %v (exit %d); want %+v, exit %d", name, tc.in, got, err, code, tc.want, tc.code)
+		}
+	}
+}
+
 func TestParseHeaders(t *testing.T) {
-	for _, tc := range []struct {
-		in   []string
-		want http.Header
-		code int
-	}{
+	checkParses(t, "parseHeaders", parseHeaders, []parseCase[http.Header]{
 		{in: nil, want: http.Header{}},
 		{in: []string{"X-A: b", "x-a:c", "content-type:  text/plain "}, want: http.Header{"X-A": {"b", "c"}, "Content-Type": {"text/plain"}}},
 		{in: []string{"Authorization: Bearer a:b"}, want: http.Header{"Authorization": {"Bearer a:b"}}},
@@ -39,12 +53,7 @@ func TestParseHeaders(t *testing.T) {
 		{in: []string{"no colon"}, code: exitUsage},
 		{in: []string{": v"}, code: exitUsage},
 		{in: []string{"Two words: v"}, code: exitUsage},
-	} {
-		got, err := parseHeaders(tc.in)
-		if code := exitCodeOf(err); code != tc.code || (err == nil && !reflect.DeepEqual(got, tc.want)) {
-			t.Errorf("parseHeaders(%q) = %v, %v (exit %d); want %v, exit %d", tc.in, got, err, code, tc.want, tc.code)
-		}
-	}
+	})
 }
 
 func TestReadBody(t *testing.T) {
@@ -95,54 +104,38 @@ func TestReadBody(t *testing.T) {
 }
 
 func TestParseEnv(t *testing.T) {
-	for _, tc := range []struct {
-		in   []string
-		want map[string]string
-		code int
-	}{
+	checkParses(t, "parseEnv", parseEnv, []parseCase[map[string]string]{
 		{in: nil, want: map[string]string{}},
 		{in: []string{"A=1", "B=x=y", "C=", "A=2"}, want: map[string]string{"A": "2", "B": "x=y", "C": ""}},
 		{in: []string{"A=1,B=2"}, want: map[string]string{"A": "1,B=2"}},
 		{in: []string{"NOVALUE"}, code: exitUsage},
 		{in: []string{"=v"}, code: exitUsage},
-	} {
-		got, err := parseEnv(tc.in)
-		if code := exitCodeOf(err); code != tc.code || (err == nil && !reflect.DeepEqual(got, tc.want)) {
-			t.Errorf("parseEnv(%q) = %v, %v; want %v, exit %d", tc.in, got, err, tc.want, tc.code)
-		}
-	}
+	})
 }
 
 // TestDeployFlags: only the flags given become fields; --env, --timeout and --runtime are
 // checked before anything is sent.
 func TestDeployFlags(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want api.FunctionFields
-		code int
-	}{
-		{args: nil, want: api.FunctionFields{}},
-		{args: []string{"--runtime", "python"}, want: api.FunctionFields{Runtime: ptr("python3.11")}},
-		{args: []string{"--runtime", "nodejs22", "--timeout", "1500ms", "--memory", "256"},
-			want: api.FunctionFields{Runtime: ptr("nodejs22"), TimeoutSec: ptr(int32(2)), MemoryMB: ptr(int32(256))}},
-		{args: []string{"--timeout", "0", "--entrypoint", ""}, want: api.FunctionFields{TimeoutSec: ptr(int32(0)), Entrypoint: ptr("")}},
-		{args: []string{"--env", "A=1", "--env", "B=2"}, want: api.FunctionFields{EnvVars: &map[string]string{"A": "1", "B": "2"}}},
-		{args: []string{"--env", "A"}, code: exitUsage},
-		{args: []string{"--runtime", "cobol"}, code: exitUsage},
-		{args: []string{"--timeout", "-1s"}, code: exitUsage},
-	} {
+	deployFields := func(args []string) (api.FunctionFields, error) {
 		cmd := &cobra.Command{}
 		var f deployFlags
 		f.bind(cmd)
-		var got api.FunctionFields
-		err := cmd.ParseFlags(tc.args)
-		if err == nil {
-			got, err = f.fields(cmd)
+		if err := cmd.ParseFlags(args); err != nil {
+			return api.FunctionFields{}, err
 		}
-		if code := exitCodeOf(err); code != tc.code || (err == nil && !reflect.DeepEqual(got, tc.want)) {
-			t.Errorf("deploy %q: %+v, %v; want %+v, exit %d", tc.args, got, err, tc.want, tc.code)
-		}
+		return f.fields(cmd)
 	}
+	checkParses(t, "deploy", deployFields, []parseCase[api.FunctionFields]{
+		{in: nil, want: api.FunctionFields{}},
+		{in: []string{"--runtime", "python"}, want: api.FunctionFields{Runtime: ptr("python3.11")}},
+		{in: []string{"--runtime", "nodejs22", "--timeout", "1500ms", "--memory", "256"},
+			want: api.FunctionFields{Runtime: ptr("nodejs22"), TimeoutSec: ptr(int32(2)), MemoryMB: ptr(int32(256))}},
+		{in: []string{"--timeout", "0", "--entrypoint", ""}, want: api.FunctionFields{TimeoutSec: ptr(int32(0)), Entrypoint: ptr("")}},
+		{in: []string{"--env", "A=1", "--env", "B=2"}, want: api.FunctionFields{EnvVars: &map[string]string{"A": "1", "B": "2"}}},
+		{in: []string{"--env", "A"}, code: exitUsage},
+		{in: []string{"--runtime", "cobol"}, code: exitUsage},
+		{in: []string{"--timeout", "-1s"}, code: exitUsage},
+	})
 }
 
 func TestTable(t *testing.T) {

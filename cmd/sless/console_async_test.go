@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,19 +12,8 @@ import (
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/test/browser"
+	"sless.dev/sless/test/testkit"
 )
-
-// asyncHandler sleeps, fails or echoes as the event asks.
-const asyncHandler = `import time
-
-
-def handle(event, request=None):
-    if event.get("sleep"):
-        time.sleep(event["sleep"])
-    if event.get("fail"):
-        raise RuntimeError("asked to fail: " + str(event.get("say", "")))
-    return {"said": event.get("say", "")}
-`
 
 // TestConsoleAsyncOnDevInChromium is the console's view of asynchronous invocations against
 // a real `sless dev` (which queues them in its data directory, no broker), in a real
@@ -45,10 +33,10 @@ func TestConsoleAsyncOnDevInChromium(t *testing.T) {
 	}
 	endpoint := d.endpoint
 	timeout, dlq := int32(30), d.ns+".worker-failed"
-	d.uploadPython(t, "worker", asyncHandler, api.FunctionFields{TimeoutSec: &timeout,
+	d.uploadPython(t, "worker", testkit.AsyncPython, api.FunctionFields{TimeoutSec: &timeout,
 		Async: &api.AsyncFields{Enabled: ptr(true), MaxAttempts: ptr(int32(3)), BackoffMs: ptr(int32(4000)), DeadLetterQueue: &dlq}},
 		"Ready", func(s api.FunctionStatus) bool { return s.Ready })
-	d.deployPython(t, "plain", asyncHandler, 10)
+	d.deployPython(t, "plain", testkit.AsyncPython, 10)
 	if _, err := d.c.CreateTrigger(context.Background(), d.ns, api.CreateTrigger{Name: "nightly", TriggerFields: api.TriggerFields{
 		Type: ptr("cron"), Function: ptr("worker"), Schedule: ptr("0 3 * * *"), PrewarmSeconds: ptr(int32(60))}}); err != nil {
 		t.Fatal(err)
@@ -63,9 +51,9 @@ func TestConsoleAsyncOnDevInChromium(t *testing.T) {
 	p.Do("open the async tab", chromedp.Navigate(endpoint+"/console/#/fn/worker/async"), chromedp.WaitVisible(chromedp.ID("async-rows")))
 	// Queued once the tab is open, so a loaded machine's slow browser start cannot miss the
 	// failing call's wait between its attempts (4 s, then 8 s).
-	ok := queueAsync(t, d, "worker", `{"say": "<b>hello async</b>"}`)
-	bad := queueAsync(t, d, "worker", `{"fail": true, "say": "boom"}`)
-	slow := queueAsync(t, d, "worker", `{"sleep": 3, "say": "slow"}`)
+	ok := queueAsync(t, d, "worker", `{"name": "<b>hello async</b>"}`)
+	bad := queueAsync(t, d, "worker", `{"fail": true, "name": "boom"}`)
+	slow := queueAsync(t, d, "worker", `{"sleep": 3, "name": "slow"}`)
 	p.Do("refresh the tab", chromedp.Click(chromedp.ID("async-refresh")))
 	p.Wait("the three calls listed", row(ok)+` && `+row(bad)+` && `+row(slow))
 	// The failing call waits 4 s, then 8 s, queued again with its error between attempts.
@@ -115,7 +103,7 @@ func TestConsoleAsyncOnDevInChromium(t *testing.T) {
 
 	p.Do("open the succeeded call", chromedp.Click(chromedp.CSS(`tr[data-async="`+ok+`"] a`)))
 	p.Wait("its detail", `document.querySelector('#async-detail .invocation[data-status="succeeded"]')`)
-	if r := p.Text("#async-detail .invocation-result"); !strings.Contains(r, `"said": "<b>hello async</b>"`) {
+	if r := p.Text("#async-detail .invocation-result"); !strings.Contains(r, `"hello": "<b>hello async</b>"`) {
 		t.Fatalf("the succeeded call's result: %q", r)
 	}
 	if n := p.Eval(`String(document.querySelectorAll("#async-detail b, #async-rows b").length)`); n != "0" {
@@ -127,7 +115,7 @@ func TestConsoleAsyncOnDevInChromium(t *testing.T) {
 	p.Screenshot("async-succeeded")
 
 	// Leaving the tab while a call runs stops its polling.
-	later := queueAsync(t, d, "worker", `{"sleep": 8, "say": "later"}`)
+	later := queueAsync(t, d, "worker", `{"sleep": 8, "name": "later"}`)
 	p.Do("refresh the tab", chromedp.Click(chromedp.ID("async-refresh")))
 	p.Wait("the new call followed", row(later)+` && document.getElementById("tab-async").dataset.state === "following"`)
 	p.Do("leave the async tab", chromedp.Click(chromedp.CSS(`#fn-tabs a[data-tab="overview"]`)), chromedp.Evaluate[chromedp.Void](countFetches))
@@ -151,14 +139,14 @@ func TestConsoleAsyncOnDevInChromium(t *testing.T) {
 	p.Screenshot("overview-async-settings")
 
 	p.Do("queue from the invoke panel", chromedp.Click(chromedp.CSS(`#fn-tabs a[data-tab="invoke"]`)), chromedp.WaitVisible(chromedp.ID("event")),
-		chromedp.SetValue(chromedp.ID("event"), `{"sleep": 1, "say": "from the panel"}`), chromedp.Click(chromedp.ID("invoke-queue")),
+		chromedp.SetValue(chromedp.ID("event"), `{"sleep": 1, "name": "from the panel"}`), chromedp.Click(chromedp.ID("invoke-queue")),
 		chromedp.Click(chromedp.ID("invoke-send")))
 	p.Wait("the answer", `!document.getElementById("invoke-result").hidden`)
 	if status, body := p.Text("#invoke-status"), p.Text("#invoke-body"); status != "202 Accepted" || !strings.Contains(body, `"status": "queued"`) {
 		t.Fatalf("a queued call: status %q, body %q", status, body)
 	}
 	p.Wait("the call followed to its result", `document.querySelector('#invoke-invocation .invocation[data-status="succeeded"]')`)
-	if r := p.Text("#invoke-invocation .invocation-result"); !strings.Contains(r, `"said": "from the panel"`) {
+	if r := p.Text("#invoke-invocation .invocation-result"); !strings.Contains(r, `"hello": "from the panel"`) {
 		t.Fatalf("the queued call's result in the panel: %q", r)
 	}
 	p.Screenshot("invoke-async")
@@ -185,21 +173,11 @@ func TestConsoleAsyncOnDevInChromium(t *testing.T) {
 // invocation's ID from the 202 answer.
 func queueAsync(t *testing.T, d devSession, fn, event string) string {
 	t.Helper()
-	req, err := http.NewRequest("POST", d.endpoint+"/fn/"+d.ns+"/"+fn, strings.NewReader(event))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Prefer", "respond-async")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	url := d.endpoint + "/fn/" + d.ns + "/" + fn
+	resp, b := testkit.PostJSON(t, url, event, http.Header{"Prefer": {"respond-async"}})
 	var inv api.AsyncInvocation
 	if resp.StatusCode != http.StatusAccepted || json.Unmarshal(b, &inv) != nil || inv.ID == "" {
-		t.Fatalf("POST %s with Prefer: respond-async: %d %s", req.URL, resp.StatusCode, b)
+		t.Fatalf("POST %s with Prefer: respond-async: %d %s", url, resp.StatusCode, b)
 	}
 	return inv.ID
 }

@@ -250,7 +250,7 @@ func TestDevCrashLeavesNoFunctionChildren(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
+	var out testkit.Buffer
 	cmd := exec.Command(exe, "-test.run=^$", "--", "dev", "--data-dir", dir, "--listen", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "SLESS_TEST_AS_CLI=1")
 	cmd.Stdout, cmd.Stderr = &out, io.Discard

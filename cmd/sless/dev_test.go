@@ -12,32 +12,16 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"sless.dev/sless/test/testkit"
 )
-
-// syncBuffer is a bytes.Buffer safe for the command writing while the test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // runDevCmd starts `sless dev` with args; cancel is Ctrl-C (main turns SIGINT into the
 // context's cancellation).
-func runDevCmd(t *testing.T, args ...string) (out *syncBuffer, cancel func() error) {
+func runDevCmd(t *testing.T, args ...string) (out *testkit.Buffer, cancel func() error) {
 	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
-	out = &syncBuffer{}
+	out = &testkit.Buffer{}
 	cmd := newDevCmd()
 	cmd.SetArgs(args)
 	cmd.SetOut(out)
@@ -63,7 +47,7 @@ func runDevCmd(t *testing.T, args ...string) (out *syncBuffer, cancel func() err
 
 var exportRE = regexp.MustCompile(`export (SLESS_ENDPOINT|SLESS_TOKEN)=(\S+)`)
 
-func waitOutput(t *testing.T, out *syncBuffer, want string, timeout time.Duration) string {
+func waitOutput(t *testing.T, out *testkit.Buffer, want string, timeout time.Duration) string {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !strings.Contains(out.String(), want) {

@@ -172,15 +172,7 @@ func TestGatewayCommand(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("gateway exited with %v after cancel", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("gateway did not stop after cancel")
-	}
+	stopCommand(t, "gateway", cancel, done)
 	if !spans.has("GET /fn", traceID) {
 		t.Fatalf("no exported GET /fn span with the recorded trace id %s (got %v)", traceID, spans.names())
 	}
@@ -192,6 +184,21 @@ func TestGatewayCommand(t *testing.T) {
 	defer conn.Close(context.Background())
 	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM invocations WHERE namespace = $1", ns).Scan(&n); err != nil || n < 2 {
 		t.Fatalf("history rows after shutdown: %d, %v", n, err)
+	}
+}
+
+// stopCommand cancels the context of the command name runs and fails t unless the command
+// then returns nil, on done, within 30 s.
+func stopCommand(t *testing.T, name string, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s exited with %v after cancel", name, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not stop within 30 s of cancel", name)
 	}
 }
 

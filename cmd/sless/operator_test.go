@@ -110,13 +110,5 @@ func TestOperatorCommand(t *testing.T) {
 	if img := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image; img != selfImage {
 		t.Errorf("dispatcher image %s, want the operator's own %s", img, selfImage)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("operator stopped with %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("operator did not stop on cancel")
-	}
+	stopCommand(t, "operator", cancel, done)
 }

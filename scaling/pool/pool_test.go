@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -82,18 +81,7 @@ func newHarness(t *testing.T) *harness {
 
 func (h *harness) call(t testing.TB, fn, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, h.srv.URL+"/", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-Fn", fn)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := testkit.PostJSON(t, h.srv.URL+"/", body, http.Header{"X-Fn": {fn}})
 	return resp.StatusCode, string(b)
 }
 
@@ -149,42 +137,9 @@ func TestConcurrentColdRequestsStayWithinMax(t *testing.T) {
 	if err := h.pool.Set("fn-b", spec); err != nil {
 		t.Fatal(err)
 	}
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		failed  []string
-		maxSeen int
-	)
-	stop := make(chan struct{})
-	go func() { // sample the process count while the burst runs
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-				n := h.pool.Stats("fn-b").Processes
-				mu.Lock()
-				maxSeen = max(maxSeen, n)
-				mu.Unlock()
-			}
-		}
-	}()
-	for range 50 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			code, body := h.call(t, "fn-b", `{"sleep": 0.05}`)
-			if code != http.StatusOK {
-				mu.Lock()
-				failed = append(failed, fmt.Sprintf("%d %s", code, body))
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	close(stop)
-	mu.Lock() // the sampler may still be writing
-	defer mu.Unlock()
+	maxSeen, failed := testkit.Burst(50,
+		func() (int, string) { return h.call(t, "fn-b", `{"sleep": 0.05}`) },
+		func() int { return h.pool.Stats("fn-b").Processes })
 	if len(failed) > 0 {
 		t.Fatalf("%d of 50 requests failed, first: %s", len(failed), failed[0])
 	}

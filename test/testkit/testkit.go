@@ -7,13 +7,16 @@ import (
 	"archive/zip"
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -149,6 +152,19 @@ def handle(event, request=None):
     return {"pid": os.getpid(), "hello": event.get("name", "world")}
 `
 
+// AsyncPython is a Python function for queued calls: {"fail": true} raises an error naming
+// the event's name, {"sleep": s} holds the call; it answers "hello": the event's name (or
+// "world").
+const AsyncPython = `import time
+
+def handle(event, request=None):
+    if event.get("fail"):
+        raise RuntimeError("asked to fail: " + str(event.get("name", "")))
+    if event.get("sleep"):
+        time.sleep(event["sleep"])
+    return {"hello": event.get("name", "world")}
+`
+
 // Serve serves hs on a new loopback port until the test ends and returns its address.
 func Serve(t testing.TB, hs *http.Server) string {
 	t.Helper()
@@ -159,4 +175,87 @@ func Serve(t testing.TB, hs *http.Server) string {
 	go func() { _ = hs.Serve(ln) }()
 	t.Cleanup(func() { _ = hs.Close() })
 	return ln.Addr().String()
+}
+
+// AMQPURL is the broker tests use: $SLESS_TEST_AMQP_URL, or the machine's RabbitMQ.
+func AMQPURL() string {
+	return cmp.Or(os.Getenv("SLESS_TEST_AMQP_URL"), "amqp://guest:guest@127.0.0.1:5672/")
+}
+
+// PostJSON POSTs body to url as application/json, with header's fields added, and returns
+// the answer (closed) and its body.
+func PostJSON(t testing.TB, url, body string, header http.Header) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the answer to POST %s: %v", url, err)
+	}
+	return resp, b
+}
+
+// Burst makes n calls at once while reading gauge every 5 ms, and returns the largest value
+// read and the calls that did not answer 200, as "<status> <body>".
+func Burst(n int, call func() (int, string), gauge func() int) (peak int, failed []string) {
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+	)
+	stop, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+				peak = max(peak, gauge()) // only this goroutine writes peak until sampled closes
+			}
+		}
+	}()
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code, body := call(); code != http.StatusOK {
+				mu.Lock()
+				failed = append(failed, fmt.Sprintf("%d %s", code, body))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-sampled
+	return peak, failed
+}
+
+// Buffer is a bytes.Buffer that a process or goroutine may write while the test reads it.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
