@@ -33,7 +33,8 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	if err := cfg.validate(); err != nil {
 		return Stats{}, err
 	}
-	d := &dispatcher{cfg: cfg, log: cfg.Logger.With("queue", cfg.Queue, "function", cfg.Function.String()), m: newMeters(cfg.Queue)}
+	d := &dispatcher{cfg: cfg, log: cfg.Logger.With("queue", cfg.Queue, "function", cfg.Function.String()), m: newMeters(cfg.Queue),
+		spans: newDeliverySpans(cfg.Queue)}
 	kind := history.KindEvent
 	if cfg.Async != nil {
 		kind = history.KindAsync
@@ -73,8 +74,9 @@ type dispatcher struct {
 	cfg   Config
 	log   *slog.Logger
 	m     *meters
+	spans deliverySpans
 	call  call
-	taken int
+	taken atomic.Int64 // deliveries taken by workers, over all sessions (MaxMessages)
 	// callbacks are the outcome POSTs under way (callBack); Run and AsyncRunner.Wait wait
 	// for them.
 	callbacks sync.WaitGroup
@@ -103,15 +105,15 @@ func (d *dispatcher) session(ctx context.Context) (done, established bool, err e
 	}
 	d.log.Info("consuming", "prefetch", d.cfg.Concurrency)
 	s := &session{d: d, ch: ch, tag: tag, deliveries: deliveries, connClosed: connClosed, stopping: make(chan struct{}),
-		acker: newAcker(ch, d.log, d.cfg.Concurrency)}
+		acker: newAcker(ch, d.log, d.cfg.Concurrency), gone: make(chan struct{}), limit: make(chan struct{}), quit: make(chan struct{})}
 	// In-flight invocations outlive ctx: a stop request drains them instead of cutting them off.
 	s.workCtx, s.abort = context.WithCancel(context.WithoutCancel(ctx))
-	s.queue = make(chan amqp.Delivery, d.cfg.Concurrency)
-	defer close(s.queue)
+	s.wg.Add(d.cfg.Concurrency)
 	for range d.cfg.Concurrency {
 		go s.work()
 	}
 	defer s.abort()
+	defer s.stopTaking()
 	done, err = s.loop(ctx)
 	return done, true, err
 }
@@ -141,35 +143,40 @@ type session struct {
 	deliveries <-chan amqp.Delivery
 	connClosed chan *amqp.Error
 	workCtx    context.Context
-	queue      chan amqp.Delivery // to the workers
 	abort      context.CancelFunc
 	stopping   chan struct{} // closed on a stop request: pending retry waits give up
-	wg         sync.WaitGroup
+	gone       chan struct{} // closed by the first worker to find deliveries closed
+	goneOnce   sync.Once
+	limit      chan struct{} // closed by the worker that took the MaxMessages-th delivery
+	quit       chan struct{} // closed to make the workers stop taking deliveries
+	quitOnce   sync.Once
+	handBack   atomic.Bool    // draining: deliveries still arriving go back to the broker untouched
+	wg         sync.WaitGroup // the workers
 }
 
 func (s *session) loop(ctx context.Context) (bool, error) {
 	d := s.d
 	idle := time.NewTicker(max(d.cfg.IdleTimeout/4, 10*time.Millisecond))
 	defer idle.Stop()
-	lastActivity := time.Now()
+	// Activity is seen per tick, as a change of the count of deliveries taken: the workers
+	// take them straight from the consumer, with no clock read per message.
+	lastActivity, seen := time.Now(), d.taken.Load()
 	for {
 		select {
-		case m, ok := <-s.deliveries:
-			if !ok { // the channel or connection closed under us: the broker requeues the unacked
-				s.cut()
-				return false, fmt.Errorf("delivery channel of queue %s closed: %w", d.cfg.Queue, s.closeReason())
-			}
-			s.start(m)
-			lastActivity = time.Now()
-			if d.cfg.MaxMessages > 0 && d.taken >= d.cfg.MaxMessages {
-				d.log.Info("message limit reached; draining", "maxMessages", d.cfg.MaxMessages)
-				return true, s.drain(false)
-			}
+		case <-s.gone: // the channel or connection closed under us: the broker requeues the unacked
+			s.cut()
+			return false, fmt.Errorf("delivery channel of queue %s closed: %w", d.cfg.Queue, s.closeReason())
+		case <-s.limit:
+			d.log.Info("message limit reached; draining", "maxMessages", d.cfg.MaxMessages)
+			return true, s.drain(false)
 		case <-ctx.Done():
 			d.log.Info("stop requested; draining", "inFlight", d.m.inFlight.Load())
 			close(s.stopping)
 			return true, s.drain(false)
 		case <-idle.C:
+			if n := d.taken.Load(); n != seen {
+				seen, lastActivity = n, time.Now()
+			}
 			if !d.cfg.ExitWhenEmpty || d.m.inFlight.Load() > 0 || time.Since(lastActivity) < d.cfg.IdleTimeout {
 				continue
 			}
@@ -191,27 +198,49 @@ func (s *session) loop(ctx context.Context) (bool, error) {
 // leave unacked.
 func (s *session) cut() {
 	s.abort()
+	s.stopTaking()
 	s.wg.Wait()
 	s.acker.close()
 }
 
-func (s *session) start(m amqp.Delivery) {
-	s.d.taken++
-	s.d.m.count(&s.d.m.consumed, s.d.m.consumedC)
-	s.d.m.flight(1)
-	s.wg.Add(1)
-	s.queue <- m
-}
+// stopTaking makes the workers return once their current delivery is settled; deliveries
+// not taken stay unacked, and the broker requeues them when the channel closes.
+func (s *session) stopTaking() { s.quitOnce.Do(func() { close(s.quit) }) }
 
 // work is one of the session's Concurrency workers. Long-lived workers rather than a
-// goroutine per message: their stacks have grown to the invocation path's depth once.
-// The queue never blocks the consumer: the broker delivers at most prefetch = Concurrency
-// unacked messages, and a worker takes the next one only after settling its own.
+// goroutine per message: their stacks have grown to the invocation path's depth once. Each
+// takes deliveries straight from the consumer (no hand-off through another goroutine): the
+// broker delivers at most prefetch = Concurrency unacked messages, and a worker takes the
+// next one only after settling its own. It returns when deliveries close (the consumer was
+// cancelled, or the channel died) or on stopTaking.
 func (s *session) work() {
-	for m := range s.queue {
-		s.d.handle(s.workCtx, s.stopping, s.ch, s.acker, m)
-		s.d.m.flight(-1)
-		s.wg.Done()
+	defer s.wg.Done()
+	d := s.d
+	t := &invocationTimer{parent: s.workCtx}
+	for {
+		var m amqp.Delivery
+		var ok bool
+		select {
+		case m, ok = <-s.deliveries:
+		case <-s.quit:
+			return
+		}
+		if !ok {
+			s.goneOnce.Do(func() { close(s.gone) })
+			return
+		}
+		n := d.taken.Add(1)
+		if s.handBack.Load() || d.cfg.MaxMessages > 0 && n > int64(d.cfg.MaxMessages) {
+			d.requeue(s.acker, m) // on its way when draining began, or over the limit
+			continue
+		}
+		if n == int64(d.cfg.MaxMessages) {
+			close(s.limit)
+		}
+		d.m.count(&d.m.consumed, d.m.consumedC)
+		d.m.flight(1)
+		d.handle(s.workCtx, s.stopping, s.ch, s.acker, t, m)
+		d.m.flight(-1)
 	}
 }
 
@@ -220,16 +249,13 @@ func (s *session) work() {
 // otherwise handed back to the broker untouched.
 func (s *session) drain(finishRest bool) error {
 	d := s.d
+	s.handBack.Store(!finishRest)
 	if err := s.ch.Cancel(s.tag, false); err != nil {
 		d.log.Warn("Warning: cancelling the consumer failed; unacked messages return to the queue", "error", err)
+		s.stopTaking() // deliveries may never close: the workers stop at their current one
 	}
-	for m := range s.deliveries {
-		if finishRest {
-			s.start(m)
-			continue
-		}
-		d.requeue(s.acker, m)
-	}
+	// The workers return once the cancelled consumer's deliveries are closed, each after
+	// settling what it holds.
 	finished := make(chan struct{})
 	go func() { s.wg.Wait(); close(finished) }()
 	select {
@@ -238,6 +264,7 @@ func (s *session) drain(finishRest bool) error {
 		d.log.Warn("Warning: in-flight invocations did not finish within the drain timeout; aborting them, their messages return to the queue",
 			"drainTimeout", d.cfg.DrainTimeout, "inFlight", d.m.inFlight.Load())
 		s.abort()
+		s.stopTaking()
 		<-finished
 	}
 	s.acker.close()

@@ -3,8 +3,9 @@
 // # Event mode (Run)
 //
 // Run consumes one queue with manual acks; the prefetch (Config.Concurrency) bounds the
-// invocations in flight, run by as many workers. Acks are sent by one acker per channel,
-// which folds consecutive outcomes into multiple-acks. Each delivery ends in exactly one of:
+// invocations in flight, run by as many workers, which take the deliveries straight from
+// the consumer. Each channel's acks go through one acker, which folds consecutive outcomes
+// into multiple-acks. Each delivery ends in exactly one of:
 //
 //   - the function answered 2xx: ack;
 //   - it failed (non-2xx, transport error, timeout) and attempts remain: the message is

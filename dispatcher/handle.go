@@ -20,9 +20,9 @@ const publishTimeout = 30 * time.Second
 // + ack, dead-letter + ack, or nack with requeue (stopping, or the republish failed), so a
 // message is never acked before its successor copy is safely in the broker. The acker sends
 // the ack or nack.
-func (d *dispatcher) handle(work context.Context, stopping <-chan struct{}, ch *amqp.Channel, a *acker, m amqp.Delivery) {
+func (d *dispatcher) handle(work context.Context, stopping <-chan struct{}, ch *amqp.Channel, a *acker, t *invocationTimer, m amqp.Delivery) {
 	attempt := attemptOf(m.Headers)
-	ctx, span := startDeliverySpan(work, &m, d.cfg.Queue)
+	ctx, span := d.spans.start(work, &m)
 	defer span.End()
 	// Built only when something is logged: the success path must stay allocation-light.
 	log := func() *slog.Logger {
@@ -31,13 +31,14 @@ func (d *dispatcher) handle(work context.Context, stopping <-chan struct{}, ch *
 
 	// A retry-at beyond the longest backoff (a clock jump, a forged header) is clamped so a
 	// message can never park in a prefetch slot indefinitely.
-	notBefore := retryAtOf(m.Headers)
-	if latest := time.Now().Add(d.cfg.Retry.MaxBackoff); notBefore.After(latest) {
-		notBefore = latest
-	}
-	if !waitUntil(notBefore, stopping, work.Done()) {
-		d.requeue(a, m)
-		return
+	if notBefore := retryAtOf(m.Headers); !notBefore.IsZero() {
+		if latest := time.Now().Add(d.cfg.Retry.MaxBackoff); notBefore.After(latest) {
+			notBefore = latest
+		}
+		if !waitUntil(notBefore, stopping, work.Done()) {
+			d.requeue(a, m)
+			return
+		}
 	}
 	id, req, err := d.request(&m, attempt)
 	if err == nil && attempt > d.cfg.Retry.MaxAttempts { // the policy was lowered since the retry was queued
@@ -64,7 +65,7 @@ func (d *dispatcher) handle(work context.Context, stopping <-chan struct{}, ch *
 			return
 		}
 	}
-	res, err := d.call.run(ctx, req)
+	res, err := d.call.runTimed(ctx, t, req)
 	switch {
 	case err == nil:
 		if id != "" && !d.settleAsync(ctx, id, succeeded(res)) {

@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv("SLESS_TEST_DISPATCHER_CHILD"); spec != "" {
 		os.Exit(runChild(spec))
 	}
+	if os.Getenv("SLESS_TEST_FUNCTION_SERVER") != "" {
+		os.Exit(serveFunction())
+	}
 	os.Exit(m.Run())
 }
 

@@ -2,6 +2,8 @@ package dispatcher
 
 import (
 	"context"
+	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -39,12 +41,14 @@ type meters struct {
 
 	consumedC, ackedC, retriedC, deadLetteredC, requeuedC metric.Int64Counter
 	inFlightC                                             metric.Int64UpDownCounter
-	attrs                                                 metric.MeasurementOption
+	// The options of every measurement, built once: a variadic argument built per call
+	// escapes to the heap through the instrument's interface, four allocations a message.
+	addOpts []metric.AddOption
 }
 
 func newMeters(queue string) *meters {
 	meter := otel.Meter(instrumentation)
-	m := &meters{attrs: metric.WithAttributes(attribute.String("messaging.destination.name", queue))}
+	m := &meters{addOpts: []metric.AddOption{metric.WithAttributes(attribute.String("messaging.destination.name", queue))}}
 	m.consumedC, _ = meter.Int64Counter("sless.dispatcher.messages.consumed", metric.WithDescription("Messages taken from the queue"))
 	m.ackedC, _ = meter.Int64Counter("sless.dispatcher.messages.acked", metric.WithDescription("Messages acknowledged after a successful invocation"))
 	m.retriedC, _ = meter.Int64Counter("sless.dispatcher.messages.retried", metric.WithDescription("Messages republished for another attempt"))
@@ -56,12 +60,12 @@ func newMeters(queue string) *meters {
 
 func (m *meters) count(c *atomic.Int64, otelC metric.Int64Counter) {
 	c.Add(1)
-	otelC.Add(context.Background(), 1, m.attrs)
+	otelC.Add(context.Background(), 1, m.addOpts...)
 }
 
 func (m *meters) flight(delta int64) {
 	m.inFlight.Add(delta)
-	m.inFlightC.Add(context.Background(), delta, m.attrs)
+	m.inFlightC.Add(context.Background(), delta, m.addOpts...)
 }
 
 func (m *meters) stats() Stats {
@@ -69,39 +73,69 @@ func (m *meters) stats() Stats {
 		DeadLettered: m.deadLettered.Load(), Requeued: m.requeued.Load()}
 }
 
-// startDeliverySpan starts the consumer span of one delivery as a child of, and linked to,
-// the producer's traceparent header when the message carries one.
-func startDeliverySpan(ctx context.Context, d *amqp.Delivery, queue string) (context.Context, trace.Span) {
+// deliverySpans starts the consumer span of each delivery of one queue; its name and
+// options are built once, not per message.
+type deliverySpans struct {
+	name  string
+	queue string
+	opts  []trace.SpanStartOption
+}
+
+func newDeliverySpans(queue string) deliverySpans {
+	return deliverySpans{name: "process " + queue, queue: queue, opts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}}
+}
+
+// start starts the consumer span of one delivery as a child of, and linked to, the
+// producer's traceparent header when the message carries one.
+func (s deliverySpans) start(ctx context.Context, d *amqp.Delivery) (context.Context, trace.Span) {
 	var carrier propagation.MapCarrier
 	for k, v := range d.Headers {
-		if s, ok := v.(string); ok {
+		if str, ok := v.(string); ok {
 			if lk := strings.ToLower(k); lk == "traceparent" || lk == "tracestate" {
 				if carrier == nil {
 					carrier = propagation.MapCarrier{}
 				}
-				carrier.Set(lk, s)
+				carrier.Set(lk, str)
 			}
 		}
 	}
-	producer := ctx
+	producer, opts := ctx, s.opts
 	if carrier != nil {
 		producer = propagator.Extract(ctx, carrier)
+		if sc := trace.SpanContextFromContext(producer); sc.IsValid() {
+			opts = append(slices.Clip(opts), trace.WithLinks(trace.Link{SpanContext: sc}))
+		}
 	}
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
-	if sc := trace.SpanContextFromContext(producer); sc.IsValid() {
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
-	}
-	ctx, span := tracer.Start(producer, "process "+queue, opts...)
+	ctx, span := tracer.Start(producer, s.name, opts...)
 	if span.IsRecording() { // attributes cost allocations a no-op tracer would throw away
 		span.SetAttributes(
 			attribute.String("messaging.system", "rabbitmq"),
 			attribute.String("messaging.operation.type", "process"),
-			attribute.String("messaging.destination.name", queue),
+			attribute.String("messaging.destination.name", s.queue),
 			attribute.String("messaging.message.id", d.MessageId),
 		)
 	}
 	return ctx, span
 }
+
+// headerCarrier is propagation.HeaderCarrier without canonicalizing the W3C keys on every
+// Set (an allocation each): the propagator only ever sets traceparent and tracestate.
+type headerCarrier http.Header
+
+func (c headerCarrier) Get(key string) string { return http.Header(c).Get(key) }
+
+func (c headerCarrier) Set(key, value string) {
+	switch key {
+	case "traceparent":
+		c["Traceparent"] = []string{value}
+	case "tracestate":
+		c["Tracestate"] = []string{value}
+	default:
+		http.Header(c).Set(key, value)
+	}
+}
+
+func (c headerCarrier) Keys() []string { return propagation.HeaderCarrier(c).Keys() }
 
 func traceIDOf(ctx context.Context) string {
 	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
