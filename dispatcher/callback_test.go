@@ -21,6 +21,7 @@ import (
 	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/test/pgtest"
+	"sless.dev/sless/test/testkit"
 )
 
 // Callbacks of asynchronous invocations, end to end: the gateway's Publisher queues on the
@@ -96,11 +97,11 @@ func newAsyncSetup(t *testing.T) *asyncSetup {
 		t.Fatalf("PostgreSQL: %v", err)
 	}
 	s.store = store
-	s.pub = &dispatcher.Publisher{URL: amqpURL(), AsyncStore: store}
+	s.pub = &dispatcher.Publisher{URL: testkit.AMQPURL(), AsyncStore: store}
 	t.Cleanup(func() {
 		s.pub.Close()
 		_ = store.Close(context.Background())
-		conn, err := amqp.Dial(amqpURL())
+		conn, err := amqp.Dial(testkit.AMQPURL())
 		if err != nil {
 			return
 		}
@@ -148,7 +149,7 @@ func (s *asyncSetup) run(t *testing.T, private bool) time.Time {
 	}
 	q := rules.AsyncQueue(s.ns, "fn")
 	run(t, dispatcher.Config{
-		URL: amqpURL(), Queue: q, DeadLetterQueue: rules.AsyncDeadLetterQueue(s.ns, "fn", ""),
+		URL: testkit.AMQPURL(), Queue: q, DeadLetterQueue: rules.AsyncDeadLetterQueue(s.ns, "fn", ""),
 		Function: dispatcher.FunctionRef{Namespace: s.ns, Name: "fn"}, Concurrency: 4,
 		ExitWhenEmpty: true, IdleTimeout: 300 * time.Millisecond, Retry: dispatcher.RetryPolicy{MaxAttempts: 1},
 		Invoker: inv, Async: s.store, CallbackPrivateAddresses: private,

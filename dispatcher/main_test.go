@@ -20,6 +20,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"sless.dev/sless/dispatcher"
+	"sless.dev/sless/test/testkit"
 )
 
 // TestMain doubles as the dispatcher process for the crash and signal tests: with
@@ -56,7 +57,7 @@ func runChild(spec string) int {
 		return 2
 	}
 	_, err = dispatcher.Run(ctx, dispatcher.Config{
-		URL: amqpURL(), Queue: s.Queue, Function: dispatcher.FunctionRef{Namespace: "ns", Name: "fn"},
+		URL: testkit.AMQPURL(), Queue: s.Queue, Function: dispatcher.FunctionRef{Namespace: "ns", Name: "fn"},
 		Concurrency: s.Concurrency, ExitWhenEmpty: s.ExitWhenEmpty, IdleTimeout: 500 * time.Millisecond,
 		Retry: dispatcher.RetryPolicy{Backoff: s.Backoff}, Invoker: inv,
 	})
@@ -67,24 +68,17 @@ func runChild(spec string) int {
 	return 0
 }
 
-func amqpURL() string {
-	if u := os.Getenv("SLESS_TEST_AMQP_URL"); u != "" {
-		return u
-	}
-	return "amqp://guest:guest@127.0.0.1:5672/"
-}
-
-func dial(t *testing.T) *amqp.Connection {
+func dial(t testing.TB) *amqp.Connection {
 	t.Helper()
-	conn, err := amqp.Dial(amqpURL())
+	conn, err := amqp.Dial(testkit.AMQPURL())
 	if err != nil {
-		t.Fatalf("connect to RabbitMQ at %s (set SLESS_TEST_AMQP_URL): %v", amqpURL(), err)
+		t.Fatalf("connect to RabbitMQ at %s (set SLESS_TEST_AMQP_URL): %v", testkit.AMQPURL(), err)
 	}
 	t.Cleanup(func() { conn.Close() })
 	return conn
 }
 
-func channel(t *testing.T, conn *amqp.Connection) *amqp.Channel {
+func channel(t testing.TB, conn *amqp.Connection) *amqp.Channel {
 	t.Helper()
 	ch, err := conn.Channel()
 	if err != nil {
@@ -95,13 +89,13 @@ func channel(t *testing.T, conn *amqp.Connection) *amqp.Channel {
 
 // newQueue returns a unique durable queue name; it and its dead-letter queue are deleted
 // when the test ends.
-func newQueue(t *testing.T) string {
+func newQueue(t testing.TB) string {
 	t.Helper()
 	b := make([]byte, 5)
 	_, _ = rand.Read(b)
 	q := "sless-test-" + t.Name() + "-" + hex.EncodeToString(b)
 	t.Cleanup(func() {
-		conn, err := amqp.Dial(amqpURL())
+		conn, err := amqp.Dial(testkit.AMQPURL())
 		if err != nil {
 			t.Errorf("delete queue %s: %v", q, err)
 			return
@@ -226,7 +220,7 @@ func config(t *testing.T, q string, f *fnServer) dispatcher.Config {
 		t.Fatal(err)
 	}
 	return dispatcher.Config{
-		URL: amqpURL(), Queue: q, Function: dispatcher.FunctionRef{Namespace: "ns", Name: "fn"}, Trigger: "orders",
+		URL: testkit.AMQPURL(), Queue: q, Function: dispatcher.FunctionRef{Namespace: "ns", Name: "fn"}, Trigger: "orders",
 		Concurrency: 16, ExitWhenEmpty: true, IdleTimeout: 300 * time.Millisecond,
 		Retry: dispatcher.RetryPolicy{Backoff: 10 * time.Millisecond}, Invoker: inv,
 	}

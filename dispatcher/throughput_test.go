@@ -12,16 +12,16 @@ import (
 	"os/exec"
 	"runtime/pprof"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"sless.dev/sless/dispatcher"
+	"sless.dev/sless/test/bench/baseline"
+	"sless.dev/sless/test/testkit"
 )
 
 // serveFunction is the child process of the throughput benchmarks: the trivial function of
@@ -57,7 +57,7 @@ func BenchmarkRun(b *testing.B) {
 		b.Fatal(err)
 	}
 	cfg := dispatcher.Config{
-		URL: amqpURL(), Queue: q, Function: dispatcher.FunctionRef{Namespace: "bench", Name: "fn"},
+		URL: testkit.AMQPURL(), Queue: q, Function: dispatcher.FunctionRef{Namespace: "bench", Name: "fn"},
 		Concurrency: 16, ExitWhenEmpty: true, IdleTimeout: 200 * time.Millisecond, Invoker: inv,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}
@@ -76,57 +76,11 @@ func BenchmarkRun(b *testing.B) {
 // consume with the same prefetch, POST with net/http from as many workers, ack each.
 func BenchmarkBarePost(b *testing.B) {
 	target, q := throughputSetup(b)
-	conn, err := amqp.Dial(amqpURL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := ch.Qos(16, 0, false); err != nil {
-		b.Fatal(err)
-	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, DisableCompression: true}}
+	ch := channel(b, dial(b))
 	measure(b, func() {
-		ds, err := ch.Consume(q, "bare-post", false, false, false, false, nil)
-		if err != nil {
+		if err := baseline.BarePost(ch, q, target, b.N, 16); err != nil {
 			b.Fatal(err)
 		}
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		left := b.N
-		for range 16 {
-			wg.Go(func() {
-				for {
-					mu.Lock()
-					if left == 0 {
-						mu.Unlock()
-						return
-					}
-					left--
-					mu.Unlock()
-					d := <-ds
-					req, err := http.NewRequest(http.MethodPost, target, strings.NewReader(string(d.Body)))
-					if err != nil {
-						panic(err)
-					}
-					req.Header.Set("Content-Type", d.ContentType)
-					resp, err := client.Do(req)
-					if err != nil {
-						panic(err)
-					}
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if err := d.Ack(false); err != nil {
-						panic(err)
-					}
-				}
-			})
-		}
-		wg.Wait()
-		_ = ch.Cancel("bare-post", false)
 	})
 }
 
@@ -147,46 +101,13 @@ func throughputSetup(b *testing.B) (target, queue string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	conn, err := amqp.Dial(amqpURL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		b.Fatal(err)
-	}
-	q := fmt.Sprintf("sless-bench-%s-%d", b.Name(), time.Now().UnixNano())
-	b.Cleanup(func() {
-		if conn, err := amqp.Dial(amqpURL()); err == nil {
-			defer conn.Close()
-			if ch, err := conn.Channel(); err == nil {
-				_, _ = ch.QueueDelete(q, false, false, false)
-				_, _ = ch.QueueDelete(q+".dlq", false, false, false)
-			}
-		}
-	})
+	q := newQueue(b)
+	ch := channel(b, dial(b))
 	if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
 		b.Fatal(err)
 	}
-	if err := ch.Confirm(false); err != nil {
+	if err := baseline.Fill(ch, q, b.N); err != nil {
 		b.Fatal(err)
-	}
-	confirms := make([]*amqp.DeferredConfirmation, 0, b.N)
-	for i := range b.N {
-		dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", q, false, false, amqp.Publishing{
-			ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: fmt.Sprint(i),
-			Body: []byte(fmt.Sprintf(`{"order":%d,"item":"bench","qty":1}`, i)),
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		confirms = append(confirms, dc)
-	}
-	for _, dc := range confirms {
-		if !dc.Wait() {
-			b.Fatal("publish nacked")
-		}
 	}
 	return strings.TrimSpace(target), q
 }

@@ -19,6 +19,7 @@ import (
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/test/browser"
+	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testkit"
 )
 
@@ -63,7 +64,7 @@ func TestConsoleInChromium(t *testing.T) {
 	for range 2 {
 		do(t, "GET", fnURL+"/echo", "", "", nil)
 	}
-	testkit.WaitFor(t, "3 invocation rows", 10*time.Second, func() bool { return countRows(t, h.dbURL, tn.ns) == 3 })
+	testkit.WaitFor(t, "3 invocation rows", 10*time.Second, func() bool { return pgtest.CountInvocations(t, h.dbURL, "WHERE namespace = $1", tn.ns) == 3 })
 	// Another tenant's function must not show up.
 	other := h.tenant()
 	if _, err := other.c.CreateFunction(ctx, other.ns, api.CreateFunction{Name: "secret", FunctionFields: api.FunctionFields{Runtime: ptr("go1.23")}}); err != nil {
@@ -170,7 +171,7 @@ func TestConsoleChartsInChromium(t *testing.T) {
 	}
 	add(minute(47*time.Minute), 5*time.Second, 504, false)
 	add(now.Add(-5*time.Hour), 10*time.Millisecond, 200, false) // in the day only
-	testkit.WaitFor(t, "the records in PostgreSQL", 10*time.Second, func() bool { return countRows(t, h.dbURL, tn.ns) == len(recs) })
+	testkit.WaitFor(t, "the records in PostgreSQL", 10*time.Second, func() bool { return pgtest.CountInvocations(t, h.dbURL, "WHERE namespace = $1", tn.ns) == len(recs) })
 	// want is what the chart must show: the count of every non-empty bucket, by its start.
 	want := func(span, width time.Duration) string {
 		counts := map[time.Time]int{}
@@ -262,7 +263,7 @@ func TestConsoleInvokeInChromium(t *testing.T) {
 		t.Fatalf("invalid event: %q", msg)
 	}
 	time.Sleep(300 * time.Millisecond) // what a wrongly sent request would need to be recorded
-	if n := countRows(t, h.dbURL, tn.ns); n != 0 {
+	if n := pgtest.CountInvocations(t, h.dbURL, "WHERE namespace = $1", tn.ns); n != 0 {
 		t.Fatalf("an invalid event was sent: %d invocations recorded", n)
 	}
 

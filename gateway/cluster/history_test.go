@@ -2,18 +2,12 @@ package cluster_test
 
 import (
 	"context"
-	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/test/pgtest"
@@ -33,7 +27,7 @@ func TestHistoryRecordsEveryInvocation(t *testing.T) {
 		}
 		do(t, "GET", fnURL+path, "", "", nil)
 	}
-	testkit.WaitFor(t, "25 rows in PostgreSQL", 10*time.Second, func() bool { return countRows(t, h.dbURL, tn.ns) == n })
+	testkit.WaitFor(t, "25 rows in PostgreSQL", 10*time.Second, func() bool { return pgtest.CountInvocations(t, h.dbURL, "WHERE namespace = $1", tn.ns) == n })
 
 	// Read back through the API in pages of 10.
 	var seen, failed int
@@ -83,11 +77,9 @@ func TestHistoryRecordsEveryInvocation(t *testing.T) {
 // reconnects when the link is back.
 func TestHistoryDatabaseOutage(t *testing.T) {
 	dbURL := newDatabase(t)
-	link := newTCPLink(t, pgAddr(t))
-	u, _ := url.Parse(dbURL)
-	u.Host = link.addr
+	link := testkit.NewLink(t, pgtest.Addr(t))
 	up := newUpstream(t)
-	h := newHarness(t, harnessOptions{interceptor: up.URL, historyDSN: u.String()})
+	h := newHarness(t, harnessOptions{interceptor: up.URL, historyDSN: pgtest.Via(t, dbURL, link.Addr())})
 	tn := h.tenant()
 	fnURL := h.deploy(tn, "resilient", 0)
 
@@ -99,9 +91,9 @@ func TestHistoryDatabaseOutage(t *testing.T) {
 		}
 	}
 	call(5)
-	testkit.WaitFor(t, "the first 5 rows", 10*time.Second, func() bool { return countRows(t, dbURL, tn.ns) == 5 })
+	testkit.WaitFor(t, "the first 5 rows", 10*time.Second, func() bool { return pgtest.CountInvocations(t, dbURL, "WHERE namespace = $1", tn.ns) == 5 })
 
-	link.stop()
+	link.Cut()
 	start := time.Now()
 	call(20)
 	if took := time.Since(start); took > 3*time.Second {
@@ -114,9 +106,9 @@ func TestHistoryDatabaseOutage(t *testing.T) {
 		t.Fatalf("history read with the database down: %d %+v Retry-After %q; want 503 with a message and Retry-After", code, e, hdr.Get("Retry-After"))
 	}
 
-	link.start()
+	link.Restore(t)
 	call(5)
-	testkit.WaitFor(t, "writes to resume after the database came back", 30*time.Second, func() bool { return countRows(t, dbURL, tn.ns) >= 10 })
+	testkit.WaitFor(t, "writes to resume after the database came back", 30*time.Second, func() bool { return pgtest.CountInvocations(t, dbURL, "WHERE namespace = $1", tn.ns) >= 10 })
 }
 
 var droppedRE = regexp.MustCompile(`(?m)^sless_gateway_history_dropped_total (\S+)$`)
@@ -128,93 +120,6 @@ func droppedMetric(t *testing.T, base string) float64 {
 	}
 	v, _ := strconv.ParseFloat(m[1], 64)
 	return v
-}
-
-func countRows(t testing.TB, dsn, ns string) int {
-	t.Helper()
-	c, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	var n int
-	err = c.QueryRow(context.Background(), "SELECT count(*) FROM invocations WHERE namespace = $1", ns).Scan(&n)
-	if err != nil && !strings.Contains(err.Error(), "does not exist") { // table created by the first write
-		t.Fatal(err)
-	}
-	return n
-}
-
-func pgAddr(t *testing.T) string {
-	u, err := url.Parse(pgtest.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.Host
-}
-
-// tcpLink forwards a loopback port to PostgreSQL; stop cuts every connection and refuses new
-// ones, like a database going down, and start brings it back on the same port.
-type tcpLink struct {
-	t      *testing.T
-	addr   string
-	target string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  []net.Conn
-}
-
-func newTCPLink(t *testing.T, target string) *tcpLink {
-	l := &tcpLink{t: t, addr: freePort(t), target: target}
-	l.start()
-	t.Cleanup(l.stop)
-	return l
-}
-
-func (l *tcpLink) start() {
-	ln, err := net.Listen("tcp", l.addr)
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	l.mu.Lock()
-	l.ln = ln
-	l.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go l.pipe(c)
-		}
-	}()
-}
-
-func (l *tcpLink) pipe(c net.Conn) {
-	s, err := net.Dial("tcp", l.target)
-	if err != nil {
-		c.Close()
-		return
-	}
-	l.mu.Lock()
-	l.conns = append(l.conns, c, s)
-	l.mu.Unlock()
-	go func() { _, _ = io.Copy(s, c); s.Close() }()
-	_, _ = io.Copy(c, s)
-	c.Close()
-}
-
-func (l *tcpLink) stop() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ln != nil {
-		l.ln.Close()
-		l.ln = nil
-	}
-	for _, c := range l.conns {
-		c.Close()
-	}
-	l.conns = nil
 }
 
 // TestInvocationStatsAPI reads a function's buckets back from records in PostgreSQL: counts,
@@ -235,7 +140,7 @@ func TestInvocationStatsAPI(t *testing.T) {
 	}
 	h.history.Record(history.HTTPRecord(tn.ns, "charted", tenAgo, 5*time.Millisecond, 504, ""))
 	h.history.Record(history.HTTPRecord(tn.ns, "other", fiveAgo, time.Millisecond, 200, ""))
-	testkit.WaitFor(t, "6 rows in PostgreSQL", 10*time.Second, func() bool { return countRows(t, h.dbURL, tn.ns) == 6 })
+	testkit.WaitFor(t, "6 rows in PostgreSQL", 10*time.Second, func() bool { return pgtest.CountInvocations(t, h.dbURL, "WHERE namespace = $1", tn.ns) == 6 })
 
 	st, err := tn.c.InvocationStats(ctx, tn.ns, "charted", "1h")
 	if err != nil {

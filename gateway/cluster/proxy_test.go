@@ -17,6 +17,7 @@ import (
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/cluster"
+	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testkit"
 )
 
@@ -566,7 +567,7 @@ func TestProxyInterceptorDown(t *testing.T) {
 			t.Fatalf("%d %+v, want 502", code, e)
 		}
 	}
-	testkit.WaitFor(t, "3 failed invocations recorded", 10*time.Second, func() bool { return countRows(t, h.dbURL, tn.ns) == 3 })
+	testkit.WaitFor(t, "3 failed invocations recorded", 10*time.Second, func() bool { return pgtest.CountInvocations(t, h.dbURL, "WHERE namespace = $1", tn.ns) == 3 })
 }
 
 // TestLogsWithoutPods: the logs of a function or job with no pod (yet, or any more) are an

@@ -8,6 +8,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"sless.dev/sless/test/pgtest"
+	"sless.dev/sless/test/testkit"
 )
 
 // The PostgreSQL AsyncStore against the real database: its own database per test, migrated
@@ -315,23 +318,23 @@ func TestPostgresAsyncUnavailable(t *testing.T) {
 	}
 
 	t.Run("never migrated", func(t *testing.T) {
-		proxy := startProxy(t, "127.0.0.1:5432")
-		url := proxy.url(t, dsn)
-		proxy.cut()
+		proxy := testkit.NewLink(t, pgtest.Addr(t))
+		url := pgtest.Via(t, dsn, proxy.Addr())
+		proxy.Cut()
 		p := openTestStore(t, url, PostgresOptions{WriteTimeout: time.Second})
 		check(t, p, NewAsyncID())
 	})
 
 	t.Run("down after use", func(t *testing.T) {
-		proxy := startProxy(t, "127.0.0.1:5432")
-		p := openTestStore(t, proxy.url(t, dsn), PostgresOptions{WriteTimeout: time.Second})
+		proxy := testkit.NewLink(t, pgtest.Addr(t))
+		p := openTestStore(t, pgtest.Via(t, dsn, proxy.Addr()), PostgresOptions{WriteTimeout: time.Second})
 		inv, _, err := p.CreateAsync(ctx, queued("ns", "fn", ""))
 		if err != nil {
 			t.Fatal(err)
 		}
-		proxy.cut()
+		proxy.Cut()
 		check(t, p, inv.ID)
-		proxy.restore(t)
+		proxy.Restore(t)
 		var got AsyncInvocation
 		deadline := time.Now().Add(20 * time.Second)
 		for got, err = p.GetAsync(ctx, "ns", inv.ID); err != nil && time.Now().Before(deadline); got, err = p.GetAsync(ctx, "ns", inv.ID) {

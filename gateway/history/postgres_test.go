@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testkit"
 )
 
@@ -36,7 +36,7 @@ func TestPostgresWritesEveryRecord(t *testing.T) {
 	if err := p.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := countRows(t, dsn, ""); got != n {
+	if got := pgtest.CountInvocations(t, dsn, ""); got != n {
 		t.Fatalf("rows = %d, want %d (dropped %d)", got, n, p.Dropped())
 	}
 	if p.Written() != n || p.Dropped() != 0 {
@@ -52,7 +52,7 @@ func TestPostgresStoresHostileText(t *testing.T) {
 	if err := p.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if p.Dropped() != 0 || countRows(t, dsn, "WHERE length(error) <= $1", maxErrorLen) != 1 {
+	if p.Dropped() != 0 || pgtest.CountInvocations(t, dsn, "WHERE length(error) <= $1", maxErrorLen) != 1 {
 		t.Fatalf("hostile record not stored cleaned: dropped %d", p.Dropped())
 	}
 }
@@ -94,8 +94,8 @@ func must[T any](v T, err error) T {
 // non-blocking, drops are counted, and writes resume once the path is restored.
 func TestPostgresOutage(t *testing.T) {
 	dsn := newDatabase(t)
-	proxy := startProxy(t, "127.0.0.1:5432")
-	p := openTestStore(t, proxy.url(t, dsn), PostgresOptions{BufferSize: 256, BatchSize: 50, FlushInterval: 20 * time.Millisecond, WriteTimeout: time.Second})
+	proxy := testkit.NewLink(t, pgtest.Addr(t))
+	p := openTestStore(t, pgtest.Via(t, dsn, proxy.Addr()), PostgresOptions{BufferSize: 256, BatchSize: 50, FlushInterval: 20 * time.Millisecond, WriteTimeout: time.Second})
 	rec := func(fn string, n int) time.Duration {
 		var worst time.Duration
 		for range n {
@@ -108,18 +108,18 @@ func TestPostgresOutage(t *testing.T) {
 	rec("before", 100)
 	testkit.WaitFor(t, "100 records written before the outage", 10*time.Second, func() bool { return p.Written() == 100 })
 
-	proxy.cut()
+	proxy.Cut()
 	if worst := rec("during", 20000); worst > 50*time.Millisecond {
 		t.Fatalf("Record blocked for %s during the outage", worst)
 	}
 	testkit.WaitFor(t, "drops counted during the outage", 10*time.Second, func() bool { return p.Dropped() > 0 })
 
-	proxy.restore(t)
+	proxy.Restore(t)
 	time.Sleep(maxRetryDelay) // let the writer finish the batches it took during the outage
 	written := p.Written()
 	rec("after", 100)
 	testkit.WaitFor(t, "records after the outage written", 20*time.Second, func() bool { return p.Written() >= written+100 })
-	if got := countRows(t, dsn, "WHERE function = 'after'"); got != 100 {
+	if got := pgtest.CountInvocations(t, dsn, "WHERE function = 'after'"); got != 100 {
 		t.Fatalf("rows after recovery = %d, want 100", got)
 	}
 	if p.Written()+p.Dropped() != 20200 {
@@ -127,92 +127,20 @@ func TestPostgresOutage(t *testing.T) {
 	}
 }
 
-// tcpProxy forwards a local port to PostgreSQL and can cut every connection and refuse new
-// ones, which is what a network partition looks like to the writer.
-type tcpProxy struct {
-	target string
-	addr   string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  []net.Conn
-}
-
-func startProxy(t *testing.T, target string) *tcpProxy {
-	p := &tcpProxy{target: target}
-	p.restore(t)
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *tcpProxy) url(t *testing.T, dsn string) string {
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, port, _ := net.SplitHostPort(p.addr)
-	return fmt.Sprintf("postgres://%s@%s:%s/%s?sslmode=disable", cfg.User, host, port, cfg.Database)
-}
-
-func (p *tcpProxy) restore(t *testing.T) {
-	t.Helper()
-	addr := p.addr
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("proxy listen: %v", err)
-	}
-	p.mu.Lock()
-	p.ln, p.addr = ln, ln.Addr().String()
-	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(u, c); u.Close() }()
-			go func() { _, _ = io.Copy(c, u); c.Close() }()
-		}
-	}()
-}
-
-func (p *tcpProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
 // TestPostgresStartsWithDatabaseDown: a store opened while PostgreSQL is unreachable serves
 // Record at once, and migrates and writes once the database appears.
 func TestPostgresStartsWithDatabaseDown(t *testing.T) {
 	dsn := newDatabase(t)
-	proxy := startProxy(t, "127.0.0.1:5432")
-	url := proxy.url(t, dsn)
-	proxy.cut()
+	proxy := testkit.NewLink(t, pgtest.Addr(t))
+	url := pgtest.Via(t, dsn, proxy.Addr())
+	proxy.Cut()
 	p := openTestStore(t, url, PostgresOptions{FlushInterval: 10 * time.Millisecond, WriteTimeout: time.Second})
 	p.Record(Record{Namespace: "ns", Function: "early", Kind: KindJob, Start: time.Now(), Status: StatusSucceeded})
 	testkit.WaitFor(t, "the early record dropped while the database is down", 10*time.Second, func() bool { return p.Dropped() == 1 })
 	if err := p.Migrate(context.Background()); err == nil {
 		t.Fatal("Migrate succeeded without a database")
 	}
-	proxy.restore(t)
+	proxy.Restore(t)
 	p.Record(Record{Namespace: "ns", Function: "late", Kind: KindJob, Start: time.Now(), Status: StatusSucceeded})
 	testkit.WaitFor(t, "the late record written", 20*time.Second, func() bool { return p.Written() == 1 })
 	pg, err := p.List(context.Background(), Query{Namespace: "ns"})

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"net/url"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -52,4 +53,43 @@ func exec(sql string) error {
 	defer c.Close(ctx)
 	_, err = c.Exec(ctx, sql)
 	return err
+}
+
+// Addr is the host:port of the server tests use.
+func Addr(t testing.TB) string {
+	t.Helper()
+	u, err := url.Parse(URL())
+	if err != nil {
+		t.Fatalf("SLESS_TEST_POSTGRES_URL: %v", err)
+	}
+	return u.Host
+}
+
+// Via is dsn with its host and port replaced by addr (e.g. a testkit.Link to the server).
+func Via(t testing.TB, dsn, addr string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = addr
+	return u.String()
+}
+
+// CountInvocations counts the rows of the history table invocations of dsn's database matching where (e.g. "WHERE
+// namespace = $1"); 0 before the history store created its table.
+func CountInvocations(t testing.TB, dsn, where string, args ...any) int {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var n int
+	err = c.QueryRow(ctx, "SELECT count(*) FROM invocations "+where, args...).Scan(&n)
+	if err != nil && !strings.Contains(err.Error(), "does not exist") {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -44,6 +44,7 @@ import (
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/test/bench/baseline"
 )
 
 var (
@@ -67,7 +68,7 @@ func main() {
 	log.SetFlags(0)
 	if *childQueue != "" {
 		_, ch := connect()
-		barePost(ch, *childQueue, *childN, *childTarget)
+		must(baseline.BarePost(ch, *childQueue, *childTarget, *childN, *concurrency))
 		return
 	}
 	bin := *slessBin
@@ -237,23 +238,7 @@ func connect() (*amqp.Connection, *amqp.Channel) {
 }
 
 // fill publishes n persistent messages with confirms.
-func fill(ch *amqp.Channel, q string, n int) {
-	must(ch.Confirm(false))
-	var dcs []*amqp.DeferredConfirmation
-	for i := range n {
-		dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", q, false, false, amqp.Publishing{
-			ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: strconv.Itoa(i),
-			Body: []byte(fmt.Sprintf(`{"order":%d,"item":"bench","qty":1}`, i)),
-		})
-		must(err)
-		dcs = append(dcs, dc)
-	}
-	for _, dc := range dcs {
-		if !dc.Wait() {
-			log.Fatal("publish nacked")
-		}
-	}
-}
+func fill(ch *amqp.Channel, q string, n int) { must(baseline.Fill(ch, q, n)) }
 
 // publishAtRate publishes n messages at *rate per second, stamping the send time in a header.
 func publishAtRate(ch *amqp.Channel, q string, n int) {
@@ -263,7 +248,7 @@ func publishAtRate(ch *amqp.Channel, q string, n int) {
 		<-tick.C
 		must(ch.PublishWithContext(context.Background(), "", q, false, false, amqp.Publishing{
 			ContentType: "application/json", MessageId: strconv.Itoa(i), Body: []byte(`{"latency":true}`),
-			Headers: amqp.Table{"sent-ns": strconv.FormatInt(time.Now().UnixNano(), 10)},
+			Headers: amqp.Table{baseline.SentHeader: strconv.FormatInt(time.Now().UnixNano(), 10)},
 		}))
 	}
 }
@@ -282,7 +267,7 @@ func bareConsume(ch *amqp.Channel, q string, n int) (time.Time, time.Time, []tim
 		if i == 0 {
 			first = now
 		}
-		if s, ok := d.Headers["sent-ns"].(string); ok {
+		if s, ok := d.Headers[baseline.SentHeader].(string); ok {
 			sent, _ := strconv.ParseInt(s, 10, 64)
 			lat = append(lat, now.Sub(time.Unix(0, sent)))
 		}
@@ -303,51 +288,6 @@ func bareThroughput() result {
 	before := cpuSelf()
 	first, last, _ := bareConsume(cch, q, *messages)
 	return result{rate: float64(*messages-1) / last.Sub(first).Seconds(), cpuMsg: (cpuSelf() - before) / time.Duration(*messages)}
-}
-
-// barePost is the baseline: -concurrency workers on one channel with the same prefetch, each
-// POSTing a delivery's body to the function with net/http (keep-alive, one connection per
-// worker) and acking it after the 2xx.
-func barePost(ch *amqp.Channel, q string, n int, target string) {
-	must(ch.Qos(*concurrency, 0, false))
-	ds, err := ch.Consume(q, "bare-post", false, false, false, false, nil)
-	must(err)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *concurrency, DisableCompression: true}}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	left := n
-	for range *concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				if left == 0 {
-					mu.Unlock()
-					return
-				}
-				left--
-				mu.Unlock()
-				d := <-ds
-				req, err := http.NewRequest(http.MethodPost, target, strings.NewReader(string(d.Body)))
-				must(err)
-				req.Header.Set("Content-Type", d.ContentType)
-				if s, ok := d.Headers["sent-ns"].(string); ok {
-					req.Header.Set("X-Amqp-Header-Sent-Ns", s)
-				}
-				resp, err := client.Do(req)
-				must(err)
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode/100 != 2 {
-					log.Fatalf("function answered %d", resp.StatusCode)
-				}
-				must(d.Ack(false))
-			}
-		}()
-	}
-	wg.Wait()
-	must(ch.Cancel("bare-post", false))
 }
 
 // startBarePost runs the baseline consumer as a child process of this binary on q.
