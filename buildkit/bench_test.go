@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"sless.dev/sless/test/testkit"
 )
 
 // benchZip is a ~20 MiB source upload: text files that compress like code plus some
@@ -126,7 +128,7 @@ func BenchmarkWrapper(b *testing.B) {
 // loadTest starts a server and sends b.N POSTs over keep-alive connections from
 // 2×GOMAXPROCS goroutines.
 func loadTest(b *testing.B, command, env []string) {
-	port := freePort(b)
+	port := testkit.FreePort(b)
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Env = append(append(os.Environ(), env...), "PORT="+strconv.Itoa(port), "SLESS_HOST=127.0.0.1")
 	if err := cmd.Start(); err != nil { // stdout/stderr to /dev/null: logging stays on, unread

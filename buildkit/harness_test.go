@@ -5,11 +5,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"sless.dev/sless/test/testkit"
 )
 
 var versityBin = sync.OnceValues(func() (string, error) {
@@ -33,7 +34,7 @@ func startVersityGW(t *testing.T) S3Config {
 	if err != nil {
 		t.Fatalf("versitygw: %v (set VERSITYGW or run test/tools/versitygw.sh)", err)
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	addr := testkit.FreeAddr(t)
 	cmd := exec.Command(bin, "--port", addr, "--quiet", "posix", t.TempDir())
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID=sless-test", "ROOT_SECRET_ACCESS_KEY=sless-test-secret", "VGW_REGION=us-east-1")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -46,16 +47,6 @@ func startVersityGW(t *testing.T) S3Config {
 	})
 	waitTCP(t, addr, 15*time.Second)
 	return S3Config{Endpoint: addr, AccessKey: "sless-test", SecretKey: "sless-test-secret", Bucket: "sless-artifacts", Region: "us-east-1"}
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func waitTCP(t testing.TB, addr string, within time.Duration) {

@@ -51,7 +51,7 @@ type function struct {
 // startFunction runs a built function on a free loopback port and waits for its health path.
 func startFunction(t *testing.T, art *Artifact, env ...string) *function {
 	t.Helper()
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	cmd := command(art, append([]string{"PORT=" + strconv.Itoa(port), "SLESS_HOST=127.0.0.1"}, env...)...)
 	fn := &function{url: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, stderr: &testkit.Buffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = fn.stderr
@@ -483,7 +483,7 @@ func TestReadinessWaitsForTheHandler(t *testing.T) {
 				t.Fatal(err)
 			}
 			art := buildHandler(t, dir, tc.runtime, "")
-			port := freePort(t)
+			port := testkit.FreePort(t)
 			cmd := command(art, "PORT="+strconv.Itoa(port), "SLESS_HOST=127.0.0.1")
 			stderr := &testkit.Buffer{}
 			cmd.Stderr = stderr

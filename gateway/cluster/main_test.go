@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -181,15 +180,4 @@ func do(t testing.TB, method, u, tok, contentType string, body io.Reader) (int, 
 		e.Error = string(data) // a function's own error body, passed through
 	}
 	return resp.StatusCode, e, resp.Header
-}
-
-// freePort returns a loopback port nothing listens on right now.
-func freePort(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }

@@ -558,7 +558,7 @@ func get(t testing.TB, u string) io.Reader {
 // TestProxyInterceptorDown answers 502 with a JSON error when nothing listens at the
 // interceptor address, and records the failed invocation.
 func TestProxyInterceptorDown(t *testing.T) {
-	h := newHarness(t, harnessOptions{interceptor: "http://" + freePort(t)})
+	h := newHarness(t, harnessOptions{interceptor: "http://" + testkit.FreeAddr(t)})
 	tn := h.tenant()
 	fnURL := h.deploy(tn, "orphan", 0)
 	for range 3 {

@@ -75,7 +75,7 @@ func startFunction(t *testing.T, store buildkit.Store, contextKey, runtime, addr
 // TestUploadBuildInvoke is the whole path with real parts: upload through the API, stored
 // zip and build context, the Go runtime built from that context, invoked through /fn/.
 func TestUploadBuildInvoke(t *testing.T) {
-	addr := freePort(t)
+	addr := testkit.FreeAddr(t)
 	h := newHarness(t, harnessOptions{interceptor: "http://" + addr})
 	tn := h.tenant()
 	ctx := context.Background()
@@ -194,7 +194,7 @@ func TestUploadCodeCheck(t *testing.T) {
 	}{
 		{"safe code", llm.URL + "/v1", "def handle(e):\n    return e\n", 200},
 		{"unsafe code", llm.URL + "/v1", "import os\ndef handle(e):\n    os.system('xmrig')\n", 400},
-		{"reviewer unreachable: upload proceeds", "http://" + freePort(t) + "/v1", "import os\ndef handle(e):\n    os.system('xmrig')\n", 200},
+		{"reviewer unreachable: upload proceeds", "http://" + testkit.FreeAddr(t) + "/v1", "import os\ndef handle(e):\n    os.system('xmrig')\n", 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, harnessOptions{codeCheck: &gateway.LLMChecker{URL: tc.endpoint, Model: "reviewer"}})

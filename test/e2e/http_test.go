@@ -148,12 +148,8 @@ func TestHTTPTriggerToggle(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, time.Minute, "KEDA to report the ScaledObject paused", func() bool {
-		so, err := scaledObject(t, tn.ns, "toggle")
-		if err != nil {
-			return false
-		}
-		paused := so.Status.Conditions.GetPausedCondition()
-		return so.Annotations[scaling.AnnotationPausedReplicas] == "0" && paused.IsTrue()
+		replicas, annotated, paused, read := pausedState(t, tn.ns, "toggle")
+		return read && annotated && replicas == "0" && paused
 	})
 	rw := watchReplicas(t, tn.ns, "toggle")
 	resp, body := invoke(t, tn, "toggle", `{}`)
@@ -181,13 +177,8 @@ func TestHTTPTriggerToggle(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, time.Minute, "ScaledObject unpaused", func() bool {
-		so, err := scaledObject(t, tn.ns, "toggle")
-		if err != nil {
-			return false
-		}
-		paused := so.Status.Conditions.GetPausedCondition()
-		_, annotated := so.Annotations[scaling.AnnotationPausedReplicas]
-		return !annotated && !paused.IsTrue()
+		_, annotated, paused, read := pausedState(t, tn.ns, "toggle")
+		return read && !annotated && !paused
 	})
 	resp, body = invoke(t, tn, "toggle", `{"name": "back"}`)
 	if !checkHello(t, resp, body, "back") {
@@ -196,6 +187,18 @@ func TestHTTPTriggerToggle(t *testing.T) {
 	if so, err := scaledObject(t, tn.ns, "toggle"); err != nil || so.UID != uid {
 		t.Errorf("the toggle re-created the ScaledObject (uid %s → %s, %v); it must change in place", uid, so.UID, err)
 	}
+}
+
+// pausedState reads the function's ScaledObject: the paused-replicas annotation the operator
+// sets, and whether KEDA reports it Paused; read is false when it cannot be read.
+func pausedState(t *testing.T, ns, name string) (replicas string, annotated, paused, read bool) {
+	so, err := scaledObject(t, ns, name)
+	if err != nil {
+		return "", false, false, false
+	}
+	replicas, annotated = so.Annotations[scaling.AnnotationPausedReplicas]
+	c := so.Status.Conditions.GetPausedCondition()
+	return replicas, annotated, c.IsTrue(), true
 }
 
 // TestDeleteFunction is journey 6: deleting a warm Function through the API removes its

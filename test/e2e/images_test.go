@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"k8s.io/utils/ptr"
 
@@ -96,10 +97,7 @@ func imageDigest(t *testing.T, ref string) string {
 // build context came along.
 func inspectImage(t *testing.T, ref string, reach []string) {
 	t.Helper()
-	img, err := images.Pull(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := pull(t, ref)
 	cf, err := img.ConfigFile()
 	if err != nil {
 		t.Fatal(err)
@@ -201,14 +199,20 @@ func TestBuildFigures(t *testing.T) {
 	}
 }
 
-// compressedSize is what a node downloads for ref: its layers as stored in the registry.
-func compressedSize(t *testing.T, ref string) int64 {
+// pull fetches ref from the e2e registry.
+func pull(t *testing.T, ref string) v1.Image {
 	t.Helper()
 	img, err := images.Pull(ref)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("pull %s: %v", ref, err)
 	}
-	m, err := img.Manifest()
+	return img
+}
+
+// compressedSize is what a node downloads for ref: its layers as stored in the registry.
+func compressedSize(t *testing.T, ref string) int64 {
+	t.Helper()
+	m, err := pull(t, ref).Manifest()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -676,30 +677,47 @@ func (k *kubelet) containerEnv(ctx context.Context, p *corev1.Pod, c *corev1.Con
 // envSource reads the Secret or ConfigMap of one envFrom entry (nil when optional and
 // missing).
 func (k *kubelet) envSource(ctx context.Context, ns string, ef corev1.EnvFromSource) (map[string]string, error) {
-	out := map[string]string{}
+	var data map[string]string
+	var err error
 	switch {
 	case ef.SecretRef != nil:
-		s, err := k.cs.CoreV1().Secrets(ns).Get(ctx, ef.SecretRef.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) && ptr.Deref(ef.SecretRef.Optional, false) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("secret %s for envFrom: %w", ef.SecretRef.Name, err)
-		}
-		for kk, v := range s.Data {
-			out[kk] = string(v)
-		}
+		data, err = k.sourceData(ctx, ns, true, ef.SecretRef.Name, ef.SecretRef.Optional)
 	case ef.ConfigMapRef != nil:
-		cm, err := k.cs.CoreV1().ConfigMaps(ns).Get(ctx, ef.ConfigMapRef.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) && ptr.Deref(ef.ConfigMapRef.Optional, false) {
-			return nil, nil
+		data, err = k.sourceData(ctx, ns, false, ef.ConfigMapRef.Name, ef.ConfigMapRef.Optional)
+	default:
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w for envFrom", err)
+	}
+	return data, nil
+}
+
+// sourceData reads the data of the Secret (secret) or ConfigMap name; nil when it is missing
+// and optional.
+func (k *kubelet) sourceData(ctx context.Context, ns string, secret bool, name string, optional *bool) (map[string]string, error) {
+	out := map[string]string{}
+	kind := "config map"
+	var err error
+	if secret {
+		kind = "secret"
+		var s *corev1.Secret
+		if s, err = k.cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+			for kk, v := range s.Data {
+				out[kk] = string(v)
+			}
 		}
-		if err != nil {
-			return nil, fmt.Errorf("config map %s for envFrom: %w", ef.ConfigMapRef.Name, err)
+	} else {
+		var cm *corev1.ConfigMap
+		if cm, err = k.cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+			maps.Copy(out, cm.Data)
 		}
-		for kk, v := range cm.Data {
-			out[kk] = v
-		}
+	}
+	switch {
+	case apierrors.IsNotFound(err) && ptr.Deref(optional, false):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("%s %s: %w", kind, name, err)
 	}
 	return out, nil
 }
@@ -709,20 +727,23 @@ func (k *kubelet) envValue(ctx context.Context, p *corev1.Pod, e corev1.EnvVar) 
 	switch {
 	case src == nil:
 		return e.Value, false, nil
-	case src.SecretKeyRef != nil:
-		ref := src.SecretKeyRef
-		s, err := k.cs.CoreV1().Secrets(p.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) && ptr.Deref(ref.Optional, false) {
-			return "", true, nil
+	case src.SecretKeyRef != nil || src.ConfigMapKeyRef != nil:
+		secret, name, key, optional := true, "", "", (*bool)(nil)
+		if ref := src.SecretKeyRef; ref != nil {
+			name, key, optional = ref.Name, ref.Key, ref.Optional
+		} else {
+			ref := src.ConfigMapKeyRef
+			secret, name, key, optional = false, ref.Name, ref.Key, ref.Optional
 		}
+		data, err := k.sourceData(ctx, p.Namespace, secret, name, optional)
 		if err != nil {
 			return "", false, err
 		}
-		v, ok := s.Data[ref.Key]
-		if !ok && !ptr.Deref(ref.Optional, false) {
-			return "", false, fmt.Errorf("secret %s has no key %s", ref.Name, ref.Key)
+		v, ok := data[key]
+		if !ok && !ptr.Deref(optional, false) {
+			return "", false, fmt.Errorf("%s %s has no key %s", map[bool]string{true: "secret", false: "config map"}[secret], name, key)
 		}
-		return string(v), !ok, nil
+		return v, !ok, nil
 	case src.FieldRef != nil:
 		switch src.FieldRef.FieldPath {
 		case "metadata.name":

@@ -17,6 +17,7 @@ import (
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
+	"sless.dev/sless/test/testkit"
 )
 
 // devInstance is a `sless dev` process on a fixed port and data directory, so a restart
@@ -36,7 +37,7 @@ type devInstance struct {
 // dbURL, and deploys the ledger function (one process always warm, at most two).
 func newDev(t *testing.T, dbURL string) *devInstance {
 	t.Helper()
-	addr, dir := freeAddr(t), t.TempDir()
+	addr, dir := testkit.FreeAddr(t), t.TempDir()
 	d := &devInstance{t: t, dataDir: filepath.Join(dir, "data"), endpoint: "http://" + addr, ns: api.TenantNamespace("dev"),
 		ledger: filepath.Join(dir, "ledger")}
 	d.spec = procSpec{name: "sless-dev-" + t.Name(), argv: []string{s.sless, "dev", "--data-dir", d.dataDir, "--listen", addr,

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/test/testkit"
 )
 
 // ledgerRuntime is the runtime of the function every scenario invokes.
@@ -85,7 +86,7 @@ func buildLedger(dir string) (*buildkit.Artifact, error) {
 // returns its base URL once it is ready.
 func startFunction(t *testing.T, name, ledger string) string {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	_, port, _ := strings.Cut(addr, ":")
 	p := startProcT(t, procSpec{name: name, argv: s.fn.Command, dir: s.fn.Dir,
 		env: append(append([]string{}, s.fn.Env...), "PORT="+port, "SLESS_HOST=127.0.0.1", "FAULTS_LEDGER="+ledger)})

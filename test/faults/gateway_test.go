@@ -17,6 +17,7 @@ import (
 	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/test/testenv"
+	"sless.dev/sless/test/testkit"
 )
 
 // TestKillGateway: the cluster gateway, on a real kube-apiserver with a Ready Function whose
@@ -35,7 +36,7 @@ func TestKillGateway(t *testing.T) {
 	readyFunction(t, env, ns, "ledger")
 	db := s.pg.newDatabase(t, "kill_gateway")
 	ledgerPath := filepath.Join(t.TempDir(), "ledger")
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	spec := procSpec{name: "gateway", argv: []string{s.sless, "gateway", "--listen", addr,
 		"--interceptor-url", startFunction(t, "function-kill-gateway", ledgerPath), "--database-url", db, "--artifacts-dir", t.TempDir()},
 		env: []string{"KUBECONFIG=" + writeKubeconfig(t, env.Config), "SLESS_JWT_HMAC_KEY=faults-suite-key-0123456789abcdef0123"}}

@@ -143,15 +143,6 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return "127.0.0.1:" + strconv.Itoa(port)
-}
-
 // until polls cond every 50 ms until it holds or timeout passes, or p (if any) exits.
 func until(timeout time.Duration, p *proc, cond func() bool) error {
 	deadline := time.Now().Add(timeout)

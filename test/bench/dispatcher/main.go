@@ -279,11 +279,8 @@ func bareConsume(ch *amqp.Channel, q string, n int) (time.Time, time.Time, []tim
 }
 
 func bareThroughput() result {
-	conn, ch := connect()
-	defer conn.Close()
-	q := newQueue(ch)
-	defer deleteQueue(ch, q)
-	fill(ch, q, *messages)
+	q, done := filledQueue()
+	defer done()
 	_, cch := connect()
 	before := cpuSelf()
 	first, last, _ := bareConsume(cch, q, *messages)
@@ -306,12 +303,17 @@ func startBarePost(q string, n int, fn *function) (wait func() time.Duration) {
 	}
 }
 
-func barePostThroughput(fn *function) result {
+// filledQueue is a fresh queue holding -messages messages; done deletes it.
+func filledQueue() (q string, done func()) {
 	conn, ch := connect()
-	defer conn.Close()
-	q := newQueue(ch)
-	defer deleteQueue(ch, q)
+	q = newQueue(ch)
 	fill(ch, q, *messages)
+	return q, func() { deleteQueue(ch, q); conn.Close() }
+}
+
+func barePostThroughput(fn *function) result {
+	q, done := filledQueue()
+	defer done()
 	fn.reset()
 	cpu := startBarePost(q, *messages, fn)()
 	fn.mu.Lock()
@@ -386,11 +388,8 @@ func startDispatcher(bin, q string, fn *function, databaseURL string, extra ...s
 }
 
 func dispatcherThroughput(bin string, fn *function, databaseURL string) result {
-	conn, ch := connect()
-	defer conn.Close()
-	q := newQueue(ch)
-	defer deleteQueue(ch, q)
-	fill(ch, q, *messages)
+	q, done := filledQueue()
+	defer done()
 	fn.reset()
 	rss, anon, cpu := startDispatcher(bin, q, fn, databaseURL, "--exit-when-empty", "--idle-timeout", "1s")()
 	fn.mu.Lock()
