@@ -165,7 +165,8 @@ func TestColdStartSlessDev(t *testing.T) {
 	last := call()
 	var totals []time.Duration
 	for i := 0; i < n; i++ {
-		time.Sleep(1500 * time.Millisecond) // scale-down period 1 s plus the pool's 200 ms tick
+		// Scale-down period 1 s plus the pool's 200 ms tick, longer on a loaded machine.
+		waitFor(t, 30*time.Second, "sless dev to stop the idle function process", func() bool { return !testkit.Alive(last) })
 		t0 := time.Now()
 		pid := call()
 		totals = append(totals, time.Since(t0))
