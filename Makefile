@@ -82,10 +82,11 @@ test: test-deps lint
 
 ## test-e2e: end to end on the real KEDA operator and HTTP add-on with kube-controller-manager
 ## and kube-scheduler, in a private network namespace (root), process kubelets (three nodes) the
-## only stand-in. Builds the
-## cached tools it needs on first use (test/tools/keda.sh: tens of minutes cold).
+## only stand-in. The journeys run in parallel (mostly waiting: scale-downs, minute ticks), the
+## registry outage alone first. Builds the cached tools it needs on first use
+## (test/tools/keda.sh: tens of minutes cold).
 test-e2e: test-deps test-faults
-	$(GO) test -tags e2e -count=1 -timeout 45m -parallel 6 -v ./test/e2e/
+	$(GO) test -tags e2e -count=1 -timeout 45m -parallel 20 -v ./test/e2e/
 
 ## test-faults: the fault-injection suite (test/faults/, run by test-e2e): kill -9 and restart
 ## sless dev, the dispatcher and the gateway, stop/start a private RabbitMQ node and PostgreSQL

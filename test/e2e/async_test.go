@@ -107,6 +107,7 @@ func callAsync(t *testing.T, tn tenant, fn, key, body string, within time.Durati
 // every dispatcher are SIGKILLed: every accepted call still ends, failing ones in the
 // dead-letter queue with their last error.
 func TestAsyncInvocations(t *testing.T) {
+	t.Parallel()
 	const total = 500
 	tn := newTenant(t)
 	ctx := context.Background()

@@ -38,6 +38,7 @@ type coldStart struct {
 // interceptor's wait ends, proxying). The first run pulls the image, the others find it
 // cached; each gets its own table. With SLESS_E2E_FIGURES=file the tables are written there.
 func TestColdStartFigures(t *testing.T) {
+	t.Parallel()
 	n := 10
 	if v, err := strconv.Atoi(os.Getenv("SLESS_E2E_COLD_STARTS")); err == nil && v > 0 {
 		n = v
@@ -123,6 +124,7 @@ def handle(event, request=None):
 // the same Python function at zero processes, one request through its /fn/ route after each
 // idle scale-down (a new pid proves the process was started for the request).
 func TestColdStartSlessDev(t *testing.T) {
+	t.Parallel()
 	n := 10
 	if v, err := strconv.Atoi(os.Getenv("SLESS_E2E_COLD_STARTS")); err == nil && v > 0 {
 		n = v

@@ -33,7 +33,7 @@ func nextTick(now time.Time) time.Time { return now.Truncate(time.Minute).Add(ti
 // interceptor, waking the function at zero; disabled, it suspends the CronJob in place and
 // does not fire across a tick; enabled again, it fires on the next one.
 func TestCronTrigger(t *testing.T) {
-	t.Parallel() // mostly waiting for minute ticks: runs beside the Dockerfile build, after the rest
+	t.Parallel()
 	tn := newTenant(t)
 	tenantSecrets(t, tn)
 	ctx := context.Background()

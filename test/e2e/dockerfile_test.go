@@ -33,7 +33,7 @@ const goProxyPort = 19300
 // image with Docker) with the real kaniko in a Job, from the checkout as an S3 context, on the
 // base-image stand-ins, then runs the image it pushed: `sless version` names the build.
 func TestPlatformDockerfile(t *testing.T) {
-	t.Parallel() // minutes of compiling: beside the cron journey's waits for ticks
+	t.Parallel()
 	ctx := context.Background()
 	store, err := buildkit.NewS3Store(buildkit.S3Config{Endpoint: "http://" + nodeIP + ":" + strconv.Itoa(s3Port), AccessKey: s3Key, SecretKey: s3Secret, Bucket: bucket})
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 // start, while the other's does; afterwards, with its trigger still on, the pre-warmed one
 // scales back to zero on its own before the next tick's pre-warm begins.
 func TestCronPrewarm(t *testing.T) {
-	t.Parallel() // waits for minute ticks, beside the other slow journeys
+	t.Parallel()
 	const prewarm = 30
 	tn := newTenant(t)
 	tenantSecrets(t, tn)
