@@ -86,7 +86,7 @@ test: test-deps lint
 ## registry outage alone first. Builds the cached tools it needs on first use
 ## (test/tools/keda.sh: tens of minutes cold).
 test-e2e: test-deps test-faults
-	$(GO) test -tags e2e -count=1 -timeout 45m -parallel 20 -v ./test/e2e/
+	$(GO) test -tags e2e -count=1 -timeout 45m -parallel 8 -v ./test/e2e/
 
 ## test-faults: the fault-injection suite (test/faults/, run by test-e2e): kill -9 and restart
 ## sless dev, the dispatcher and the gateway, stop/start a private RabbitMQ node and PostgreSQL

@@ -13,11 +13,11 @@
 // which a private /etc/hosts supplies. The machine's RabbitMQ and PostgreSQL are bridged in
 // through unix sockets. Run with `make test-e2e` or
 //
-//	go test -tags e2e -count=1 -timeout 45m -parallel 20 -v ./test/e2e/
+//	go test -tags e2e -count=1 -timeout 45m -parallel 8 -v ./test/e2e/
 //
-// Every journey runs in parallel with the others (each in tenants of its own): most of their
-// time is waiting — scale-downs, minute ticks, KEDA's polling — so together they take about
-// as long as the longest. TestRegistryOutage alone is serial, because it stops the registry
+// The journeys run in parallel, eight at a time (each in tenants of its own): most of their
+// time is waiting — scale-downs, minute ticks, KEDA's polling — while more at once would
+// have their kaniko builds compete for the cores past the journeys' timeouts. TestRegistryOutage alone is serial, because it stops the registry
 // every other journey pushes to and pulls from; Go runs serial tests before it resumes the
 // parallel ones. A journey's figures (cold starts, build times) are measured beside the
 // others; run it alone with -run for quiet-machine figures.

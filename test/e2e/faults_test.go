@@ -66,6 +66,12 @@ func TestBuildFailures(t *testing.T) {
 // registry, and Go finishes serial tests before it resumes the parallel ones.
 func TestRegistryOutage(t *testing.T) {
 	tn := newTenant(t)
+	// The outage is the destination's: the executor image is on the nodes already, as on any
+	// cluster that has built before (and usually from another registry). This journey may be
+	// the suite's first build.
+	if _, _, err := g.kubelets[0].rt.pull(context.Background(), g.kanikoImage); err != nil {
+		t.Fatalf("pre-pull the kaniko executor: %v", err)
+	}
 	g.reg.Stop()
 	restarted := false
 	defer func() {
