@@ -82,9 +82,9 @@ test: test-deps lint
 
 ## test-e2e: end to end on the real KEDA operator and HTTP add-on with kube-controller-manager
 ## and kube-scheduler, in a private network namespace (root), process kubelets (three nodes) the
-## only stand-in. The journeys run in parallel (mostly waiting: scale-downs, minute ticks), the
-## registry outage alone first. Builds the cached tools it needs on first use
-## (test/tools/keda.sh: tens of minutes cold).
+## only stand-in. The journeys that mostly wait (minute ticks, scale-downs, the Dockerfile build)
+## run in parallel after the serial ones (test/e2e/doc.go). Builds the cached tools it needs on
+## first use (test/tools/keda.sh: tens of minutes cold).
 test-e2e: test-deps test-faults
 	$(GO) test -tags e2e -count=1 -timeout 45m -parallel 8 -v ./test/e2e/
 

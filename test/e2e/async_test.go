@@ -105,9 +105,8 @@ func callAsync(t *testing.T, tn tenant, fn, key, body string, within time.Durati
 // RabbitMQ and drained by dispatcher Jobs that KEDA's rabbitmq scaler starts in the platform
 // namespace, through the interceptor that wakes the function. Midway the gateway and then
 // every dispatcher are SIGKILLed: every accepted call still ends, failing ones in the
-// dead-letter queue with their last error.
+// dead-letter queue with their last error. Serial: the gateway it kills is every journey's.
 func TestAsyncInvocations(t *testing.T) {
-	t.Parallel()
 	const total = 500
 	tn := newTenant(t)
 	ctx := context.Background()

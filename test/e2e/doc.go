@@ -15,12 +15,12 @@
 //
 //	go test -tags e2e -count=1 -timeout 45m -parallel 8 -v ./test/e2e/
 //
-// The journeys run in parallel, eight at a time (each in tenants of its own): most of their
-// time is waiting — scale-downs, minute ticks, KEDA's polling — while more at once would
-// have their kaniko builds compete for the cores past the journeys' timeouts. TestRegistryOutage alone is serial, because it stops the registry
-// every other journey pushes to and pulls from; Go runs serial tests before it resumes the
-// parallel ones. A journey's figures (cold starts, build times) are measured beside the
-// others; run it alone with -run for quiet-machine figures.
+// Journeys that share nothing but the ground and mostly wait — minute ticks, scale-downs,
+// the cold-start series, the Dockerfile's long build — run in parallel (t.Parallel), after the
+// serial ones: those that stop or crash what every journey uses (the registry outage, the
+// gateway SIGKILLed by the async journey) or build several images at once. Figures measured
+// in the parallel part (cold starts) are taken beside the others; run a journey alone with
+// -run for quiet-machine figures.
 //
 // Without the e2e build tag the package is empty, so `go test ./...` does not run it.
 package e2e

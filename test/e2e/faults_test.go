@@ -35,7 +35,6 @@ func waitPhase(t *testing.T, tn tenant, name, phase string, within time.Duration
 // TestBuildFailures: sources kaniko cannot build leave the Function Failed with kaniko's own
 // error tail in the API's status message, the words the user needs to fix them.
 func TestBuildFailures(t *testing.T) {
-	t.Parallel()
 	tn := newTenant(t)
 	cases := map[string]struct {
 		files map[string]string
@@ -62,8 +61,7 @@ func TestBuildFailures(t *testing.T) {
 
 // TestRegistryOutage: while the registry is down a build fails, the Function says which
 // registry it could not reach, and once the registry is back the retried build succeeds and
-// the function answers. Serial (the one journey that is): the other journeys need the
-// registry, and Go finishes serial tests before it resumes the parallel ones.
+// the function answers. Serial: the other journeys need the registry.
 func TestRegistryOutage(t *testing.T) {
 	tn := newTenant(t)
 	// The outage is the destination's: the executor image is on the nodes already, as on any
@@ -104,7 +102,6 @@ func TestRegistryOutage(t *testing.T) {
 // --registries-skipping-tag-resolving) is caught by its first pod's ErrImagePull /
 // ImagePullBackOff.
 func TestUnpullableImage(t *testing.T) {
-	t.Parallel()
 	tn := newTenant(t)
 	ctx := context.Background()
 	late := registry + "/" + tn.ns + "/late:1"
