@@ -9,7 +9,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -110,4 +112,13 @@ func dependents(c client.Client, list client.ObjectList) func(context.Context, c
 		}
 		return reqs
 	}
+}
+
+// ControllerConfig is the controller configuration the operator's manager runs with:
+// client-go's rate-limited workqueue instead of controller-runtime's priority queue (its
+// default since v0.23). Under the priority queue the e2e suite twice lost a Function's
+// 200 ms requeue after a write conflict: every worker idle for minutes, the Function left
+// Deploying until the operator restarted.
+func ControllerConfig() config.Controller {
+	return config.Controller{UsePriorityQueue: ptr.To(false)}
 }

@@ -3,7 +3,6 @@ package reconcilers_test
 import (
 	"context"
 	"fmt"
-	"k8s.io/client-go/util/retry"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/util/retry"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	batchv1 "k8s.io/api/batch/v1"
@@ -96,14 +97,21 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// controllerConfig is the operator's, allowing a second manager in this process (the
+// restart test starts one).
+func controllerConfig() config.Controller {
+	c := reconcilers.ControllerConfig()
+	c.SkipNameValidation = ptr.To(true)
+	return c
+}
+
 // startManager runs the operator's reconcilers in this process, as `sless operator` would.
 func startManager() error {
 	mgr, err := ctrl.NewManager(env.Config, manager.Options{
 		Scheme:                 env.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		// The restart test starts a second manager in this process.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Controller:             controllerConfig(),
 	})
 	if err != nil {
 		return err

@@ -79,6 +79,7 @@ func newOperatorCmd() *cobra.Command {
 				LeaderElection:          leaderElect,
 				LeaderElectionID:        "sless-operator.sless.dev",
 				LeaderElectionNamespace: leaderElectionNamespace,
+				Controller:              reconcilers.ControllerConfig(),
 				Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 					&appsv1.Deployment{}: managed, &corev1.Service{}: managed, &batchv1.Job{}: managed,
 					&batchv1.CronJob{}: managed, &httpv1alpha1.HTTPScaledObject{}: managed,

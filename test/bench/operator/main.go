@@ -124,7 +124,8 @@ func run(n, workers int) error {
 	// The operator watches only the measured namespace (and its build namespace): the
 	// baseline's Functions are not its work.
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{"bench": {}, opts.Build.Namespace: {}}}})
+		Controller: reconcilers.ControllerConfig(),
+		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{"bench": {}, opts.Build.Namespace: {}}}})
 	if err != nil {
 		return err
 	}
