@@ -117,15 +117,28 @@ func TestAsyncInvocationsInTheDataDir(t *testing.T) {
 		t.Fatalf("list failed: %d, %v", len(failed), err)
 	}
 
-	// A repeated Idempotency-Key names the same invocation.
+	// A repeated Idempotency-Key names the same invocation, bound to the request (attack 3
+	// of issue 24): the same key with another body is refused, and a caller without the
+	// tenant's token learns where the invocation is, not what it answered.
 	key := http.Header{"Idempotency-Key": {"order-7"}}
 	first, inv1 := d.callAsync("worker", `{"name":"once"}`, key)
-	again, inv2 := d.callAsync("worker", `{"name":"twice"}`, key)
-	if first.StatusCode != http.StatusAccepted || again.StatusCode != http.StatusOK || inv1.ID != inv2.ID {
-		t.Fatalf("idempotency: %d %s, then %d %s", first.StatusCode, inv1.ID, again.StatusCode, inv2.ID)
+	if first.StatusCode != http.StatusAccepted {
+		t.Fatalf("idempotency: first call %d", first.StatusCode)
 	}
 	if got := d.settle([]string{inv1.ID}, time.Minute)[0]; got.Result == "" || !strings.Contains(got.Result, "once") {
 		t.Fatalf("the first body must run: %+v", got)
+	}
+	if other, _ := d.callAsync("worker", `{"name":"twice"}`, key); other.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("the key with another body: %d, want 422", other.StatusCode)
+	}
+	again, inv2 := d.callAsync("worker", `{"name":"once"}`, key)
+	if again.StatusCode != http.StatusAccepted || inv2.ID != inv1.ID || again.Header.Get("Location") != first.Header.Get("Location") ||
+		inv2.Result != "" || inv2.HTTPStatus != 0 {
+		t.Fatalf("a repeat without a token: %d Location %q %+v, want 202, the first Location and no result", again.StatusCode, again.Header.Get("Location"), inv2)
+	}
+	mine, inv3 := d.callAsync("worker", `{"name":"once"}`, http.Header{"Idempotency-Key": {"order-7"}, "Authorization": {"Bearer " + d.token}})
+	if mine.StatusCode != http.StatusOK || inv3.ID != inv1.ID || !strings.Contains(inv3.Result, "once") {
+		t.Fatalf("a repeat by the tenant: %d %+v, want 200 with the result", mine.StatusCode, inv3)
 	}
 
 	// Refusals name the fix.

@@ -3,6 +3,8 @@ package gateway
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -104,9 +106,10 @@ func (p *fnProxy) serveAsync(w http.ResponseWriter, r *http.Request, ns, name, r
 	}
 	h.Set("X-Forwarded-Host", r.Host)
 	h.Set("X-Forwarded-Proto", map[bool]string{true: "https", false: "http"}[r.TLS != nil])
+	hash := requestHash(r.Method, rest, r.URL.RawQuery, body, id)
 	inv, created, err := p.async.Enqueue(r.Context(), history.AsyncRequest{
 		Namespace: ns, Function: name, Method: r.Method, Path: rest, RawQuery: r.URL.RawQuery, Header: h, Body: body,
-		IdempotencyKey: key, CallbackURL: callback, MaxAttempts: route.AsyncAttempts,
+		IdempotencyKey: key, RequestHash: hash, CallbackURL: callback, MaxAttempts: route.AsyncAttempts,
 	})
 	if err != nil {
 		p.log.WarnContext(r.Context(), "Warning: an asynchronous invocation could not be queued", "function", ns+"/"+name, "error", err)
@@ -114,16 +117,52 @@ func (p *fnProxy) serveAsync(w http.ResponseWriter, r *http.Request, ns, name, r
 		writeError(w, http.StatusServiceUnavailable, "the invocation could not be queued (broker or database unavailable); nothing was queued: retry later")
 		return
 	}
+	if !created && inv.RequestHash != hash {
+		writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("Idempotency-Key %q was first used for another request to %s/%s (method, path, query, body or caller differ); send a new key for a new request", key, ns, name))
+		return
+	}
 	w.Header().Set("Location", InvocationPath(ns, inv.ID))
 	w.Header().Set(HeaderInvocationID, inv.ID)
 	w.Header().Set("Preference-Applied", "respond-async")
 	w.Header().Set("Content-Type", "application/json")
+	out := inv.API()
 	code := http.StatusAccepted
-	if !created {
-		code = http.StatusOK // the repeated key's invocation as it stands
+	switch {
+	case created:
+	case id != nil || p.tenantCaller(r, ns):
+		code = http.StatusOK // the repeated key's invocation as it stands, for its tenant
+	default:
+		// Anyone may repeat a public call: they learn where it is, not what it answered.
+		out = api.AsyncInvocation{ID: out.ID, Function: out.Function, Status: out.Status, Attempts: out.Attempts,
+			MaxAttempts: out.MaxAttempts, CreatedAt: out.CreatedAt, UpdatedAt: out.UpdatedAt, IdempotencyKey: out.IdempotencyKey}
 	}
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(inv.API())
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// requestHash fingerprints what an idempotency key is bound to: the request as the function
+// would get it and the verified caller of a route that requires auth (nil: none).
+func requestHash(method, path, rawQuery string, body []byte, id *Identity) string {
+	h := sha256.New()
+	for _, part := range []string{method, path, rawQuery} {
+		_, _ = fmt.Fprintf(h, "%d:%s", len(part), part)
+	}
+	if id != nil {
+		_, _ = fmt.Fprintf(h, "id %d:%s %d:%s", len(id.Subject), id.Subject, len(id.Namespace), id.Namespace)
+	}
+	_, _ = fmt.Fprintf(h, "body %d:", len(body))
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// tenantCaller reports whether r carries a valid token for namespace ns (a public route's
+// caller need not send one).
+func (p *fnProxy) tenantCaller(r *http.Request, ns string) bool {
+	if r.Header.Get("Authorization") == "" {
+		return false
+	}
+	caller, err := authenticateRequest(p.auth, r)
+	return err == nil && allowNamespace(caller, ns) == nil
 }
 
 // InvocationPath is where an asynchronous invocation is read back.

@@ -31,8 +31,10 @@ const MaxAsyncResult = 256 << 10
 // AsyncInvocation is one asynchronous invocation.
 type AsyncInvocation struct {
 	ID, Namespace, Function string
-	// IdempotencyKey, when the caller sent one, makes a repeated request return this record.
+	// IdempotencyKey, when the caller sent one, makes a repeated request return this record;
+	// RequestHash is the fingerprint of the request it was first used with.
 	IdempotencyKey string
+	RequestHash    string
 	Status         string
 	Attempts       int
 	MaxAttempts    int
@@ -58,7 +60,7 @@ func (a *AsyncInvocation) Unstarted() bool { return a.Status == AsyncQueued && a
 // NewAsyncInvocation is the record of req as it is queued.
 func NewAsyncInvocation(req AsyncRequest) AsyncInvocation {
 	return AsyncInvocation{Namespace: req.Namespace, Function: req.Function, IdempotencyKey: req.IdempotencyKey,
-		Status: AsyncQueued, MaxAttempts: req.MaxAttempts, CallbackURL: req.CallbackURL}
+		RequestHash: req.RequestHash, Status: AsyncQueued, MaxAttempts: req.MaxAttempts, CallbackURL: req.CallbackURL}
 }
 
 // AsyncStore keeps asynchronous invocations.
@@ -107,8 +109,10 @@ type AsyncRequest struct {
 	Header              map[string][]string
 	Body                []byte
 	IdempotencyKey      string
-	CallbackURL         string
-	MaxAttempts         int
+	// RequestHash fingerprints what the key is bound to (see gateway's requestHash).
+	RequestHash string
+	CallbackURL string
+	MaxAttempts int
 }
 
 // API is the wire form of a.

@@ -11,12 +11,12 @@ import (
 
 var _ AsyncStore = (*Postgres)(nil)
 
-const asyncColumns = `id, namespace, function, idempotency_key, status, attempts, max_attempts, created_at, updated_at,
+const asyncColumns = `id, namespace, function, idempotency_key, request_hash, status, attempts, max_attempts, created_at, updated_at,
 	http_status, result, truncated, content_type, error, callback_url, cold_start`
 
 func scanAsync(row pgx.Row) (AsyncInvocation, error) {
 	var a AsyncInvocation
-	err := row.Scan(&a.ID, &a.Namespace, &a.Function, &a.IdempotencyKey, &a.Status, &a.Attempts, &a.MaxAttempts,
+	err := row.Scan(&a.ID, &a.Namespace, &a.Function, &a.IdempotencyKey, &a.RequestHash, &a.Status, &a.Attempts, &a.MaxAttempts,
 		&a.Created, &a.Updated, &a.HTTPStatus, &a.Result, &a.Truncated, &a.ContentType, &a.Error, &a.CallbackURL, &a.ColdStart)
 	a.Created, a.Updated = a.Created.UTC(), a.Updated.UTC()
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -37,9 +37,9 @@ func (p *Postgres) CreateAsync(ctx context.Context, inv AsyncInvocation) (AsyncI
 	now := time.Now().UTC()
 	inv.Created, inv.Updated = now, now
 	tag, err := p.pool.Exec(ctx, `INSERT INTO async_invocations (`+asyncColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 		ON CONFLICT (namespace, function, idempotency_key) WHERE idempotency_key <> '' DO NOTHING`,
-		inv.ID, inv.Namespace, inv.Function, inv.IdempotencyKey, inv.Status, inv.Attempts, inv.MaxAttempts, inv.Created, inv.Updated,
+		inv.ID, inv.Namespace, inv.Function, inv.IdempotencyKey, inv.RequestHash, inv.Status, inv.Attempts, inv.MaxAttempts, inv.Created, inv.Updated,
 		inv.HTTPStatus, inv.Result, inv.Truncated, inv.ContentType, inv.Error, inv.CallbackURL, inv.ColdStart)
 	if err != nil {
 		return inv, false, &UnavailableError{Err: fmt.Errorf("store asynchronous invocation: %w", err)}

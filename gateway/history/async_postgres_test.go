@@ -17,7 +17,7 @@ import (
 // by the first call like the gateway's.
 
 func queued(ns, fn, key string) AsyncInvocation {
-	return NewAsyncInvocation(AsyncRequest{Namespace: ns, Function: fn, IdempotencyKey: key, MaxAttempts: 3,
+	return NewAsyncInvocation(AsyncRequest{Namespace: ns, Function: fn, IdempotencyKey: key, RequestHash: "hash-of-" + key, MaxAttempts: 3,
 		CallbackURL: "https://hooks.example.com/done"})
 }
 
@@ -116,12 +116,13 @@ func TestPostgresAsyncIdempotencyKey(t *testing.T) {
 	}
 	// The same key again returns the stored invocation as it stands, not the new one.
 	again := queued("ns", "fn", "order-7")
-	again.MaxAttempts = 9
+	again.MaxAttempts, again.RequestHash = 9, "another request"
 	got, created, err := p.CreateAsync(ctx, again)
 	if err != nil || created {
 		t.Fatalf("repeated key: created %v, %v", created, err)
 	}
-	if got.ID != first.ID || got.Status != AsyncRunning || got.Attempts != 1 || got.MaxAttempts != 3 || got.IdempotencyKey != "order-7" {
+	if got.ID != first.ID || got.Status != AsyncRunning || got.Attempts != 1 || got.MaxAttempts != 3 || got.IdempotencyKey != "order-7" ||
+		got.RequestHash != "hash-of-order-7" {
 		t.Fatalf("repeated key returned %+v, want the first invocation (%s) as it stands", got, first.ID)
 	}
 
