@@ -2,7 +2,6 @@ package devplane
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -34,12 +33,7 @@ type kindOps[S, T, O any] struct {
 var (
 	functionKind = kindOps[api.FunctionSpec, api.FunctionStatus, api.Function]{table: functions, view: functionOf,
 		initial: api.FunctionStatus{Phase: api.PhasePending}, kick: (*Backend).kickFunction,
-		check: func(_ *Backend, ns string, _ *api.FunctionSpec, spec api.FunctionSpec) error {
-			if q := spec.Async.DeadLetterQueue; q != "" && !strings.HasPrefix(q, ns+".") {
-				return &gateway.InvalidError{Field: "async.dead_letter_queue", Reason: fmt.Sprintf("sless dev runs every tenant's queues on one broker, so name it %s.<name>; %q is not", ns, q)}
-			}
-			return runtimeHere(spec.Runtime)
-		}}
+		check: func(_ *Backend, _ string, _ *api.FunctionSpec, spec api.FunctionSpec) error { return runtimeHere(spec.Runtime) }}
 	triggerKind = kindOps[api.TriggerSpec, api.TriggerStatus, api.Trigger]{table: triggers, view: triggerOf,
 		check: checkTrigger, kick: (*Backend).kickTrigger,
 		affected: func(ns string, spec api.TriggerSpec) []string {
@@ -66,21 +60,10 @@ func runtimeHere(runtime string) error {
 	return nil
 }
 
-// checkTrigger keeps a trigger's type and, because every event trigger of sless dev uses
-// the one broker, its queues within the tenant's own names.
-func checkTrigger(_ *Backend, ns string, old *api.TriggerSpec, spec api.TriggerSpec) error {
+// checkTrigger keeps a trigger's type.
+func checkTrigger(_ *Backend, _ string, old *api.TriggerSpec, spec api.TriggerSpec) error {
 	if old != nil && spec.Type != old.Type {
 		return &gateway.InvalidError{Field: "type", Reason: "type is immutable; delete and re-create the trigger"}
-	}
-	if spec.Type != api.TriggerEvent {
-		return nil
-	}
-	prefix := ns + "."
-	if !strings.HasPrefix(spec.Queue, prefix) {
-		return &gateway.InvalidError{Field: "queue", Reason: fmt.Sprintf("sless dev runs every tenant's event triggers on one broker, so a queue must be named %s<name> (e.g. %sorders); %q is not", prefix, prefix, spec.Queue)}
-	}
-	if spec.DeadLetterQueue != "" && !strings.HasPrefix(spec.DeadLetterQueue, prefix) {
-		return &gateway.InvalidError{Field: "dead_letter_queue", Reason: fmt.Sprintf("name it %s<name>, like the queue", prefix)}
 	}
 	return nil
 }

@@ -46,8 +46,8 @@ type resource[O, S, C, F any] struct {
 	// base splits a create body into the spec it starts from (the kind's defaults) and the
 	// fields then applied to that spec as an update's are.
 	base func(C) (S, F, error)
-	// apply changes a spec by an update body and validates the result.
-	apply func(*S, F) error
+	// apply changes a spec of namespace ns by an update body and validates the result.
+	apply func(ns string, spec *S, f F) error
 }
 
 var (
@@ -61,9 +61,12 @@ var (
 			}
 			return defaultFunctionSpec(), req.FunctionFields, nil
 		},
-		apply: func(spec *api.FunctionSpec, f api.FunctionFields) error {
+		apply: func(ns string, spec *api.FunctionSpec, f api.FunctionFields) error {
 			applyFunctionFields(spec, f)
-			return validateFunctionSpec(*spec)
+			if err := validateFunctionSpec(*spec); err != nil {
+				return err
+			}
+			return tenantQueues(ns, [][2]string{{"async.dead_letter_queue", spec.Async.DeadLetterQueue}})
 		},
 	}
 	triggerResource = resource[api.Trigger, api.TriggerSpec, api.CreateTrigger, api.TriggerFields]{
@@ -77,11 +80,14 @@ var (
 			return defaultTriggerSpec(*req.Type), req.TriggerFields, nil
 		},
 		// {"enabled": false} freezes a trigger in place.
-		apply: func(spec *api.TriggerSpec, f api.TriggerFields) error {
+		apply: func(ns string, spec *api.TriggerSpec, f api.TriggerFields) error {
 			if err := applyTriggerFields(spec, f); err != nil {
 				return err
 			}
-			return validateTriggerSpec(*spec)
+			if err := validateTriggerSpec(*spec); err != nil {
+				return err
+			}
+			return tenantQueues(ns, [][2]string{{"queue", spec.Queue}, {"dead_letter_queue", spec.DeadLetterQueue}})
 		},
 	}
 	jobResource = resource[api.Job, api.JobSpec, api.CreateJob, api.JobFields]{
@@ -90,7 +96,7 @@ var (
 		name: func(req api.CreateJob) string { return req.Name },
 		base: func(req api.CreateJob) (api.JobSpec, api.JobFields, error) { return api.JobSpec{}, req.JobFields, nil },
 		// raising run_id runs the job again.
-		apply: func(spec *api.JobSpec, f api.JobFields) error {
+		apply: func(_ string, spec *api.JobSpec, f api.JobFields) error {
 			applyJobFields(spec, f)
 			return validateJobSpec(*spec)
 		},
@@ -131,7 +137,7 @@ func route[O, S, C, F any](s *Server, g *echo.Group, path, updateMethod string, 
 		if err != nil {
 			return err
 		}
-		if err := r.apply(&spec, fields); err != nil {
+		if err := r.apply(c.Param("ns"), &spec, fields); err != nil {
 			return err
 		}
 		obj, err := r.create(s.cfg.Backend, c.Request().Context(), c.Param("ns"), name, spec)
@@ -149,7 +155,7 @@ func route[O, S, C, F any](s *Server, g *echo.Group, path, updateMethod string, 
 		if err := decodeBody(c, &req); err != nil {
 			return err
 		}
-		obj, err := r.update(s.cfg.Backend, c.Request().Context(), c.Param("ns"), name, func(spec *S) error { return r.apply(spec, req) })
+		obj, err := r.update(s.cfg.Backend, c.Request().Context(), c.Param("ns"), name, func(spec *S) error { return r.apply(c.Param("ns"), spec, req) })
 		if err != nil {
 			return err
 		}

@@ -66,6 +66,19 @@ func validQueue(field, q string, required bool) error {
 	return nil
 }
 
+// tenantQueues refuses a set queue name (field, name pairs) outside namespace ns's own
+// names: a tenant's queues (its async dead letters, its event triggers') may be on a broker
+// other tenants use too, and a name of theirs would take or poison their messages.
+func tenantQueues(ns string, queues [][2]string) error {
+	prefix := rules.QueuePrefix(ns)
+	for _, q := range queues {
+		if q[1] != "" && !strings.HasPrefix(q[1], prefix) {
+			return invalid(q[0], "%q is not one of this tenant's queue names: name it %s<name> (e.g. %sorders)", q[1], prefix, prefix)
+		}
+	}
+	return nil
+}
+
 func inRange(field string, v, lo, hi int64) error {
 	if v < lo || v > hi {
 		return invalid(field, "%d is out of range; use %d-%d", v, lo, hi)

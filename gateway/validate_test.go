@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/gateway/api"
 )
 
 // TestValidEntrypointSaysTheRuntimesForm: create and update refuse an entrypoint with the
@@ -35,6 +36,51 @@ func TestValidEntrypointSaysTheRuntimesForm(t *testing.T) {
 		_, upload := buildkit.ValidateBytes(t.Context(), nil, tc.runtime, tc.ep, buildkit.Limits{})
 		if upload == nil || ie.Reason != upload.Error() || !strings.Contains(ie.Reason, tc.want) {
 			t.Errorf("%s %q: create says %q, the upload %v; want the same, with %q", tc.runtime, tc.ep, ie.Reason, upload, tc.want)
+		}
+	}
+}
+
+// TestQueuesAreTheTenants is attack 4 of issue 24 on the rule both planes share: every queue
+// name a tenant sets starts with its namespace, at create and at update.
+func TestQueuesAreTheTenants(t *testing.T) {
+	const ns = "sless-team"
+	str := func(s string) *string { return &s }
+	for _, tc := range []struct {
+		name, field string
+		apply       func() error
+	}{
+		{"async dead letters of another tenant", "async.dead_letter_queue", func() error {
+			spec := defaultFunctionSpec()
+			return functionResource.apply(ns, &spec, api.FunctionFields{Runtime: str("go1.25"), Async: &api.AsyncFields{DeadLetterQueue: str("sless-victim.async.f")}})
+		}},
+		{"async dead letters that only share the prefix's letters", "async.dead_letter_queue", func() error {
+			spec := defaultFunctionSpec()
+			return functionResource.apply(ns, &spec, api.FunctionFields{Runtime: str("go1.25"), Async: &api.AsyncFields{DeadLetterQueue: str(ns + "x.dlq")}})
+		}},
+		{"event queue of another tenant", "queue", func() error {
+			spec := defaultTriggerSpec(api.TriggerEvent)
+			return triggerResource.apply(ns, &spec, api.TriggerFields{Function: str("f"), Queue: str("orders"), BrokerSecret: str("amqp")})
+		}},
+		{"event dead letters of another tenant", "dead_letter_queue", func() error {
+			spec := defaultTriggerSpec(api.TriggerEvent)
+			return triggerResource.apply(ns, &spec, api.TriggerFields{Function: str("f"), Queue: str(ns + ".orders"), BrokerSecret: str("amqp"), DeadLetterQueue: str("shared.dlq")})
+		}},
+		{"the tenant's own queues", "", func() error {
+			spec := defaultTriggerSpec(api.TriggerEvent)
+			if err := triggerResource.apply(ns, &spec, api.TriggerFields{Function: str("f"), Queue: str(ns + ".orders"), BrokerSecret: str("amqp"), DeadLetterQueue: str(ns + ".orders.dlq")}); err != nil {
+				return err
+			}
+			fn := defaultFunctionSpec()
+			return functionResource.apply(ns, &fn, api.FunctionFields{Runtime: str("go1.25"), Async: &api.AsyncFields{DeadLetterQueue: str(ns + ".failed")}})
+		}},
+	} {
+		err := tc.apply()
+		var ie *InvalidError
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.field != "" && (!errors.As(err, &ie) || ie.Field != tc.field || !strings.Contains(ie.Reason, ns+".<name>")):
+			t.Errorf("%s: %v, want a 400 on %s naming %s.<name>", tc.name, err, tc.field, ns)
 		}
 	}
 }

@@ -98,9 +98,12 @@ func CurrentMessage(message string, generation, observedGeneration int64) string
 	return message
 }
 
-// AsyncQueue is the queue of a function's asynchronous invocations. The tenant's namespace
-// leads the name, as sless dev requires of every queue a tenant uses.
-func AsyncQueue(namespace, name string) string { return namespace + ".async." + name }
+// QueuePrefix starts every queue name of a tenant, the ones it sets (event triggers, dead
+// letters) and the ones sless names for it: tenants may share a broker.
+func QueuePrefix(namespace string) string { return namespace + "." }
+
+// AsyncQueue is the queue of a function's asynchronous invocations.
+func AsyncQueue(namespace, name string) string { return QueuePrefix(namespace) + "async." + name }
 
 // AsyncDeadLetterQueue is where a function's asynchronous invocations go after their last
 // attempt: the one its settings name, else AsyncQueue(...).dlq.

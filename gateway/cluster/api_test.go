@@ -136,6 +136,11 @@ func TestValidationErrors(t *testing.T) {
 		{"async backoff too long", "PUT", "/functions/f", `{"async":{"backoff_ms":3600001}}`, 400, "async.backoff_ms"},
 		{"async unknown field", "PUT", "/functions/f", `{"async":{"retries":3}}`, 400, "retries"},
 		{"async dead-letter queue too long", "PUT", "/functions/f", `{"async":{"dead_letter_queue":"` + strings.Repeat("q", 256) + `"}}`, 400, "async.dead_letter_queue"},
+		// Issue 24, attack 4: queue names of another tenant (or none's) on a shared broker.
+		{"async dead-letter queue of another tenant", "PUT", "/functions/f", `{"async":{"dead_letter_queue":"sless-0123456789abcdef.async.f"}}`, 400, "async.dead_letter_queue"},
+		{"async dead-letter queue outside the tenant", "PUT", "/functions/f", `{"async":{"dead_letter_queue":"` + tn.ns + `x.dlq"}}`, 400, "async.dead_letter_queue"},
+		{"event queue of another tenant", "POST", "/triggers", `{"name":"c","type":"event","function":"f","queue":"sless-0123456789abcdef.orders","broker_secret":"amqp"}`, 400, "queue"},
+		{"event dead-letter queue of another tenant", "POST", "/triggers", `{"name":"c","type":"event","function":"f","queue":"` + tn.ns + `.orders","broker_secret":"amqp","dead_letter_queue":"shared.dlq"}`, 400, "dead_letter_queue"},
 		{"schedule on http", "POST", "/triggers", `{"name":"c","type":"http","function":"f","schedule":"@daily"}`, 400, "schedule"},
 		{"event without queue", "POST", "/triggers", `{"name":"c","type":"event","function":"f","broker_secret":"amqp"}`, 400, "queue"},
 		{"unknown type", "POST", "/triggers", `{"name":"c","type":"sms","function":"f"}`, 400, "type"},
@@ -210,7 +215,7 @@ func TestTriggers(t *testing.T) {
 		t.Fatalf("created %+v", cron.TriggerSpec)
 	}
 	ev, err := tn.c.CreateTrigger(ctx, tn.ns, api.CreateTrigger{Name: "orders", TriggerFields: api.TriggerFields{
-		Type: ptr("event"), Function: ptr("f"), Queue: ptr("orders"), BrokerSecret: ptr("rabbit"),
+		Type: ptr("event"), Function: ptr("f"), Queue: ptr(tn.ns + ".orders"), BrokerSecret: ptr("rabbit"),
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -101,7 +101,7 @@ func TestEventTrigger(t *testing.T) {
 	deployFunction(t, tn, "consumer", helloFields(5), map[string]string{"handler.py": recordingPython})
 
 	ch := amqpChannel(t)
-	queue := "e2e-" + tn.ns
+	queue := tn.ns + ".e2e-events"
 	dlq := queue + "-dead"
 	t.Cleanup(func() {
 		_, _ = ch.QueueDelete(queue, false, false, false)

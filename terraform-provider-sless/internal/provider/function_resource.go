@@ -102,7 +102,7 @@ func functionAttributes() map[string]schema.Attribute {
 		"async_max_attempts": serverDefaultInt64("Attempts of one asynchronous invocation before it is dead-lettered (1-100; server default 3).", 1, 100),
 		"async_backoff_ms":   serverDefaultInt64("Delay before the second attempt in ms, doubling for each next one (0-3600000; server default 1000).", 0, 3600000),
 		"async_dead_letter_queue": schema.StringAttribute{
-			Optional: true, MarkdownDescription: "Queue exhausted asynchronous invocations go to; `<namespace>.async.<name>.dlq` when unset.",
+			Optional: true, MarkdownDescription: "Queue exhausted asynchronous invocations go to, named `<namespace>.<name>`; `<namespace>.async.<name>.dlq` when unset.",
 			Validators: []validator.String{stringvalidator.LengthBetween(1, 255)},
 		},
 		"async_max_jobs": serverDefaultInt64("Dispatcher Jobs that may drain the function's asynchronous queue at once in a cluster (1-100; server default 10); `sless dev` keeps the value but runs one runner per function.", 1, 100),

@@ -88,7 +88,7 @@ func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			Validators: []validator.Int64{int64validator.Between(1, 3600)},
 		},
 		"queue": schema.StringAttribute{
-			Optional: true, MarkdownDescription: "event only: AMQP queue to consume.",
+			Optional: true, MarkdownDescription: "event only: AMQP queue to consume, named `<namespace>.<name>` (a tenant's queues start with its namespace).",
 			Validators: []validator.String{stringvalidator.LengthBetween(1, 255)},
 		},
 		"broker_secret": schema.StringAttribute{
@@ -102,7 +102,7 @@ func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 		"max_attempts": serverDefaultInt64("event only: deliveries of one message before it goes to the dead-letter queue (1-100; server default 3).", 1, 100),
 		"backoff_ms":   serverDefaultInt64("event only: delay before the first retry, doubled per attempt (0-3600000; server default 1000).", 0, 3600000),
 		"dead_letter_queue": schema.StringAttribute{
-			Optional: true, MarkdownDescription: "event only: queue that receives messages whose attempts ran out.",
+			Optional: true, MarkdownDescription: "event only: queue that receives messages whose attempts ran out, named `<namespace>.<name>`.",
 			Validators: []validator.String{stringvalidator.LengthBetween(1, 255)},
 		},
 		"url":    computedString("http only: URL that invokes the function."),
