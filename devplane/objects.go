@@ -33,7 +33,9 @@ type kindOps[S, T, O any] struct {
 var (
 	functionKind = kindOps[api.FunctionSpec, api.FunctionStatus, api.Function]{table: functions, view: functionOf,
 		initial: api.FunctionStatus{Phase: api.PhasePending}, kick: (*Backend).kickFunction,
-		check: func(_ *Backend, _ string, _ *api.FunctionSpec, spec api.FunctionSpec) error { return runtimeHere(spec.Runtime) }}
+		check: func(_ *Backend, _ string, _ *api.FunctionSpec, spec api.FunctionSpec) error {
+			return runtimeHere(spec.Runtime)
+		}}
 	triggerKind = kindOps[api.TriggerSpec, api.TriggerStatus, api.Trigger]{table: triggers, view: triggerOf,
 		check: checkTrigger, kick: (*Backend).kickTrigger,
 		affected: func(ns string, spec api.TriggerSpec) []string {
