@@ -127,7 +127,7 @@ func startDev(t testing.TB, o devOptions) *dev {
 		d.served.Add(1)
 		gw.ServeHTTP(w, r)
 	})
-	go srv.Serve(ln)
+	go srv.Serve(gw.Listener(ln))
 	token := testkit.Token(t, hmacKey, o.subject)
 	c, err := client.New(endpoint, token, nil)
 	if err != nil {

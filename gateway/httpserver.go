@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -25,6 +27,11 @@ type ConnLimits struct {
 	// MaxConns caps open connections; a request on a connection beyond it gets 503 and the
 	// connection is closed. Default 10,000.
 	MaxConns int64
+	// MaxConnsPerClient caps the open connections of one client address under MaxConns, so
+	// one client cannot take them all; a request on a connection beyond it gets 429 and the
+	// connection is closed. Behind a proxy that pools connections every caller is the proxy:
+	// raise it to MaxConns there. Default MaxConns/4.
+	MaxConnsPerClient int64
 	// BodyTimeout bounds reading a request body: every one from its arrival (a request
 	// answered without reading its body included), /v1 uploads and asynchronous calls'
 	// bodies to the end. Once a /fn/ call's function is known its body is bounded by the
@@ -48,6 +55,9 @@ func (l ConnLimits) withDefaults() ConnLimits {
 	if l.MaxConns <= 0 {
 		l.MaxConns = 10000
 	}
+	if l.MaxConnsPerClient <= 0 {
+		l.MaxConnsPerClient = max(1, l.MaxConns/4)
+	}
 	if l.BodyTimeout <= 0 {
 		l.BodyTimeout = 2 * time.Minute
 	}
@@ -57,43 +67,147 @@ func (l ConnLimits) withDefaults() ConnLimits {
 	return l
 }
 
-// HTTPServer returns the http.Server to serve s with: header, idle and connection limits
-// from Config.Conns (bodies and writes are bounded per request by ServeHTTP). There is no
-// WriteTimeout: /fn/ responses stream and functions may run for 15 minutes.
+// HTTPServer returns the http.Server to serve s with: header and idle limits from
+// Config.Conns (bodies and writes are bounded per request by ServeHTTP). Serve it on
+// s.Listener(ln): the connection caps and the idle bound of upgraded connections live there.
+// There is no WriteTimeout: /fn/ responses stream and functions may run for 15 minutes.
 func (s *Server) HTTPServer() *http.Server {
 	l := s.cfg.Conns
 	return &http.Server{
 		Handler: s, ReadHeaderTimeout: l.ReadHeaderTimeout, IdleTimeout: l.IdleTimeout, MaxHeaderBytes: l.MaxHeaderBytes,
-		ConnContext: s.conns.connContext, ConnState: s.conns.connState,
+		ConnContext: connContext, ConnState: connState,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 }
 
-// connCounter counts open connections and marks those accepted beyond the cap.
+// Listener wraps ln so that each connection counts against the caps from its accept until
+// it is closed, one taken over by an upgrade (WebSocket) included, and an upgraded
+// connection with no byte either way for IdleTimeout is closed.
+func (s *Server) Listener(ln net.Listener) net.Listener {
+	return countedListener{Listener: ln, c: &s.conns}
+}
+
+// connCounter counts open connections, in total and per client address.
 type connCounter struct {
-	max  int64
-	open atomic.Int64
+	max, perClient int64
+	idle           time.Duration
+	mu             sync.Mutex
+	open           int64
+	byClient       map[netip.Addr]int64
+}
+
+// Why a connection's requests are refused: accepted beyond a cap.
+const (
+	overNone = iota
+	overTotal
+	overClient
+)
+
+type countedListener struct {
+	net.Listener
+	c *connCounter
+}
+
+func (l countedListener) Accept() (net.Conn, error) {
+	conn, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return l.c.track(conn), nil
+}
+
+func (c *connCounter) track(conn net.Conn) *countedConn {
+	var client netip.Addr
+	if ap, err := netip.ParseAddrPort(conn.RemoteAddr().String()); err == nil {
+		client = ap.Addr().Unmap()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.open++
+	c.byClient[client]++
+	cc := &countedConn{Conn: conn, c: c, client: client}
+	switch {
+	case c.open > c.max:
+		cc.over = overTotal
+	case c.byClient[client] > c.perClient:
+		cc.over = overClient
+	}
+	return cc
+}
+
+func (c *connCounter) release(client netip.Addr) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.open--
+	if c.byClient[client]--; c.byClient[client] <= 0 {
+		delete(c.byClient, client)
+	}
+}
+
+// countedConn is one counted connection; once upgraded, every read and write moves its
+// deadline to IdleTimeout from then (net/http clears deadlines when it hands it over).
+type countedConn struct {
+	net.Conn
+	c        *connCounter
+	client   netip.Addr
+	over     int
+	upgraded atomic.Bool
+	closed   sync.Once
+}
+
+func (cc *countedConn) Read(p []byte) (int, error) {
+	cc.extend()
+	return cc.Conn.Read(p)
+}
+
+func (cc *countedConn) Write(p []byte) (int, error) {
+	cc.extend()
+	return cc.Conn.Write(p)
+}
+
+func (cc *countedConn) extend() {
+	if cc.upgraded.Load() {
+		_ = cc.Conn.SetDeadline(time.Now().Add(cc.c.idle))
+	}
+}
+
+func (cc *countedConn) Close() error {
+	cc.closed.Do(func() { cc.c.release(cc.client) })
+	return cc.Conn.Close()
 }
 
 type overCapKey struct{}
 
-func (c *connCounter) connContext(ctx context.Context, _ net.Conn) context.Context {
-	if c.open.Add(1) > c.max {
-		return context.WithValue(ctx, overCapKey{}, true)
+func connContext(ctx context.Context, conn net.Conn) context.Context {
+	if cc, ok := conn.(*countedConn); ok && cc.over != overNone {
+		return context.WithValue(ctx, overCapKey{}, cc.over)
 	}
 	return ctx
 }
 
-func (c *connCounter) connState(_ net.Conn, state http.ConnState) {
-	if state == http.StateClosed || state == http.StateHijacked {
-		c.open.Add(-1)
+// connState starts the idle bound of a connection an upgrade took over. Whoever closes a
+// connection, net/http or the proxy that took it over, closes the countedConn.
+func connState(conn net.Conn, state http.ConnState) {
+	if cc, ok := conn.(*countedConn); ok && state == http.StateHijacked {
+		cc.upgraded.Store(true)
 	}
 }
 
-// overCap reports whether r arrived on a connection accepted beyond the cap.
-func overCap(r *http.Request) bool {
-	over, _ := r.Context().Value(overCapKey{}).(bool)
-	return over
+// refuseOverCap answers a request on a connection accepted beyond a cap and reports whether
+// it did: 503 beyond the total, 429 beyond the client's share, the connection closed.
+func refuseOverCap(w http.ResponseWriter, r *http.Request) bool {
+	over, _ := r.Context().Value(overCapKey{}).(int)
+	if over == overNone {
+		return false
+	}
+	w.Header().Set("Connection", "close")
+	w.Header().Set("Retry-After", "1")
+	if over == overClient {
+		writeError(w, http.StatusTooManyRequests, "this client has too many open connections to the gateway; close some (reuse keep-alive connections) and retry")
+	} else {
+		writeError(w, http.StatusServiceUnavailable, "the gateway has too many open connections; retry later")
+	}
+	return true
 }
 
 // limitBody bounds the time to read r's body to d: reads after the deadline fail and the

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"syscall"
@@ -86,7 +87,8 @@ func New(cfg Config) (*Server, error) {
 		cfg.Registry = prometheus.NewRegistry()
 		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "gateway"), tracer: otel.Tracer(tracerName), conns: connCounter{max: cfg.Conns.MaxConns}}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "gateway"), tracer: otel.Tracer(tracerName), conns: connCounter{max: cfg.Conns.MaxConns, perClient: cfg.Conns.MaxConnsPerClient, idle: cfg.Conns.IdleTimeout,
+		byClient: map[netip.Addr]int64{}}}
 	s.proxy = newFnProxy(cfg, s.log)
 	m, err := newMetrics(cfg.Registry, s.proxy.held.total.Load, cfg.Recorder)
 	if err != nil {
@@ -110,10 +112,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body := r.Body
 	limitBody(w, r, s.cfg.Conns.BodyTimeout)
 	defer func() { r.Body = body }()
-	if overCap(r) {
-		w.Header().Set("Connection", "close")
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "the gateway has too many open connections; retry later")
+	if refuseOverCap(w, r) {
 		return
 	}
 	if ns, name, ok := splitFunctionHost(r.Host, s.cfg.FunctionsDomain); ok {

@@ -135,7 +135,7 @@ func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 	}
 	hs := srv.HTTPServer()
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- hs.Serve(ln) }()
+	go func() { serveErr <- hs.Serve(srv.Listener(ln)) }()
 	if err := writeSecret(filepath.Join(dataDir, "token"), []byte(token+"\n")); err != nil {
 		return err
 	}

@@ -107,7 +107,7 @@ func (d devSession) upload(t *testing.T, name, runtime string, files map[string]
 // are closed, the server answering others meanwhile, and connections beyond the cap get a
 // clear 503.
 func TestDevBoundsConnections(t *testing.T) {
-	d := startDevSession(t, "--body-timeout", "2s", "--idle-timeout", "2s", "--max-connections", "2100")
+	d := startDevSession(t, "--body-timeout", "2s", "--idle-timeout", "2s", "--max-connections", "2100", "--max-connections-per-client", "2100")
 	timeout := int32(1)
 	d.uploadPython(t, "echo", "def handle(event):\n    return event\n",
 		api.FunctionFields{TimeoutSec: &timeout, Async: &api.AsyncFields{Enabled: ptr(true), MaxAttempts: ptr(int32(1))}},

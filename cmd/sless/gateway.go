@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"time"
 
@@ -78,6 +77,7 @@ RS256/ES256 keys of --jwks-url. Traces are exported over OTLP when OTEL_EXPORTER
 // bindConnFlags adds the connection limits shared by `sless gateway` and `sless dev`.
 func bindConnFlags(fs *pflag.FlagSet, l *gateway.ConnLimits) {
 	fs.Int64Var(&l.MaxConns, "max-connections", 10000, "open client connections before requests get 503 and the connection is closed")
+	fs.Int64Var(&l.MaxConnsPerClient, "max-connections-per-client", 0, "open connections of one client address before its requests get 429 and the connection is closed (0: a quarter of --max-connections; behind a proxy that pools connections, raise it to --max-connections)")
 	fs.DurationVar(&l.IdleTimeout, "idle-timeout", 60*time.Second, "closes keep-alive connections idle this long")
 	fs.DurationVar(&l.BodyTimeout, "body-timeout", 2*time.Minute, "time to send a request body (uploads and asynchronous calls included); a body a function takes may take the function's timeout")
 }
@@ -137,7 +137,7 @@ func runGateway(cmd *cobra.Command, f gatewayFlags) error {
 	if err != nil {
 		return err
 	}
-	return serveGateway(ctx, f.listen, srv.HTTPServer(), logger)
+	return serveGateway(ctx, f.listen, srv, logger)
 }
 
 // authenticator builds the token verifier from the flags; no verifier is an error unless
@@ -187,13 +187,14 @@ func openHistory(ctx context.Context, url string, logger *slog.Logger) (*history
 }
 
 // serveGateway serves until ctx ends, then drains in-flight requests.
-func serveGateway(ctx context.Context, addr string, srv *http.Server, logger *slog.Logger) error {
+func serveGateway(ctx context.Context, addr string, gw *gateway.Server, logger *slog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
+	srv := gw.HTTPServer()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(gw.Listener(ln)) }()
 	logger.Info("gateway listening", "addr", ln.Addr().String(), "version", version)
 	select {
 	case err := <-errc:

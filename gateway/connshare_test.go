@@ -1,0 +1,199 @@
+package gateway_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"sless.dev/sless/gateway"
+)
+
+// upgradeFunction answers an "Upgrade: echo" request with 101 and echoes what follows, and
+// any other request with 200.
+func upgradeFunction(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "echo" {
+			_, _ = io.WriteString(w, "ok")
+			return
+		}
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		_ = brw.Flush()
+		_, _ = io.Copy(conn, brw)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
+}
+
+// shareGateway serves one function "echo" on a gateway with limits, on s.Listener.
+func shareGateway(t *testing.T, limits gateway.ConnLimits) (addr, ns string) {
+	t.Helper()
+	ns = "sless-team"
+	fnAddr := upgradeFunction(t)
+	backend := boundBackend{rt: &http.Transport{Dial: func(network, _ string) (net.Conn, error) { return net.Dial(network, fnAddr) }},
+		routes: map[string]gateway.Route{ns + "/echo": {Host: "echo." + ns + ".svc"}}}
+	auth, err := gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: boundKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := gateway.New(gateway.Config{Backend: backend, Auth: auth, Conns: limits,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := srv.HTTPServer()
+	go func() { _ = hs.Serve(srv.Listener(ln)) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	return ln.Addr().String(), ns
+}
+
+// from dials addr from the loopback address src, a client of its own.
+func from(t *testing.T, src, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// get sends one keep-alive GET of path on conn and returns the answer's status.
+func get(t *testing.T, conn net.Conn, br *bufio.Reader, path string, header ...string) *http.Response {
+	t.Helper()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	defer conn.SetDeadline(time.Time{})
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: gw\r\n%s\r\n", path, strings.Join(header, "")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	return resp
+}
+
+// TestOneClientCannotTakeEveryConnection is attack 5 of issue 24: one client holding 1,000
+// keep-alive connections (one /healthz each) made every other caller's /fn/ a 503. Its
+// share is a quarter of the cap: beyond it its requests get 429 and the connection is
+// closed, while another client is served on /healthz and /fn/.
+func TestOneClientCannotTakeEveryConnection(t *testing.T) {
+	addr, ns := shareGateway(t, gateway.ConnLimits{MaxConns: 1000})
+	var served, refused int
+	for range 1000 {
+		conn := from(t, "127.0.0.2", addr)
+		resp := get(t, conn, bufio.NewReader(conn), "/healthz")
+		switch {
+		case resp.StatusCode == http.StatusOK:
+			served++
+		case resp.StatusCode == http.StatusTooManyRequests && resp.Close && resp.Header.Get("Retry-After") != "":
+			refused++
+			conn.Close()
+		default:
+			t.Fatalf("the flooding client's connection %d: %d close=%v", served+refused, resp.StatusCode, resp.Close)
+		}
+	}
+	if served != 250 || refused != 750 {
+		t.Fatalf("the flooding client was served on %d connections and refused on %d; want 250 and 750", served, refused)
+	}
+	other := from(t, "127.0.0.3", addr)
+	br := bufio.NewReader(other)
+	for _, path := range []string{"/healthz", "/fn/" + ns + "/echo"} {
+		if resp := get(t, other, br, path); resp.StatusCode != http.StatusOK {
+			t.Fatalf("another client's %s while one holds its share: %d", path, resp.StatusCode)
+		}
+	}
+}
+
+// upgrade opens an echo connection to the function through the gateway from src.
+func upgrade(t *testing.T, src, addr, ns string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn := from(t, src, addr)
+	br := bufio.NewReader(conn)
+	if resp := get(t, conn, br, "/fn/"+ns+"/echo", "Connection: Upgrade\r\nUpgrade: echo\r\n"); resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %d", resp.StatusCode)
+	}
+	return conn, br
+}
+
+// echo sends b on an upgraded connection and reads it back.
+func echo(t *testing.T, conn net.Conn, br *bufio.Reader, b string) error {
+	t.Helper()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	defer conn.SetDeadline(time.Time{})
+	if _, err := io.WriteString(conn, b); err != nil {
+		return err
+	}
+	got := make([]byte, len(b))
+	if _, err := io.ReadFull(br, got); err != nil {
+		return err
+	}
+	if string(got) != b {
+		return fmt.Errorf("echoed %q, want %q", got, b)
+	}
+	return nil
+}
+
+// TestUpgradedConnectionsStayBounded: a connection an upgrade took over still counts
+// against its client's share until it closes, and one with no byte either way for the idle
+// timeout is closed by the gateway, while one in use stays open past it.
+func TestUpgradedConnectionsStayBounded(t *testing.T) {
+	const idle = 400 * time.Millisecond
+	addr, ns := shareGateway(t, gateway.ConnLimits{MaxConns: 100, MaxConnsPerClient: 3, IdleTimeout: idle})
+
+	for range 3 {
+		upgrade(t, "127.0.0.2", addr, ns)
+	}
+	conn := from(t, "127.0.0.2", addr)
+	if resp := get(t, conn, bufio.NewReader(conn), "/healthz"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a fourth connection of a client holding three upgraded ones: %d, want 429", resp.StatusCode)
+	}
+
+	busy, bbr := upgrade(t, "127.0.0.4", addr, ns)
+	for i := range 10 { // 1 s, past the idle timeout, a byte every 100 ms
+		if err := echo(t, busy, bbr, fmt.Sprint(i)); err != nil {
+			t.Fatalf("an upgraded connection in use, after %d echoes: %v", i, err)
+		}
+		time.Sleep(idle / 4)
+	}
+	quiet, qbr := upgrade(t, "127.0.0.5", addr, ns)
+	if err := echo(t, quiet, qbr, "x"); err != nil {
+		t.Fatal(err)
+	}
+	_ = quiet.SetReadDeadline(time.Now().Add(10 * time.Second))
+	start := time.Now()
+	_, err := qbr.ReadByte()
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		t.Fatalf("an idle upgraded connection was still open after %v (idle timeout %v)", time.Since(start), idle)
+	case err == nil:
+		t.Fatal("an idle upgraded connection sent a byte")
+	}
+}
