@@ -61,7 +61,8 @@ func preferAsync(h http.Header) bool {
 // hopHeaders are removed from a request replayed later, as ReverseProxy removes them from
 // one it forwards; so are the asynchronous call's own headers.
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Prefer", HeaderCallbackURL, "Content-Length", "Expect"}
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Prefer", HeaderCallbackURL, "Content-Length", "Expect",
+	"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"}
 
 // serveAsync queues the call and answers 202 with the invocation's Location, or the
 // existing invocation of a repeated Idempotency-Key.

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/rsa"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -110,6 +112,11 @@ func (a *JWTAuth) Authenticate(ctx context.Context, token string) (Identity, err
 	}
 	var claims numericClaims
 	_, err := a.parser.ParseWithClaims(token, &claims, func(t *jwt.Token) (any, error) {
+		// RFC 7515 4.1.11: an extension the recipient does not understand fails the token,
+		// and this verifier understands none.
+		if crit, ok := t.Header["crit"]; ok {
+			return nil, fmt.Errorf("token header crit %v names extensions this gateway does not understand", crit)
+		}
 		if t.Method.Alg() == "HS256" {
 			return a.cfg.HMACKey, nil
 		}
@@ -132,7 +139,14 @@ func (a *JWTAuth) Authenticate(ctx context.Context, token string) (Identity, err
 // NumericDate, a JSON number: golang-jwt also takes a string that holds one.
 type numericClaims struct{ jwt.RegisteredClaims }
 
+// registeredClaims are the names RegisteredClaims decodes. encoding/json matches names
+// case-insensitively, so "SUB" would set the subject too.
+var registeredClaims = []string{"iss", "sub", "aud", "exp", "nbf", "iat", "jti"}
+
 func (c *numericClaims) UnmarshalJSON(b []byte) error {
+	if err := uniqueRegisteredClaims(b); err != nil {
+		return err
+	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return err
@@ -143,6 +157,37 @@ func (c *numericClaims) UnmarshalJSON(b []byte) error {
 		}
 	}
 	return json.Unmarshal(b, &c.RegisteredClaims)
+}
+
+// uniqueRegisteredClaims refuses a claims object in which a registered claim appears twice
+// or in another case: one reader of the token could take one and another the other.
+func uniqueRegisteredClaims(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return errors.New("claims are not a JSON object")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		name, _ := t.(string)
+		if lower := strings.ToLower(name); slices.Contains(registeredClaims, lower) {
+			switch {
+			case name != lower:
+				return fmt.Errorf("claim %q is the registered claim %q in another case", name, lower)
+			case seen[lower]:
+				return fmt.Errorf("claim %q appears twice", name)
+			}
+			seen[lower] = true
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // jwksCache holds a JWKS and refetches it when it is old or a token names an unknown kid.

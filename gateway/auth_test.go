@@ -38,6 +38,17 @@ func sign(t *testing.T, method jwt.SigningMethod, key any, kid string, claims jw
 	return s
 }
 
+// signRaw signs header and payload as given (HS256 with the test key).
+func signRaw(t *testing.T, header, payload string) string {
+	t.Helper()
+	unsigned := jwtPart(t, header) + "." + jwtPart(t, payload)
+	sig, err := jwt.SigningMethodHS256.Sign(unsigned, testHMACKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return unsigned + "." + base64.RawURLEncoding.EncodeToString(sig)
+}
+
 func claims(sub string, exp time.Duration) jwt.MapClaims {
 	c := jwt.MapClaims{"exp": time.Now().Add(exp).Unix()}
 	if sub != "" {
@@ -75,6 +86,13 @@ func TestJWTAuthHMAC(t *testing.T) {
 		{"exp null", sign(t, jwt.SigningMethodHS256, testHMACKey, "", jwt.MapClaims{"sub": "alice", "exp": nil}), false},
 		{"nbf a string", sign(t, jwt.SigningMethodHS256, testHMACKey, "", jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(time.Hour).Unix(), "nbf": "0"}), false},
 		{"iat a string", sign(t, jwt.SigningMethodHS256, testHMACKey, "", jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(time.Hour).Unix(), "iat": "0"}), false},
+		// Issue 24, attack 8: claim names are the registered ones exactly, once; crit fails.
+		{"sub and SUB", sign(t, jwt.SigningMethodHS256, testHMACKey, "", jwt.MapClaims{"sub": "alice", "SUB": "dev", "exp": time.Now().Add(time.Hour).Unix()}), false},
+		{"Sub alone", sign(t, jwt.SigningMethodHS256, testHMACKey, "", jwt.MapClaims{"Sub": "alice", "exp": time.Now().Add(time.Hour).Unix()}), false},
+		{"EXP a string beside exp", sign(t, jwt.SigningMethodHS256, testHMACKey, "", jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(time.Hour).Unix(), "EXP": "string"}), false},
+		{"sub twice", signRaw(t, `{"alg":"HS256","typ":"JWT"}`, `{"sub":"alice","sub":"dev","exp":`+itoa(time.Now().Add(time.Hour).Unix())+`}`), false},
+		{"unknown crit", signRaw(t, `{"alg":"HS256","typ":"JWT","crit":["x-sless"],"x-sless":1}`, `{"sub":"alice","exp":`+itoa(time.Now().Add(time.Hour).Unix())+`}`), false},
+		{"other claims in any case", sign(t, jwt.SigningMethodHS256, testHMACKey, "", jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(time.Hour).Unix(), "Role": "x", "role": "y"}), true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

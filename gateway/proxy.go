@@ -100,7 +100,8 @@ type target struct {
 type targetKey struct{}
 
 // Headers the gateway owns on requests to functions: the verified identity of a caller of
-// a route that requires auth. A client's own values are always removed.
+// a route that requires auth. A client's own values of these, and of every other X-Sless-*
+// header (the trigger headers the dispatcher sets, the attempt), are always removed.
 const (
 	HeaderSubject   = "X-Sless-Subject"
 	HeaderNamespace = "X-Sless-Namespace"
@@ -144,11 +145,18 @@ func rewrite(pr *httputil.ProxyRequest) {
 	w3c.Inject(pr.Out.Context(), propagation.HeaderCarrier(pr.Out.Header))
 }
 
-// functionHeader replaces the caller's credentials and trace context in h, a request going
-// to a function, by the verified identity (nil: none).
+// functionHeader replaces the caller's credentials, trace context, client-address claims
+// and X-Sless-* headers in h, a request going to a function, by the verified identity (nil:
+// none). X-Forwarded-* and Forwarded are the gateway's to set (ReverseProxy removes the
+// caller's; the asynchronous path does it itself).
 func functionHeader(h http.Header, id *Identity) {
-	for _, k := range []string{"Authorization", "Cookie", HeaderSubject, HeaderNamespace, "Traceparent", "Tracestate"} {
+	for _, k := range []string{"Authorization", "Cookie", "Traceparent", "Tracestate", "X-Real-Ip"} {
 		h.Del(k)
+	}
+	for k := range h {
+		if strings.HasPrefix(k, "X-Sless-") { // canonical keys: net/http and Clone keep them so
+			delete(h, k)
+		}
 	}
 	if id != nil {
 		h.Set(HeaderSubject, id.Subject)
@@ -204,23 +212,29 @@ func splitFnPath(escaped string) (ns, name, rest string, ok bool) {
 	return ns, name, "/" + rest, true
 }
 
-// splitFunctionHost reads <name>.<ns>.<domain>[:port] ("" domain: never).
-func splitFunctionHost(host, domain string) (ns, name string, ok bool) {
+// splitFunctionHost reads <name>.<ns>.<domain>[.][:port] ("" domain: never). inDomain is
+// true for every host of the functions domain, the domain itself included, whether or not
+// it names a function.
+func splitFunctionHost(host, domain string) (ns, name string, inDomain, ok bool) {
 	if domain == "" {
-		return "", "", false
+		return "", "", false, false
 	}
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	labels, ok := strings.CutSuffix(strings.ToLower(host), "."+domain)
-	if !ok {
-		return "", "", false
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == domain {
+		return "", "", true, false
+	}
+	labels, inDomain := strings.CutSuffix(host, "."+domain)
+	if !inDomain {
+		return "", "", false, false
 	}
 	name, ns, ok = strings.Cut(labels, ".")
 	if !ok || validName("", ns) != nil || validName("", name) != nil {
-		return "", "", false
+		return "", "", true, false
 	}
-	return ns, name, true
+	return ns, name, true, true
 }
 
 // ServeHTTP serves /fn/<ns>/<name>[/rest] on the shared origin.

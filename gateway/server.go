@@ -115,8 +115,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if refuseOverCap(w, r) {
 		return
 	}
-	if ns, name, ok := splitFunctionHost(r.Host, s.cfg.FunctionsDomain); ok {
+	ns, name, inDomain, ok := splitFunctionHost(r.Host, s.cfg.FunctionsDomain)
+	switch {
+	case ok:
 		s.instrument("fn", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.proxy.serveHost(w, r, ns, name) }), w, r)
+		return
+	case inDomain:
+		// The functions domain is functions' origins: the console and the API are never
+		// served there, where a function's page could reach them same-origin.
+		writeError(w, http.StatusNotFound, "no function here: function hosts are <name>.<namespace>."+s.cfg.FunctionsDomain+"; the API and the console are on the gateway's own host")
 		return
 	}
 	if strings.HasPrefix(r.URL.Path, "/fn/") {

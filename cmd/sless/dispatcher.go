@@ -36,7 +36,7 @@ type dispatcherCommon struct {
 func (c *dispatcherCommon) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.function, "function", "", "function to invoke, namespace/name (required)")
 	fs.StringVar(&c.trigger, "trigger", "", "trigger name, recorded in the invocation history")
-	fs.StringVar(&c.targetURL, "target-url", "", "URL invocations are POSTed to: the KEDA HTTP interceptor, or http://<gateway>/fn/<ns>/<name> (required)")
+	fs.StringVar(&c.targetURL, "target-url", "", "URL invocations are POSTed to: the KEDA HTTP interceptor, or http://<gateway>/fn/<ns>/<name> (required; the gateway removes the X-Sless-* trigger headers, as it does from any caller)")
 	fs.StringVar(&c.targetHost, "target-host", "", "Host header for the target, e.g. <name>.<ns>.fn.sless.local when the target is the interceptor")
 	fs.StringVar(&c.databaseURL, "database-url", "", "PostgreSQL URL for the invocation history (none: not recorded)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
