@@ -11,8 +11,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
@@ -135,7 +137,11 @@ func (r *FunctionReconciler) prebuiltImage(ctx context.Context, fn *v1.Function)
 	switch {
 	case errors.As(err, &refusal):
 		if st.Image != "" && !r.resolver.allowed(st.Image, fn.Namespace) {
-			st.Image = "" // recorded before the policy refused it
+			// Recorded before the policy refused it (an upgrade, a narrowed list): stop it.
+			st.Image = ""
+			if err := r.deleteDeployment(ctx, fn); err != nil {
+				return err
+			}
 		}
 		built(metav1.ConditionFalse, v1.ReasonImageNotAllowed, "spec.image "+spec+" is not allowed: "+refusal.Error())
 		return nil // only a new spec.image (or policy) helps
@@ -164,5 +170,21 @@ func (r *FunctionReconciler) prebuiltImage(ctx context.Context, fn *v1.Function)
 	log.FromContext(ctx).Info("resolved the image's tag", "image", spec, "digest", image)
 	st.Image, st.BuiltSHA256, st.LastBuildError = image, "", ""
 	built(metav1.ConditionTrue, v1.ReasonPrebuilt, resolvedMessage(spec, image))
+	return nil
+}
+
+// deleteDeployment removes fn's Deployment, if fn controls it.
+func (r *FunctionReconciler) deleteDeployment(ctx context.Context, fn *v1.Function) error {
+	dep := &appsv1.Deployment{}
+	if err := r.Get(ctx, client.ObjectKeyFromObject(fn), dep); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(dep, fn) {
+		return nil
+	}
+	log.FromContext(ctx).Info("deleting the Deployment of an image the policy refuses", "deployment", dep.Name)
+	if err := r.Delete(ctx, dep); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting deployment %s/%s: %w", dep.Namespace, dep.Name, err)
+	}
 	return nil
 }

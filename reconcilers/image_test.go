@@ -314,3 +314,27 @@ func TestRedirectToInternalServiceIsRefused(t *testing.T) {
 	}
 	leaksNothing(t, got)
 }
+
+// TestRefusedImageAlreadyRunningIsStopped: a status.image recorded before the policy refused
+// it (another tenant's image, resolved by an operator without the policy) does not keep
+// running: it is cleared and the Deployment deleted.
+func TestRefusedImageAlreadyRunningIsStopped(t *testing.T) {
+	victim, attacker := newNamespace(t), newNamespace(t)
+	digest := pushImage(t, victim+"/private:1")
+	fn := prebuiltFunction(attacker, "legacy", "ko.local/legacy:1")
+	create(t, fn)
+	got := waitFunction(t, fn, v1.FunctionReady)
+	// What an operator without the policy recorded, then the next spec change.
+	got.Status.Image = digest
+	if err := env.Client.Status().Update(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	update(t, got, func() { got.Spec.Image = testRegistry + "/" + victim + "/private:1" })
+	got = waitFunction(t, got, v1.FunctionFailed)
+	if c := builtCondition(t, got); c.Reason != v1.ReasonImageNotAllowed || got.Status.Image != "" {
+		t.Errorf("Built %+v, status.image %q, want %s and no image", c, got.Status.Image, v1.ReasonImageNotAllowed)
+	}
+	eventually(t, "the Deployment deleted", func() error {
+		return isNotFound(get(t, client.ObjectKeyFromObject(fn), &appsv1.Deployment{}))
+	})
+}
