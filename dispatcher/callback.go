@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/rules"
 )
 
 // Callbacks of asynchronous invocations. The gateway takes a callback URL only on a host the
@@ -62,23 +63,14 @@ func newCallbackClient(control func(network, address string, c syscall.RawConn) 
 // errNonPublicAddress: a callback host name led to an address in the platform's own networks.
 var errNonPublicAddress = errors.New("refused: the callback host resolves to a loopback, private or link-local address; allow that address literally in --async-callback-hosts to reach it")
 
-// cgnat is the shared address space (RFC 6598), in use as pod and node networks.
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
-
-// publicAddress reports whether a callback may connect to ip without an explicit allowance.
-func publicAddress(ip netip.Addr) bool {
-	ip = ip.Unmap()
-	return ip.IsValid() && !(ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() || cgnat.Contains(ip))
-}
-
-// publicAddressOnly is a net.Dialer Control: it runs for each address dialed, after resolution.
+// publicAddressOnly is a net.Dialer Control: it runs for each address dialed, after
+// resolution, and applies rules.PublicAddress (the rule prebuilt images' registries share).
 func publicAddressOnly(_, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return fmt.Errorf("callback to %s: %w", address, err)
 	}
-	if !publicAddress(ap.Addr()) {
+	if !rules.PublicAddress(ap.Addr()) {
 		return fmt.Errorf("callback to %s: %w", address, errNonPublicAddress)
 	}
 	return nil

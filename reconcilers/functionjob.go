@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/imagepolicy"
 	"sless.dev/sless/scaling"
 )
 
@@ -27,6 +29,7 @@ type FunctionJobReconciler struct {
 	Reader client.Reader // uncached, for the run's pod
 	Config
 	builds builds
+	policy imagepolicy.Policy
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -95,6 +98,15 @@ func (r *FunctionJobReconciler) resolve(ctx context.Context, fj *v1.FunctionJob)
 	code = &fj.Spec.CodeSpec
 	switch {
 	case code.Image != "":
+		// Run as given (no tag resolution), but only what the policy lets the namespace run.
+		ref, err := name.ParseReference(code.Image)
+		if err == nil {
+			err = r.policy.Check(ref, fj.Namespace)
+		}
+		if err != nil {
+			r.finish(fj, v1.JobFailed, v1.ReasonImageNotAllowed, "", "spec.image "+code.Image+" is not allowed: "+err.Error(), "not run")
+			return nil, "", "image not allowed", nil
+		}
 		st.Image = code.Image
 		return code, code.Image, "", nil
 	case code.Source == nil:

@@ -1,6 +1,8 @@
 package reconcilers_test
 
 import (
+	"context"
+	"encoding/json"
 	"io"
 	"log"
 	"strings"
@@ -12,6 +14,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -144,8 +148,12 @@ func TestMissingTagIsNotReadyUntilPushed(t *testing.T) {
 	create(t, fn)
 	got := waitFunction(t, fn, v1.FunctionFailed)
 	ready := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady)
-	if ready.Reason != v1.ReasonImageUnresolvable || !strings.Contains(ready.Message, "cannot fetch image "+spec) {
-		t.Errorf("Ready %+v, want %s naming the image", ready, v1.ReasonImageUnresolvable)
+	if ready.Reason != v1.ReasonImageUnresolvable || !strings.Contains(ready.Message, "cannot fetch image "+spec) ||
+		!strings.Contains(ready.Message, "registry "+testRegistry+" answered 404 for "+repo+":1") {
+		t.Errorf("Ready %+v, want %s naming the image, the registry and its status", ready, v1.ReasonImageUnresolvable)
+	}
+	if strings.Contains(ready.Message, "MANIFEST_UNKNOWN") {
+		t.Errorf("Ready %q copies the registry's answer", ready.Message)
 	}
 	t.Logf("Ready: %s", ready.Message)
 	if c := builtCondition(t, got); c.Status != metav1.ConditionFalse || c.Reason != v1.ReasonImageUnresolvable {
@@ -180,4 +188,153 @@ func TestImageByDigestMakesNoRegistryCall(t *testing.T) {
 	if n := registryCalls(repo); n != 0 {
 		t.Errorf("%d registry calls for an image given by digest", n)
 	}
+}
+
+// leaksNothing fails the test if the internal service's answer reached fn's status or any
+// Event in its namespace.
+func leaksNothing(t *testing.T, fn client.Object) {
+	t.Helper()
+	if err := get(t, client.ObjectKeyFromObject(fn), fn); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), internalSecret) {
+		t.Errorf("the internal service's answer is in %s: %s", fn.GetName(), b)
+	}
+	var l eventsv1.EventList
+	if err := env.Client.List(context.Background(), &l, client.InNamespace(fn.GetNamespace())); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range l.Items {
+		if strings.Contains(e.Note, internalSecret) {
+			t.Errorf("the internal service's answer is in Event %s: %s", e.Reason, e.Note)
+		}
+	}
+}
+
+func internalHost() string { return strings.TrimPrefix(internalURL, "http://") }
+
+// TestImageOnDisallowedRegistryIsRefusedUnasked: spec.image on a registry the operator does
+// not allow — here an internal loopback service — is Built False/ImageNotAllowed naming the
+// registry and the flag, decided without a single request to it; nothing it could say
+// reaches the status or an Event. A self-contained job with that image does not run.
+func TestImageOnDisallowedRegistryIsRefusedUnasked(t *testing.T) {
+	ns := newNamespace(t)
+	hits := internalHits.Load()
+	spec := internalHost() + "/x:y"
+	fn := prebuiltFunction(ns, "ssrf", spec)
+	create(t, fn)
+	got := waitFunction(t, fn, v1.FunctionFailed)
+	c := builtCondition(t, got)
+	if c.Status != metav1.ConditionFalse || c.Reason != v1.ReasonImageNotAllowed ||
+		!strings.Contains(c.Message, "registry "+internalHost()+" is not allowed") || !strings.Contains(c.Message, "--allowed-registries") {
+		t.Errorf("Built %+v, want %s naming the registry and --allowed-registries", c, v1.ReasonImageNotAllowed)
+	}
+	t.Logf("Built: %s", c.Message)
+	if got.Status.Image != "" {
+		t.Errorf("status.image %q", got.Status.Image)
+	}
+	if err := get(t, client.ObjectKeyFromObject(fn), &appsv1.Deployment{}); isNotFound(err) != nil {
+		t.Errorf("a Deployment for a refused image: %v", err)
+	}
+
+	fj := createJob(t, ns, "ssrf-job", v1.FunctionJobSpec{CodeSpec: v1.CodeSpec{Runtime: v1.RuntimeGo123, Image: spec}, RunID: 1})
+	job := waitJobPhase(t, fj, v1.JobFailed, 1)
+	if c := meta.FindStatusCondition(job.Status.Conditions, v1.ConditionSucceeded); c == nil || c.Reason != v1.ReasonImageNotAllowed {
+		t.Errorf("job Succeeded %+v, want %s", c, v1.ReasonImageNotAllowed)
+	}
+	var runs batchv1.JobList
+	if err := env.Client.List(context.Background(), &runs, client.InNamespace(ns)); err != nil || len(runs.Items) != 0 {
+		t.Errorf("run Jobs for a refused image: %d (%v)", len(runs.Items), err)
+	}
+
+	time.Sleep(time.Second) // a late request would show here
+	if n := internalHits.Load() - hits; n != 0 {
+		t.Errorf("%d requests reached the internal service", n)
+	}
+	leaksNothing(t, got)
+	leaksNothing(t, job)
+}
+
+// TestOtherTenantsImageIsRefused: a tenant cannot name another tenant's image in the
+// platform registry (the platform's pull secret would fetch it); its own still runs.
+func TestOtherTenantsImageIsRefused(t *testing.T) {
+	victim, attacker := newNamespace(t), newNamespace(t)
+	digest := pushImage(t, victim+"/private:1")
+	for name, spec := range map[string]string{"by-tag": testRegistry + "/" + victim + "/private:1", "by-digest": digest} {
+		calls := registryCalls(victim + "/private")
+		fn := prebuiltFunction(attacker, name, spec)
+		create(t, fn)
+		got := waitFunction(t, fn, v1.FunctionFailed)
+		if c := builtCondition(t, got); c.Reason != v1.ReasonImageNotAllowed || !strings.Contains(c.Message, "outside namespace "+attacker+"'s images") {
+			t.Errorf("%s: Built %+v, want %s", spec, c, v1.ReasonImageNotAllowed)
+		}
+		if got.Status.Image != "" {
+			t.Errorf("%s: status.image %q", spec, got.Status.Image)
+		}
+		if n := registryCalls(victim + "/private"); n != calls {
+			t.Errorf("%s: %d registry calls about the victim's repository", spec, n-calls)
+		}
+	}
+	fj := createJob(t, attacker, "steal-job", v1.FunctionJobSpec{CodeSpec: v1.CodeSpec{Runtime: v1.RuntimeGo123, Image: digest}, RunID: 1})
+	if c := meta.FindStatusCondition(waitJobPhase(t, fj, v1.JobFailed, 1).Status.Conditions, v1.ConditionSucceeded); c == nil || c.Reason != v1.ReasonImageNotAllowed {
+		t.Errorf("job Succeeded %+v, want %s", c, v1.ReasonImageNotAllowed)
+	}
+
+	own := prebuiltFunction(victim, "own", testRegistry+"/"+victim+"/private:1")
+	create(t, own)
+	if got := waitFunction(t, own, v1.FunctionReady); got.Status.Image != digest {
+		t.Errorf("own image: status.image %q, want %q", got.Status.Image, digest)
+	}
+}
+
+// TestRedirectToInternalServiceIsRefused: an allowed registry (here the platform's) that
+// redirects the manifest request to a loopback service nobody allowed does not get the
+// operator to ask it: the dial is refused and said so in fixed words.
+func TestRedirectToInternalServiceIsRefused(t *testing.T) {
+	ns := newNamespace(t)
+	hits := internalHits.Load()
+	spec := testRegistry + "/" + ns + "/" + redirectedRepo + "/app:1"
+	fn := prebuiltFunction(ns, "redirected", spec)
+	create(t, fn)
+	got := waitFunction(t, fn, v1.FunctionFailed)
+	c := builtCondition(t, got)
+	if c.Reason != v1.ReasonImageUnresolvable || !strings.Contains(c.Message, "refused to connect") || strings.Contains(c.Message, internalHost()) {
+		t.Errorf("Built %+v, want %s saying the connection was refused", c, v1.ReasonImageUnresolvable)
+	}
+	t.Logf("Built: %s", c.Message)
+	if n := internalHits.Load() - hits; n != 0 {
+		t.Errorf("%d requests reached the internal service", n)
+	}
+	if registryCalls(ns+"/"+redirectedRepo) == 0 {
+		t.Error("the registry was not asked: the redirect was not under test")
+	}
+	leaksNothing(t, got)
+}
+
+// TestRefusedImageAlreadyRunningIsStopped: a status.image recorded before the policy refused
+// it (another tenant's image, resolved by an operator without the policy) does not keep
+// running: it is cleared and the Deployment deleted.
+func TestRefusedImageAlreadyRunningIsStopped(t *testing.T) {
+	victim, attacker := newNamespace(t), newNamespace(t)
+	digest := pushImage(t, victim+"/private:1")
+	fn := prebuiltFunction(attacker, "legacy", "ko.local/legacy:1")
+	create(t, fn)
+	got := waitFunction(t, fn, v1.FunctionReady)
+	// What an operator without the policy recorded, then the next spec change.
+	got.Status.Image = digest
+	if err := env.Client.Status().Update(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	update(t, got, func() { got.Spec.Image = testRegistry + "/" + victim + "/private:1" })
+	got = waitFunction(t, got, v1.FunctionFailed)
+	if c := builtCondition(t, got); c.Reason != v1.ReasonImageNotAllowed || got.Status.Image != "" {
+		t.Errorf("Built %+v, status.image %q, want %s and no image", c, got.Status.Image, v1.ReasonImageNotAllowed)
+	}
+	eventually(t, "the Deployment deleted", func() error {
+		return isNotFound(get(t, client.ObjectKeyFromObject(fn), &appsv1.Deployment{}))
+	})
 }

@@ -37,6 +37,12 @@ type Config struct {
 	// prebuilt images run as given, their tags not resolved to digests: images no registry
 	// serves (DefaultSkipTagResolution), or private ones the operator has no credentials for.
 	SkipTagResolution []string
+	// AllowedRegistries are the registries (host[:port][/path]) prebuilt images may come from
+	// besides the namespace's own images under Options.Build.Registry (always allowed; other
+	// namespaces' images there never are). Nil allows none (DefaultAllowedRegistries is the
+	// operator's default). Their hosts are dialed whatever they resolve to; any other host a
+	// resolution leads to must be on a public address.
+	AllowedRegistries []string
 	// Keychain gives the credentials tags are resolved with (nil: authn.DefaultKeychain,
 	// anonymous unless the operator has a Docker config). Registries listed in
 	// Options.Build.InsecureRegistries are asked over plain HTTP.
@@ -83,14 +89,18 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		return fmt.Errorf("index function jobs by function: %w", err)
 	}
 	b := builds{client: mgr.GetClient(), reader: mgr.GetAPIReader(), opts: cfg.Options.Build}
-	if err := (&FunctionReconciler{Client: mgr.GetClient(), Config: cfg, builds: b, resolver: newResolver(cfg), Recorder: mgr.GetEventRecorder("sless-operator")}).SetupWithManager(mgr); err != nil {
+	res, err := newResolver(cfg)
+	if err != nil {
+		return err
+	}
+	if err := (&FunctionReconciler{Client: mgr.GetClient(), Config: cfg, builds: b, resolver: res, Recorder: mgr.GetEventRecorder("sless-operator")}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	warm := newWarmers(ctx, cfg.Options.InterceptorURL, slog.New(logr.ToSlogHandler(mgr.GetLogger().WithName("prewarm"))))
 	if err := (&TriggerReconciler{Client: mgr.GetClient(), Config: cfg, warm: warm}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&FunctionJobReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Config: cfg, builds: b}).SetupWithManager(mgr)
+	return (&FunctionJobReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Config: cfg, builds: b, policy: res.policy}).SetupWithManager(mgr)
 }
 
 // dependents maps a Function to the requests of the objects of list's kind referencing it.

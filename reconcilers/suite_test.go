@@ -46,7 +46,17 @@ var (
 	testRegistry  string
 	registryMu    sync.Mutex
 	registryPaths []string
+	// internalURL is a loopback service no registry setting names (an internal endpoint a
+	// tenant must not reach through the operator); internalHits counts what reached it.
+	internalURL  string
+	internalHits atomic.Int32
 )
+
+// internalSecret is what the internal service answers: it must appear in no status or Event.
+const internalSecret = "INTERNAL-SECRET-5d1c"
+
+// redirectedRepo is a repository the test registry redirects to the internal service.
+const redirectedRepo = "redirected"
 
 func TestMain(m *testing.M) {
 	opts.SlessImage = "registry.example/sless:test"
@@ -57,15 +67,28 @@ func TestMain(m *testing.M) {
 	}))
 	defer interceptor.Close()
 	opts.InterceptorURL = interceptor.URL
-	// The registry prebuilt images' tags are resolved from (plain HTTP, as listed insecure).
+	internal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		internalHits.Add(1)
+		http.Error(w, internalSecret, http.StatusNotFound)
+	}))
+	defer internal.Close()
+	internalURL = internal.URL
+	// The platform registry: builds push to it, prebuilt images' tags are resolved from it
+	// (plain HTTP, as listed insecure). Under <ns>/redirected/ it redirects to the internal
+	// service, as a hostile or compromised registry could.
 	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		registryMu.Lock()
 		registryPaths = append(registryPaths, r.URL.Path)
 		registryMu.Unlock()
+		if strings.Contains(r.URL.Path, "/"+redirectedRepo+"/") {
+			http.Redirect(w, r, internal.URL+r.URL.Path, http.StatusTemporaryRedirect)
+			return
+		}
 		ggcrRegistry.ServeHTTP(w, r)
 	}))
 	defer reg.Close()
 	testRegistry = strings.TrimPrefix(reg.URL, "http://")
+	opts.Build.Registry = testRegistry
 	opts.Build.InsecureRegistries = []string{testRegistry}
 	e, err := testenv.Start()
 	if err != nil {
@@ -118,7 +141,8 @@ func startManager() error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := reconcilers.Config{Options: opts, Artifacts: artifacts,
-		SkipTagResolution: reconcilers.DefaultSkipTagResolution, Keychain: authn.NewMultiKeychain()} // anonymous
+		SkipTagResolution: reconcilers.DefaultSkipTagResolution, AllowedRegistries: reconcilers.DefaultAllowedRegistries,
+		Keychain: authn.NewMultiKeychain()} // anonymous
 	if err := reconcilers.Setup(ctx, mgr, cfg); err != nil {
 		cancel()
 		return err

@@ -15,6 +15,7 @@ import (
 
 	v1 "sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/imagepolicy"
 	"sless.dev/sless/rules"
 )
 
@@ -98,17 +99,19 @@ func memoryMB(code *v1.CodeSpec) int32 {
 	return 128
 }
 
-// functionPodSpec is the pod spec shared by a function's Deployment and its job runs:
-// functions get no API credentials and no service-link variables.
-func functionPodSpec(c corev1.Container, pullSecret string) corev1.PodSpec {
+// functionPodSpec is the pod spec shared by a function's Deployment and its job runs in
+// namespace: functions get no API credentials and no service-link variables, and the
+// platform's pull secret only for the namespace's own images in the platform registry —
+// never another tenant's, nor an image elsewhere that the secret might also read.
+func functionPodSpec(c corev1.Container, namespace string, opts Options) corev1.PodSpec {
 	spec := corev1.PodSpec{
 		Containers:                    []corev1.Container{c},
 		AutomountServiceAccountToken:  ptr.To(false),
 		EnableServiceLinks:            ptr.To(false),
 		TerminationGracePeriodSeconds: ptr.To(int64(30)),
 	}
-	if pullSecret != "" {
-		spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: pullSecret}}
+	if opts.ImagePullSecret != "" && imagepolicy.OwnImage(opts.Build.Registry, namespace, c.Image) {
+		spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: opts.ImagePullSecret}}
 	}
 	return spec
 }
@@ -132,7 +135,7 @@ func MakeDeployment(fn *v1.Function, image string, opts Options) *appsv1.Deploym
 	// and until the slice says the pod is terminating a new request may still be sent to it
 	// (a closed port: a 502). SIGTERM (graceful drain) comes after the sleep.
 	c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: preStopSeconds}}}
-	pod := functionPodSpec(c, opts.ImagePullSecret)
+	pod := functionPodSpec(c, fn.Namespace, opts)
 	// In-flight requests may run for the whole timeout; give them that long to finish.
 	if t := int64(fn.Spec.TimeoutSeconds) + 5; fn.Spec.TimeoutSeconds > 0 && t > 30 {
 		pod.TerminationGracePeriodSeconds = ptr.To(t)

@@ -29,7 +29,8 @@ type Options struct {
 	// invocations on and the database of their records. Functions with async enabled get a
 	// dispatcher ScaledJob there; without it they take no asynchronous invocations.
 	AsyncSecret string
-	// ImagePullSecret, when set, is attached to function pods.
+	// ImagePullSecret, when set, is attached to the function pods whose image is their
+	// namespace's own in Build.Registry (<registry>/<namespace>/…).
 	ImagePullSecret string
 
 	Build BuildOptions

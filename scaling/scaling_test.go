@@ -523,3 +523,43 @@ func TestChildName(t *testing.T) {
 		t.Error("distinct long names collide")
 	}
 }
+
+// TestPullSecretOnlyForOwnImages: the platform's pull secret goes with a function pod (a
+// Deployment's or a job run's) only when its image is the namespace's own in the platform
+// registry.
+func TestPullSecretOnlyForOwnImages(t *testing.T) {
+	opts := testOptions()
+	opts.ImagePullSecret = "registry-pull"
+	reg := opts.Build.Registry
+	cases := []struct {
+		name, ns, image string
+		want            bool
+	}{
+		{"own built image", "sless-abc", reg + "/sless-abc/hello:sha-0123456789abcdef", true},
+		{"own prebuilt image by digest", "sless-abc", reg + "/sless-abc/tool@sha256:" + sha, true},
+		{"another tenant's built image", "sless-abc", reg + "/sless-xyz/hello:sha-0123456789abcdef", false},
+		{"a namespace that prefixes another", "sless-ab", reg + "/sless-abc/hello:1", false},
+		{"platform registry outside any namespace", "sless-abc", reg + "/hello:1", false},
+		{"another registry", "sless-abc", "ghcr.io/sless-abc/hello:1", false},
+		{"loaded into the nodes", "sless-abc", "ko.local/hello:1", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fn := testFunction(func(f *v1.Function) { f.Namespace = c.ns })
+			fj := &v1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Name: "report", Namespace: c.ns}, Spec: v1.FunctionJobSpec{RunID: 1}}
+			for kind, pod := range map[string]corev1.PodSpec{
+				"deployment": MakeDeployment(fn, c.image, opts).Spec.Template.Spec,
+				"run job":    MakeRunJob(fj, &fn.Spec.CodeSpec, c.image, opts).Spec.Template.Spec,
+			} {
+				got := len(pod.ImagePullSecrets) == 1 && pod.ImagePullSecrets[0].Name == "registry-pull"
+				if got != c.want || len(pod.ImagePullSecrets) > 1 {
+					t.Errorf("%s: pull secrets %v, want the platform's: %v", kind, pod.ImagePullSecrets, c.want)
+				}
+			}
+		})
+	}
+	opts.ImagePullSecret = ""
+	if s := MakeDeployment(testFunction(), reg+"/sless-abc/hello:1", opts).Spec.Template.Spec.ImagePullSecrets; len(s) != 0 {
+		t.Errorf("no --image-pull-secret: %v", s)
+	}
+}

@@ -25,6 +25,7 @@ const (
 	ReasonBuilt               = "Built"               // the current source's image exists
 	ReasonPrebuilt            = "Prebuilt"            // spec.image: nothing to build; its tag resolved to a digest
 	ReasonImageUnresolvable   = "ImageUnresolvable"   // spec.image cannot be fetched from its registry; retried
+	ReasonImageNotAllowed     = "ImageNotAllowed"     // spec.image is outside what the operator lets the namespace run
 	ReasonBuildFailed         = "BuildFailed"         // the source does not build; a new upload retries
 	ReasonBuildError          = "BuildError"          // the build could not be started or read
 	ReasonRegistryUnavailable = "RegistryUnavailable" // the build cannot reach a registry; retried
@@ -104,7 +105,7 @@ const (
 )
 
 // Reasons of a FunctionJob's Succeeded condition (besides ReasonAwaitingSource,
-// ReasonBuilding and ReasonBuildFailed, shared with Functions).
+// ReasonBuilding, ReasonBuildFailed and ReasonImageNotAllowed, shared with Functions).
 const (
 	ReasonSkipped            = "Skipped"
 	ReasonWaitingForFunction = "WaitingForFunction"

@@ -58,7 +58,7 @@ func TestDeriveReady(t *testing.T) {
 
 func TestFailureReasons(t *testing.T) {
 	for reason, want := range map[string]bool{ReasonBuilding: false, ReasonAwaitingSource: false, ReasonNoImage: false, ReasonDeploying: false,
-		ReasonBuildFailed: true, ReasonDeployFailed: true, ReasonRegistryUnavailable: true, ReasonImageUnresolvable: true, "CrashLoopBackOff": true} {
+		ReasonBuildFailed: true, ReasonDeployFailed: true, ReasonRegistryUnavailable: true, ReasonImageUnresolvable: true, ReasonImageNotAllowed: true, "CrashLoopBackOff": true} {
 		if Failure(reason) != want {
 			t.Errorf("Failure(%s) = %t", reason, !want)
 		}

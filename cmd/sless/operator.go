@@ -34,6 +34,7 @@ func newOperatorCmd() *cobra.Command {
 		opts                           = scaling.DefaultOptions()
 		workers                        int
 		skipTagResolution              []string
+		allowedRegistries              []string
 		store                          storeFlags
 		metricsAddr, probeAddr         string
 		leaderElect                    bool
@@ -103,7 +104,8 @@ func newOperatorCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := reconcilers.Setup(cmd.Context(), mgr, reconcilers.Config{Options: opts, Artifacts: artifacts, Workers: workers, SkipTagResolution: skipTagResolution}); err != nil {
+			if err := reconcilers.Setup(cmd.Context(), mgr, reconcilers.Config{Options: opts, Artifacts: artifacts, Workers: workers,
+				SkipTagResolution: skipTagResolution, AllowedRegistries: allowedRegistries}); err != nil {
 				return err
 			}
 			logger.Info("operator starting", "version", version, "leaderElection", leaderElect)
@@ -124,7 +126,9 @@ func newOperatorCmd() *cobra.Command {
 	fs.StringVar(&opts.AsyncSecret, "async-secret", os.Getenv("SLESS_ASYNC_SECRET"), "Secret in the build namespace with SLESS_AMQP_URL and SLESS_DATABASE_URL: functions with async enabled get a dispatcher ScaledJob there (env SLESS_ASYNC_SECRET); empty: no asynchronous invocations")
 	fs.StringVar(&opts.HistorySecret, "history-secret", opts.HistorySecret, "Secret (key url) in tenant namespaces with the PostgreSQL URL dispatcher pods record to")
 	fs.DurationVar(&opts.ColdStartTimeout, "cold-start-timeout", opts.ColdStartTimeout, "how long the interceptor holds a request for a function at zero")
-	fs.StringVar(&opts.ImagePullSecret, "image-pull-secret", opts.ImagePullSecret, "pull Secret attached to function pods")
+	fs.StringVar(&opts.ImagePullSecret, "image-pull-secret", opts.ImagePullSecret, "pull Secret attached to function pods whose image is their namespace's own in --registry (<registry>/<namespace>/…)")
+	fs.StringSliceVar(&allowedRegistries, "allowed-registries", reconcilers.DefaultAllowedRegistries,
+		"registries (host[:port][/path]) prebuilt images (a Function's or FunctionJob's image) may come from, besides the namespace's own images in --registry (always allowed; other namespaces' there never are); their hosts are reached even on private addresses")
 	fs.StringSliceVar(&skipTagResolution, "registries-skipping-tag-resolving", reconcilers.DefaultSkipTagResolution,
 		"registries (host[:port]) whose prebuilt images run as given, their tags not resolved to digests: images loaded into the nodes, private registries the operator has no credentials for")
 	fs.StringVar(&opts.Build.Namespace, "build-namespace", opts.Build.Namespace, "namespace kaniko build Jobs run in")

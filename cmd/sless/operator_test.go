@@ -53,7 +53,8 @@ func TestOperatorCommand(t *testing.T) {
 	cmd := newOperatorCmd()
 	cmd.SetArgs([]string{"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0",
 		"--leader-election-namespace=sless-system", "--artifacts-dir=" + t.TempDir(), "--log-level=warn",
-		"--registries-skipping-tag-resolving=example.org"}) // no registry to resolve example.org/pre:1 from
+		// No registry to resolve example.org/pre:1 from; allowed, or the policy refuses it.
+		"--registries-skipping-tag-resolving=example.org", "--allowed-registries=example.org"})
 	cmd.SetErr(os.Stderr)
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
@@ -80,7 +81,8 @@ func TestOperatorCommand(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	// A prebuilt function goes straight to its Deployment (its registry skips tag resolution).
+	// A prebuilt function goes straight to its Deployment (its registry is allowed and skips
+	// tag resolution).
 	pre := &v1.Function{
 		ObjectMeta: metav1.ObjectMeta{Name: "pre", Namespace: "tenant"},
 		Spec:       v1.FunctionSpec{CodeSpec: v1.CodeSpec{Runtime: v1.RuntimeNode20, Image: "example.org/pre:1"}},
