@@ -76,6 +76,7 @@ type devOptions struct {
 	retryMax        time.Duration // default: the dev plane's
 	callbackHosts   []string
 	asyncStore      history.AsyncStore // default: files in the data dir
+	logOut          io.Writer          // the platform's own log; default discarded
 }
 
 func startDev(t testing.TB, o devOptions) *dev {
@@ -89,10 +90,13 @@ func startDev(t testing.TB, o devOptions) *dev {
 	if o.recorder == nil {
 		o.recorder = history.NewMemory(10000)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if o.logOut == nil {
+		o.logOut = io.Discard
+		if testing.Verbose() {
+			o.logOut = os.Stderr
+		}
 	}
+	log := slog.New(slog.NewTextHandler(o.logOut, nil))
 	store, err := buildkit.NewFSStore(filepath.Join(o.dataDir, "artifacts"))
 	if err != nil {
 		t.Fatal(err)
@@ -149,6 +153,19 @@ func startRestartable(t testing.TB, prefix string, o devOptions) (d *dev, restar
 		t.Helper()
 		return startDev(t, o)
 	}
+}
+
+// as is the same sless dev for another tenant (subject prefix-<random>).
+func (d *dev) as(prefix string) *dev {
+	d.t.Helper()
+	subject := prefix + "-" + randomHex(d.t)
+	token := testkit.Token(d.t, hmacKey, subject)
+	c, err := client.New(d.endpoint, token, nil)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return &dev{t: d.t, dataDir: d.dataDir, backend: d.backend, endpoint: d.endpoint, client: c, token: token,
+		ns: api.TenantNamespace(subject), rec: d.rec, reader: d.reader, arts: d.arts}
 }
 
 // stop shuts the stack down like Ctrl-C does; safe to call twice.

@@ -28,7 +28,7 @@ type function struct {
 }
 
 func newFunction(p *Pool, key string) *function {
-	return &function{pool: p, key: key, changed: make(chan struct{}), output: newOutputLimit(p.opts.OutputRate, p.opts.OutputBurst)}
+	return &function{pool: p, key: key, changed: make(chan struct{}), output: newOutputLimit(p.opts)}
 }
 
 // broadcast wakes every waiter; call with mu held.

@@ -55,7 +55,7 @@ func (p *Pool) RunJob(ctx context.Context, key string, spec Spec, event []byte) 
 	cmd.Env = append(processEnv(spec, ""), "SLESS_MODE=job", "SLESS_EVENT="+string(event))
 	var stdout bytes.Buffer
 	logs := newTailBuffer(8 << 10)
-	limit := newOutputLimit(p.opts.OutputRate, p.opts.OutputBurst)
+	limit := newOutputLimit(p.opts)
 	lines := func(stream string) *lineWriter {
 		return &lineWriter{stream: stream, tail: logs, limit: limit, send: func(stream, text string) {
 			if on := p.opts.OnOutput; on != nil {

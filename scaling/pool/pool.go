@@ -66,14 +66,19 @@ type Options struct {
 	// Tick is how often idle processes are looked for and MinProcs ensured. Default 200ms.
 	Tick time.Duration
 	// OnOutput, when set, gets every line a function's processes print, within the output
-	// rate (a line saying how many were dropped takes the place of the rest). It must not
-	// block.
+	// limits (a line saying how much was dropped takes the place of the rest); the pool's
+	// Logger gets the same lines ("function output"). It must not block.
 	OnOutput func(Line)
 	// OutputRate and OutputBurst cap the lines per second a function's processes print
 	// together, so a flood neither fills the log nor holds the machine. Defaults 1,000/s and
 	// 5,000.
 	OutputRate  float64
 	OutputBurst int
+	// OutputBytesRate and OutputBytesBurst cap the same output in bytes: at most
+	// OutputBytesBurst + OutputBytesRate×t bytes pass in any t seconds. Defaults 256 KiB/s
+	// and 1 MiB; the burst is at least 64 KiB (the longest line).
+	OutputBytesRate  float64
+	OutputBytesBurst int
 	// RunDir keeps a record of each running process group, so that New can kill what a
 	// function forked when the last pool was killed; "" keeps none.
 	RunDir string
@@ -99,6 +104,13 @@ func (o Options) withDefaults() Options {
 	if o.OutputBurst <= 0 {
 		o.OutputBurst = 5000
 	}
+	if o.OutputBytesRate <= 0 {
+		o.OutputBytesRate = 256 << 10
+	}
+	if o.OutputBytesBurst <= 0 {
+		o.OutputBytesBurst = 1 << 20
+	}
+	o.OutputBytesBurst = max(o.OutputBytesBurst, maxLine)
 	if o.Tick <= 0 {
 		o.Tick = 200 * time.Millisecond
 	}
