@@ -77,6 +77,7 @@ type devOptions struct {
 	callbackHosts   []string
 	asyncStore      history.AsyncStore // default: files in the data dir
 	logOut          io.Writer          // the platform's own log; default discarded
+	noSandbox       bool               // functions run as this process's user even as root
 }
 
 func startDev(t testing.TB, o devOptions) *dev {
@@ -112,7 +113,7 @@ func startDev(t testing.TB, o devOptions) *dev {
 	}
 	b, err := devplane.New(devplane.Options{DataDir: o.dataDir, BuildDir: o.buildDir, Artifacts: arts, GatewayURL: endpoint, RetryMax: o.retryMax,
 		AMQPURL: o.amqpURL, Recorder: o.recorder, Logger: log, MaxPerNamespace: o.maxPerNamespace, AsyncStore: o.asyncStore,
-		Pool: pool.Options{Tick: 50 * time.Millisecond, StopGrace: 2 * time.Second}})
+		Pool: pool.Options{Tick: 50 * time.Millisecond, StopGrace: 2 * time.Second, Sandbox: pool.SandboxOptions{Off: o.noSandbox}}})
 	if err != nil {
 		t.Fatal(err)
 	}
