@@ -114,6 +114,9 @@ func (c *jailRoot) build(r string) error {
 			}
 		}
 	}
+	if err := bindLinked(r, "/etc/resolv.conf"); err != nil {
+		return err
+	}
 	tmp := fmt.Sprintf("mode=1777,size=%dm", c.TmpMB)
 	if err := mountTmpfs(r+"/tmp", tmp); err != nil {
 		return err
@@ -176,6 +179,26 @@ func buildDev(r, shm string) error {
 	return mountTmpfs(dev+"/shm", shm)
 }
 
+// bindLinked shows the file a system path links to outside the system paths (systemd's
+// /etc/resolv.conf → /run/systemd/resolve/stub-resolv.conf), read-only at its own path.
+func bindLinked(r, path string) error {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil || real == path || inSystemPaths(real) {
+		return nil // not a link, or one into the system paths
+	}
+	if err := os.MkdirAll(filepath.Dir(r+real), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(r+real, nil, 0o644); err != nil {
+		return err
+	}
+	if err := unix.Mount(real, r+real, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", real, err)
+	}
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV)
+	return unix.Mount("", r+real, "", flags, "")
+}
+
 // remove unmounts the root at r with everything below it and removes the directory.
 func removeRoot(r string) {
 	_ = unix.Unmount(r, unix.MNT_DETACH)
@@ -210,10 +233,17 @@ func bindRO(src, dst string) error {
 // interpreterPrefix is the directory to show for an interpreter outside the system paths
 // (pyenv's /root/.pyenv/versions/3.11.7 for its bin/python3.11), or "".
 func interpreterPrefix(real string) string {
-	for _, p := range systemPaths {
-		if real == p || strings.HasPrefix(real, p+"/") {
-			return ""
-		}
+	if inSystemPaths(real) {
+		return ""
 	}
 	return filepath.Dir(filepath.Dir(real))
+}
+
+func inSystemPaths(path string) bool {
+	for _, p := range systemPaths {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
 }
