@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,8 +68,9 @@ func event(kv ...string) string {
 }
 
 // TestSandboxKeepsTenantsApart is attack 7 of issue 24: a function of one tenant reads
-// neither the data directory's signing key nor another tenant's builds, and cannot reach
-// another function's Unix socket around the gateway; the gateway still reaches both.
+// neither the data directory's signing key nor another tenant's builds nor other processes'
+// command lines, and cannot reach another function's Unix socket around the gateway; the
+// gateway still reaches both.
 func TestSandboxKeepsTenantsApart(t *testing.T) {
 	builds := t.TempDir()
 	d := startDev(t, devOptions{buildDir: builds})
@@ -99,6 +101,12 @@ func TestSandboxKeepsTenantsApart(t *testing.T) {
 			if name != d.ns {
 				t.Errorf("the builds directory shows %v to tenant %s", name, d.ns)
 			}
+		}
+	}
+	// Nor sless dev's process, nor the victim's.
+	for _, pid := range []int{os.Getpid(), victim.stats("spy").PIDs[0]} {
+		if got, _ := d.attempt(event("read", "/proc/"+strconv.Itoa(pid)+"/cmdline")); got != nil {
+			t.Errorf("the function read the command line of process %d: %q", pid, got)
 		}
 	}
 	sock := d.backend.Pool().Socket(victim.stats("spy").Addrs[0])

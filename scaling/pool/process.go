@@ -115,8 +115,17 @@ func (pr *process) start() error {
 		if jailed != nil {
 			pr.pool.jail.cleanup(jailed)
 		}
-		<-stdout.done // the last lines (a crash's traceback) are in the tail before anyone looks
-		<-stderr.done
+		// The last lines (a crash's traceback) are in the tail before anyone looks; a
+		// daemon that keeps the pipes open does not hold the process's end (it is killed
+		// with its user when the function goes).
+		drained, cancel := context.WithTimeout(context.Background(), pipeDrain)
+		for _, lp := range []*logPipe{stdout, stderr} {
+			select {
+			case <-lp.done:
+			case <-drained.Done():
+			}
+		}
+		cancel()
 		pr.mu.Lock()
 		pr.exitErr = err
 		pr.mu.Unlock()
@@ -247,6 +256,9 @@ func (pr *process) stop(grace time.Duration) {
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	<-pr.exited
 }
+
+// pipeDrain bounds the wait for a process's output after it exited.
+const pipeDrain = time.Second
 
 // memoryPoll is how often the resident memory of a sandboxed process and its children is
 // compared with its memory_mb.
