@@ -1,11 +1,13 @@
 package pool
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,7 +42,9 @@ type jailRoot struct {
 // jailThread runs functions on one locked OS thread whose mount namespace holds the jails'
 // roots, out of sight of the rest of the machine.
 type jailThread struct {
-	do chan func()
+	do      chan func()
+	mu      sync.Mutex
+	stopped bool
 }
 
 func startJailThread() (*jailThread, error) {
@@ -70,12 +74,25 @@ func startJailThread() (*jailThread, error) {
 
 // run calls f on the thread.
 func (t *jailThread) run(f func() error) error {
+	t.mu.Lock()
+	if t.stopped {
+		t.mu.Unlock()
+		return errors.New("the sandbox thread has stopped")
+	}
 	done := make(chan error, 1)
 	t.do <- func() { done <- f() }
+	t.mu.Unlock()
 	return <-done
 }
 
-func (t *jailThread) stop() { close(t.do) }
+func (t *jailThread) stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.stopped {
+		t.stopped = true
+		close(t.do)
+	}
+}
 
 // shareBase makes base a mount of its own with shared propagation: a jail's copy of the
 // namespace then loses the roots of other jails when the pool unmounts them, instead of

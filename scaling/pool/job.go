@@ -81,7 +81,15 @@ func (p *Pool) RunJob(ctx context.Context, key string, spec Spec, event []byte) 
 		if rerr := recordGroup(p.opts.RunDir, pgid); rerr != nil {
 			p.log.Warn("Warning: what this job forks may outlive a crash of sless dev", "error", rerr)
 		}
+		exited := make(chan struct{})
+		if jailed != nil && spec.MemoryMB > 0 {
+			go p.watchMemory(pgid, spec.MemoryMB, exited, p.log.With("job", key), func(text string) {
+				logs.Write([]byte("\n" + text + "\n"))
+				lines("stderr").send("stderr", text)
+			})
+		}
 		err = cmd.Wait()
+		close(exited)
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		forgetGroup(p.opts.RunDir, pgid)
 	}

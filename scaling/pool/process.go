@@ -104,7 +104,11 @@ func (pr *process) start() error {
 		pr.log.Warn("Warning: what this function forks may outlive a crash of sless dev", "error", err)
 	}
 	if pr.pool.jail != nil && pr.spec.MemoryMB > 0 {
-		go pr.watchMemory(pgid)
+		go pr.pool.watchMemory(pgid, pr.spec.MemoryMB, pr.exited, pr.log, func(text string) {
+			if on := pr.pool.opts.OnOutput; on != nil {
+				on(Line{Time: time.Now(), Function: pr.fn.key, Instance: pr.addr, Stream: "stderr", Text: text})
+			}
+		})
 	}
 	go func() {
 		err := cmd.Wait()
@@ -265,14 +269,14 @@ const pipeDrain = time.Second
 const memoryPoll = 50 * time.Millisecond
 
 // watchMemory kills the process group of pid once the process and its children hold more
-// than the function's memory_mb, and says so in the function's output and the pool's log.
-func (pr *process) watchMemory(pid int) {
-	limit := int64(pr.spec.MemoryMB) << 20
+// than memoryMB, until exited is closed, and says so through say and log.
+func (p *Pool) watchMemory(pid, memoryMB int, exited <-chan struct{}, log *slog.Logger, say func(string)) {
+	limit := int64(memoryMB) << 20
 	t := time.NewTicker(memoryPoll)
 	defer t.Stop()
 	for {
 		select {
-		case <-pr.exited:
+		case <-exited:
 			return
 		case <-t.C:
 		}
@@ -280,11 +284,8 @@ func (pr *process) watchMemory(pid int) {
 		if rss <= limit {
 			continue
 		}
-		msg := fmt.Sprintf("[sless] killed: the function's processes held %d MiB, more than its memory_mb of %d", rss>>20, pr.spec.MemoryMB)
-		pr.log.Warn("Warning: function process killed: over its memory_mb", "pid", pid, "resident_mib", rss>>20, "memory_mb", pr.spec.MemoryMB)
-		if on := pr.pool.opts.OnOutput; on != nil {
-			on(Line{Time: time.Now(), Function: pr.fn.key, Instance: pr.addr, Stream: "stderr", Text: msg})
-		}
+		log.Warn("Warning: function process killed: over its memory_mb", "pid", pid, "resident_mib", rss>>20, "memory_mb", memoryMB)
+		say(fmt.Sprintf("[sless] killed: the function's processes held %d MiB, more than its memory_mb of %d", rss>>20, memoryMB))
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		return
 	}
