@@ -92,6 +92,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.BuildDir == "" {
 		o.BuildDir = filepath.Join(o.DataDir, "builds")
 	}
+	// A sandboxed function sees its own build only, even where /opt or /etc holds these.
+	o.Pool.Sandbox.Hide = append(o.Pool.Sandbox.Hide, o.DataDir, o.BuildDir)
 	if o.Domain == "" {
 		o.Domain = rules.DefaultDomain
 	}

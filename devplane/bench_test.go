@@ -26,11 +26,20 @@ var benchRuntimes = []struct{ runtime, example string }{
 }
 
 // BenchmarkColdStart measures first request → response through `sless dev` for a function
-// at zero (process start, health check, forward), b.N cold starts per runtime; run with
-// -benchtime=20x. Between samples the function scales to zero after its 1 s scale-down
-// period.
+// at zero (process start, health check, forward), b.N cold starts per runtime, sandboxed
+// (as root) and not; run with -benchtime=20x. Between samples the function scales to zero
+// after its 1 s scale-down period.
 func BenchmarkColdStart(b *testing.B) {
-	d := startDev(b, devOptions{})
+	for _, mode := range []struct {
+		name string
+		off  bool
+	}{{"sandboxed", false}, {"plain", true}} {
+		b.Run(mode.name, func(b *testing.B) { benchColdStart(b, devOptions{noSandbox: mode.off}) })
+	}
+}
+
+func benchColdStart(b *testing.B, o devOptions) {
+	d := startDev(b, o)
 	for _, rt := range benchRuntimes {
 		d.deploy(rt.example, rt.runtime, exampleFiles(b, rt.example), api.FunctionFields{ScaleDownPeriodSec: ptr[int32](1)})
 	}

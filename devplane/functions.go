@@ -113,7 +113,7 @@ func (b *Backend) deploy(key string, fn api.Function, art *buildkit.Artifact, di
 	spec := pool.Spec{
 		Artifact: art, Env: fn.EnvVars, Timeout: time.Duration(fn.TimeoutSec) * time.Second,
 		MinProcs: int(fn.MinReplicas), MaxProcs: int(fn.MaxReplicas), Target: int(fn.ScalingTarget),
-		ScaleDown: time.Duration(fn.ScaleDownPeriodSec) * time.Second, Disabled: disabled,
+		ScaleDown: time.Duration(fn.ScaleDownPeriodSec) * time.Second, Disabled: disabled, MemoryMB: int(fn.MemoryMB),
 	}
 	if spec.ScaleDown <= 0 {
 		spec.ScaleDown = 300 * time.Second

@@ -117,7 +117,7 @@ func (b *Backend) runSelfContained(key, ns string, spec api.JobSpec) error {
 		}
 		return serr
 	}
-	return b.startJob(key, spec, pool.Spec{Artifact: art, Env: spec.EnvVars, Timeout: time.Duration(spec.TimeoutSec) * time.Second})
+	return b.startJob(key, spec, pool.Spec{Artifact: art, Env: spec.EnvVars, Timeout: time.Duration(spec.TimeoutSec) * time.Second, MemoryMB: int(spec.MemoryMB)})
 }
 
 func (b *Backend) startJob(key string, spec api.JobSpec, run pool.Spec) error {

@@ -20,9 +20,10 @@ import (
 
 // Logs of sless dev: what each function's processes, its latest build and each job's latest
 // run printed, one JSON line each in a file per object under <data-dir>/logs. A file is
-// rotated at logFileBytes and one older file kept, so a flood (already capped in lines per
-// second by the pool) never fills the disk; followers get new lines from memory as they
-// are written. A function's logs outlive its scale to zero and go with it when deleted.
+// rotated at logFileBytes and one older file kept, so a flood (already capped in lines and
+// bytes per second by the pool) never fills the disk; followers get new lines from memory
+// as they are written. A function's logs outlive its scale to zero and go with it when
+// deleted.
 
 // logFileBytes is the size at which an object's log file is rotated (two are kept).
 const logFileBytes = 4 << 20

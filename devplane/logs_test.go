@@ -4,8 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,4 +159,94 @@ followed:
 			t.Errorf("GET %s: %d, want %d", tc.path, code, tc.code)
 		}
 	}
+}
+
+// longLines prints lines of 60,000 bytes from four threads as fast as it can for the seconds
+// it is asked to.
+const longLines = `import sys, threading, time
+LINE = "x" * 60000 + "\n"
+def flood(until):
+    while time.time() < until:
+        sys.stdout.write(LINE)
+def handle(event):
+    until = time.time() + event.get("seconds", 1)
+    threads = [threading.Thread(target=flood, args=(until,)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    sys.stdout.flush()
+    return "flooded"
+`
+
+// matchCounter counts the bytes of the log records that contain match.
+type matchCounter struct {
+	match string
+	n     atomic.Int64
+}
+
+func (w *matchCounter) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.match) {
+		w.n.Add(int64(len(p)))
+	}
+	return len(p), nil
+}
+
+// TestOutputFloodIsBoundedInBytes is attack 6 of issue 24: a function printing long lines as
+// fast as it can for a few seconds leaves at most the pool's byte limit (1 MiB plus 256 KiB
+// a second) in its log files and in sless dev's own log, and is not held on its pipe;
+// another tenant's function answers meanwhile and all its lines are in its log.
+func TestOutputFloodIsBoundedInBytes(t *testing.T) {
+	platform := &matchCounter{match: "function=flood."}
+	d := startDev(t, devOptions{logOut: platform})
+	start := time.Now() // no earlier than the flooding function's limits
+	d.deploy("flood", "python3.11", map[string]string{"handler.py": longLines}, api.FunctionFields{})
+	calm := d.as("calm")
+	calm.deploy("talker", "python3.11", map[string]string{"handler.py": talker}, api.FunctionFields{})
+	if code, _ := calm.invoke("talker", `{"say":"warm"}`); code != 200 {
+		t.Fatalf("the calm function: %d", code)
+	}
+	done := make(chan string, 1)
+	go func() { _, body := d.invoke("flood", `{"seconds":3}`); done <- body }()
+	calls := 0
+	for t0 := time.Now(); time.Since(t0) < 3*time.Second; calls++ {
+		c0 := time.Now()
+		if code, _ := calm.invoke("talker", fmt.Sprintf(`{"say":"c%d"}`, calls)); code != 200 {
+			t.Fatalf("the calm function during the flood: %d", code)
+		}
+		if took := time.Since(c0); took > time.Second {
+			t.Errorf("the calm function took %s during the flood", took)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	select {
+	case body := <-done:
+		if !strings.Contains(body, "flooded") {
+			t.Fatalf("the flooding function answered %q", body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the flooding function was held on its output")
+	}
+	time.Sleep(300 * time.Millisecond) // the last lines filed
+	// Each line adds its JSON fields on disk, each record its attributes in the platform log.
+	bound := int64(1<<20) + int64(time.Since(start).Seconds()*(256<<10))
+	var onDisk int64
+	files, _ := filepath.Glob(filepath.Join(d.dataDir, "logs", "function", d.ns, "flood.log*"))
+	for _, f := range files {
+		if info, err := os.Stat(f); err == nil {
+			onDisk += info.Size()
+		}
+	}
+	t.Logf("the flood left %d bytes in its log files, %d in the platform log; bound %d", onDisk, platform.n.Load(), bound)
+	if onDisk == 0 || onDisk > bound+bound/10 {
+		t.Errorf("%d bytes in the flooding function's log files %v, want at most %d", onDisk, files, bound)
+	}
+	if got := platform.n.Load(); got > bound+bound/10 {
+		t.Errorf("%d bytes of the flooding function in the platform log, want at most %d", got, bound)
+	}
+	var lines []api.LogLine
+	testkit.WaitFor(t, "the calm function's lines", 5*time.Second, func() bool {
+		_, lines = calm.logs("/functions/talker/logs", calm.token)
+		return len(withText(lines, "out:c")) == calls
+	})
 }

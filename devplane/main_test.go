@@ -76,6 +76,8 @@ type devOptions struct {
 	retryMax        time.Duration // default: the dev plane's
 	callbackHosts   []string
 	asyncStore      history.AsyncStore // default: files in the data dir
+	logOut          io.Writer          // the platform's own log; default discarded
+	noSandbox       bool               // functions run as this process's user even as root
 }
 
 func startDev(t testing.TB, o devOptions) *dev {
@@ -89,10 +91,13 @@ func startDev(t testing.TB, o devOptions) *dev {
 	if o.recorder == nil {
 		o.recorder = history.NewMemory(10000)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if o.logOut == nil {
+		o.logOut = io.Discard
+		if testing.Verbose() {
+			o.logOut = os.Stderr
+		}
 	}
+	log := slog.New(slog.NewTextHandler(o.logOut, nil))
 	store, err := buildkit.NewFSStore(filepath.Join(o.dataDir, "artifacts"))
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +113,7 @@ func startDev(t testing.TB, o devOptions) *dev {
 	}
 	b, err := devplane.New(devplane.Options{DataDir: o.dataDir, BuildDir: o.buildDir, Artifacts: arts, GatewayURL: endpoint, RetryMax: o.retryMax,
 		AMQPURL: o.amqpURL, Recorder: o.recorder, Logger: log, MaxPerNamespace: o.maxPerNamespace, AsyncStore: o.asyncStore,
-		Pool: pool.Options{Tick: 50 * time.Millisecond, StopGrace: 2 * time.Second}})
+		Pool: pool.Options{Tick: 50 * time.Millisecond, StopGrace: 2 * time.Second, Sandbox: pool.SandboxOptions{Off: o.noSandbox}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,6 +154,19 @@ func startRestartable(t testing.TB, prefix string, o devOptions) (d *dev, restar
 		t.Helper()
 		return startDev(t, o)
 	}
+}
+
+// as is the same sless dev for another tenant (subject prefix-<random>).
+func (d *dev) as(prefix string) *dev {
+	d.t.Helper()
+	subject := prefix + "-" + randomHex(d.t)
+	token := testkit.Token(d.t, hmacKey, subject)
+	c, err := client.New(d.endpoint, token, nil)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return &dev{t: d.t, dataDir: d.dataDir, backend: d.backend, endpoint: d.endpoint, client: c, token: token,
+		ns: api.TenantNamespace(subject), rec: d.rec, reader: d.reader, arts: d.arts}
 }
 
 // stop shuts the stack down like Ctrl-C does; safe to call twice.

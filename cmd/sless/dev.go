@@ -23,6 +23,7 @@ import (
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/scaling/pool"
 )
 
 func init() { subcommands = append(subcommands, newDevCmd) }
@@ -143,7 +144,8 @@ func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	printBanner(out, endpoint, token, api.TenantNamespace(f.subject), cli, f)
+	sandboxed, why := backend.Pool().Isolation()
+	printBanner(out, endpoint, token, api.TenantNamespace(f.subject), cli, isolationText(sandboxed, why, currentUser()), f)
 	if f.examples != "" {
 		if err := deployExamples(ctx, out, endpoint, token, api.TenantNamespace(f.subject), f.examples); err != nil {
 			log.Error("deploying the examples failed", "error", err)
@@ -163,7 +165,18 @@ func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 	return nil
 }
 
-func printBanner(out io.Writer, endpoint, token, ns, cli string, f devFlags) {
+// isolationText is the banner's paragraph on how functions are kept apart.
+func isolationText(sandboxed bool, why, user string) string {
+	if sandboxed {
+		return fmt.Sprintf(`Every function runs sandboxed: as a user of its own (uid %d and up), seeing its
+build and a private /tmp only, with its memory_mb and %s processes at most.`, pool.FirstSandboxUID, "1,024")
+	}
+	return fmt.Sprintf(`Functions are not sandboxed here (%s): every function runs as your OS user (%s),
+like sless dev itself: deploy only code you trust. Tenants are kept apart at the API, not by
+the operating system.`, why, user)
+}
+
+func printBanner(out io.Writer, endpoint, token, ns, cli, isolation string, f devFlags) {
 	broker := "off (start with --amqp-url to run event triggers)"
 	if f.amqpURL != "" {
 		broker = "on"
@@ -188,12 +201,11 @@ func printBanner(out io.Writer, endpoint, token, ns, cli string, f devFlags) {
   data       %[5]s
   CLI        %[9]s
 
-Every function runs as your OS user (%[8]s), like sless dev itself: deploy only code you
-trust. Tenants are kept apart at the API, not by the operating system.
+%[8]s
 
 export SLESS_ENDPOINT=%[1]s
 export SLESS_TOKEN=%[6]s
-`, endpoint, ns, broker, hist, f.dataDir, token, own, currentUser(), cli)
+`, endpoint, ns, broker, hist, f.dataDir, token, own, isolation, cli)
 }
 
 // currentUser names the OS user functions run as.

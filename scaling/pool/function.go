@@ -25,10 +25,12 @@ type function struct {
 	removed  bool
 	// output caps the lines of all its processes together (not guarded by mu).
 	output *outputLimit
+	// uid is the sandbox user its processes run as; 0 when not sandboxed.
+	uid int
 }
 
-func newFunction(p *Pool, key string) *function {
-	return &function{pool: p, key: key, changed: make(chan struct{}), output: newOutputLimit(p.opts.OutputRate, p.opts.OutputBurst)}
+func newFunction(p *Pool, key string, uid int) *function {
+	return &function{pool: p, key: key, uid: uid, changed: make(chan struct{}), output: newOutputLimit(p.opts)}
 }
 
 // broadcast wakes every waiter; call with mu held.
@@ -54,7 +56,7 @@ func (f *function) setSpec(spec Spec) {
 // sameRun reports whether processes started for a can serve b unchanged.
 func sameRun(a, b Spec) bool {
 	return a.Artifact.Hash == b.Artifact.Hash && a.Artifact.Dir == b.Artifact.Dir &&
-		slices.Equal(a.Artifact.Command, b.Artifact.Command) && maps.Equal(a.Env, b.Env) && a.Timeout == b.Timeout
+		slices.Equal(a.Artifact.Command, b.Artifact.Command) && maps.Equal(a.Env, b.Env) && a.Timeout == b.Timeout && a.MemoryMB == b.MemoryMB
 }
 
 func (f *function) remove() {
@@ -69,6 +71,7 @@ func (f *function) remove() {
 	for _, pr := range procs {
 		<-pr.exited
 	}
+	f.pool.releaseUser(f.uid)
 }
 
 // acquire returns a ready process with a request slot taken, starting processes as the load

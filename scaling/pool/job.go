@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -48,14 +49,15 @@ func (p *Pool) RunJob(ctx context.Context, key string, spec Spec, event []byte) 
 	if len(event) == 0 {
 		event = []byte("{}")
 	}
-	art := spec.Artifact
-	argv := command(art)
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = art.Dir
-	cmd.Env = append(processEnv(spec, ""), "SLESS_MODE=job", "SLESS_EVENT="+string(event))
+	uid, err := p.acquireUser()
+	if err != nil {
+		return JobResult{Err: err}
+	}
+	defer p.releaseUser(uid)
+	cmd, jailed := p.jobCommand(ctx, spec, uid, append(processEnv(spec, ""), "SLESS_MODE=job", "SLESS_EVENT="+string(event)))
 	var stdout bytes.Buffer
 	logs := newTailBuffer(8 << 10)
-	limit := newOutputLimit(p.opts.OutputRate, p.opts.OutputBurst)
+	limit := newOutputLimit(p.opts)
 	lines := func(stream string) *lineWriter {
 		return &lineWriter{stream: stream, tail: logs, limit: limit, send: func(stream, text string) {
 			if on := p.opts.OnOutput; on != nil {
@@ -65,17 +67,29 @@ func (p *Pool) RunJob(ctx context.Context, key string, spec Spec, event []byte) 
 	}
 	cmd.Stdout = io.MultiWriter(&limitedBuffer{buf: &stdout, max: 1 << 20}, lines("stdout"))
 	cmd.Stderr = lines("stderr")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	start := time.Now()
-	err := cmd.Start()
+	if jailed != nil {
+		err = p.jail.start(jailed)
+		defer p.jail.cleanup(jailed)
+	} else {
+		err = cmd.Start()
+	}
 	if err == nil {
 		pgid := cmd.Process.Pid
 		if rerr := recordGroup(p.opts.RunDir, pgid); rerr != nil {
 			p.log.Warn("Warning: what this job forks may outlive a crash of sless dev", "error", rerr)
 		}
+		exited := make(chan struct{})
+		if jailed != nil && spec.MemoryMB > 0 {
+			go p.watchMemory(pgid, spec.MemoryMB, exited, p.log.With("job", key), func(text string) {
+				logs.Write([]byte("\n" + text + "\n"))
+				lines("stderr").send("stderr", text)
+			})
+		}
 		err = cmd.Wait()
+		close(exited)
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		forgetGroup(p.opts.RunDir, pgid)
 	}
@@ -92,6 +106,23 @@ func (p *Pool) RunJob(ctx context.Context, key string, spec Spec, event []byte) 
 		span.SetStatus(codes.Error, res.Err.Error())
 	}
 	return res
+}
+
+// jobCommand runs spec's build in job mode, in its own group, jailed as uid (jailed set)
+// when the pool jails its functions.
+func (p *Pool) jobCommand(ctx context.Context, spec Spec, uid int, env []string) (cmd *exec.Cmd, jailed *launch) {
+	art := spec.Artifact
+	argv := command(art)
+	if p.jail != nil {
+		name := "job" + strconv.FormatInt(p.seq.Add(1), 10)
+		l := p.jail.launch(ctx, name, art.Dir, argv, uid, jailRoot{TmpMB: tmpMB(spec)}, jailEnv(env))
+		return l.cmd, l
+	}
+	cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = art.Dir
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd, nil
 }
 
 // jobError prefers the wrapper's {"error": "..."} result over the bare exit status.

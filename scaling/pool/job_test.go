@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -54,5 +55,21 @@ func TestRunJob(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", res.Err, tc.err)
 			}
 		})
+	}
+}
+
+// TestRunJobMemory: a sandboxed job run that allocates beyond its memory_mb is killed, and
+// its output says why.
+func TestRunJobMemory(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("sandboxes need root")
+	}
+	art, err := buildPython(t.TempDir(), map[string]string{"handler.py": "import time\ndef handle(event):\n    data = b'x' * (512 << 20)\n    time.sleep(1)\n    return len(data)\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := newPool(t, Options{}).RunJob(context.Background(), "job", Spec{Artifact: art, MemoryMB: 64}, nil)
+	if res.Err == nil || !strings.Contains(res.Output, "memory_mb of 64") {
+		t.Fatalf("error %v, output:\n%s", res.Err, res.Output)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -26,17 +25,44 @@ type Line struct {
 // maxLine is the longest line kept whole; a longer one is cut into pieces of this size.
 const maxLine = 64 << 10
 
-// outputLimit caps the lines of one function and counts what it dropped.
+// outputLimit caps the output of one function in lines and in bytes (a line of 64 KiB
+// counts 64 KiB against the bytes), and counts what it dropped. The two limits are taken
+// together: a line either passes both or is dropped without using up either.
 type outputLimit struct {
-	limit   *rate.Limiter
-	per     float64
-	dropped atomic.Int64
-	// noticed is when the last "dropped" line went out (Unix ns): at most one a second.
-	noticed atomic.Int64
+	mu           sync.Mutex
+	lines, bytes *rate.Limiter
+	// dropped and droppedBytes count what was dropped since the last notice, noticed is when
+	// it went out: at most one a second.
+	dropped, droppedBytes int64
+	noticed               time.Time
 }
 
-func newOutputLimit(perSecond float64, burst int) *outputLimit {
-	return &outputLimit{limit: rate.NewLimiter(rate.Limit(perSecond), burst), per: perSecond}
+func newOutputLimit(o Options) *outputLimit {
+	return &outputLimit{
+		lines: rate.NewLimiter(rate.Limit(o.OutputRate), o.OutputBurst),
+		bytes: rate.NewLimiter(rate.Limit(o.OutputBytesRate), o.OutputBytesBurst),
+	}
+}
+
+// take reports whether a line of n bytes may pass and, when it may and output was dropped
+// more than a second after the last notice, the notice to send before it.
+func (o *outputLimit) take(n int) (notice string, ok bool) {
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.lines.TokensAt(now) < 1 || o.bytes.TokensAt(now) < float64(n) {
+		o.dropped++
+		o.droppedBytes += int64(n)
+		return "", false
+	}
+	o.lines.AllowN(now, 1)
+	o.bytes.AllowN(now, n)
+	if o.dropped > 0 && now.Sub(o.noticed) >= time.Second {
+		notice = fmt.Sprintf("[sless] %d lines (%d bytes) of output dropped: this function printed more than %.0f lines or %d KiB a second",
+			o.dropped, o.droppedBytes, float64(o.lines.Limit()), int(o.bytes.Limit())>>10)
+		o.dropped, o.droppedBytes, o.noticed = 0, 0, now
+	}
+	return notice, true
 }
 
 // logPipe carries one output stream of a process through a pipe of 1 MiB instead of the
@@ -67,8 +93,9 @@ func newLogPipe(out io.Writer) (*logPipe, error) {
 func (lp *logPipe) started() { lp.w.Close() }
 
 // lineWriter splits one output stream into lines: the tail keeps the last bytes for error
-// messages; each line goes to send within the output limit, and a line saying how many were
-// dropped (at most one a second) takes the place of the rest.
+// messages; each line goes to send within the output limit, and a line saying how much was
+// dropped (at most one a second) takes the place of the rest. A dropped line costs only its
+// scan, so the pipe drains at memory speed however much the function prints.
 type lineWriter struct {
 	stream string
 	tail   *tailBuffer
@@ -114,15 +141,12 @@ func (w *lineWriter) emit(text []byte) {
 	if len(bytes.TrimSpace(text)) == 0 {
 		return
 	}
-	out := w.limit
-	if !out.limit.Allow() {
-		out.dropped.Add(1)
-		return
+	notice, ok := w.limit.take(len(text))
+	if notice != "" {
+		w.send("stderr", notice)
 	}
-	if now := time.Now().UnixNano(); out.dropped.Load() > 0 && now-out.noticed.Load() >= int64(time.Second) {
-		out.noticed.Store(now)
-		n := out.dropped.Swap(0)
-		w.send("stderr", fmt.Sprintf("[sless] %d lines of output dropped: this function printed more than %.0f lines a second", n, out.per))
+	if !ok {
+		return
 	}
 	w.send(w.stream, string(text))
 }

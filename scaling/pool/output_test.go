@@ -1,15 +1,19 @@
 package pool
 
 import (
+	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
 	"net/http/httputil"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"sless.dev/sless/buildkit"
 	"sless.dev/sless/test/testkit"
 )
 
@@ -78,7 +82,7 @@ def handle(event):
 	for _, l := range lines {
 		stdout = stdout || (l.Stream == "stdout" && l.Text == "to stdout")
 		stderr = stderr || (l.Stream == "stderr" && l.Text == "to stderr")
-		dropped = dropped || strings.Contains(l.Text, "lines of output dropped")
+		dropped = dropped || strings.Contains(l.Text, "of output dropped")
 		if l.Instance == "" || l.Time.IsZero() {
 			t.Fatalf("line without its instance or time: %+v", l)
 		}
@@ -87,5 +91,128 @@ def handle(event):
 	limit := 500 + int(elapsed.Seconds()*(100+1)) + 2
 	if len(lines) > limit || !stdout || !stderr || !dropped {
 		t.Fatalf("%d lines passed (at most %d), stdout %v, stderr %v, dropped notice %v", len(lines), limit, stdout, stderr, dropped)
+	}
+}
+
+// longLines prints lines of 60,000 bytes from four threads as fast as it can for the seconds
+// it is asked to, then answers.
+const longLines = `import sys, threading, time
+LINE = "x" * 60000 + "\n"
+def flood(until):
+    while time.time() < until:
+        sys.stdout.write(LINE)
+def handle(event):
+    until = time.time() + event.get("seconds", 1)
+    threads = [threading.Thread(target=flood, args=(until,)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    sys.stdout.flush()
+    return "flooded"
+`
+
+// countingWriter counts the bytes of the records that contain match.
+type countingWriter struct {
+	match string
+	n     atomic.Int64
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(w.match)) {
+		w.n.Add(int64(len(p)))
+	}
+	return len(p), nil
+}
+
+// TestOutputBytesAreCapped: a function printing long lines as fast as it can gets, with the
+// default limits, at most 1 MiB plus 256 KiB a second into the output handed on (the log
+// files) and into the platform's own log, says how much it dropped, is never held on its
+// pipe; another function answers meanwhile and all its lines arrive.
+func TestOutputBytesAreCapped(t *testing.T) {
+	platform := &countingWriter{match: "function=flood"}
+	var mu sync.Mutex
+	var floodBytes int64
+	var dropped bool
+	var calm []string
+	p := newPool(t, Options{Logger: slog.New(slog.NewTextHandler(platform, nil)), OnOutput: func(l Line) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch l.Function {
+		case "flood":
+			floodBytes += int64(len(l.Text))
+			dropped = dropped || strings.Contains(l.Text, "of output dropped")
+		case "calm":
+			if strings.HasPrefix(l.Text, "calm ") { // not the wrapper's own lines
+				calm = append(calm, l.Text)
+			}
+		}
+	}})
+	flood, err := buildPython(t.TempDir(), map[string]string{"handler.py": longLines})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calmArt, err := buildPython(t.TempDir(), map[string]string{"handler.py": "def handle(event):\n    print('calm', event['n'], flush=True)\n    return 'calm'\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now() // the function's limits start full here
+	for key, art := range map[string]*buildkit.Artifact{"flood": flood, "calm": calmArt} {
+		if err := p.Set(key, Spec{Artifact: art, MinProcs: 1, MaxProcs: 1, Target: 10, ScaleDown: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := &harness{pool: p, srv: httptest.NewServer(&httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			fn := pr.In.Header.Get("X-Fn")
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", fn, fn
+		},
+		Transport: p,
+	})}
+	t.Cleanup(h.srv.Close)
+	testkit.WaitFor(t, "both functions", 10*time.Second, func() bool { return p.Stats("calm").Ready == 1 && p.Stats("flood").Ready == 1 })
+	done := make(chan string, 1)
+	floodStart := time.Now()
+	go func() { _, body := h.call(t, "flood", `{"seconds":3}`); done <- body }()
+	var slowest time.Duration
+	calls := 0
+	for time.Since(floodStart) < 3*time.Second {
+		t0 := time.Now()
+		if code, _ := h.call(t, "calm", fmt.Sprintf(`{"n":%d}`, calls)); code != 200 {
+			t.Fatalf("calm function during the flood: %d", code)
+		}
+		slowest = max(slowest, time.Since(t0))
+		calls++
+		time.Sleep(50 * time.Millisecond)
+	}
+	select {
+	case body := <-done:
+		if !strings.Contains(body, "flooded") {
+			t.Fatalf("the flooding function answered %q", body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the flooding function was held on its output")
+	}
+	if slowest > time.Second {
+		t.Errorf("the calm function took %s during the flood", slowest)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if _, body := h.call(t, "flood", `{"seconds":0.1}`); !strings.Contains(body, "flooded") { // lets the notice out
+		t.Fatalf("second call: %q", body)
+	}
+	time.Sleep(200 * time.Millisecond)
+	bound := int64(1<<20) + int64(time.Since(start).Seconds()*(256<<10))
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("%d bytes of output passed, %d in the platform log; bound %d", floodBytes, platform.n.Load(), bound)
+	if floodBytes > bound || !dropped {
+		t.Errorf("%d bytes of output passed (at most %d), dropped notice %v", floodBytes, bound, dropped)
+	}
+	// Each record adds its time, level and attributes to the line.
+	if got := platform.n.Load(); got > bound+bound/10+64<<10 {
+		t.Errorf("%d bytes of the flooding function in the platform log (at most %d plus records)", got, bound)
+	}
+	if len(calm) != calls {
+		t.Errorf("the calm function printed %d lines, %d arrived: %q", calls, len(calm), calm)
 	}
 }

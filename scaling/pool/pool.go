@@ -2,12 +2,15 @@
 // local counterpart of the Deployment + HTTPScaledObject that KEDA scales in a cluster.
 //
 // Each function gets processes of its runtime wrapper, each listening on a Unix socket in a
-// directory only this user can open (no other user, and no web page through the loopback
-// network, reaches a function around the gateway). The first request to a function at zero is held until a process answers its health check (cold
-// start); concurrency above the target starts more processes up to the maximum; processes
-// idle for the scale-down period are stopped (MinProcs stay warm); a crashed process is
-// replaced and held requests are retried once. Every process runs in its own process group,
-// killed when it exits, and recorded in RunDir so a later pool kills what survived a crash.
+// directory of its own that only its user can open (no other user, and no web page through
+// the loopback network, reaches a function around the gateway). Run as root, the pool
+// sandboxes every function (sandbox.go, jail.go): a user of its own, a root showing its build
+// and a private /tmp only, memory_mb and a process limit. The first request to a function
+// at zero is held until a process answers its health check (cold start); concurrency above
+// the target starts more processes up to the maximum; processes idle for the scale-down
+// period are stopped (MinProcs stay warm); a crashed process is replaced and held requests
+// are retried once. Every process runs in its own process group, killed when it exits, and
+// recorded in RunDir so a later pool kills what survived a crash.
 package pool
 
 import (
@@ -53,6 +56,8 @@ type Spec struct {
 	ScaleDown time.Duration
 	// Disabled stops every process and refuses invocations (all http triggers are off).
 	Disabled bool
+	// MemoryMB caps the memory of each sandboxed process (memory_mb); 0 = none.
+	MemoryMB int
 }
 
 // Options tunes a Pool; zero values take the documented defaults.
@@ -66,14 +71,19 @@ type Options struct {
 	// Tick is how often idle processes are looked for and MinProcs ensured. Default 200ms.
 	Tick time.Duration
 	// OnOutput, when set, gets every line a function's processes print, within the output
-	// rate (a line saying how many were dropped takes the place of the rest). It must not
-	// block.
+	// limits (a line saying how much was dropped takes the place of the rest); the pool's
+	// Logger gets the same lines ("function output"). It must not block.
 	OnOutput func(Line)
 	// OutputRate and OutputBurst cap the lines per second a function's processes print
 	// together, so a flood neither fills the log nor holds the machine. Defaults 1,000/s and
 	// 5,000.
 	OutputRate  float64
 	OutputBurst int
+	// OutputBytesRate and OutputBytesBurst cap the same output in bytes: at most
+	// OutputBytesBurst + OutputBytesRate×t bytes pass in any t seconds. Defaults 256 KiB/s
+	// and 1 MiB; the burst is at least 64 KiB (the longest line).
+	OutputBytesRate  float64
+	OutputBytesBurst int
 	// RunDir keeps a record of each running process group, so that New can kill what a
 	// function forked when the last pool was killed; "" keeps none.
 	RunDir string
@@ -81,6 +91,9 @@ type Options struct {
 	// a start-up error (a Python syntax error, a missing module) can be shown to the user.
 	// It must not block.
 	OnStart func(key string, err error)
+	// Sandbox isolates functions from each other and from the pool where this machine
+	// allows it (see Pool.Isolation).
+	Sandbox SandboxOptions
 }
 
 func (o Options) withDefaults() Options {
@@ -99,6 +112,13 @@ func (o Options) withDefaults() Options {
 	if o.OutputBurst <= 0 {
 		o.OutputBurst = 5000
 	}
+	if o.OutputBytesRate <= 0 {
+		o.OutputBytesRate = 256 << 10
+	}
+	if o.OutputBytesBurst <= 0 {
+		o.OutputBytesBurst = 1 << 20
+	}
+	o.OutputBytesBurst = max(o.OutputBytesBurst, maxLine)
 	if o.Tick <= 0 {
 		o.Tick = 200 * time.Millisecond
 	}
@@ -135,6 +155,9 @@ type Pool struct {
 	// sockDir holds the processes' sockets; seq names them.
 	sockDir string
 	seq     atomic.Int64
+	// jail starts the processes sandboxed; nil when it cannot (jailErr says why).
+	jail    *jailer
+	jailErr error
 
 	mu     sync.RWMutex
 	fns    map[string]*function
@@ -159,6 +182,9 @@ func New(opts Options) (*Pool, error) {
 		return nil, fmt.Errorf("creating the function socket directory: %w", err)
 	}
 	p := &Pool{opts: opts, log: log, sockDir: sockDir, fns: map[string]*function{}, done: make(chan struct{})}
+	if p.jail, p.jailErr = newJailer(opts.Sandbox, sockDir); p.jailErr != nil {
+		log.Info("functions run as the user of sless dev, not sandboxed", "reason", p.jailErr)
+	}
 	dial := p.dialProcess
 	p.transport = &http.Transport{
 		DialContext:         dial,
@@ -173,8 +199,32 @@ func New(opts Options) (*Pool, error) {
 	return p, nil
 }
 
-// socketPath is where the process addressed as host listens.
-func (p *Pool) socketPath(host string) string { return filepath.Join(p.sockDir, host+".sock") }
+// socketPath is where the process addressed as host listens: a directory of its own, so
+// that a sandboxed process's user owns it and no other function can open it.
+func (p *Pool) socketPath(host string) string { return filepath.Join(p.sockDir, host, "sock") }
+
+// Isolation reports whether functions run sandboxed (a user and a mount namespace of
+// their own each, with memory and process limits) and, when not, why.
+func (p *Pool) Isolation() (sandboxed bool, why string) {
+	if p.jail == nil {
+		return false, p.jailErr.Error()
+	}
+	return true, ""
+}
+
+// acquireUser is the user a new function runs as: a sandbox user, or 0 (the pool's own).
+func (p *Pool) acquireUser() (int, error) {
+	if p.jail == nil {
+		return 0, nil
+	}
+	return p.jail.acquire()
+}
+
+func (p *Pool) releaseUser(uid int) {
+	if p.jail != nil && uid != 0 {
+		p.jail.release(uid)
+	}
+}
 
 // dialProcess connects to the socket of the process a URL's host names ("p<n>:80").
 func (p *Pool) dialProcess(ctx context.Context, _, addr string) (net.Conn, error) {
@@ -185,6 +235,9 @@ func (p *Pool) dialProcess(ctx context.Context, _, addr string) (net.Conn, error
 	d := net.Dialer{Timeout: 5 * time.Second}
 	return d.DialContext(ctx, "unix", p.socketPath(host))
 }
+
+// Socket is the Unix socket of the process at addr (from Stats), as the pool dials it.
+func (p *Pool) Socket(addr string) string { return p.socketPath(addr) }
 
 // Dial connects to a process by an address from Stats (tests and benchmarks call processes
 // around the gateway this way).
@@ -208,7 +261,12 @@ func (p *Pool) Set(key string, spec Spec) error {
 	}
 	f := p.fns[key]
 	if f == nil {
-		f = newFunction(p, key)
+		uid, err := p.acquireUser()
+		if err != nil {
+			p.mu.Unlock()
+			return fmt.Errorf("function %s: %w", key, err)
+		}
+		f = newFunction(p, key, uid)
 		p.fns[key] = f
 	}
 	p.mu.Unlock()
@@ -264,6 +322,9 @@ func (p *Pool) Close() {
 	wg.Wait()
 	p.wg.Wait()
 	p.transport.CloseIdleConnections()
+	if p.jail != nil {
+		p.jail.thread.stop() // its namespace, and the roots in it, go with it
+	}
 	_ = os.RemoveAll(p.sockDir)
 }
 

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,8 +10,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -57,13 +60,14 @@ func (pr *process) pid() int {
 	return pr.cmd.Process.Pid
 }
 
-// start launches the wrapper on its Unix socket in its own process group.
+// start launches the wrapper on its Unix socket in its own process group, sandboxed as its
+// function's user when the pool can.
 func (pr *process) start() error {
-	art := pr.spec.Artifact
-	argv := command(art)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = art.Dir
-	cmd.Env = processEnv(pr.spec, pr.sock)
+	cmd, jailed, err := pr.command()
+	if err != nil {
+		pr.fail(err)
+		return err
+	}
 	stdout, err := newLogPipe(pr.lineWriter("stdout"))
 	if err != nil {
 		pr.fail(err)
@@ -77,9 +81,6 @@ func (pr *process) start() error {
 	}
 	defer stderr.started()
 	cmd.Stdout, cmd.Stderr = stdout.w, stderr.w
-	// Own group: stopping the function kills whatever it forked. Pdeathsig: if sless dev
-	// itself is killed, its functions die with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	pr.started = time.Now()
@@ -87,8 +88,13 @@ func (pr *process) start() error {
 		pr.failLocked(errors.New("stopped before it started"))
 		return errors.New("stopped before it started")
 	}
-	if err = cmd.Start(); err != nil {
-		err = fmt.Errorf("starting %s: %w", art.Command[0], err)
+	if jailed != nil {
+		err = pr.pool.jail.start(jailed)
+	} else {
+		err = cmd.Start()
+	}
+	if err != nil {
+		err = fmt.Errorf("starting %s: %w", pr.spec.Artifact.Command[0], err)
 		pr.failLocked(err)
 		return err
 	}
@@ -97,20 +103,71 @@ func (pr *process) start() error {
 	if err := recordGroup(runDir, pgid); err != nil {
 		pr.log.Warn("Warning: what this function forks may outlive a crash of sless dev", "error", err)
 	}
+	if pr.pool.jail != nil && pr.spec.MemoryMB > 0 {
+		go pr.pool.watchMemory(pgid, pr.spec.MemoryMB, pr.exited, pr.log, func(text string) {
+			if on := pr.pool.opts.OnOutput; on != nil {
+				on(Line{Time: time.Now(), Function: pr.fn.key, Instance: pr.addr, Stream: "stderr", Text: text})
+			}
+		})
+	}
 	go func() {
 		err := cmd.Wait()
 		// Whatever the wrapper forked dies with it, however it ended.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		forgetGroup(runDir, pgid)
-		_ = os.Remove(pr.sock)
-		<-stdout.done // the last lines (a crash's traceback) are in the tail before anyone looks
-		<-stderr.done
+		_ = os.RemoveAll(filepath.Dir(pr.sock))
+		if jailed != nil {
+			pr.pool.jail.cleanup(jailed)
+		}
+		// The last lines (a crash's traceback) are in the tail before anyone looks; a
+		// daemon that keeps the pipes open does not hold the process's end (it is killed
+		// with its user when the function goes).
+		drained, cancel := context.WithTimeout(context.Background(), pipeDrain)
+		for _, lp := range []*logPipe{stdout, stderr} {
+			select {
+			case <-lp.done:
+			case <-drained.Done():
+			}
+		}
+		cancel()
 		pr.mu.Lock()
 		pr.exitErr = err
 		pr.mu.Unlock()
 		close(pr.exited)
 	}()
 	return nil
+}
+
+// command is how the process runs: in its own group (stopping the function kills whatever
+// it forked), killed with sless dev (Pdeathsig), and jailed (jailed set) when the pool can.
+func (pr *process) command() (cmd *exec.Cmd, jailed *launch, err error) {
+	art := pr.spec.Artifact
+	argv := command(art)
+	dir := filepath.Dir(pr.sock)
+	if j := pr.pool.jail; j != nil {
+		if err := j.socketDir(dir, pr.fn.uid); err != nil {
+			return nil, nil, fmt.Errorf("socket directory: %w", err)
+		}
+		env := jailEnv(processEnv(pr.spec, jailSocketDir+"/"+filepath.Base(pr.sock)))
+		l := j.launch(context.Background(), pr.addr, art.Dir, argv, pr.fn.uid, jailRoot{Socket: dir, TmpMB: tmpMB(pr.spec)}, env)
+		return l.cmd, l, nil
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("socket directory: %w", err)
+	}
+	cmd = exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = art.Dir
+	cmd.Env = processEnv(pr.spec, pr.sock)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd, nil, nil
+}
+
+// tmpMB sizes a jail's /tmp (and /dev/shm): memory, as a tmpfs is.
+func tmpMB(spec Spec) int {
+	if spec.MemoryMB > 0 {
+		return spec.MemoryMB
+	}
+	return 128
 }
 
 func (pr *process) fail(err error) {
@@ -202,6 +259,79 @@ func (pr *process) stop(grace time.Duration) {
 	// The wrapper may have left children in its group; none may outlive it.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	<-pr.exited
+}
+
+// pipeDrain bounds the wait for a process's output after it exited.
+const pipeDrain = time.Second
+
+// memoryPoll is how often the resident memory of a sandboxed process and its children is
+// compared with its memory_mb.
+const memoryPoll = 50 * time.Millisecond
+
+// watchMemory kills the process group of pid once the process and its children hold more
+// than memoryMB, until exited is closed, and says so through say and log.
+func (p *Pool) watchMemory(pid, memoryMB int, exited <-chan struct{}, log *slog.Logger, say func(string)) {
+	limit := int64(memoryMB) << 20
+	t := time.NewTicker(memoryPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-exited:
+			return
+		case <-t.C:
+		}
+		rss := treeRSS(pid, 0)
+		if rss <= limit {
+			continue
+		}
+		log.Warn("Warning: function process killed: over its memory_mb", "pid", pid, "resident_mib", rss>>20, "memory_mb", memoryMB)
+		say(fmt.Sprintf("[sless] killed: the function's processes held %d MiB, more than its memory_mb of %d", rss>>20, memoryMB))
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		return
+	}
+}
+
+// treeRSS is the memory of pid and its descendants, in bytes (0 once it is gone): their
+// proportional set sizes, so that what forked children share is counted once, as a cgroup
+// would.
+func treeRSS(pid, depth int) int64 {
+	total := pss(pid)
+	if depth > 16 {
+		return total
+	}
+	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	for _, task := range tasks {
+		children, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/children")
+		for _, c := range strings.Fields(string(children)) {
+			if child, err := strconv.Atoi(c); err == nil {
+				total += treeRSS(child, depth+1)
+			}
+		}
+	}
+	return total
+}
+
+// pss is the proportional set size of pid in bytes (its resident size where the kernel
+// has no smaps_rollup).
+func pss(pid int) int64 {
+	proc := "/proc/" + strconv.Itoa(pid)
+	if data, err := os.ReadFile(proc + "/smaps_rollup"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if rest, ok := strings.CutPrefix(line, "Pss:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+				return kb << 10
+			}
+		}
+	}
+	statm, err := os.ReadFile(proc + "/statm")
+	if err != nil {
+		return 0
+	}
+	var size, resident int64
+	if _, err := fmt.Sscan(string(statm), &size, &resident); err != nil {
+		return 0
+	}
+	return resident * int64(os.Getpagesize())
 }
 
 // tailBuffer keeps the last n bytes written.
