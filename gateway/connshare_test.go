@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -48,7 +49,9 @@ func shareGateway(t *testing.T, limits gateway.ConnLimits) (addr, ns string) {
 	t.Helper()
 	ns = "sless-team"
 	fnAddr := upgradeFunction(t)
-	backend := boundBackend{rt: &http.Transport{Dial: func(network, _ string) (net.Conn, error) { return net.Dial(network, fnAddr) }},
+	backend := boundBackend{rt: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, fnAddr)
+	}},
 		routes: map[string]gateway.Route{ns + "/echo": {Host: "echo." + ns + ".svc"}}}
 	auth, err := gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: boundKey})
 	if err != nil {
