@@ -25,6 +25,7 @@ import (
 // buildHandler zips a handler directory and builds it locally, as `sless dev` would.
 func buildHandler(t *testing.T, dir, runtime, entry string) *Artifact {
 	t.Helper()
+	needRuntime(t, runtime)
 	bc := buildContext(t, zipDir(t, dir), runtime, entry)
 	out := filepath.Join(t.TempDir(), "build")
 	art, err := LocalBuild(context.Background(), bc.Data, runtime, out)

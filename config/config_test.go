@@ -15,6 +15,7 @@ import (
 )
 
 func TestKustomizationsApply(t *testing.T) {
+	testenv.Need(t)
 	env, err := testenv.Start()
 	if err != nil {
 		t.Fatal(err)

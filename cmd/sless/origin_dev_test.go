@@ -29,6 +29,7 @@ def handle(event, request):
 // reads no token and registers no service worker over the gateway's origin, and the console
 // afterwards is the real one with working /v1 calls.
 func TestServiceWorkerTakeoverOnDevInChromium(t *testing.T) {
+	browser.Need(t)
 	d := startDevSession(t)
 	d.deployPython(t, "evil", takeoverHandler, 10)
 	p := browser.Open(t, 3*time.Minute)
