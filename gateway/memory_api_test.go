@@ -12,8 +12,11 @@ import (
 	"sync"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/test/testkit"
 )
 
@@ -142,14 +145,18 @@ func (b *memBackend) DeleteJob(_ context.Context, ns, name string) error {
 	return memRemove(b, b.jobs, "job", ns, name)
 }
 
-var validationKey = []byte("validation-test-hmac-key-0123456789abcdef")
+var memKey = []byte("memory-api-test-hmac-key-0123456789abcdef")
 
-// TestValidationErrors: every malformed or out-of-range request is a 400 naming the API
-// field (a 404 for an update of nothing), before any backend sees the spec. The cluster
-// backend's own rejections (the CRD's schema and CEL rules) are gateway/cluster's
-// TestBackendMapsAPIServerErrors.
-func TestValidationErrors(t *testing.T) {
-	auth, err := gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: validationKey})
+// memServer is the gateway over a memBackend, served on loopback.
+type memServer struct {
+	t      *testing.T
+	URL    string
+	server *gateway.Server
+}
+
+func newMemServer(t *testing.T) *memServer {
+	t.Helper()
+	auth, err := gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: memKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,25 +166,43 @@ func TestValidationErrors(t *testing.T) {
 	}
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
+	return &memServer{t: t, URL: hs.URL, server: srv}
+}
+
+// do sends method path (under /v1/namespaces/ns) with body and token, and returns the status,
+// the decoded error body, if any, and the headers.
+func (m *memServer) do(token, ns, method, path, body string) (int, api.Error, http.Header) {
+	m.t.Helper()
+	req, err := http.NewRequest(method, m.URL+"/v1/namespaces/"+ns+path, strings.NewReader(body))
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e api.Error
+	_ = json.NewDecoder(resp.Body).Decode(&e)
+	return resp.StatusCode, e, resp.Header
+}
+
+// TestValidationErrors: every malformed or out-of-range request is a 400 naming the API
+// field (a 404 for an update of nothing), before any backend sees the spec. The cluster
+// backend's own rejections (the CRD's schema and CEL rules) are gateway/cluster's
+// TestBackendMapsAPIServerErrors.
+func TestValidationErrors(t *testing.T) {
+	m := newMemServer(t)
 	const sub = "validation-tester"
-	tok, ns := testkit.Token(t, validationKey, sub), api.TenantNamespace(sub)
-	base := hs.URL + "/v1/namespaces/" + ns
+	tok, ns := testkit.Token(t, memKey, sub), api.TenantNamespace(sub)
 	do := func(method, path, body string) (int, api.Error) {
 		t.Helper()
-		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var e api.Error
-		_ = json.NewDecoder(resp.Body).Decode(&e)
-		return resp.StatusCode, e
+		code, e, _ := m.do(tok, ns, method, path, body)
+		return code, e
 	}
 	if code, e := do("POST", "/functions", `{"name":"f","runtime":"go1.23"}`); code != http.StatusCreated {
 		t.Fatalf("create f: %d %+v", code, e)
@@ -249,4 +274,70 @@ func manyVars(n, size int) string {
 		vars[i] = fmt.Sprintf(`"V%d":"%s"`, i, strings.Repeat("v", size))
 	}
 	return strings.Join(vars, ",")
+}
+
+// TestAuthAndTenancy: a tenant reaches its own namespace only, with a token the gateway
+// verifies; a 401 says how to authenticate.
+func TestAuthAndTenancy(t *testing.T) {
+	m := newMemServer(t)
+	alice, bob := "alice-"+t.Name(), "bob-"+t.Name()
+	aliceTok, aliceNS := testkit.Token(t, memKey, alice), api.TenantNamespace(alice)
+	cases := []struct {
+		name, token string
+		code        int
+	}{
+		{"own namespace", aliceTok, 200},
+		{"no token", "", 401},
+		{"garbage token", "not-a-jwt", 401},
+		{"other tenant", testkit.Token(t, memKey, bob), 403},
+		{"signed with another key", testkit.Token(t, []byte("some-other-key-0123456789abcdef0123456789"), alice), 401},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, hdr := m.do(tc.token, aliceNS, "GET", "/functions", "")
+			if code != tc.code {
+				t.Fatalf("status %d, want %d", code, tc.code)
+			}
+			if code == 401 && hdr.Get("WWW-Authenticate") == "" {
+				t.Fatal("401 without WWW-Authenticate")
+			}
+		})
+	}
+	c, err := client.New(m.URL, aliceTok, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.WhoAmI(context.Background())
+	if err != nil || id.Namespace != aliceNS || id.Subject != alice {
+		t.Fatalf("whoami = %+v, %v", id, err)
+	}
+}
+
+// TestOpenAPIServed: /v1/openapi.yaml parses and documents every /v1 route the server has.
+func TestOpenAPIServed(t *testing.T) {
+	m := newMemServer(t)
+	resp, err := http.Get(m.URL + "/v1/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Paths map[string]map[string]any `json:"paths"`
+	}
+	if err := yaml.Unmarshal(body, &doc); err != nil {
+		t.Fatalf("openapi.yaml does not parse: %v", err)
+	}
+	for _, r := range m.server.Routes() {
+		if r.Method == "echo_route_not_found" || (!strings.HasPrefix(r.Path, "/v1/namespaces") && r.Path != "/v1/whoami") {
+			continue
+		}
+		path := strings.NewReplacer(":ns", "{ns}", ":name", "{name}", ":id", "{id}").Replace(r.Path)
+		if _, ok := doc.Paths[path][strings.ToLower(r.Method)]; !ok {
+			t.Errorf("openapi.yaml does not document %s %s", r.Method, path)
+		}
+	}
 }
