@@ -180,9 +180,10 @@ func Serve(t testing.TB, hs *http.Server) string {
 
 // NeedsHeavy skips t under -short (`make test-unit`, which runs only what needs nothing but
 // Go and the interpreters on the machine) because it needs what: a real service, a control
-// plane or a tool test/tools/ builds. Each shared helper that starts or dials such a part
-// calls it, so a test states its need once, by using the helper. Without -short it does
-// nothing: `make test` runs everything and a missing part fails the test there.
+// plane, a tool test/tools/ builds, or a wait on the wall clock (a cron minute tick). Each
+// shared helper that starts or dials such a part calls it, so a test states its need once,
+// by using the helper. Without -short it does nothing: `make test` runs everything and a
+// missing part fails the test there.
 func NeedsHeavy(t testing.TB, what string) {
 	t.Helper()
 	if testing.Short() {
