@@ -7,7 +7,7 @@ GOTEST_FLAGS ?= -count=1 -timeout 60m
 # tracked go.mod files only, never the builds `make dev` leaves under .sless/.
 MODULES := $(shell git ls-files '*go.mod' | grep -v /testdata/ | xargs -n1 dirname | sort)
 
-.PHONY: all build config-image generate image lint test test-deps test-e2e test-faults verify-generated
+.PHONY: all build config-image generate image lint test test-deps test-e2e test-faults test-unit verify-generated
 
 all: build
 
@@ -69,6 +69,18 @@ lint:
 	@for m in . terraform-provider-sless; do (cd $$m && $(GO) tool staticcheck ./...) || exit 1; done
 	@$(GO) vet -tags e2e ./test/e2e/
 	@$(GO) vet -tags faults ./test/faults/
+
+## test-unit: the contributor's loop — `go test -short` over every module: every test that
+## needs nothing but Go and the interpreters on this machine (python3, node). No envtest,
+## PostgreSQL, RabbitMQ, S3, Terraform, Chromium or tool build: the shared test helpers skip
+## the tests that need one under -short (test/testkit NeedsHeavy), and `make test` runs them.
+## Go's test cache is kept: a second run re-runs only what a change touched. gofmt first
+## (a quarter of a second); go vet and staticcheck stay in `make lint`.
+GOTEST_UNIT_FLAGS ?= -timeout 10m
+test-unit:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@set -euo pipefail; \
+	for m in $(MODULES); do echo "== go test -short $$m"; (cd $$m && $(GO) test -short $(GOTEST_UNIT_FLAGS) ./...) || exit 1; done
 
 ## test-deps: start PostgreSQL/RabbitMQ if down, install packages, build the cached tools.
 test-deps:

@@ -27,9 +27,11 @@ var versityBin = sync.OnceValues(func() (string, error) {
 })
 
 // startVersityGW runs a real S3 server (versitygw, posix backend over a temp dir) on
-// loopback for the test and returns a store configuration for it.
+// loopback for the test and returns a store configuration for it; under -short it skips t
+// (versitygw is a tool test/tools/versitygw.sh builds).
 func startVersityGW(t *testing.T) S3Config {
 	t.Helper()
+	testkit.NeedsHeavy(t, "an S3 server (versitygw, test/tools/versitygw.sh)")
 	bin, err := versityBin()
 	if err != nil {
 		t.Fatalf("versitygw: %v (set VERSITYGW or run test/tools/versitygw.sh)", err)

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sless.dev/sless/test/testkit"
 )
 
 // runJob runs an artifact once in job mode and returns its stdout.
@@ -31,6 +33,7 @@ func runJob(t *testing.T, art *Artifact, event string) string {
 
 func localBuildZip(t *testing.T, zipData []byte, runtime string) (*Artifact, error) {
 	t.Helper()
+	needRuntime(t, runtime)
 	bc := buildContext(t, zipData, runtime, "")
 	return LocalBuild(context.Background(), bc.Data, runtime, filepath.Join(t.TempDir(), "build"))
 }
@@ -51,6 +54,9 @@ func TestLocalBuildNodeInstallsDependencies(t *testing.T) {
 	zipData := makeZip(t,
 		file("package.json", `{"name":"fn","version":"1.0.0","dependencies":{"ms":"2.1.3"},"devDependencies":{"left-pad":"1.3.0"}}`),
 		file("handler.js", "const ms = require('ms');\nexports.handle = (event) => ({ ms: ms(event.duration) });\n"))
+	testkit.NeedsHeavy(t, "the npm registry (npm install fetches the dependencies)")
+	_, err := exec.LookPath("npm")
+	need(t, "npm", err)
 	art, err := localBuildZip(t, zipData, "nodejs20")
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +86,7 @@ func TestLocalBuildPythonInstallsRequirements(t *testing.T) {
 }
 
 func TestLocalBuildReusesSameContext(t *testing.T) {
+	needRuntime(t, "python3.11")
 	bc := buildContext(t, makeZip(t, file("handler.py", "def handle(e):\n    return e\n")), "python3.11", "")
 	dir := filepath.Join(t.TempDir(), "build")
 	first, err := LocalBuild(context.Background(), bc.Data, "python3.11", dir)
@@ -148,15 +155,29 @@ func makeWheel(t *testing.T, name, version, code string) []byte {
 	return buf.Bytes()
 }
 
-func TestMain(m *testing.M) {
-	// The wrappers run python3 and node from PATH, like `sless dev` does.
-	for _, tool := range []string{"go", "python3", "node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			fmt.Fprintf(os.Stderr, "buildkit tests need %s on PATH: %v\n", tool, err)
-			os.Exit(1)
-		}
+// needRuntime fails t unless this machine runs runtime's functions: its interpreter (go,
+// python3.X or node of the runtime's version), found as `sless dev` finds it. Under -short
+// it skips t instead: make test-unit runs with whatever interpreters the machine has, while
+// make test has them all (test/tools/deps.sh installs them). An unknown runtime needs
+// nothing: refusing it is the test's point.
+func needRuntime(t testing.TB, runtime string) {
+	t.Helper()
+	if rt, ok := Runtimes[runtime]; ok {
+		_, err := Interpreter(rt)
+		need(t, "runtime "+runtime, err)
 	}
-	os.Exit(m.Run())
+}
+
+// need fails t with err, or skips it under -short, when what is missing from the machine.
+func need(t testing.TB, what string, err error) {
+	t.Helper()
+	switch {
+	case err == nil:
+	case testing.Short():
+		t.Skipf("needs %s on this machine: %v", what, err)
+	default:
+		t.Fatalf("%s: %v (test/tools/deps.sh installs it)", what, err)
+	}
 }
 
 // TestInterpreter: each runtime runs on its own version or is refused with what to install;
@@ -185,7 +206,5 @@ func TestInterpreter(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if _, err := Interpreter(Runtimes["python3.11"]); err != nil {
-		t.Fatalf("the tests' own runtime: %v", err)
-	}
+	needRuntime(t, "python3.11") // the tests' own runtime
 }

@@ -25,6 +25,7 @@ import (
 // buildHandler zips a handler directory and builds it locally, as `sless dev` would.
 func buildHandler(t *testing.T, dir, runtime, entry string) *Artifact {
 	t.Helper()
+	needRuntime(t, runtime)
 	bc := buildContext(t, zipDir(t, dir), runtime, entry)
 	out := filepath.Join(t.TempDir(), "build")
 	art, err := LocalBuild(context.Background(), bc.Data, runtime, out)
@@ -520,16 +521,26 @@ func TestReadinessWaitsForTheHandler(t *testing.T) {
 // scheduled pre-warm keeps in flight so the interceptor counts the function busy.
 func testHealthHold(t *testing.T, art *Artifact) {
 	fn := startFunction(t, art)
-	if r := fn.call(t, "GET", "/healthz", nil); r.status != 200 || r.took > 200*time.Millisecond {
-		t.Errorf("plain health check: %d after %s", r.status, r.took)
+	// "At once" is the fastest of three calls under 200 ms: a held answer is slow every
+	// time, a loaded machine's stall only now and then.
+	atOnce := func(what, path string) {
+		t.Helper()
+		var r reply
+		for range 3 {
+			if r = fn.call(t, "GET", path, nil); r.status != 200 || r.took <= 200*time.Millisecond {
+				break
+			}
+		}
+		if r.status != 200 || r.took > 200*time.Millisecond {
+			t.Errorf("%s: %d after %s", what, r.status, r.took)
+		}
 	}
+	atOnce("plain health check", "/healthz")
 	if r := fn.call(t, "GET", "/healthz?hold_ms=400", nil); r.status != 200 || r.took < 380*time.Millisecond || r.took > 1500*time.Millisecond {
 		t.Errorf("health check held 400 ms: %d after %s", r.status, r.took)
 	}
 	if r := fn.call(t, "GET", "/healthz?hold_ms=60000", nil); r.status != 200 || r.took < 1900*time.Millisecond || r.took > 3500*time.Millisecond {
 		t.Errorf("health check asking for a minute: %d after %s, want the 2 s cap", r.status, r.took)
 	}
-	if r := fn.call(t, "GET", "/healthz?hold_ms=soon", nil); r.status != 200 || r.took > 200*time.Millisecond {
-		t.Errorf("health check with a hold that is not a number: %d after %s", r.status, r.took)
-	}
+	atOnce("health check with a hold that is not a number", "/healthz?hold_ms=soon")
 }

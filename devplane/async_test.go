@@ -187,7 +187,7 @@ func TestAsyncInvocationsSurviveARestart(t *testing.T) {
 // with the cluster's dispatcher; exhausted invocations are in the dead-letter queue.
 func TestAsyncInvocationsOnTheBroker(t *testing.T) {
 	t.Parallel()
-	d := startDev(t, devOptions{amqpURL: testkit.AMQPURL()})
+	d := startDev(t, devOptions{amqpURL: testkit.AMQPURL(t)})
 	d.deploy("worker", "python3.11", map[string]string{"handler.py": testkit.AsyncPython}, asyncOn)
 	queue := d.ns + ".async.worker"
 	_, ch := brokerChannel(t, queue)

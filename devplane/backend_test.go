@@ -165,7 +165,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 // deleted when the test ends.
 func brokerChannel(t *testing.T, queue string) (*amqp.Connection, *amqp.Channel) {
 	t.Helper()
-	conn, err := amqp.Dial(testkit.AMQPURL())
+	conn, err := amqp.Dial(testkit.AMQPURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestEventTrigger(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pg.Close(context.Background()) })
-	d := startDev(t, devOptions{amqpURL: testkit.AMQPURL(), recorder: pg})
+	d := startDev(t, devOptions{amqpURL: testkit.AMQPURL(t), recorder: pg})
 	ctx := context.Background()
 	d.deploy("consumer", "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{})
 	queue := d.ns + ".test-" + randomHex(t)
@@ -241,6 +241,7 @@ func TestEventTrigger(t *testing.T) {
 // TestCronTriggerFires uses the API's finest schedule, every minute (the REST API is the
 // cluster's: five fields, no seconds), so it may wait up to a minute; it runs in parallel.
 func TestCronTriggerFires(t *testing.T) {
+	testkit.NeedsHeavy(t, "a real minute tick (up to 75 s)")
 	t.Parallel()
 	d := startDev(t, devOptions{})
 	ctx := context.Background()
@@ -273,6 +274,7 @@ func TestCronTriggerFires(t *testing.T) {
 // TestCronPrewarm: with prewarm_seconds the function is up when the tick comes (no cold
 // start in its record), then scales back to zero after the tick like after any call.
 func TestCronPrewarm(t *testing.T) {
+	testkit.NeedsHeavy(t, "real minute ticks (up to 140 s)")
 	t.Parallel()
 	d := startDev(t, devOptions{})
 	ctx := context.Background()

@@ -97,11 +97,12 @@ func newAsyncSetup(t *testing.T) *asyncSetup {
 		t.Fatalf("PostgreSQL: %v", err)
 	}
 	s.store = store
-	s.pub = &dispatcher.Publisher{URL: testkit.AMQPURL(), AsyncStore: store}
+	url := testkit.AMQPURL(t)
+	s.pub = &dispatcher.Publisher{URL: url, AsyncStore: store}
 	t.Cleanup(func() {
 		s.pub.Close()
 		_ = store.Close(context.Background())
-		conn, err := amqp.Dial(testkit.AMQPURL())
+		conn, err := amqp.Dial(url)
 		if err != nil {
 			return
 		}
@@ -149,7 +150,7 @@ func (s *asyncSetup) run(t *testing.T, private bool) time.Time {
 	}
 	q := rules.AsyncQueue(s.ns, "fn")
 	run(t, dispatcher.Config{
-		URL: testkit.AMQPURL(), Queue: q, DeadLetterQueue: rules.AsyncDeadLetterQueue(s.ns, "fn", ""),
+		URL: testkit.AMQPURL(t), Queue: q, DeadLetterQueue: rules.AsyncDeadLetterQueue(s.ns, "fn", ""),
 		Function: dispatcher.FunctionRef{Namespace: s.ns, Name: "fn"}, Concurrency: 4,
 		ExitWhenEmpty: true, IdleTimeout: 300 * time.Millisecond, Retry: dispatcher.RetryPolicy{MaxAttempts: 1},
 		Invoker: inv, Async: s.store, CallbackPrivateAddresses: private,

@@ -57,7 +57,7 @@ func runChild(spec string) int {
 		return 2
 	}
 	_, err = dispatcher.Run(ctx, dispatcher.Config{
-		URL: testkit.AMQPURL(), Queue: s.Queue, Function: dispatcher.FunctionRef{Namespace: "ns", Name: "fn"},
+		URL: testkit.BrokerURL(), Queue: s.Queue, Function: dispatcher.FunctionRef{Namespace: "ns", Name: "fn"},
 		Concurrency: s.Concurrency, ExitWhenEmpty: s.ExitWhenEmpty, IdleTimeout: 500 * time.Millisecond,
 		Retry: dispatcher.RetryPolicy{Backoff: s.Backoff}, Invoker: inv,
 	})
@@ -70,9 +70,10 @@ func runChild(spec string) int {
 
 func dial(t testing.TB) *amqp.Connection {
 	t.Helper()
-	conn, err := amqp.Dial(testkit.AMQPURL())
+	url := testkit.AMQPURL(t)
+	conn, err := amqp.Dial(url)
 	if err != nil {
-		t.Fatalf("connect to RabbitMQ at %s (set SLESS_TEST_AMQP_URL): %v", testkit.AMQPURL(), err)
+		t.Fatalf("connect to RabbitMQ at %s (set SLESS_TEST_AMQP_URL): %v", url, err)
 	}
 	t.Cleanup(func() { conn.Close() })
 	return conn
@@ -91,11 +92,12 @@ func channel(t testing.TB, conn *amqp.Connection) *amqp.Channel {
 // when the test ends.
 func newQueue(t testing.TB) string {
 	t.Helper()
+	url := testkit.AMQPURL(t)
 	b := make([]byte, 5)
 	_, _ = rand.Read(b)
 	q := "sless-test-" + t.Name() + "-" + hex.EncodeToString(b)
 	t.Cleanup(func() {
-		conn, err := amqp.Dial(testkit.AMQPURL())
+		conn, err := amqp.Dial(url)
 		if err != nil {
 			t.Errorf("delete queue %s: %v", q, err)
 			return
@@ -220,7 +222,7 @@ func config(t *testing.T, q string, f *fnServer) dispatcher.Config {
 		t.Fatal(err)
 	}
 	return dispatcher.Config{
-		URL: testkit.AMQPURL(), Queue: q, Function: dispatcher.FunctionRef{Namespace: "ns", Name: "fn"}, Trigger: "orders",
+		URL: testkit.AMQPURL(t), Queue: q, Function: dispatcher.FunctionRef{Namespace: "ns", Name: "fn"}, Trigger: "orders",
 		Concurrency: 16, ExitWhenEmpty: true, IdleTimeout: 300 * time.Millisecond,
 		Retry: dispatcher.RetryPolicy{Backoff: 10 * time.Millisecond}, Invoker: inv,
 	}

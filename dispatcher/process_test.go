@@ -143,7 +143,7 @@ func TestBrokerClosesConnection(t *testing.T) {
 		ctl = "rabbitmqctl"
 	}
 	if _, err := exec.LookPath(ctl); err != nil {
-		t.Fatalf("this test needs rabbitmqctl of the broker at %s (set SLESS_RABBITMQCTL): %v", testkit.AMQPURL(), err)
+		t.Fatalf("this test needs rabbitmqctl of the broker at %s (set SLESS_RABBITMQCTL): %v", testkit.AMQPURL(t), err)
 	}
 	q := newQueue(t)
 	const n = 500

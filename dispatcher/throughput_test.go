@@ -57,7 +57,7 @@ func BenchmarkRun(b *testing.B) {
 		b.Fatal(err)
 	}
 	cfg := dispatcher.Config{
-		URL: testkit.AMQPURL(), Queue: q, Function: dispatcher.FunctionRef{Namespace: "bench", Name: "fn"},
+		URL: testkit.AMQPURL(b), Queue: q, Function: dispatcher.FunctionRef{Namespace: "bench", Name: "fn"},
 		Concurrency: 16, ExitWhenEmpty: true, IdleTimeout: 200 * time.Millisecond, Invoker: inv,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}

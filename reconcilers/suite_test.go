@@ -59,6 +59,9 @@ const internalSecret = "INTERNAL-SECRET-5d1c"
 const redirectedRepo = "redirected"
 
 func TestMain(m *testing.M) {
+	if testenv.Short() { // make test-unit: no control plane, the pure tests alone
+		os.Exit(m.Run())
+	}
 	opts.SlessImage = "registry.example/sless:test"
 	opts.AsyncSecret = "sless-gateway"
 	// The interceptor the operator pre-warms functions through: it notes each request.
@@ -161,6 +164,7 @@ func startManager() error {
 // newNamespace gives each test its own tenant namespace.
 func newNamespace(t *testing.T) string {
 	t.Helper()
+	testenv.Need(t)
 	name := fmt.Sprintf("sless-test-%d", nsCounter.Add(1))
 	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	return name

@@ -28,6 +28,7 @@ const sha = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 // a real kube-apiserver with KEDA's and the HTTP add-on's CRDs, so a schema mistake (a field
 // the CRD does not know, a bad enum, a name too long) fails here rather than in a cluster.
 func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	c := env.Client
 	opts := scaling.DefaultOptions()

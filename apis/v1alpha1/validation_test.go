@@ -61,6 +61,7 @@ func job(name string, mut func(*v1.FunctionJob)) *v1.FunctionJob {
 // TestInvalidObjectsAreRejected proves the CRD schemas refuse bad input with a field error
 // that names the offending field, so API users learn what to fix.
 func TestInvalidObjectsAreRejected(t *testing.T) {
+	testenv.Need(t)
 	cases := []struct {
 		name      string
 		obj       client.Object
@@ -132,6 +133,7 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 // TestValidObjectsRoundTripWithDefaults proves valid objects are accepted and the documented
 // defaults are filled in by the API server, not by each client.
 func TestValidObjectsRoundTripWithDefaults(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	c := env.Client
 

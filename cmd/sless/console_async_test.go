@@ -24,6 +24,7 @@ import (
 // pre-warm; the invoke panel queues a call and follows it to its result; a function with
 // async off offers no queueing.
 func TestConsoleAsyncOnDevInChromium(t *testing.T) {
+	browser.Need(t)
 	out, _ := runDevCmd(t, "--data-dir", devDataDir(t), "--listen", "127.0.0.1:0")
 	text := waitOutput(t, out, "export SLESS_TOKEN=", time.Minute)
 	d := sessionOf(t, text)

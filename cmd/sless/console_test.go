@@ -24,6 +24,7 @@ var consoleURLRE = regexp.MustCompile(`(?m)^  console\s+(\S+)$`)
 // prints (a line from an invoke made while tailing, stderr marked) and stops when left; the
 // chart counts the invocations from the in-memory history; a build that fails shows its log.
 func TestConsoleOnDevInChromium(t *testing.T) {
+	browser.Need(t)
 	out, _ := runDevCmd(t, "--data-dir", devDataDir(t), "--listen", "127.0.0.1:0")
 	text := waitOutput(t, out, "export SLESS_TOKEN=", time.Minute)
 	d := sessionOf(t, text)

@@ -90,6 +90,7 @@ func TestGatewayAuthenticatorFlags(t *testing.T) {
 // the span exported to an OTLP collector (OTEL_* variables), and cancelling the
 // command drains and returns.
 func TestGatewayCommand(t *testing.T) {
+	testenv.Need(t)
 	env, err := testenv.Start()
 	if err != nil {
 		t.Fatal(err)

@@ -24,11 +24,12 @@ def handle(event, request):
     return {"statusCode": 200, "headers": {"Content-Type": "text/html"}, "body": PAGE}
 `
 
-// TestServiceWorkerTakeoverOnDevInChromium is attack 1 of issue 14 where it was found: on a
+// TestServiceWorkerTakeoverOnDevInChromium is attack 1 of issue 14: on a
 // real `sless dev`, a function's page opened in the tab where the console is signed in
 // reads no token and registers no service worker over the gateway's origin, and the console
 // afterwards is the real one with working /v1 calls.
 func TestServiceWorkerTakeoverOnDevInChromium(t *testing.T) {
+	browser.Need(t)
 	d := startDevSession(t)
 	d.deployPython(t, "evil", takeoverHandler, 10)
 	p := browser.Open(t, 3*time.Minute)

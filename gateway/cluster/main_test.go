@@ -65,6 +65,7 @@ var tracing sync.Once
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
 	t.Helper()
+	testenv.Need(t)
 	tracing.Do(func() {
 		ctrllog.SetLogger(logr.Discard())
 		if _, err := gateway.SetupTracing(context.Background(), "gateway-test"); err != nil {

@@ -11,12 +11,22 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"sless.dev/sless/test/testkit"
 )
+
+// Need skips t under -short (make test-unit), which runs no browser; Path, New and Open call
+// it, and a test that prepares much before it opens the browser calls it first.
+func Need(t testing.TB) {
+	t.Helper()
+	testkit.NeedsHeavy(t, "Chromium")
+}
 
 // Path finds the browser: $SLESS_CHROMIUM, or Debian's chromium on PATH (installed by
 // test/tools/deps.sh).
 func Path(t testing.TB) string {
 	t.Helper()
+	Need(t)
 	if p := os.Getenv("SLESS_CHROMIUM"); p != "" {
 		return p
 	}

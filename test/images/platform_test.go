@@ -26,10 +26,7 @@ import (
 // present, and the binary for this machine runs.
 func TestPlatformImage(t *testing.T) {
 	ctx := context.Background()
-	standIns, err := testenv.Tool("base-images.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
+	standIns := testenv.BuiltTool(t, "base-images.sh")
 	reg, err := StartRegistry("127.0.0.1:0", t.TempDir())
 	if err != nil {
 		t.Fatal(err)

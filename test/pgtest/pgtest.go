@@ -1,5 +1,6 @@
 // Package pgtest gives tests their own database on the real PostgreSQL: created with a unique
-// name, dropped (with FORCE, so open pools do not block it) when the test ends.
+// name, dropped (with FORCE, so open pools do not block it) when the test ends. Under -short
+// (make test-unit) NewDatabase and Addr skip the test instead of dialing the server.
 package pgtest
 
 import (
@@ -12,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"sless.dev/sless/test/testkit"
 )
 
 // URL is the server tests use: $SLESS_TEST_POSTGRES_URL, or the machine's PostgreSQL.
@@ -25,6 +28,7 @@ func URL() string {
 // NewDatabase creates a database named prefix_<random> and returns its URL.
 func NewDatabase(t testing.TB, prefix string) string {
 	t.Helper()
+	testkit.NeedsHeavy(t, "PostgreSQL")
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	name := prefix + "_" + hex.EncodeToString(b)
@@ -58,6 +62,7 @@ func exec(sql string) error {
 // Addr is the host:port of the server tests use.
 func Addr(t testing.TB) string {
 	t.Helper()
+	testkit.NeedsHeavy(t, "PostgreSQL")
 	u, err := url.Parse(URL())
 	if err != nil {
 		t.Fatalf("SLESS_TEST_POSTGRES_URL: %v", err)

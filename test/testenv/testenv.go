@@ -1,10 +1,15 @@
 // Package testenv starts a real kube-apiserver + etcd (envtest, built from source by
 // test/tools/envtest.sh) with sless's CRDs and the CRDs of the KEDA and HTTP add-on Go modules
 // this repository pins, so tests run against the same schemas a cluster would enforce.
+//
+// Under -short (make test-unit) nothing starts: Main runs the package's tests without a
+// control plane and Need skips each test that uses one, so the pure tests of a package that
+// also has envtest tests still run.
 package testenv
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"sless.dev/sless/apis/scheme"
+	"sless.dev/sless/test/testkit"
 )
 
 // Env is a running control plane and a client for it.
@@ -56,6 +62,18 @@ func Tool(script string, env ...string) (string, error) {
 		return "", fmt.Errorf("test/tools/%s: %w", script, err)
 	}
 	return strings.TrimSpace(stdout.String()), nil
+}
+
+// BuiltTool is Tool for a test: under -short it skips t rather than build the tool, and it
+// fails t if the script does.
+func BuiltTool(t testing.TB, script string, env ...string) string {
+	t.Helper()
+	testkit.NeedsHeavy(t, "test/tools/"+script)
+	out, err := Tool(script, env...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // CRDPaths lists sless's CRD directory and the KEDA and HTTP add-on CRD files, located in the
@@ -121,9 +139,27 @@ func Start() (*Env, error) {
 // Stop tears the control plane down.
 func (e *Env) Stop() error { return e.env.Stop() }
 
+// Need skips t under -short: t uses the control plane (Main's or its own Start), which
+// make test-unit does not start.
+func Need(t testing.TB) {
+	t.Helper()
+	testkit.NeedsHeavy(t, "envtest (kube-apiserver, etcd)")
+}
+
+// Short parses the test flags and reports whether -short is set, for a TestMain that starts
+// the control plane itself: under -short it runs the tests without one.
+func Short() bool {
+	flag.Parse()
+	return testing.Short()
+}
+
 // Main is a TestMain body: it starts the control plane once for the package, stores it in
-// *env, runs the tests and stops it.
+// *env, runs the tests and stops it. Under -short it starts nothing and leaves *env nil; the
+// tests that use it call Need first.
 func Main(m *testing.M, env **Env) {
+	if Short() {
+		os.Exit(m.Run())
+	}
 	e, err := Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)

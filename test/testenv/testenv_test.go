@@ -46,6 +46,7 @@ func httpScaledObject(name string) *httpv1alpha1.HTTPScaledObject {
 // TestKEDAAndAddOnCRDsAreLive proves the harness installed the real KEDA and HTTP add-on
 // schemas: typed objects built with their Go types are accepted and broken ones refused.
 func TestKEDAAndAddOnCRDsAreLive(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	if err := env.Client.Create(ctx, scaledJob("sj-ok")); err != nil {
 		t.Fatalf("valid ScaledJob refused: %v", err)

@@ -178,8 +178,29 @@ func Serve(t testing.TB, hs *http.Server) string {
 	return ln.Addr().String()
 }
 
-// AMQPURL is the broker tests use: $SLESS_TEST_AMQP_URL, or the machine's RabbitMQ.
-func AMQPURL() string {
+// NeedsHeavy skips t under -short (`make test-unit`, which runs only what needs nothing but
+// Go and the interpreters on the machine) because it needs what: a real service, a control
+// plane, a tool test/tools/ builds, or a wait on the wall clock (a cron minute tick). Each
+// shared helper that starts or dials such a part calls it, so a test states its need once,
+// by using the helper. Without -short it does nothing: `make test` runs everything and a
+// missing part fails the test there.
+func NeedsHeavy(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("needs %s: run make test", what)
+	}
+}
+
+// AMQPURL is the broker t uses: $SLESS_TEST_AMQP_URL, or the machine's RabbitMQ. Under -short
+// it skips t.
+func AMQPURL(t testing.TB) string {
+	t.Helper()
+	NeedsHeavy(t, "RabbitMQ")
+	return BrokerURL()
+}
+
+// BrokerURL is AMQPURL without a test, for a test binary's child process.
+func BrokerURL() string {
 	return cmp.Or(os.Getenv("SLESS_TEST_AMQP_URL"), "amqp://guest:guest@127.0.0.1:5672/")
 }
 

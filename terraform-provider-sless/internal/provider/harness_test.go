@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,6 +27,8 @@ import (
 // The acceptance tests run the real Terraform CLI (TF_ACC_TERRAFORM_PATH, else built by
 // test/tools/terraform.sh) against a real `sless dev` started on a free loopback port with
 // a temporary data directory. Both are shared by the package's tests and stopped in TestMain.
+// Under -short (make test-unit) terraformBinary skips them, and TF_ACC stays unset; the
+// schema, validator and conversion tests still run.
 
 var protoV6Providers = map[string]func() (tfprotov6.ProviderServer, error){
 	"sless": providerserver.NewProtocol6WithError(New("test")()),
@@ -41,9 +44,13 @@ var repoRoot = func() string {
 }()
 
 func TestMain(m *testing.M) {
+	flag.Parse()
 	// terraform-plugin-testing runs resource.Test only with TF_ACC set; these tests are
-	// self-contained, so they always run. Never TF_ACC_TERRAFORM_VERSION: it downloads.
-	os.Setenv("TF_ACC", "1")
+	// self-contained, so they run whenever the Terraform CLI may be built. Never
+	// TF_ACC_TERRAFORM_VERSION: it downloads.
+	if !testing.Short() {
+		os.Setenv("TF_ACC", "1")
+	}
 	os.Setenv("CHECKPOINT_DISABLE", "1")
 	// The user's CLI configuration (mirrors, overrides, credentials) must not leak in.
 	cliConfig, err := os.CreateTemp("", "sless-tf-cli-*.tfrc")
@@ -70,9 +77,14 @@ var terraformOnce = sync.OnceValues(func() (string, error) {
 	return p, os.Setenv("TF_ACC_TERRAFORM_PATH", p)
 })
 
-// terraformBinary returns the Terraform CLI and points terraform-plugin-testing at it.
+// terraformBinary returns the Terraform CLI and points terraform-plugin-testing at it; under
+// -short it skips t.
 func terraformBinary(t *testing.T) string {
 	t.Helper()
+	// test/testkit.NeedsHeavy's rule, without its imports in this module.
+	if testing.Short() {
+		t.Skip("needs the Terraform CLI (test/tools/terraform.sh) and sless dev: run make test")
+	}
 	p, err := terraformOnce()
 	if err != nil {
 		t.Fatal(err)
