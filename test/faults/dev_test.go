@@ -30,7 +30,7 @@ type devInstance struct {
 	endpoint string
 	ns       string
 	client   *client.Client
-	ledger   string // the ledger file of its function
+	ledger   *ledgerServer // what its function ran
 }
 
 // newDev starts `sless dev` with its event triggers on the suite's broker and its history in
@@ -39,13 +39,13 @@ func newDev(t *testing.T, dbURL string) *devInstance {
 	t.Helper()
 	addr, dir := testkit.FreeAddr(t), t.TempDir()
 	d := &devInstance{t: t, dataDir: filepath.Join(dir, "data"), endpoint: "http://" + addr, ns: api.TenantNamespace("dev"),
-		ledger: filepath.Join(dir, "ledger")}
+		ledger: newLedger(t)}
 	d.spec = procSpec{name: "sless-dev-" + t.Name(), argv: []string{s.sless, "dev", "--data-dir", d.dataDir, "--listen", addr,
 		"--amqp-url", s.broker.url, "--database-url", dbURL}}
 	d.start()
 	ctx := context.Background()
 	_, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "ledger", FunctionFields: api.FunctionFields{
-		Runtime: ptr(ledgerRuntime), EnvVars: &map[string]string{"FAULTS_LEDGER": d.ledger},
+		Runtime: ptr(ledgerRuntime), EnvVars: &map[string]string{"FAULTS_LEDGER": d.ledger.URL},
 		MinReplicas: ptr[int32](1), MaxReplicas: ptr[int32](2), ScalingTarget: ptr[int32](64),
 	}})
 	if err != nil {

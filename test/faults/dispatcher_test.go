@@ -3,7 +3,6 @@
 package faults
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -59,19 +58,19 @@ func secretValue(t *testing.T, e corev1.EnvVar, secrets map[string]string) strin
 func TestKillDispatcher(t *testing.T) {
 	const scenario = "kill -9 `sless dispatcher`"
 	db := s.pg.newDatabase(t, "kill_dispatcher")
-	ledgerPath := filepath.Join(t.TempDir(), "ledger")
+	lg := newLedger(t)
 	queue := "faults-kill-dispatcher"
 	s.broker.declareQueue(t, queue)
 	s.broker.publish(t, queue, "d", messages, 0).wait(t)
-	spec := dispatcherSpec(t, "dispatcher-kill", queue, startFunction(t, "function-kill-dispatcher", ledgerPath), db)
+	spec := dispatcherSpec(t, "dispatcher-kill", queue, startFunction(t, "function-kill-dispatcher", lg), db)
 
 	first := startProcT(t, spec)
-	if err := until(time.Minute, first, func() bool { return readLedger(t, ledgerPath).count("d", messages, time.Time{}).distinct >= messages/5 }); err != nil {
+	if err := until(time.Minute, first, func() bool { return readLedger(t, lg).count("d", messages, time.Time{}).distinct >= messages/5 }); err != nil {
 		t.Fatalf("the dispatcher did not get through a fifth of the queue: %v", err)
 	}
 	killed := time.Now()
 	first.kill(t)
-	before := readLedger(t, ledgerPath).count("d", messages, time.Time{})
+	before := readLedger(t, lg).count("d", messages, time.Time{})
 	if before.distinct == messages {
 		t.Fatal("the queue was drained before the kill; nothing was in flight")
 	}
@@ -83,12 +82,12 @@ func TestKillDispatcher(t *testing.T) {
 	if err := second.wait(2 * time.Minute); err != nil {
 		t.Fatalf("the restarted dispatcher did not drain the queue and exit 0: %v", err)
 	}
-	c := waitLedger(t, ledgerPath, "d", messages, f.over, 10*time.Second)
+	c := waitLedger(t, lg, "d", messages, f.over, 10*time.Second)
 	if n := s.broker.queueDepth(t, queue+".dlq"); n != 0 {
 		t.Errorf("%d messages were dead-lettered; the function never failed", n)
 	}
 	hist := settledHistory(t, db, dispatcherNamespace, "ledger", map[string]int{"event": c.runs}, 2*time.Second)
 	s.results.add(t, amqpRow(scenario, loadDispatcher, messages, c, hist["event"], f))
 	t.Logf("in flight at the kill: %d of %d messages not yet run", messages-before.distinct, messages)
-	assertHistoryLoss(t, "event", c.runs, hist["event"], killBound(readLedger(t, ledgerPath), "d", killed))
+	assertHistoryLoss(t, "event", c.runs, hist["event"], killBound(readLedger(t, lg), "d", killed))
 }

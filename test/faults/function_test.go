@@ -8,10 +8,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,25 +24,29 @@ import (
 // ledgerRuntime is the runtime of the function every scenario invokes.
 const ledgerRuntime = "go1.25"
 
-// ledgerHandler appends the event's id and the time to the file named by FAULTS_LEDGER
-// before it answers, in one write per line (O_APPEND keeps the lines of concurrent
-// processes whole), so every line is one invocation that ran.
+// ledgerHandler reports the event's id to the ledger at FAULTS_LEDGER (the suite's HTTP
+// server) before it answers, so every recorded id is one invocation that ran. Over HTTP, not
+// a file: sless dev's sandbox shows a function no host path, and the suite's process is the
+// one that is never killed.
 const ledgerHandler = `package handler
 
 import (
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
-	"time"
 )
 
-var ledger, ledgerErr = os.OpenFile(os.Getenv("FAULTS_LEDGER"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 
 func Handle(event map[string]interface{}) interface{} {
-	if ledgerErr != nil {
-		panic(ledgerErr)
-	}
-	if _, err := fmt.Fprintf(ledger, "%v %d\n", event["id"], time.Now().UnixNano()); err != nil {
+	resp, err := client.Post(os.Getenv("FAULTS_LEDGER")+"?id="+url.QueryEscape(fmt.Sprint(event["id"])), "text/plain", nil)
+	if err != nil {
 		panic(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		panic("the ledger answered " + resp.Status)
 	}
 	return "ok"
 }
@@ -84,12 +90,12 @@ func buildLedger(dir string) (*buildkit.Artifact, error) {
 
 // startFunction runs the ledger function's wrapper on a free port, recording into ledger, and
 // returns its base URL once it is ready.
-func startFunction(t *testing.T, name, ledger string) string {
+func startFunction(t *testing.T, name string, ledger *ledgerServer) string {
 	t.Helper()
 	addr := testkit.FreeAddr(t)
 	_, port, _ := strings.Cut(addr, ":")
 	p := startProcT(t, procSpec{name: name, argv: s.fn.Command, dir: s.fn.Dir,
-		env: append(append([]string{}, s.fn.Env...), "PORT="+port, "SLESS_HOST=127.0.0.1", "FAULTS_LEDGER="+ledger)})
+		env: append(append([]string{}, s.fn.Env...), "PORT="+port, "SLESS_HOST=127.0.0.1", "FAULTS_LEDGER="+ledger.URL)})
 	url := "http://" + addr
 	if err := until(30*time.Second, p, func() bool { return healthy(url + "/healthz") }); err != nil {
 		t.Fatalf("function %s: %v", name, err)
@@ -100,23 +106,41 @@ func startFunction(t *testing.T, name, ledger string) string {
 // ledger is what the function recorded: every run of every id.
 type ledger map[string][]time.Time
 
-func readLedger(t *testing.T, path string) ledger {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatalf("read the ledger: %v", err)
-	}
-	data = data[:bytes.LastIndexByte(data, '\n')+1] // a line still being appended is read next time
-	l := ledger{}
-	for line := range bytes.Lines(data) {
-		id, ns, ok := strings.Cut(strings.TrimSuffix(string(line), "\n"), " ")
-		at, err := strconv.ParseInt(ns, 10, 64)
-		if !ok || err != nil {
-			t.Fatalf("ledger %s: malformed line %q", path, line)
+// ledgerServer records each id the function reports, with the time it arrived.
+type ledgerServer struct {
+	URL  string
+	mu   sync.Mutex
+	runs ledger
+}
+
+func newLedger(t *testing.T) *ledgerServer {
+	l := &ledgerServer{runs: ledger{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("id")
+		if r.Method != http.MethodPost || id == "" {
+			http.Error(w, "POST ?id=<invocation id>", http.StatusBadRequest)
+			return
 		}
-		l[id] = append(l[id], time.Unix(0, at))
-	}
+		l.mu.Lock()
+		l.runs[id] = append(l.runs[id], time.Now())
+		l.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	l.URL = srv.URL
 	return l
+}
+
+// readLedger is a copy of what l has recorded so far.
+func readLedger(t *testing.T, l *ledgerServer) ledger {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := make(ledger, len(l.runs))
+	for id, runs := range l.runs {
+		c[id] = slices.Clone(runs)
+	}
+	return c
 }
 
 // tally counts the runs of the n ids prefix-0 … prefix-(n-1).
@@ -161,11 +185,11 @@ func (l ledger) ranBetween(prefix string, from, to time.Time) int {
 }
 
 // waitLedger waits until all n ids of prefix ran at least once, and returns the tally.
-func waitLedger(t *testing.T, path, prefix string, n int, after time.Time, timeout time.Duration) tally {
+func waitLedger(t *testing.T, l *ledgerServer, prefix string, n int, after time.Time, timeout time.Duration) tally {
 	t.Helper()
 	var c tally
 	err := until(timeout, nil, func() bool {
-		c = readLedger(t, path).count(prefix, n, after)
+		c = readLedger(t, l).count(prefix, n, after)
 		return c.distinct == n
 	})
 	if err != nil {

@@ -35,10 +35,10 @@ func TestKillGateway(t *testing.T) {
 	const ns = "faults"
 	readyFunction(t, env, ns, "ledger")
 	db := s.pg.newDatabase(t, "kill_gateway")
-	ledgerPath := filepath.Join(t.TempDir(), "ledger")
+	lg := newLedger(t)
 	addr := testkit.FreeAddr(t)
 	spec := procSpec{name: "gateway", argv: []string{s.sless, "gateway", "--listen", addr,
-		"--interceptor-url", startFunction(t, "function-kill-gateway", ledgerPath), "--database-url", db, "--artifacts-dir", t.TempDir()},
+		"--interceptor-url", startFunction(t, "function-kill-gateway", lg), "--database-url", db, "--artifacts-dir", t.TempDir()},
 		env: []string{"KUBECONFIG=" + writeKubeconfig(t, env.Config), "SLESS_JWT_HMAC_KEY=faults-suite-key-0123456789abcdef0123"}}
 	gateway := startGateway(t, spec, addr)
 
@@ -52,7 +52,7 @@ func TestKillGateway(t *testing.T) {
 	startGateway(t, spec, addr)
 	load.wait(t)
 
-	l := readLedger(t, ledgerPath)
+	l := readLedger(t, lg)
 	c := l.count("g", invocations, f.over)
 	if c.distinct != invocations {
 		t.Errorf("%d invocations were answered 2xx without the function running them", invocations-c.distinct)

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -234,14 +236,28 @@ func invoke(url string) (int, string, error) {
 	return resp.StatusCode, string(body), err
 }
 
-// checkRuns expects the job handler to have run n times (one line per run in runsFile).
-func checkRuns(runsFile string, n int) func(*terraform.State) error {
-	return func(*terraform.State) error {
-		data, err := os.ReadFile(runsFile)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
+// runCounter counts the POSTs a handler sends to its URL: one per run.
+type runCounter struct {
+	URL string
+	n   atomic.Int64
+}
+
+func newRunCounter(t *testing.T) *runCounter {
+	c := &runCounter{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			c.n.Add(1)
 		}
-		if got := strings.Count(string(data), "run\n"); got != n {
+	}))
+	t.Cleanup(srv.Close)
+	c.URL = srv.URL
+	return c
+}
+
+// checkRuns expects the job handler to have run n times.
+func checkRuns(runs *runCounter, n int) func(*terraform.State) error {
+	return func(*terraform.State) error {
+		if got := runs.n.Load(); got != int64(n) {
 			return fmt.Errorf("the handler ran %d times, want %d", got, n)
 		}
 		return nil

@@ -13,11 +13,13 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 )
 
-// jobHandler echoes the event's n and counts its runs in a file, so a re-run is visible.
+// jobHandler echoes the event's n and counts its runs at the test's RUNS_URL, so a re-run is
+// visible. Over HTTP, not a file: sless dev's sandbox shows a function no host path.
 const jobHandler = `package handler
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 )
 
@@ -25,20 +27,22 @@ func Handle(event map[string]interface{}) interface{} {
 	if event["fail"] == true {
 		panic("asked to fail")
 	}
-	f, _ := os.OpenFile(os.Getenv("RUNS_FILE"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	fmt.Fprintln(f, "run")
-	f.Close()
+	resp, err := http.Post(os.Getenv("RUNS_URL"), "text/plain", nil)
+	if err != nil {
+		panic(err)
+	}
+	resp.Body.Close()
 	fmt.Fprintln(os.Stderr, "processing", event["n"])
 	return map[string]interface{}{"n": event["n"], "ok": true}
 }
 `
 
-func jobConfig(dir, runsFile string, runID int) string {
-	return jobConfigEvent(dir, runsFile, runID, "{ n = 42 }")
+func jobConfig(dir string, runs *runCounter, runID int) string {
+	return jobConfigEvent(dir, runs, runID, "{ n = 42 }")
 }
 
-func jobConfigEvent(dir, runsFile string, runID int, event string) string {
-	return functionBlock("fn", "acc-job-fn", dir, fmt.Sprintf("RUNS_FILE = %q", runsFile)) + fmt.Sprintf(`
+func jobConfigEvent(dir string, runs *runCounter, runID int, event string) string {
+	return functionBlock("fn", "acc-job-fn", dir, fmt.Sprintf("RUNS_URL = %q", runs.URL)) + fmt.Sprintf(`
 resource "sless_job" "test" {
   name       = "acc-job"
   function   = sless_function.fn.name
@@ -52,12 +56,12 @@ func TestAccJob(t *testing.T) {
 	d := sless(t)
 	src := t.TempDir()
 	writeFile(t, filepath.Join(src, "handler.go"), jobHandler)
-	runsFile := filepath.Join(t.TempDir(), "runs")
+	runs := newRunCounter(t)
 	const addr = "sless_job.test"
 	// reRun raises run_id to runID: an in-place update that runs the job again.
 	reRun := func(runID int, checks ...statecheck.StateCheck) resource.TestStep {
 		return resource.TestStep{
-			Config: jobConfig(src, runsFile, runID),
+			Config: jobConfig(src, runs, runID),
 			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 				plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
 				plancheck.ExpectUnknownValue(addr, tfjsonpath.New("result")),
@@ -66,7 +70,7 @@ func TestAccJob(t *testing.T) {
 				statecheck.ExpectKnownValue(addr, tfjsonpath.New("phase"), knownvalue.StringExact("Succeeded")),
 				statecheck.ExpectKnownValue(addr, tfjsonpath.New("observed_run_id"), knownvalue.Int64Exact(int64(runID))),
 			}, checks...),
-			Check: checkRuns(runsFile, runID),
+			Check: checkRuns(runs, runID),
 		}
 	}
 	resource.Test(t, resource.TestCase{
@@ -75,12 +79,12 @@ func TestAccJob(t *testing.T) {
 		Steps: []resource.TestStep{
 			{
 				// run_id 0: created, not run.
-				Config: jobConfig(src, runsFile, 0),
+				Config: jobConfig(src, runs, 0),
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("phase"), knownvalue.StringExact("Skipped")),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("result"), knownvalue.StringExact("")),
 				},
-				Check: checkRuns(runsFile, 0),
+				Check: checkRuns(runs, 0),
 			},
 			reRun(1,
 				statecheck.ExpectKnownValue(addr, tfjsonpath.New("result"), knownvalue.StringRegexp(regexp.MustCompile(`^\{"n":42,"ok":true\}\s*$`))),
@@ -89,11 +93,11 @@ func TestAccJob(t *testing.T) {
 			reRun(2),
 			{
 				// Applying again without raising run_id does not run the job.
-				Config:   jobConfig(src, runsFile, 2),
+				Config:   jobConfig(src, runs, 2),
 				PlanOnly: true,
 			},
 			{
-				Config:            jobConfig(src, runsFile, 2),
+				Config:            jobConfig(src, runs, 2),
 				ResourceName:      addr,
 				ImportState:       true,
 				ImportStateId:     "acc-job",
@@ -101,14 +105,14 @@ func TestAccJob(t *testing.T) {
 			},
 			{
 				// Lowering run_id starts over: the job is replaced and not run.
-				Config: jobConfig(src, runsFile, 0),
+				Config: jobConfig(src, runs, 0),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionDestroyBeforeCreate),
 				}},
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("phase"), knownvalue.StringExact("Skipped")),
 				},
-				Check: checkRuns(runsFile, 2),
+				Check: checkRuns(runs, 2),
 			},
 		},
 	})
@@ -119,12 +123,12 @@ func TestAccJobFailure(t *testing.T) {
 	d := sless(t)
 	src := t.TempDir()
 	writeFile(t, filepath.Join(src, "handler.go"), jobHandler)
-	runsFile := filepath.Join(t.TempDir(), "runs")
+	runs := newRunCounter(t)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: protoV6Providers,
 		CheckDestroy:             checkGone(d, t),
 		Steps: []resource.TestStep{{
-			Config:      jobConfigEvent(src, runsFile, 1, "{ fail = true }"),
+			Config:      jobConfigEvent(src, runs, 1, "{ fail = true }"),
 			ExpectError: regexp.MustCompile(`(?s)Run 1 of job acc-job failed.*asked to fail`),
 		}},
 	})
