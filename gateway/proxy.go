@@ -30,6 +30,11 @@ type ProxyConfig struct {
 	// TimeoutMargin is added to a function's timeout before the gateway answers 504, so the
 	// function's own timeout answer wins. Default 5s.
 	TimeoutMargin time.Duration
+	// ColdStartTimeout is how long a request may wait for an instance of a function at zero,
+	// on top of its timeout: the function's timeout counts from when it gets the request
+	// (its wrapper enforces it), as the add-on's readiness timeout is apart from its response
+	// timeout, so a slow cold start is not the function's 504. Default 2m.
+	ColdStartTimeout time.Duration
 	// MaxHeldPerFunction caps requests in flight (including those held while a function
 	// scales from zero) for one function. Default 1000.
 	MaxHeldPerFunction int64
@@ -42,6 +47,9 @@ type ProxyConfig struct {
 func (c ProxyConfig) withDefaults() ProxyConfig {
 	if c.TimeoutMargin <= 0 {
 		c.TimeoutMargin = rules.InvocationMargin
+	}
+	if c.ColdStartTimeout <= 0 {
+		c.ColdStartTimeout = 2 * time.Minute
 	}
 	if c.MaxHeldPerFunction <= 0 {
 		c.MaxHeldPerFunction = 1000
@@ -326,7 +334,7 @@ func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest s
 	ctx := context.WithValue(r.Context(), targetKey{}, t)
 	if route.Timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, route.Timeout+p.cfg.TimeoutMargin, errFunctionTimeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, p.cfg.ColdStartTimeout+route.Timeout+p.cfg.TimeoutMargin, errFunctionTimeout)
 		defer cancel()
 	}
 	sw, ok := w.(*statusWriter)

@@ -17,6 +17,7 @@ import (
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/cluster"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testkit"
 )
@@ -56,6 +57,11 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		u.started <- "hang"
 		<-r.Context().Done()
 		u.canceled.Add(1)
+	case strings.HasSuffix(r.URL.Path, "/cold"):
+		// The interceptor holds a request to a function at zero until an instance is ready.
+		time.Sleep(1500 * time.Millisecond)
+		w.Header().Set(rules.HeaderBackendColdStart, "true")
+		_, _ = io.WriteString(w, "woken")
 	case strings.HasSuffix(r.URL.Path, "/block"):
 		u.started <- "block"
 		<-u.release
@@ -249,9 +255,23 @@ func TestProxyStreaming(t *testing.T) {
 	})
 }
 
-func TestProxyTimeoutAndCancel(t *testing.T) {
+// TestColdStartIsNotTheFunctionsTimeout: the wait for an instance from zero is not counted
+// against the function's timeout (its wrapper counts that from when it gets the request), so
+// a cold start longer than the timeout answers, not 504.
+func TestColdStartIsNotTheFunctionsTimeout(t *testing.T) {
 	up := newUpstream(t)
 	h := newHarness(t, harnessOptions{interceptor: up.URL, proxy: gateway.ProxyConfig{TimeoutMargin: 200 * time.Millisecond}})
+	tn := h.tenant()
+	limited := h.deploy(tn, "limited", 1)
+	code, e, hdr := do(t, "GET", limited+"/cold", "", "", nil)
+	if code != http.StatusOK || hdr.Get(rules.HeaderColdStart) != "true" {
+		t.Fatalf("a 1.5 s cold start of a function with timeout 1s: %d %+v, want 200 with a cold start", code, e)
+	}
+}
+
+func TestProxyTimeoutAndCancel(t *testing.T) {
+	up := newUpstream(t)
+	h := newHarness(t, harnessOptions{interceptor: up.URL, proxy: gateway.ProxyConfig{TimeoutMargin: 200 * time.Millisecond, ColdStartTimeout: 300 * time.Millisecond}})
 	tn := h.tenant()
 	limited := h.deploy(tn, "limited", 1)
 	unlimited := h.deploy(tn, "unlimited", 0)
@@ -262,8 +282,8 @@ func TestProxyTimeoutAndCancel(t *testing.T) {
 	if code != http.StatusGatewayTimeout || e.Error == "" {
 		t.Fatalf("hanging function with timeout 1s: %d %+v, want 504", code, e)
 	}
-	if took < time.Second || took > 5*time.Second {
-		t.Fatalf("504 after %s, want about timeout 1s + margin 0.2s", took)
+	if took < 1500*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("504 after %s, want about cold-start allowance 0.3s + timeout 1s + margin 0.2s", took)
 	}
 	testkit.WaitFor(t, "the upstream request to be canceled after the timeout", 3*time.Second, func() bool { return up.canceled.Load() == 1 })
 

@@ -14,10 +14,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
+	"golang.org/x/mod/modfile"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -37,10 +37,24 @@ type Env struct {
 	env    *envtest.Environment
 }
 
-// RepoRoot is the directory holding the repository's go.mod.
+// RepoRoot is the directory holding the repository's go.mod: the nearest one of module
+// sless.dev/sless above the working directory (go test runs in the package's directory).
+// Found from the working directory, not runtime.Caller, so it holds under -trimpath too.
 func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(err)
+	}
+	for {
+		if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modfile.ModulePath(mod) == "sless.dev/sless" {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			panic("no go.mod of module sless.dev/sless above the working directory")
+		}
+		dir = parent
+	}
 }
 
 // Assets returns the directory with kube-apiserver and etcd: $KUBEBUILDER_ASSETS when set,
