@@ -94,11 +94,16 @@ test: test-deps lint
 
 ## test-e2e: end to end on the real KEDA operator and HTTP add-on with kube-controller-manager
 ## and kube-scheduler, in a private network namespace (root), process kubelets (three nodes) the
-## only stand-in. The journeys that mostly wait (minute ticks, scale-downs, the Dockerfile build)
-## run in parallel after the serial ones (test/e2e/doc.go). Builds the cached tools it needs on
-## first use (test/tools/keda.sh: tens of minutes cold).
-test-e2e: test-deps test-faults
-	$(GO) test -tags e2e -count=1 -timeout 45m -parallel 8 -v ./test/e2e/
+## only stand-in. The journeys run in parallel after the two that disrupt the ground
+## (test/e2e/doc.go). The fault suite (test-faults) runs beside it, on processes and a broker
+## and database of its own; its output follows the journeys'. Builds the cached tools it needs
+## on first use (test/tools/keda.sh: tens of minutes cold).
+test-e2e: test-deps
+	@set -uo pipefail; faults_log=$$(mktemp); \
+	$(MAKE) --no-print-directory test-faults > "$$faults_log" 2>&1 & faults=$$!; \
+	$(GO) test -tags e2e -count=1 -timeout 45m -parallel 8 -v ./test/e2e/; e2e_rc=$$?; \
+	wait $$faults; faults_rc=$$?; echo "== make test-faults: exit $$faults_rc"; cat "$$faults_log"; rm -f "$$faults_log"; \
+	[ $$e2e_rc -eq 0 ] && [ $$faults_rc -eq 0 ]
 
 ## test-faults: the fault-injection suite (test/faults/, run by test-e2e): kill -9 and restart
 ## sless dev, the dispatcher and the gateway, stop/start a private RabbitMQ node and PostgreSQL

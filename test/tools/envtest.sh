@@ -13,13 +13,20 @@ COMMANDS=${K8S_COMMANDS:-kube-apiserver}
 
 log() { echo "envtest.sh: $*" >&2; }
 
-need_build=()
-for c in $COMMANDS; do [ -x "$OUT/$c" ] || need_build+=("$c"); done
-if [ ${#need_build[@]} -eq 0 ] && [ -x "$OUT/etcd" ]; then
+missing() {
+  need_build=()
+  for c in $COMMANDS; do [ -x "$OUT/$c" ] || need_build+=("$c"); done
+  [ ${#need_build[@]} -gt 0 ] || [ ! -x "$OUT/etcd" ]
+}
+if ! missing; then
   echo "$OUT"
   exit 0
 fi
+# A lock beside the cache: concurrent first runs (make test beside make test-e2e) build once.
 mkdir -p "$OUT"
+exec 9>"$OUT.lock"
+flock 9
+missing || true
 export GOFLAGS=-mod=mod CGO_ENABLED=0
 
 if [ ${#need_build[@]} -gt 0 ]; then

@@ -13,12 +13,17 @@ if [ -x "$BIN" ]; then
   echo "$BIN"
   exit 0
 fi
+# A lock beside the cache: concurrent first runs build once.
 mkdir -p "$OUT"
+exec 9>"$OUT.lock"
+flock 9
+if [ -x "$BIN" ]; then
+  echo "$BIN"
+  exit 0
+fi
 echo "versitygw.sh: building versitygw $VERSION from the module proxy (cold: a few minutes)" >&2
 # A private GOBIN keeps the install away from the user's ~/go/bin; -mod=mod because the
 # caller may run inside a module with a vendor directory or a different go.mod.
-# A private directory per run: concurrent runs (make test beside a test that needs the tool)
-# must not remove each other's build.
 tmp=$(mktemp -d "$OUT/tmp.XXXXXX")
 GOBIN="$tmp" GOFLAGS=-mod=mod CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" \
   "github.com/versity/versitygw/cmd/versitygw@$VERSION" >&2
