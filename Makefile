@@ -94,7 +94,7 @@ test: test-deps lint
 
 ## test-e2e: end to end on the real KEDA operator and HTTP add-on with kube-controller-manager
 ## and kube-scheduler, in a private network namespace (root), process kubelets (three nodes) the
-## only stand-in. The journeys run in parallel after the two that disrupt the ground
+## only stand-in. The journeys that mostly wait run in parallel after the serial ones
 ## (test/e2e/doc.go). The fault suite (test-faults) runs beside it, on processes and a broker
 ## and database of its own; its output follows the journeys'. Builds the cached tools it needs
 ## on first use (test/tools/keda.sh: tens of minutes cold).

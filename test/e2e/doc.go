@@ -15,12 +15,13 @@
 //
 //	go test -tags e2e -count=1 -timeout 45m -parallel 8 -v ./test/e2e/
 //
-// Every journey runs in parallel (t.Parallel) — they share nothing but the ground and mostly
-// wait: builds, minute ticks, scale-downs, the cold-start series, the Dockerfile's long
-// build — except the two that stop or crash what every journey uses, the registry outage
-// and the async journey (it SIGKILLs the gateway); those run first, alone. Figures measured
-// in the parallel part (cold starts) are taken beside the others; run a journey alone with
-// -run for quiet-machine figures.
+// Journeys that share nothing but the ground and mostly wait — minute ticks, scale-downs,
+// the cold-start series, the Dockerfile's long build — run in parallel (t.Parallel), after the
+// serial ones: those that stop or crash what every journey uses (the registry outage, the
+// gateway SIGKILLed by the async journey) and those whose time is kaniko builds. Builds share
+// the ground's 2 cores: with every journey in parallel, a dozen builds at once overran their
+// Jobs' deadline. Figures measured in the parallel part (cold starts) are taken beside the
+// others; run a journey alone with -run for quiet-machine figures.
 //
 // Without the e2e build tag the package is empty, so `go test ./...` does not run it.
 package e2e
