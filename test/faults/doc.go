@@ -4,8 +4,8 @@
 // node and a private PostgreSQL cluster — started by the suite on free loopback ports, never
 // the machine's own — are stopped and started under them.
 //
-// Every invocation carries an id, and the function reports each id it ran to the suite's ledger server,
-// so lost messages and duplicates are exact counts; the invocation history is counted in
+// Every invocation carries an id, and the function reports each id it ran to the suite's
+// ledger server, so lost messages and duplicates are exact counts; the history is counted in
 // PostgreSQL against that ledger. The measured table is printed at the end (and written to
 // $SLESS_FAULTS_REPORT when set); docs/reliability.md publishes it. Run with
 // `make test-faults` or
