@@ -22,6 +22,7 @@ type buildState int
 
 const (
 	buildRunning buildState = iota
+	buildQueued             // waiting for a slot (buildQueue); message says where
 	buildSucceeded
 	buildFailed
 )
@@ -30,7 +31,7 @@ const (
 type buildResult struct {
 	state   buildState
 	image   string
-	message string // failure reason and log tail
+	message string // failure reason and log tail, or the place in the queue
 	job     *batchv1.Job
 	// unreachable names the registry a failed build could not reach: the failure says
 	// nothing about the source, so the build is retried (retryBuild).
@@ -48,6 +49,11 @@ type builds struct {
 	client client.Client
 	reader client.Reader // uncached: pods are read only when a build ends
 	opts   scaling.BuildOptions
+	queue  *buildQueue // nil: no cap
+}
+
+func newBuilds(c client.Client, reader client.Reader, opts scaling.BuildOptions) builds {
+	return builds{client: c, reader: reader, opts: opts, queue: newBuildQueue(opts.MaxConcurrent, c, opts.Namespace)}
 }
 
 // ensure starts the build of t unless it exists, and reports how it stands.
@@ -64,7 +70,16 @@ func (b builds) ensure(ctx context.Context, t scaling.BuildTarget) (buildResult,
 		if err != nil {
 			return buildResult{}, err
 		}
-		if err := b.client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
+		queued, err := b.queue.admit(ctx, key.Name, t)
+		if err != nil {
+			return buildResult{}, err
+		}
+		if queued != nil {
+			return buildResult{state: buildQueued, image: image, message: queued.Error()}, nil
+		}
+		err = b.client.Create(ctx, desired)
+		b.queue.created(key.Name, desired.UID) // "" when the create failed
+		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return buildResult{}, fmt.Errorf("creating build job %s: %w", key.Name, err)
 		}
 		return buildResult{state: buildRunning, image: image, job: desired}, nil
@@ -193,9 +208,11 @@ func finalize(ctx context.Context, c client.Client, artifacts ArtifactDeleter, b
 			return fmt.Errorf("deleting artifacts of %s/%s: %w", ns, name, err)
 		}
 	}
-	if err := b.deleteAll(ctx, scaling.BuildTarget{Namespace: ns, Name: name, Label: label}); err != nil {
+	t := scaling.BuildTarget{Namespace: ns, Name: name, Label: label}
+	if err := b.deleteAll(ctx, t); err != nil {
 		return err
 	}
+	b.queue.forget(t)
 	controllerutil.RemoveFinalizer(obj, finalizer)
 	if err := c.Update(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing finalizer of %s/%s: %w", ns, name, err)

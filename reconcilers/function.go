@@ -77,11 +77,7 @@ func (r *FunctionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	err := reconcileStatus(ctx, r.Client, "function", fn, r.reconcileFunction,
 		func(o *v1.Function) (any, *int64) { return &o.Status, &o.Status.ObservedGeneration })
 	recordTransitions(r.Recorder, fn, before)
-	var wait retryAfter
-	if errors.As(err, &wait) {
-		return ctrl.Result{RequeueAfter: time.Duration(wait)}, nil
-	}
-	return ctrl.Result{}, err
+	return result(err)
 }
 
 // conflictRetry is how soon a pass that lost a write race with KEDA or the add-on runs again.
@@ -92,6 +88,15 @@ const conflictRetry = 200 * time.Millisecond
 type retryAfter time.Duration
 
 func (r retryAfter) Error() string { return "retry after " + time.Duration(r).String() }
+
+// result is what a reconcile that ended with err asks of the controller.
+func result(err error) (ctrl.Result, error) {
+	var wait retryAfter
+	if errors.As(err, &wait) {
+		return ctrl.Result{RequeueAfter: time.Duration(wait)}, nil
+	}
+	return ctrl.Result{}, err
+}
 
 func (r *FunctionReconciler) reconcileFunction(ctx context.Context, fn *v1.Function) error {
 	st, gen := &fn.Status, fn.Generation
@@ -117,8 +122,7 @@ func (r *FunctionReconciler) reconcileFunction(ctx context.Context, fn *v1.Funct
 		if !meta.IsStatusConditionTrue(st.Conditions, v1.ConditionDeployed) {
 			st.MarkCondition(gen, v1.ConditionDeployed, metav1.ConditionUnknown, v1.ReasonDeploying, "writing the Deployment, Service and HTTPScaledObject")
 		}
-		// A timed requeue, not the error path: once (e2e, TestTerraformJourney) a Function
-		// stayed Deploying for 10 minutes after one conflict, with no further reconcile logged.
+		// A timed requeue, not the error path, whose backoff can grow to minutes.
 		return retryAfter(conflictRetry)
 	case werr != nil:
 		st.MarkCondition(gen, v1.ConditionDeployed, metav1.ConditionFalse, v1.ReasonDeployFailed, werr.Error())
@@ -182,6 +186,9 @@ func (r *FunctionReconciler) reconcileImage(ctx context.Context, fn *v1.Function
 		}
 		built(metav1.ConditionFalse, v1.ReasonBuildFailed, res.message)
 		return nil
+	case buildQueued:
+		built(metav1.ConditionFalse, v1.ReasonBuilding, res.message)
+		return retryAfter(queueRecheck) // a finished build wakes it sooner (builds.owner)
 	}
 	built(metav1.ConditionFalse, v1.ReasonBuilding, "kaniko job "+res.job.Name+" is building the source")
 	return nil
@@ -310,7 +317,7 @@ func (r *FunctionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&appsv1.Deployment{}, builder.WithPredicates(notCreated)).
 		Owns(&corev1.Service{}, builder.WithPredicates(notCreated)).
 		Owns(&httpv1alpha1.HTTPScaledObject{}, builder.WithPredicates(notCreated)).
-		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(buildOwner(scaling.LabelFunction)), builder.WithPredicates(notCreated)).
+		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(r.builds.owner(scaling.LabelFunction)), builder.WithPredicates(notCreated)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podFunction), builder.WithPredicates(podTroubleChanged)).
 		Watches(&v1.Trigger{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			t := o.(*v1.Trigger)
@@ -321,15 +328,17 @@ func (r *FunctionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// buildOwner maps a build Job to the object it builds, identified by its labels.
-func buildOwner(label string) handler.MapFunc {
+// owner maps a build Job to the object of kind label it builds, identified by its labels,
+// and any change of a build Job (it ran, ended, went) to the builds of that kind waiting
+// for a slot.
+func (b builds) owner(label string) handler.MapFunc {
 	return func(_ context.Context, o client.Object) []reconcile.Request {
+		reqs := b.queue.next(label)
 		l := o.GetLabels()
-		ns, name := l[scaling.LabelFunctionNamespace], l[label]
-		if ns == "" || name == "" {
-			return nil
+		if ns, name := l[scaling.LabelFunctionNamespace], l[label]; ns != "" && name != "" {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
 		}
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+		return reqs
 	}
 }
 

@@ -46,8 +46,8 @@ func (r *FunctionJobReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			return ctrl.Result{}, fmt.Errorf("adding finalizer to function job %s: %w", req.NamespacedName, err)
 		}
 	}
-	return ctrl.Result{}, reconcileStatus(ctx, r.Client, "function job", fj, r.reconcileJob,
-		func(o *v1.FunctionJob) (any, *int64) { return &o.Status, &o.Status.ObservedGeneration })
+	return result(reconcileStatus(ctx, r.Client, "function job", fj, r.reconcileJob,
+		func(o *v1.FunctionJob) (any, *int64) { return &o.Status, &o.Status.ObservedGeneration }))
 }
 
 func (r *FunctionJobReconciler) reconcileJob(ctx context.Context, fj *v1.FunctionJob) error {
@@ -128,6 +128,10 @@ func (r *FunctionJobReconciler) resolve(ctx context.Context, fj *v1.FunctionJob)
 		st.LastBuildSHA256 = code.Source.SHA256
 		r.finish(fj, v1.JobFailed, v1.ReasonBuildFailed, "", res.message, "build failed")
 		return nil, "", "build failed", nil
+	case buildQueued:
+		st.Phase = v1.JobBuilding
+		setCondition(fj, &st.Conditions, v1.ConditionSucceeded, metav1.ConditionUnknown, v1.ReasonBuilding, res.message)
+		return nil, "", "queued", retryAfter(queueRecheck) // a finished build wakes it sooner (builds.owner)
 	}
 	st.Phase = v1.JobBuilding
 	setCondition(fj, &st.Conditions, v1.ConditionSucceeded, metav1.ConditionUnknown, v1.ReasonBuilding, "kaniko job "+res.job.Name+" is building the source")
@@ -208,7 +212,7 @@ func (r *FunctionJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.FunctionJob{}, builder.WithPredicates(specChanged)).
 		Owns(&batchv1.Job{}, builder.WithPredicates(notCreated)).
-		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(buildOwner(scaling.LabelJob)), builder.WithPredicates(notCreated)).
+		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(r.builds.owner(scaling.LabelJob)), builder.WithPredicates(notCreated)).
 		Watches(&v1.Function{}, handler.EnqueueRequestsFromMapFunc(dependents(r.Client, &v1.FunctionJobList{}))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
 		Named("functionjob").

@@ -50,7 +50,7 @@ type Config struct {
 }
 
 // functionRefIndex indexes Triggers and FunctionJobs by the Function they reference, so a
-// Function change wakes exactly its dependents (the predecessor's jobs hung without this).
+// Function change wakes exactly its dependents; without it they wait for a resync.
 const functionRefIndex = "spec.functionRef.name"
 
 // specChanged lets through what the user changed (spec, labels, annotations, deletion, which
@@ -88,7 +88,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	}); err != nil {
 		return fmt.Errorf("index function jobs by function: %w", err)
 	}
-	b := builds{client: mgr.GetClient(), reader: mgr.GetAPIReader(), opts: cfg.Options.Build}
+	b := newBuilds(mgr.GetClient(), mgr.GetAPIReader(), cfg.Options.Build)
 	res, err := newResolver(cfg)
 	if err != nil {
 		return err
@@ -126,9 +126,8 @@ func dependents(c client.Client, list client.ObjectList) func(context.Context, c
 
 // ControllerConfig is the controller configuration the operator's manager runs with:
 // client-go's rate-limited workqueue instead of controller-runtime's priority queue (its
-// default since v0.23). Under the priority queue the e2e suite twice lost a Function's
-// 200 ms requeue after a write conflict: every worker idle for minutes, the Function left
-// Deploying until the operator restarted.
+// default since v0.23), which can lose a RequeueAfter (a Function left Deploying after a
+// write conflict, every worker idle).
 func ControllerConfig() config.Controller {
 	return config.Controller{UsePriorityQueue: ptr.To(false)}
 }

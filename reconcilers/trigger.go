@@ -2,7 +2,6 @@ package reconcilers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -45,11 +44,7 @@ func (r *TriggerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	err := reconcileStatus(ctx, r.Client, "trigger", tr, r.reconcileTrigger,
 		func(o *v1.Trigger) (any, *int64) { return &o.Status, &o.Status.ObservedGeneration })
-	var wait retryAfter
-	if errors.As(err, &wait) {
-		return ctrl.Result{RequeueAfter: time.Duration(wait)}, nil
-	}
-	return ctrl.Result{}, err
+	return result(err)
 }
 
 func (r *TriggerReconciler) reconcileTrigger(ctx context.Context, tr *v1.Trigger) error {

@@ -65,8 +65,8 @@ func createTriggers(t *testing.T, ns, fn string, active bool, reason string) (cr
 	return cron, event, web
 }
 
-// TestTriggersCreatedBeforeTheFunctionStartByThemselves is the predecessor's hang: triggers
-// made before their function is Ready must proceed once it is, with no further input.
+// TestTriggersCreatedBeforeTheFunctionStartByThemselves: triggers made before their function
+// is Ready proceed once it is, with no further input.
 func TestTriggersCreatedBeforeTheFunctionStartByThemselves(t *testing.T) {
 	ns := newNamespace(t)
 	cron, event, web := createTriggers(t, ns, "late", false, "FunctionNotFound")

@@ -58,6 +58,9 @@ type BuildOptions struct {
 	S3Secret   string
 	// Deadline bounds one build (activeDeadlineSeconds).
 	Deadline time.Duration
+	// MaxConcurrent caps the build Jobs that run at once; the others wait in the operator
+	// without spending Deadline. 0: no cap.
+	MaxConcurrent int
 	// MemoryMB is the memory limit of the kaniko container.
 	MemoryMB int32
 }
@@ -98,6 +101,9 @@ func (o Options) Validate() error {
 		if v == "" {
 			return fmt.Errorf("scaling options: %s is required", name)
 		}
+	}
+	if o.Build.MaxConcurrent < 0 {
+		return fmt.Errorf("scaling options: max concurrent builds must be 0 (no cap) or more, got %d", o.Build.MaxConcurrent)
 	}
 	if o.Build.Deadline <= 0 {
 		return fmt.Errorf("scaling options: build deadline must be positive, got %s", o.Build.Deadline)

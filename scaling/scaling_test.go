@@ -563,3 +563,25 @@ func TestPullSecretOnlyForOwnImages(t *testing.T) {
 		t.Errorf("no --image-pull-secret: %v", s)
 	}
 }
+
+func TestBuildOptionsValidate(t *testing.T) {
+	cases := map[string]struct {
+		mut  func(*Options)
+		want string // "" when valid
+	}{
+		"defaults":        {mut: func(*Options) {}},
+		"a cap of builds": {mut: func(o *Options) { o.Build.MaxConcurrent = 2 }},
+		"negative cap":    {mut: func(o *Options) { o.Build.MaxConcurrent = -1 }, want: "max concurrent builds must be 0 (no cap) or more, got -1"},
+		"no deadline":     {mut: func(o *Options) { o.Build.Deadline = 0 }, want: "build deadline must be positive"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := testOptions()
+			tc.mut(&o)
+			err := o.Validate()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("Validate() = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -31,7 +31,7 @@ func init() { subcommands = append(subcommands, newDevCmd) }
 type devFlags struct {
 	dataDir, listen, amqpURL, databaseURL, examples, subject string
 	tokenTTL                                                 time.Duration
-	historySize                                              int
+	historySize, maxBuilds                                   int
 	functionsDomain                                          string
 	conns                                                    gateway.ConnLimits
 	store                                                    storeFlags
@@ -57,6 +57,7 @@ A signing key is generated into the data directory and a ready token is printed.
 	fs.StringVar(&f.amqpURL, "amqp-url", os.Getenv("SLESS_AMQP_URL"), "RabbitMQ URL for event triggers, amqp://user:pass@host:5672/ (env SLESS_AMQP_URL); none: event triggers stay inactive")
 	fs.StringVar(&f.databaseURL, "database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for the invocation history (env SLESS_DATABASE_URL); none: the newest --history-size records in memory")
 	fs.IntVar(&f.historySize, "history-size", history.DefaultMemoryCapacity, "invocations kept in memory without --database-url")
+	fs.IntVar(&f.maxBuilds, "max-concurrent-builds", 2, "builds that run at once; the others wait their turn")
 	fs.StringVar(&f.examples, "deploy-examples", "", "deploy the example functions of this directory (hello-go, hello-python, hello-node) with http triggers and a cron trigger, then print their URLs")
 	fs.StringVar(&f.subject, "subject", "dev", "subject of the printed token; its tenant namespace is derived from it")
 	fs.DurationVar(&f.tokenTTL, "token-ttl", 30*24*time.Hour, "lifetime of the printed token")
@@ -118,7 +119,7 @@ func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 		return fmt.Errorf("--listen %s: %w", f.listen, err)
 	}
 	endpoint := "http://" + ln.Addr().String()
-	opts := devplane.Options{DataDir: dataDir, Artifacts: artifacts, GatewayURL: endpoint, AMQPURL: f.amqpURL, Recorder: rec, Logger: log}
+	opts := devplane.Options{DataDir: dataDir, Artifacts: artifacts, GatewayURL: endpoint, AMQPURL: f.amqpURL, Recorder: rec, Logger: log, MaxBuilds: f.maxBuilds}
 	if pg, ok := reader.(*history.Postgres); ok {
 		opts.AsyncStore = pg
 	}

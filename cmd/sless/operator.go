@@ -139,6 +139,7 @@ func newOperatorCmd() *cobra.Command {
 	fs.StringVar(&opts.Build.RegistrySecret, "registry-secret", opts.Build.RegistrySecret, "dockerconfigjson Secret in the build namespace used to push")
 	fs.StringVar(&opts.Build.S3Secret, "build-s3-secret", opts.Build.S3Secret, "Secret in the build namespace with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY for kaniko")
 	fs.DurationVar(&opts.Build.Deadline, "build-timeout", opts.Build.Deadline, "longest a build may run")
+	fs.IntVar(&opts.Build.MaxConcurrent, "max-concurrent-builds", 0, "build Jobs that run at once; the others wait in the operator, spending none of --build-timeout (0: no cap)")
 	store.bind(fs, "/var/lib/sless/artifacts")
 	cmd.PreRun = func(*cobra.Command, []string) {
 		// kaniko reads contexts from the same bucket the gateway stores them in.

@@ -78,22 +78,41 @@ func createAndUpload(t testing.TB, tn tenant, name string, fields api.FunctionFi
 	}
 }
 
+// buildSlotWait starts the status message of a build the operator holds back
+// (--max-concurrent-builds).
+const buildSlotWait = "waiting for a build slot"
+
 // waitReady waits until the function is Ready (built by kaniko, deployed), failing at once
-// when it fails.
+// when it fails. Five minutes are allowed from when its build may start: the journeys'
+// builds take turns.
 func waitReady(t testing.TB, tn tenant, name string) api.Function {
 	t.Helper()
 	start := time.Now()
 	var fn api.Function
-	waitFor(t, 5*time.Minute, "function "+name+" Ready", func() bool {
+	var queued time.Duration
+	last := start
+	for {
 		var err error
 		fn, err = tn.c.GetFunction(context.Background(), tn.ns, name)
-		if err == nil && fn.Status.Phase == "Failed" {
-			t.Fatalf("function %s failed: %s", name, fn.Status.Message)
+		now := time.Now()
+		if err == nil && strings.HasPrefix(fn.Status.Message, buildSlotWait) {
+			queued += now.Sub(last)
 		}
-		return err == nil && fn.Status.Ready
-	})
-	t.Logf("%s: Ready (kaniko build) after %s more", name, time.Since(start).Round(time.Millisecond))
-	return fn
+		last = now
+		switch {
+		case err == nil && fn.Status.Phase == "Failed":
+			t.Fatalf("function %s failed: %s", name, fn.Status.Message)
+		case err == nil && fn.Status.Ready:
+			t.Logf("%s: Ready (kaniko build) after %s more, %s of it waiting for a build slot", name, now.Sub(start).Round(time.Millisecond), queued.Round(time.Millisecond))
+			return fn
+		case now.Sub(start)-queued > 5*time.Minute:
+			t.Fatalf("timed out after %s (and %s waiting for a build slot) waiting for function %s Ready: %+v", 5*time.Minute, queued.Round(time.Second), name, fn.Status)
+		}
+		if err := g.exited(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // waitServiceResolvable waits until a request can wake the function: KEDA has taken up the
