@@ -18,6 +18,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/labstack/echo/v4"
+	"golang.org/x/sync/singleflight"
 
 	"sless.dev/sless/gateway/api"
 )
@@ -190,14 +191,17 @@ func uniqueRegisteredClaims(b []byte) error {
 	return nil
 }
 
-// jwksCache holds a JWKS and refetches it when it is old or a token names an unknown kid.
+// jwksCache holds a JWKS and refetches it when it is old or a token names an unknown kid. No
+// lock is held across a fetch: one fetch runs at a time (singleflight) and callers whose key
+// is known go on with the keys they have while it runs.
 type jwksCache struct {
-	cfg JWTConfig
+	cfg   JWTConfig
+	fetch singleflight.Group
 
 	mu        sync.Mutex
 	keys      jose.JSONWebKeySet
 	fetched   time.Time // last successful fetch
-	attempted time.Time // last fetch, successful or not
+	attempted time.Time // end of the last fetch, successful or not
 }
 
 func newJWKSCache(cfg JWTConfig) *jwksCache {
@@ -213,22 +217,30 @@ func newJWKSCache(cfg JWTConfig) *jwksCache {
 	return &jwksCache{cfg: cfg}
 }
 
-// key returns the public key for kid, usable with alg.
+// key returns the public key for kid, usable with alg. A known kid is answered at once, an
+// old key set refreshed behind it; an unknown kid waits for a fetch, at most one per
+// JWKSMinRefresh (forged kids cannot make the gateway hammer the issuer).
 func (c *jwksCache) key(ctx context.Context, kid, alg string) (any, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	keys := c.keys.Key(kid)
-	due := time.Since(c.fetched) > c.cfg.JWKSRefresh || len(keys) == 0
-	if due && time.Since(c.attempted) > c.cfg.JWKSMinRefresh {
-		c.attempted = time.Now()
-		err := c.fetch(ctx)
-		switch {
-		case err == nil:
+	due := (time.Since(c.fetched) > c.cfg.JWKSRefresh || len(keys) == 0) && time.Since(c.attempted) > c.cfg.JWKSMinRefresh
+	c.mu.Unlock()
+	if due {
+		// The fetch is the cache's, not the request's: a caller that gives up does not cut
+		// it short for the others.
+		ch := c.fetch.DoChan("jwks", func() (any, error) { return nil, c.refresh(context.WithoutCancel(ctx)) })
+		if len(keys) == 0 {
+			select {
+			case res := <-ch:
+				if res.Err != nil {
+					return nil, res.Err
+				}
+			case <-ctx.Done():
+				return nil, fmt.Errorf("waiting for the JWKS: %w", ctx.Err())
+			}
+			c.mu.Lock()
 			keys = c.keys.Key(kid)
-		case len(keys) == 0:
-			return nil, err
-		default:
-			// The issuer is unreachable: keep verifying with the keys already known.
+			c.mu.Unlock()
 		}
 	}
 	for _, k := range keys {
@@ -249,25 +261,37 @@ func (c *jwksCache) key(ctx context.Context, kid, alg string) (any, error) {
 	return nil, fmt.Errorf("no %s key with kid %q in the JWKS", alg, kid)
 }
 
-func (c *jwksCache) fetch(ctx context.Context) error {
+// refresh fetches the key set; when the issuer is unreachable the keys already known stay.
+func (c *jwksCache) refresh(ctx context.Context) error {
+	set, err := c.get(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.attempted = time.Now()
+	if err != nil {
+		return err
+	}
+	c.keys, c.fetched = set, c.attempted
+	return nil
+}
+
+func (c *jwksCache) get(ctx context.Context) (jose.JSONWebKeySet, error) {
+	var set jose.JSONWebKeySet
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.cfg.JWKSURL, nil)
 	if err != nil {
-		return fmt.Errorf("fetch JWKS: %w", err)
+		return set, fmt.Errorf("fetch JWKS: %w", err)
 	}
 	resp, err := c.cfg.HTTPClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("fetch JWKS from %s: %w", c.cfg.JWKSURL, err)
+		return set, fmt.Errorf("fetch JWKS from %s: %w", c.cfg.JWKSURL, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("fetch JWKS from %s: status %d", c.cfg.JWKSURL, resp.StatusCode)
+		return set, fmt.Errorf("fetch JWKS from %s: status %d", c.cfg.JWKSURL, resp.StatusCode)
 	}
-	var set jose.JSONWebKeySet
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&set); err != nil {
-		return fmt.Errorf("decode JWKS from %s: %w", c.cfg.JWKSURL, err)
+		return set, fmt.Errorf("decode JWKS from %s: %w", c.cfg.JWKSURL, err)
 	}
-	c.keys, c.fetched = set, time.Now()
-	return nil
+	return set, nil
 }
 
 func identityOf(c echo.Context) Identity {

@@ -196,6 +196,70 @@ func TestJWTAuthUnknownKidIsRateLimited(t *testing.T) {
 	}
 }
 
+// TestJWKSSlowIssuer: a refresh that hangs holds up no token whose key is known, every
+// caller that needs the refresh shares the one fetch, and one that gives up is answered at
+// once.
+func TestJWKSSlowIssuer(t *testing.T) {
+	key, _ := rsa.GenerateKey(rand.Reader, 2048)
+	ks := &jwksServer{}
+	ks.set(jose.JSONWebKey{Key: &key.PublicKey, KeyID: "r1", Algorithm: "RS256", Use: "sig"})
+	var slow atomic.Bool
+	var asked atomic.Int32
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		if slow.Load() {
+			<-release
+		}
+		ks.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	defer unblock()
+	// Every check finds the key set old and wants a refresh.
+	auth, err := NewJWTAuth(JWTConfig{JWKSURL: srv.URL, JWKSRefresh: time.Nanosecond, JWKSMinRefresh: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := sign(t, jwt.SigningMethodRS256, key, "r1", claims("bob", time.Hour))
+	if _, err := auth.Authenticate(context.Background(), known); err != nil {
+		t.Fatal(err)
+	}
+	slow.Store(true)
+	done := make(chan error, 20)
+	for range 20 {
+		go func() {
+			_, err := auth.Authenticate(context.Background(), known)
+			done <- err
+		}()
+	}
+	timeout := time.After(2 * time.Second)
+	for range 20 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("known key during a refresh: %v", err)
+			}
+		case <-timeout:
+			unblock()
+			t.Fatal("token checks with a known key waited for the JWKS refresh")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := auth.Authenticate(ctx, sign(t, jwt.SigningMethodRS256, key, "r2", claims("bob", time.Hour))); err == nil {
+		t.Error("an unknown kid was accepted")
+	}
+	if waited := time.Since(start); waited > time.Second {
+		t.Errorf("an unknown kid whose caller gave up after 200 ms waited %s", waited)
+	}
+	if n := asked.Load(); n != 2 {
+		t.Errorf("%d JWKS fetches, want 2: the first and one refresh shared by every caller", n)
+	}
+}
+
 func TestNewJWTAuthRejectsWeakConfig(t *testing.T) {
 	for name, cfg := range map[string]JWTConfig{
 		"nothing":      {},
