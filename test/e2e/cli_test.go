@@ -53,7 +53,8 @@ func (c slessCLI) command(ctx context.Context, dir string, args ...string) *exec
 // run returns stdout, stderr and the exit code of `sless args...`.
 func (c slessCLI) run(dir string, args ...string) (string, string, int) {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	// Beyond `sless deploy`'s own 10-minute wait, so a slow build ends with its message.
+	ctx, cancel := context.WithTimeout(context.Background(), 11*time.Minute)
 	defer cancel()
 	cmd := c.command(ctx, dir, args...)
 	var stdout, stderr strings.Builder

@@ -83,9 +83,20 @@ func createAndUpload(t testing.TB, tn tenant, name string, fields api.FunctionFi
 const buildSlotWait = "waiting for a build slot"
 
 // waitReady waits until the function is Ready (built by kaniko, deployed), failing at once
-// when it fails. Five minutes are allowed from when its build may start: the journeys'
-// builds take turns.
+// when it fails.
 func waitReady(t testing.TB, tn tenant, name string) api.Function {
+	t.Helper()
+	return waitBuilt(t, tn, name, "Ready", 5*time.Minute, func(fn api.Function) bool {
+		if fn.Status.Phase == "Failed" {
+			t.Fatalf("function %s failed: %s", name, fn.Status.Message)
+		}
+		return fn.Status.Ready
+	})
+}
+
+// waitBuilt waits until done(function) after its build, allowing within from when the build
+// may start: the journeys' builds take turns, and a wait for a slot is not counted.
+func waitBuilt(t testing.TB, tn tenant, name, what string, within time.Duration, done func(api.Function) bool) api.Function {
 	t.Helper()
 	start := time.Now()
 	var fn api.Function
@@ -100,13 +111,11 @@ func waitReady(t testing.TB, tn tenant, name string) api.Function {
 		}
 		last = now
 		switch {
-		case err == nil && fn.Status.Phase == "Failed":
-			t.Fatalf("function %s failed: %s", name, fn.Status.Message)
-		case err == nil && fn.Status.Ready:
-			t.Logf("%s: Ready (kaniko build) after %s more, %s of it waiting for a build slot", name, now.Sub(start).Round(time.Millisecond), queued.Round(time.Millisecond))
+		case err == nil && done(fn):
+			t.Logf("%s: %s (kaniko build) after %s more, %s of it waiting for a build slot", name, what, now.Sub(start).Round(time.Millisecond), queued.Round(time.Millisecond))
 			return fn
-		case now.Sub(start)-queued > 5*time.Minute:
-			t.Fatalf("timed out after %s (and %s waiting for a build slot) waiting for function %s Ready: %+v", 5*time.Minute, queued.Round(time.Second), name, fn.Status)
+		case now.Sub(start)-queued > within:
+			t.Fatalf("timed out after %s (and %s waiting for a build slot) waiting for function %s %s: %+v", within, queued.Round(time.Second), name, what, fn.Status)
 		}
 		if err := g.exited(); err != nil {
 			t.Fatal(err)
