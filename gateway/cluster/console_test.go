@@ -171,7 +171,7 @@ func TestConsoleChartsInChromium(t *testing.T) {
 	}
 	add(minute(47*time.Minute), 5*time.Second, 504, false)
 	add(now.Add(-5*time.Hour), 10*time.Millisecond, 200, false) // in the day only
-	testkit.WaitFor(t, "the records in PostgreSQL", 10*time.Second, func() bool { return pgtest.CountInvocations(t, h.dbURL, "WHERE namespace = $1", tn.ns) == len(recs) })
+	testkit.WaitFor(t, "the records in PostgreSQL", 30*time.Second, func() bool { return pgtest.CountInvocations(t, h.dbURL, "WHERE namespace = $1", tn.ns) == len(recs) })
 	// want is what the chart must show: the count of every non-empty bucket, by its start.
 	want := func(span, width time.Duration) string {
 		counts := map[time.Time]int{}

@@ -90,7 +90,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	if h.dbURL == "" {
 		h.dbURL = newDatabase(t)
 	}
-	h.history, err = history.OpenPostgres(h.dbURL, history.PostgresOptions{FlushInterval: 20 * time.Millisecond, WriteTimeout: time.Second, Logger: log})
+	h.history, err = history.OpenPostgres(h.dbURL, history.PostgresOptions{FlushInterval: 20 * time.Millisecond, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,12 +15,14 @@
 //
 //	go test -tags e2e -count=1 -timeout 45m -parallel 8 -v ./test/e2e/
 //
-// Every journey runs in parallel (t.Parallel) but the two that stop or crash what every
-// journey uses (the registry outage, the gateway SIGKILLed by the async journey), which run
-// first, alone. The operator runs two builds at once (--max-concurrent-builds=2, the ground's
-// 2 cores); the others wait their turn without spending their Job's deadline, and waitReady
-// does not count that wait. Figures measured in the parallel part (cold starts) are taken
-// beside the others; run a journey alone with -run for quiet-machine figures.
+// Journeys that share nothing but the ground and mostly wait — minute ticks, scale-downs,
+// the cold-start series, the Dockerfile's long build — run in parallel (t.Parallel), after the
+// serial ones: those that stop or crash what every journey uses (the registry outage, the
+// gateway SIGKILLed by the async journey) and those whose time is kaniko builds: builds share
+// the ground's 2 cores, so the suite's time is bound by their sum, not by how they overlap.
+// Waits on a build's outcome leave out a wait for a build slot (--max-concurrent-builds).
+// Figures measured in the parallel part (cold starts) are taken beside the
+// others; run a journey alone with -run for quiet-machine figures.
 //
 // Without the e2e build tag the package is empty, so `go test ./...` does not run it.
 package e2e

@@ -48,7 +48,6 @@ func Handle(event map[string]interface{}) interface{} {
 // digest both times (reproducible), USER 65532 able to reach its workdir and files, no build
 // context inside; then each answers a request, started by the kubelet as that user.
 func TestFunctionImages(t *testing.T) {
-	t.Parallel()
 	a, b := newTenant(t), newTenant(t)
 	start := time.Now()
 	for _, tn := range []tenant{a, b} {
