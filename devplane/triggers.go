@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/robfig/cron/v3"
-
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/rules"
@@ -173,7 +171,7 @@ func (b *Backend) runCron(ctx context.Context, key, trigger string, ref dispatch
 		}
 		loc = l
 	}
-	sched, err := cron.ParseStandard(cfg.Schedule)
+	sched, err := rules.ParseSchedule(cfg.Schedule)
 	if err != nil {
 		b.noteTrigger(key, func(st *api.TriggerStatus) { st.Active, st.Message = false, "schedule: "+err.Error() })
 		return

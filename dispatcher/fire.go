@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/rules"
 )
 
 // FireConfig is one cron firing (what a Kubernetes CronJob runs at each tick).
@@ -124,9 +125,9 @@ func NewCronEvent(schedule, timezone string, now time.Time) (CronEvent, error) {
 		}
 		loc = l
 	}
-	sched, err := cron.ParseStandard(schedule)
+	sched, err := rules.ParseSchedule(schedule)
 	if err != nil {
-		return CronEvent{}, &ConfigError{Field: "schedule", Reason: fmt.Sprintf("%q: %v (use 5 fields, e.g. \"*/5 * * * *\", or @hourly)", schedule, err)}
+		return CronEvent{}, &ConfigError{Field: "schedule", Reason: err.Error()}
 	}
 	tick := lastTick(sched, now.In(loc))
 	return CronEvent{Type: "cron", Schedule: schedule, Timezone: loc.String(), ScheduledTime: tick.Format(time.RFC3339)}, nil

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/robfig/cron/v3"
-
 	"sless.dev/sless/rules"
 )
 
@@ -33,7 +31,7 @@ const WarmHold = time.Second
 
 // NextTick is the first tick of schedule (read in timezone, "" UTC) after t.
 func NextTick(schedule, timezone string, t time.Time) (time.Time, error) {
-	sched, err := cron.ParseStandard(schedule)
+	sched, err := rules.ParseSchedule(schedule)
 	if err != nil {
 		return time.Time{}, &ConfigError{Field: "schedule", Reason: err.Error(), Err: err}
 	}

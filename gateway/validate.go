@@ -5,9 +5,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
-
-	"github.com/robfig/cron/v3"
 
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/gateway/api"
@@ -35,9 +32,6 @@ const (
 var (
 	dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	timezone = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_+/-]*$`)
-	// cronParser accepts what the CRD and the dispatcher accept: five fields or a descriptor.
-	cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 )
 
 // validName checks a namespace or object name: a DNS-1123 label.
@@ -296,29 +290,14 @@ func misplaced(s api.TriggerSpec) string {
 
 // validateCron parses a schedule the way the cron firing will.
 func validateCron(schedule, tz string) error {
-	if schedule == "" {
-		return invalid("schedule", "a cron trigger needs a schedule, e.g. \"*/5 * * * *\" or @hourly")
-	}
-	if len(schedule) > 128 {
-		return invalid("schedule", "longer than 128 characters")
-	}
-	if strings.HasPrefix(schedule, "TZ=") || strings.HasPrefix(schedule, "CRON_TZ=") {
-		return invalid("schedule", "set the zone in timezone, not in the schedule")
-	}
-	if strings.HasPrefix(schedule, "@every") {
-		return invalid("schedule", "@every intervals are not supported; use five fields such as \"*/5 * * * *\"")
-	}
-	if _, err := cronParser.Parse(schedule); err != nil {
-		return invalid("schedule", "invalid cron schedule %q: %v; use five fields (minute hour day-of-month month day-of-week) or a macro such as @daily", schedule, err)
+	if err := rules.CheckSchedule(schedule); err != nil {
+		return invalid("schedule", "%s", err)
 	}
 	if tz == "" {
 		return nil
 	}
-	if len(tz) > 64 || !timezone.MatchString(tz) {
-		return invalid("timezone", "invalid time zone %q: use an IANA name such as Europe/Berlin", tz)
-	}
-	if _, err := time.LoadLocation(tz); err != nil {
-		return invalid("timezone", "unknown time zone %q: use an IANA name such as Europe/Berlin", tz)
+	if err := rules.CheckTimezone(tz); err != nil {
+		return invalid("timezone", "%s", err)
 	}
 	return nil
 }

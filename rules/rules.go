@@ -1,8 +1,8 @@
 // Package rules holds what both control planes (reconcilers and devplane), the renderers
 // and the gateway must decide the same way: names and URLs of functions, the limits every
 // API enforces, whether a function's URL is open, and when the objects that depend on a
-// function may proceed. It is pure (no I/O) and imports only the standard library, so the
-// Terraform provider can use it too.
+// function may proceed, and what a cron schedule is. It is pure (no I/O) and imports only
+// the standard library and the cron parser, so the Terraform provider uses it too.
 package rules
 
 import (

@@ -100,6 +100,7 @@ func TestAccPlanTimeValidation(t *testing.T) {
   source_dir = "/nonexistent/sless-src"
 }`, `Cannot read source_dir`},
 		{"bad cron", trigger(`type = "cron"` + "\n" + `schedule = "every day"`), `Invalid cron schedule`},
+		{"@every, which the API refuses", trigger(`type = "cron"` + "\n" + `schedule = "@every 5m"`), `@every intervals are not supported`},
 		{"cron without schedule", trigger(`type = "cron"`), `A cron trigger needs schedule`},
 		{"schedule on http", trigger(`type = "http"` + "\n" + `schedule = "@daily"`), `schedule is a cron trigger setting`},
 		{"bad timezone", trigger(`type = "cron"` + "\n" + `schedule = "@daily"` + "\n" + `timezone = "Mars/Base"`), `unknown time zone "Mars/Base"`},

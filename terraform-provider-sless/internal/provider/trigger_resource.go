@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/rules"
 )
 
 var _ resource.ResourceWithValidateConfig = (*triggerResource)(nil)
@@ -76,12 +77,12 @@ func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			MarkdownDescription: "http only: callers must send a valid Bearer token.",
 		},
 		"schedule": schema.StringAttribute{
-			Optional: true, MarkdownDescription: "cron only: five fields (minute hour day-of-month month day-of-week) or a macro such as `@hourly`.",
-			Validators: []validator.String{stringCheck{desc: "cron schedule", check: checkSchedule}, stringvalidator.LengthAtMost(128)},
+			Optional: true, MarkdownDescription: "cron only: five fields (minute hour day-of-month month day-of-week) or a macro such as `@hourly` (not `@every`), checked at plan time as the API checks it.",
+			Validators: []validator.String{stringCheck{desc: "cron schedule", check: rules.CheckSchedule}},
 		},
 		"timezone": schema.StringAttribute{
 			Optional: true, MarkdownDescription: "cron only: IANA zone the schedule is read in (default UTC), e.g. `Europe/Berlin`.",
-			Validators: []validator.String{stringCheck{desc: "time zone", check: checkTimezone}},
+			Validators: []validator.String{stringCheck{desc: "time zone", check: rules.CheckTimezone}},
 		},
 		"prewarm_seconds": schema.Int64Attribute{
 			Optional: true, MarkdownDescription: "cron only: wake the function this many seconds before each tick (through the normal invocation path; the handler is not called) so the tick pays no cold start; it scales down after the tick as usual. 1-3600; unset: no pre-warm.",

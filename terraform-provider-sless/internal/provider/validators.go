@@ -8,12 +8,10 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
-	"github.com/robfig/cron/v3"
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/rules"
@@ -25,8 +23,6 @@ import (
 var (
 	dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	// cronParser accepts what the API and the cron firing accept: five fields or a descriptor.
-	cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 )
 
 func nameValidators() []validator.String {
@@ -42,28 +38,6 @@ func runtimeValidators() []validator.String {
 
 func timeoutValidators() []validator.Int64 {
 	return []validator.Int64{int64validator.Between(0, rules.MaxTimeoutSeconds)}
-}
-
-// checkSchedule reports why schedule is not a cron expression sless can fire, or nil.
-func checkSchedule(schedule string) error {
-	if strings.HasPrefix(schedule, "TZ=") || strings.HasPrefix(schedule, "CRON_TZ=") {
-		return fmt.Errorf("set the zone in timezone, not in the schedule")
-	}
-	if _, err := cronParser.Parse(schedule); err != nil {
-		return fmt.Errorf("invalid cron schedule %q: %v; use five fields (minute hour day-of-month month day-of-week) or a macro such as @daily", schedule, err)
-	}
-	return nil
-}
-
-// checkTimezone reports why tz is not an IANA zone name, or nil.
-func checkTimezone(tz string) error {
-	if tz == "" || strings.ContainsAny(tz, " .\\") || strings.HasPrefix(tz, "/") {
-		return fmt.Errorf("invalid time zone %q: use an IANA name such as Europe/Berlin", tz)
-	}
-	if _, err := time.LoadLocation(tz); err != nil {
-		return fmt.Errorf("unknown time zone %q: use an IANA name such as Europe/Berlin", tz)
-	}
-	return nil
 }
 
 // checkJSON reports why s is not one JSON value, or nil.

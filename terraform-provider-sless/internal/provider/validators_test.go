@@ -11,45 +11,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
-func TestCheckSchedule(t *testing.T) {
-	tests := []struct {
-		schedule string
-		problem  string // "" = valid
-	}{
-		{"*/5 * * * *", ""},
-		{"0 9 * * mon-fri", ""},
-		{"@hourly", ""},
-		{"@daily", ""},
-		{"* * * *", "invalid cron schedule"},
-		{"0 0 * * * *", "invalid cron schedule"}, // six fields: seconds are not supported
-		{"61 * * * *", "invalid cron schedule"},
-		{"every minute", "invalid cron schedule"},
-		{"", "invalid cron schedule"},
-		{"TZ=Europe/Berlin 0 9 * * *", "set the zone in timezone"},
-		{"CRON_TZ=UTC 0 9 * * *", "set the zone in timezone"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.schedule, func(t *testing.T) {
-			err := checkSchedule(tc.schedule)
-			if tc.problem == "" && err != nil || tc.problem != "" && (err == nil || !strings.Contains(err.Error(), tc.problem)) {
-				t.Fatalf("checkSchedule(%q) = %v, want problem %q", tc.schedule, err, tc.problem)
-			}
-		})
-	}
-}
-
-func TestCheckTimezone(t *testing.T) {
-	tests := map[string]bool{
-		"UTC": true, "Europe/Berlin": true, "America/Argentina/Buenos_Aires": true,
-		"Mars/Olympus": false, "../../etc/passwd": false, "/etc/localtime": false, "Europe Berlin": false, "": false,
-	}
-	for tz, ok := range tests {
-		if err := checkTimezone(tz); (err == nil) != ok {
-			t.Errorf("checkTimezone(%q) = %v, want ok=%v", tz, err, ok)
-		}
-	}
-}
-
 func TestCheckJSON(t *testing.T) {
 	tests := map[string]bool{`{}`: true, `{"a":[1,2]}`: true, `"s"`: true, `null`: true, ``: false, `{`: false, `{} {}`: false, `{'a':1}`: false}
 	for in, ok := range tests {
@@ -159,28 +120,6 @@ func TestSchemasAreValid(t *testing.T) {
 			t.Fatalf("data source schema: %v", d)
 		}
 	}
-}
-
-func FuzzCheckSchedule(f *testing.F) {
-	for _, s := range []string{"*/5 * * * *", "@hourly", "0 9 * * mon-fri", "TZ=UTC 0 * * * *", "* * * *", "@every 5m"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		if err := checkSchedule(s); err != nil && !strings.Contains(err.Error(), "schedule") && !strings.Contains(err.Error(), "zone") {
-			t.Fatalf("error %q does not say what to fix", err)
-		}
-	})
-}
-
-func FuzzCheckTimezone(f *testing.F) {
-	for _, s := range []string{"UTC", "Europe/Berlin", "../x", "Local", ""} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, tz string) {
-		if err := checkTimezone(tz); err == nil && strings.Contains(tz, "..") {
-			t.Fatalf("accepted a path-like zone %q", tz)
-		}
-	})
 }
 
 func FuzzImportName(f *testing.F) {
