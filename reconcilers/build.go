@@ -75,7 +75,7 @@ func (b builds) ensure(ctx context.Context, t scaling.BuildTarget) (buildResult,
 			return buildResult{}, err
 		}
 		if queued != nil {
-			return buildResult{state: buildQueued, image: image, message: queued.Error()}, nil
+			return buildResult{state: buildQueued, image: image, message: queued.String()}, nil
 		}
 		err = b.client.Create(ctx, desired)
 		b.queue.created(key.Name, desired.UID) // "" when the create failed

@@ -62,16 +62,16 @@ func newBuildQueue(max int, reader client.Reader, ns string) *buildQueue {
 	return &buildQueue{max: max, reader: reader, ns: ns, waiting: map[waiterKey]*waiter{}, started: map[string]started{}}
 }
 
-// queuedError says why a build has not started; the owner's status shows it.
-type queuedError struct{ running, max, ahead int }
+// queuePlace is where a build that has not started stands; the owner's status shows it.
+type queuePlace struct{ running, max, ahead int }
 
-func (e queuedError) Error() string {
+func (e queuePlace) String() string {
 	return fmt.Sprintf("waiting for a build slot: %d of %d builds running (operator --max-concurrent-builds), %d waiting ahead of this one", e.running, e.max, e.ahead)
 }
 
 // admit lets t create its build Job job now, or keeps t's place and says why not. A nil
 // queue admits every build. An admitted build reports its Job with created.
-func (q *buildQueue) admit(ctx context.Context, job string, t scaling.BuildTarget) (*queuedError, error) {
+func (q *buildQueue) admit(ctx context.Context, job string, t scaling.BuildTarget) (*queuePlace, error) {
 	if q == nil {
 		return nil, nil
 	}
@@ -103,7 +103,7 @@ func (q *buildQueue) admit(ctx context.Context, job string, t scaling.BuildTarge
 		q.started[job] = started{at: now}
 		return nil, nil
 	}
-	return &queuedError{running: running, max: q.max, ahead: ahead}, nil
+	return &queuePlace{running: running, max: q.max, ahead: ahead}, nil
 }
 
 // created records the Job an admitted build made ("" if the create failed), so it counts
