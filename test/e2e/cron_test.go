@@ -37,7 +37,7 @@ func TestCronTrigger(t *testing.T) {
 	tn := newTenant(t)
 	tenantSecrets(t, tn)
 	ctx := context.Background()
-	deployFunction(t, tn, "ticker", helloFields(5), map[string]string{"handler.py": helloPython})
+	deployHello(t, tn, "ticker", helloFields(5))
 	if _, err := tn.c.CreateTrigger(ctx, tn.ns, api.CreateTrigger{Name: "tick", TriggerFields: api.TriggerFields{
 		Type: ptr.To("cron"), Function: ptr.To("ticker"), Schedule: ptr.To("* * * * *")}}); err != nil {
 		t.Fatal(err)

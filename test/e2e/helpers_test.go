@@ -16,16 +16,19 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sless.dev/sless/gateway/api"
 	slessclient "sless.dev/sless/gateway/client"
 	"sless.dev/sless/scaling"
+	"sless.dev/sless/test/images"
 	"sless.dev/sless/test/testkit"
 )
 
@@ -61,6 +64,53 @@ func newTenant(t testing.TB) tenant {
 func deployFunction(t testing.TB, tn tenant, name string, fields api.FunctionFields, files map[string]string) api.Function {
 	t.Helper()
 	createAndUpload(t, tn, name, fields, files)
+	fn := waitReady(t, tn, name)
+	waitServiceResolvable(t, tn, name)
+	return fn
+}
+
+// sharedHello is one kaniko build of helloPython, made by the first journey that needs it.
+// Journeys whose point is what happens to a running function (triggers, deletion, pre-warm)
+// run a copy of it instead of building the same source again: builds are the suite's
+// CPU, and the build journeys (TestFunctionImages, the CLI's, Terraform's) prove building.
+var sharedHello struct {
+	once  sync.Once
+	image string // by digest; "" when the build failed
+}
+
+// deployHello deploys helloPython as name in tn from the shared build: the image copied into
+// tn's own repository (the one place of the platform registry imagepolicy lets tn's functions
+// run), then Ready with KEDA's ScaledObject in place as deployFunction leaves it.
+func deployHello(t testing.TB, tn tenant, name string, fields api.FunctionFields) api.Function {
+	t.Helper()
+	sharedHello.once.Do(func() {
+		builder := newTenant(t)
+		createAndUpload(t, builder, "hello", helloFields(5), map[string]string{"handler.py": helloPython})
+		sharedHello.image = waitReady(t, builder, "hello").Status.Image
+	})
+	if sharedHello.image == "" {
+		t.Fatal("the shared build of helloPython failed (see the first journey that deployed it)")
+	}
+	ctx := context.Background()
+	src, err := images.Ref(sharedHello.image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := images.Ref(registry + "/" + tn.ns + "/" + name + ":hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(src, remote.WithContext(ctx))
+	if err != nil {
+		t.Fatalf("read the shared hello image: %v", err)
+	}
+	if err := remote.Write(dst, img, remote.WithContext(ctx)); err != nil { // blobs mounted, not copied
+		t.Fatalf("copy the shared hello image to %s: %v", dst, err)
+	}
+	fields.Image = ptr.To(dst.String())
+	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: name, FunctionFields: fields}); err != nil {
+		t.Fatal(err)
+	}
 	fn := waitReady(t, tn, name)
 	waitServiceResolvable(t, tn, name)
 	return fn

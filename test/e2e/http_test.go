@@ -137,7 +137,7 @@ func scaledObject(t *testing.T, ns, name string) (*kedav1alpha1.ScaledObject, er
 func TestHTTPTriggerToggle(t *testing.T) {
 	tn := newTenant(t)
 	ctx := context.Background()
-	deployFunction(t, tn, "toggle", helloFields(5), map[string]string{"handler.py": helloPython})
+	deployHello(t, tn, "toggle", helloFields(5))
 	so, err := scaledObject(t, tn.ns, "toggle")
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +207,7 @@ func pausedState(t *testing.T, ns, name string) (replicas string, annotated, pau
 func TestDeleteFunction(t *testing.T) {
 	tn := newTenant(t)
 	ctx := context.Background()
-	deployFunction(t, tn, "doomed", helloFields(60), map[string]string{"handler.py": helloPython})
+	deployHello(t, tn, "doomed", helloFields(60))
 	resp, body := invoke(t, tn, "doomed", `{"name": "x"}`)
 	checkHello(t, resp, body, "x")
 	if len(pods(t, tn.ns, "doomed")) != 1 {

@@ -25,7 +25,7 @@ func TestCronPrewarm(t *testing.T) {
 	tenantSecrets(t, tn)
 	ctx := context.Background()
 	for _, fn := range []string{"warmed", "unwarmed"} {
-		deployFunction(t, tn, fn, helloFields(5), map[string]string{"handler.py": helloPython})
+		deployHello(t, tn, fn, helloFields(5))
 	}
 	for _, fn := range []string{"warmed", "unwarmed"} {
 		waitScaledToZero(t, tn.ns, fn, 3*time.Minute)
