@@ -101,9 +101,19 @@ test: test-deps lint
 test-e2e: test-deps
 	@set -uo pipefail; faults_log=$$(mktemp); \
 	$(MAKE) --no-print-directory test-faults > "$$faults_log" 2>&1 & faults=$$!; \
-	$(GO) test -tags e2e -count=1 -timeout 45m -parallel 8 -v ./test/e2e/; e2e_rc=$$?; \
+	$(GO) test -tags e2e -count=1 -timeout 45m -parallel 32 -v ./test/e2e/; e2e_rc=$$?; \
 	wait $$faults; faults_rc=$$?; echo "== make test-faults: exit $$faults_rc"; cat "$$faults_log"; rm -f "$$faults_log"; \
 	[ $$e2e_rc -eq 0 ] && [ $$faults_rc -eq 0 ]
+
+## bench: the figure tests on the e2e ground, outside CI (test/e2e: TestColdStartFigures, the
+## cold starts through KEDA step by step; TestBuildFigures, kaniko builds per runtime; and
+## TestColdStartSlessDev beside them). SLESS_E2E_COLD_STARTS and SLESS_E2E_BUILDS set the
+## counts, SLESS_E2E_FIGURES=file collects the tables; docs/benchmarks.md publishes them.
+## The micro-benchmarks are `go test -bench` in their packages and test/bench/*.sh.
+.PHONY: bench
+bench: test-deps
+	SLESS_E2E_BENCH=1 $(GO) test -tags e2e -count=1 -timeout 45m -parallel 32 -v \
+		-run '^(TestColdStartFigures|TestBuildFigures|TestColdStartSlessDev)$$' ./test/e2e/
 
 ## test-faults: the fault-injection suite (test/faults/, run by test-e2e): kill -9 and restart
 ## sless dev, the dispatcher and the gateway, stop/start a private RabbitMQ node and PostgreSQL

@@ -36,8 +36,11 @@ type coldStart struct {
 // (pulled and unpacked on the first start, the node's cache after) → the container's process
 // runs → the readiness probe passes → the response arrives (EndpointSlice update, the
 // interceptor's wait ends, proxying). The first run pulls the image, the others find it
-// cached; each gets its own table. With SLESS_E2E_FIGURES=file the tables are written there.
+// cached; each gets its own table. A figure test (make bench): the journeys assert the cold
+// start itself (TestScaleFromZeroAndBack). With SLESS_E2E_FIGURES=file the tables are written
+// there.
 func TestColdStartFigures(t *testing.T) {
+	figureTest(t)
 	t.Parallel()
 	n := coldStarts()
 	tn := newTenant(t)

@@ -13,16 +13,16 @@
 // which a private /etc/hosts supplies. The machine's RabbitMQ and PostgreSQL are bridged in
 // through unix sockets. Run with `make test-e2e` or
 //
-//	go test -tags e2e -count=1 -timeout 45m -parallel 8 -v ./test/e2e/
+//	go test -tags e2e -count=1 -timeout 45m -parallel 32 -v ./test/e2e/
 //
-// Journeys that share nothing but the ground and mostly wait — minute ticks, scale-downs,
-// the cold-start series, the Dockerfile's long build — run in parallel (t.Parallel), after the
-// serial ones: those that stop or crash what every journey uses (the registry outage, the
-// gateway SIGKILLed by the async journey) and those whose time is kaniko builds: builds share
-// the ground's 2 cores, so the suite's time is bound by their sum, not by how they overlap.
-// Waits on a build's outcome leave out a wait for a build slot (--max-concurrent-builds).
-// Figures measured in the parallel part (cold starts) are taken beside the
-// others; run a journey alone with -run for quiet-machine figures.
+// Every journey runs in parallel (t.Parallel) except the few that stop or crash what every
+// journey uses — the registry outage, the gateway SIGKILLed by the async journey — which Go
+// runs first, alone. The operator runs two kaniko builds at a time (--max-concurrent-builds)
+// and queues the rest, so the journeys' builds overlap the others' waits (minute ticks,
+// scale-downs, the Dockerfile's long build) without crowding the 2 cores; waits on a build's
+// outcome leave out the wait for a slot. The figure tests (TestColdStartFigures,
+// TestBuildFigures) run only under make bench (SLESS_E2E_BENCH=1); run a journey alone with
+// -run for quiet-machine figures.
 //
 // Without the e2e build tag the package is empty, so `go test ./...` does not run it.
 package e2e

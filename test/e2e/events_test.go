@@ -94,6 +94,7 @@ func readEvents(t *testing.T, ns, function string) map[int]int {
 // which wakes the function at zero, exactly once and acked → the queue drains; a failing
 // function's messages go to the dead-letter queue after the retries.
 func TestEventTrigger(t *testing.T) {
+	t.Parallel()
 	const total = 200
 	tn := newTenant(t)
 	tenantSecrets(t, tn)

@@ -35,6 +35,7 @@ func waitPhase(t *testing.T, tn tenant, name, phase string, within time.Duration
 // TestBuildFailures: sources kaniko cannot build leave the Function Failed with kaniko's own
 // error tail in the API's status message, the words the user needs to fix them.
 func TestBuildFailures(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	cases := map[string]struct {
 		files map[string]string
@@ -102,6 +103,7 @@ func TestRegistryOutage(t *testing.T) {
 // --registries-skipping-tag-resolving) is caught by its first pod's ErrImagePull /
 // ImagePullBackOff.
 func TestUnpullableImage(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	ctx := context.Background()
 	late := registry + "/" + tn.ns + "/late:1"

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -125,6 +126,15 @@ func createAndUpload(t testing.TB, tn tenant, name string, fields api.FunctionFi
 	}
 	if _, err := tn.c.UploadSource(ctx, tn.ns, name, bytes.NewReader(testkit.Zip(t, files))); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// figureTest skips a test whose point is its figures unless SLESS_E2E_BENCH is set (make
+// bench): CI runs the journeys that assert the same behaviour, not the measurement.
+func figureTest(t *testing.T) {
+	t.Helper()
+	if os.Getenv("SLESS_E2E_BENCH") == "" {
+		t.Skip("a figure test: run it with make bench (SLESS_E2E_BENCH=1)")
 	}
 }
 

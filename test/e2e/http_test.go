@@ -54,6 +54,7 @@ func checkHello(t *testing.T, resp *http.Response, body, name string) bool {
 // past the scale-down period → KEDA scales to zero, the process is gone → the next request
 // cold-starts again.
 func TestScaleFromZeroAndBack(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	ctx := context.Background()
 	deployFunction(t, tn, "hello", helloFields(5), map[string]string{"handler.py": helloPython})
@@ -135,6 +136,7 @@ func scaledObject(t *testing.T, ns, name string) (*kedav1alpha1.ScaledObject, er
 // gateway answers 503; a request sent straight to the interceptor is held but wakes nothing.
 // Enabling it again scales from zero on the next request, in place.
 func TestHTTPTriggerToggle(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	ctx := context.Background()
 	deployHello(t, tn, "toggle", helloFields(5))
@@ -205,6 +207,7 @@ func pausedState(t *testing.T, ns, name string) (replicas string, annotated, pau
 // Deployment, Service, HTTPScaledObject, ScaledObject and pods by owner references,
 // collected by kube-controller-manager's real garbage collector.
 func TestDeleteFunction(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	ctx := context.Background()
 	deployHello(t, tn, "doomed", helloFields(60))

@@ -48,6 +48,7 @@ func Handle(event map[string]interface{}) interface{} {
 // digest both times (reproducible), USER 65532 able to reach its workdir and files, no build
 // context inside; then each answers a request, started by the kubelet as that user.
 func TestFunctionImages(t *testing.T) {
+	t.Parallel()
 	a, b := newTenant(t), newTenant(t)
 	start := time.Now()
 	for _, tn := range []tenant{a, b} {
@@ -160,12 +161,14 @@ func allowed(h *tar.Header, uid, gid int, want int64) bool {
 }
 
 // TestBuildFigures measures upload → Ready through the real kaniko per runtime, one build
-// at a time, SLESS_E2E_BUILDS sources each (0, the default, skips it), and the compressed
-// size of each function image. With SLESS_E2E_FIGURES=file the table is appended there.
+// at a time, SLESS_E2E_BUILDS sources each (default 3), and the compressed size of each
+// function image. A figure test (make bench). With SLESS_E2E_FIGURES=file the table is
+// appended there.
 func TestBuildFigures(t *testing.T) {
+	figureTest(t)
 	n, _ := strconv.Atoi(os.Getenv("SLESS_E2E_BUILDS"))
 	if n <= 0 {
-		t.Skip("set SLESS_E2E_BUILDS=3 to measure builds")
+		n = 3
 	}
 	tn := newTenant(t)
 	var b strings.Builder

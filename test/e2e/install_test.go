@@ -133,7 +133,9 @@ func (g *ground) renderInstall() ([]*unstructured.Unstructured, error) {
 				Patch: `[{"op": "replace", "path": "/data/SLESS_S3_ENDPOINT", "value": "http://` + nodeIP + ":" + strconv.Itoa(s3Port) + `"}]`},
 			{Target: &kustomizetypes.Selector{ResId: resid.NewResIdKindOnly("Deployment", "sless-operator")}, Patch: addArgs(
 				"--registry="+registry, "--kaniko-image="+g.kanikoImage, "--kaniko-insecure-registry="+registry,
-				"--kaniko-registry-mirror="+registry, "--history-secret=sless-history", "--build-timeout=5m")},
+				"--kaniko-registry-mirror="+registry, "--history-secret=sless-history", "--build-timeout=5m",
+				// The journeys run in parallel on 2 cores: two kaniko builds at a time, the rest queued.
+				"--max-concurrent-builds=2")},
 		},
 	}
 	b, err := yaml.Marshal(k)

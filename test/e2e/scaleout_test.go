@@ -95,6 +95,7 @@ func TestScaleOutAndBack(t *testing.T) {
 		{"requestRate", 4},
 	} {
 		t.Run(tc.metric, func(t *testing.T) {
+			t.Parallel()
 			tn := newTenant(t)
 			name := "burst-" + strings.ToLower(tc.metric)
 			deployFunction(t, tn, name, api.FunctionFields{Runtime: ptr.To("python3.11"), TimeoutSec: ptr.To(int32(30)),

@@ -79,6 +79,7 @@ func terraform(t *testing.T, dir string, tn tenant, args ...string) (string, err
 // the real Terraform CLI — apply (upload, kaniko build, Ready) → a cold start through the
 // gateway, interceptor and KEDA → destroy removes it all.
 func TestTerraformJourney(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	dir := terraformDir(t, terraformConfig, helloPython)
 	if out, err := terraform(t, dir, tn, "apply", "-auto-approve", "-input=false", "-no-color"); err != nil {
@@ -109,6 +110,7 @@ func TestTerraformJourney(t *testing.T) {
 // TestTerraformBuildError: a source kaniko cannot build fails `terraform apply` with
 // kaniko's own error tail, where the user looks first.
 func TestTerraformBuildError(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	dir := terraformDir(t, strings.Replace(terraformConfig, `"tf-hello"`, `"tf-broken"`, 1), "def handle(event:\n    return 1\n")
 	out, err := terraform(t, dir, tn, "apply", "-auto-approve", "-input=false", "-no-color")
