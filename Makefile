@@ -75,8 +75,10 @@ lint:
 ## PostgreSQL, RabbitMQ, S3, Terraform, Chromium or tool build: the shared test helpers skip
 ## the tests that need one under -short (test/testkit NeedsHeavy), and `make test` runs them.
 ## Go's test cache is kept: a second run re-runs only what a change touched. gofmt first
-## (a quarter of a second); go vet and staticcheck stay in `make lint`.
-GOTEST_UNIT_FLAGS ?= -timeout 10m
+## (a quarter of a second); go vet and staticcheck stay in `make lint`. -p 4: the slow packages
+## (devplane, buildkit, the pool, the CLI) mostly wait on the processes they start, so four at
+## once on two cores finish sooner than go test's default of one per core.
+GOTEST_UNIT_FLAGS ?= -timeout 10m -p 4
 test-unit:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@set -euo pipefail; \

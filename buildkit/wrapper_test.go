@@ -145,6 +145,9 @@ const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 func TestWrappers(t *testing.T) {
 	for _, hc := range handlerCases {
 		t.Run(hc.name, func(t *testing.T) {
+			// Each case builds its own artifact and starts its own processes on free ports;
+			// most of a case is waiting (timeouts, drains), so the four overlap.
+			t.Parallel()
 			art := buildHandler(t, hc.dir, hc.runtime, "")
 			t.Run("http", func(t *testing.T) { testHTTP(t, hc, art) })
 			if hc.request {

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +21,7 @@ import (
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
+	"sless.dev/sless/scaling/pool"
 	"sless.dev/sless/test/testkit"
 )
 
@@ -276,10 +279,20 @@ func TestDevCrashLeavesNoFunctionChildren(t *testing.T) {
 	if _, err := fmt.Sscan(string(body), &child); err != nil || child <= 0 {
 		t.Fatalf("forker answered %d %q", resp.StatusCode, body)
 	}
+	// Once sless dev is dead its sandbox user's lock is free, and any pool on this machine
+	// starting a function (another test's) may take that user and kill what runs as it. The
+	// test takes the lock itself the moment it is free and holds it over the restart, so
+	// only the restart's process-group records can kill the child.
+	locked := holdSandboxUser(t, child)
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+	select {
+	case <-locked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the dead sless dev's sandbox user lock was not free within 30 s")
+	}
 	time.Sleep(200 * time.Millisecond)
 	if !running(child) {
 		t.Fatal("the forked child died with sless dev already; the test cannot show the restart kills it")
@@ -297,6 +310,36 @@ func TestDevCrashLeavesNoFunctionChildren(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// holdSandboxUser waits, in the background, for the lock of the sandbox user pid runs as and
+// holds it until the test ends; the channel closes once it is held (at once without a sandbox).
+func holdSandboxUser(t *testing.T, pid int) <-chan struct{} {
+	t.Helper()
+	held := make(chan struct{})
+	var st syscall.Stat_t
+	if err := syscall.Stat(fmt.Sprintf("/proc/%d", pid), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Uid < pool.FirstSandboxUID {
+		close(held)
+		return held
+	}
+	dir, err := pool.SandboxLockDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(int(st.Uid))), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	go func() {
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err == nil {
+			close(held)
+		}
+	}()
+	return held
 }
 
 // running reports whether pid is a live process (not gone, not a zombie).

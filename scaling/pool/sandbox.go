@@ -66,16 +66,11 @@ func newJailer(opts SandboxOptions, sockDir string) (*jailer, error) {
 	if err := os.Mkdir(j.base, 0o700); err != nil {
 		return nil, err
 	}
-	// The locks are shared by every pool on this machine: no two functions get one user.
-	for _, dir := range []string{"/run/sless/uids", filepath.Join(os.TempDir(), "sless-uids")} {
-		if os.MkdirAll(dir, 0o700) == nil {
-			j.lockDir = dir
-			break
-		}
+	lockDir, err := SandboxLockDir()
+	if err != nil {
+		return nil, err
 	}
-	if j.lockDir == "" {
-		return nil, errors.New("no directory for the sandbox users' locks")
-	}
+	j.lockDir = lockDir
 	t, err := startJailThread()
 	if err != nil {
 		return nil, err
@@ -90,6 +85,18 @@ func newJailer(opts SandboxOptions, sockDir string) (*jailer, error) {
 		return nil, fmt.Errorf("a test sandbox failed: %w", err)
 	}
 	return j, nil
+}
+
+// SandboxLockDir is where sandbox users are locked while in use: one file per uid, flocked.
+// The locks are shared by every pool on this machine, so no two functions get one user, and
+// a pool that takes a user whose lock a dead pool left kills what still runs as it.
+func SandboxLockDir() (string, error) {
+	for _, dir := range []string{"/run/sless/uids", filepath.Join(os.TempDir(), "sless-uids")} {
+		if os.MkdirAll(dir, 0o700) == nil {
+			return dir, nil
+		}
+	}
+	return "", errors.New("no directory for the sandbox users' locks")
 }
 
 // probe runs true in a jail.
