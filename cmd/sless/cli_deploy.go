@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/buildkit/sourcezip"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
 )
@@ -45,10 +46,10 @@ sless init writes: "runtime: python3.12"), else from the files: go.mod or *.go �
 handler.py or requirements.txt → python3.11, handler.js or package.json → nodejs20. An
 existing function keeps its runtime, environment and limits unless a flag changes them.
 
-Left out of the zip: .git, .hg, .svn, node_modules, .venv, __pycache__, .sless, .DS_Store,
-the folder's sless.yaml, symbolic links, and what .slessignore lists (one path.Match pattern
-a line; with a slash it matches the path from the folder, without one any file or folder of
-that name; a trailing slash matches folders only; # starts a comment). Dependencies are
+Left out of the zip (as by terraform's sless_function): ` + strings.Join(sourcezip.DefaultIgnore, " ") + `,
+then what .slessignore lists, in .dockerignore's syntax: one pattern a line, from the
+folder's root, with * ? [...] and ** for any number of folders; !pattern takes a path back;
+# starts a comment. A symbolic link that is not left out is an error. Dependencies are
 installed by the build from go.mod, requirements.txt or package.json.`,
 		Example: `  sless deploy
   sless deploy ./hello --env GREETING=hi --timeout 30s
@@ -142,7 +143,7 @@ func runDeploy(cmd *cobra.Command, f deployFlags, dir string) error {
 		return fmt.Errorf("folder %s: %w", dir, err)
 	}
 	name := firstOf(f.name, filepath.Base(abs))
-	zipped, files, err := zipSource(abs)
+	zipped, files, err := sourcezip.Zip(abs)
 	if err != nil {
 		return err
 	}

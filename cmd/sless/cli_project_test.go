@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,12 +19,14 @@ import (
 )
 
 // fakeAPI answers what `sless deploy --wait=false` asks: whoami, the function (404 unless
-// existing is set), its create or update, the upload. It records the create and update bodies.
+// existing is set), its create or update, the upload. It records the create, update and
+// upload bodies.
 type fakeAPI struct {
 	mu       sync.Mutex
 	existing *api.Function
 	created  []api.CreateFunction
 	updated  []api.FunctionFields
+	uploads  [][]byte
 }
 
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -54,10 +57,23 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.updated = append(f.updated, u)
 		reply(f.existing)
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/upload"):
+		body, _ := io.ReadAll(r.Body)
+		f.uploads = append(f.uploads, body)
 		reply(api.Function{FunctionSpec: api.FunctionSpec{Source: &api.Source{SHA256: "0123456789abcdef"}}})
 	default:
 		http.Error(w, `{"error":"unexpected"}`, http.StatusTeapot)
 	}
+}
+
+// startFakeAPI serves a fakeAPI for the test and points the CLI at it.
+func startFakeAPI(t *testing.T) *fakeAPI {
+	fake := &fakeAPI{}
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("SLESS_ENDPOINT", srv.URL)
+	t.Setenv("SLESS_TOKEN", "token")
+	return fake
 }
 
 // runCLI runs one CLI command in-process against the API at endpoint.
@@ -76,12 +92,7 @@ func runCLI(t *testing.T, mk func() *cobra.Command, args ...string) (string, err
 // creates a python3.12 function (not the python3.11 detected from handler.py); --runtime on
 // deploy wins; an existing function keeps its runtime; a broken sless.yaml is a usage error.
 func TestDeployTakesTheRuntimeOfInit(t *testing.T) {
-	fake := &fakeAPI{}
-	srv := httptest.NewServer(fake)
-	defer srv.Close()
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	t.Setenv("SLESS_ENDPOINT", srv.URL)
-	t.Setenv("SLESS_TOKEN", "token")
+	fake := startFakeAPI(t)
 
 	dir := filepath.Join(t.TempDir(), "h")
 	if out, err := runCLI(t, newInitCmd, dir, "--runtime", "python3.12"); err != nil {

@@ -1,15 +1,11 @@
 package main
 
 import (
-	"archive/zip"
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,21 +13,15 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/buildkit/sourcezip"
 )
 
-// The source folder of `sless deploy`: what goes into the zip and which runtime it is for.
-
-// ignoreFile lists more paths to leave out of the upload, one pattern a line.
-const ignoreFile = ".slessignore"
-
-// defaultIgnore is left out of every upload: version control data, dependency folders the
-// build installs itself (the upload limits reject them too), caches, the data folder of
-// a `sless dev` started in the function's folder, and the folder's own sless.yaml.
-var defaultIgnore = []string{".git/", ".hg/", ".svn/", "node_modules/", ".venv/", "__pycache__/", ".sless/", ".DS_Store", "/" + projectFile}
+// The source folder of `sless deploy`: which runtime it is for. What goes into its zip is
+// sourcezip's, shared with the Terraform provider.
 
 // projectFile is what `sless init` chose for the folder, for `sless deploy`: the runtime a
-// new function is created with.
-const projectFile = "sless.yaml"
+// new function is created with. The upload leaves it out.
+const projectFile = sourcezip.ProjectFile
 
 // project is the content of projectFile.
 type project struct {
@@ -84,121 +74,6 @@ func newRuntime(dir string) (string, error) {
 		return "", err
 	}
 	return languageRuntimes[lang], nil
-}
-
-// ignoreRule is one pattern of path.Match syntax. A pattern with a slash matches the whole
-// slash-separated path from the folder's root, one without matches any file or folder of
-// that name; a trailing slash matches folders only.
-type ignoreRule struct {
-	pattern           string
-	dirOnly, anchored bool
-}
-
-func parseIgnore(lines []string) ([]ignoreRule, error) {
-	var rules []ignoreRule
-	for i, l := range lines {
-		l = strings.TrimSpace(l)
-		if l == "" || strings.HasPrefix(l, "#") {
-			continue
-		}
-		if strings.HasPrefix(l, "!") {
-			return nil, fmt.Errorf("%s line %d: %q: negation (!) is not supported; narrow the patterns instead", ignoreFile, i+1, l)
-		}
-		r := ignoreRule{}
-		l, r.dirOnly = strings.CutSuffix(l, "/")
-		r.pattern = strings.TrimPrefix(l, "/")
-		r.anchored = strings.Contains(l, "/")
-		if _, err := path.Match(r.pattern, ""); err != nil {
-			return nil, fmt.Errorf("%s line %d: %q: %w", ignoreFile, i+1, l, err)
-		}
-		rules = append(rules, r)
-	}
-	return rules, nil
-}
-
-func (r ignoreRule) match(rel string, isDir bool) bool {
-	if r.dirOnly && !isDir {
-		return false
-	}
-	if !r.anchored {
-		rel = path.Base(rel)
-	}
-	ok, _ := path.Match(r.pattern, rel)
-	return ok
-}
-
-// loadIgnore is the default rules plus those of dir's .slessignore, if any.
-func loadIgnore(dir string) ([]ignoreRule, error) {
-	lines := slices.Clone(defaultIgnore)
-	data, err := os.ReadFile(filepath.Join(dir, ignoreFile))
-	switch {
-	case err == nil:
-		lines = append(lines, strings.Split(string(data), "\n")...)
-	case !errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("reading %s: %w", ignoreFile, err)
-	}
-	return parseIgnore(lines)
-}
-
-// zipSource zips the regular files under dir that no rule ignores, with slash-separated
-// relative names and their modes (executables stay executable). Symbolic links are left out:
-// uploads may not hold them.
-func zipSource(dir string) (data []byte, files int, err error) {
-	rules, err := loadIgnore(dir)
-	if err != nil {
-		return nil, 0, err
-	}
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		for _, r := range rules {
-			if r.match(rel, d.IsDir()) {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		h, err := zip.FileInfoHeader(info)
-		if err != nil {
-			return err
-		}
-		h.Name, h.Method = rel, zip.Deflate
-		w, err := zw.CreateHeader(h)
-		if err != nil {
-			return err
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		files++
-		_, err = io.Copy(w, f)
-		return err
-	})
-	if err == nil {
-		err = zw.Close()
-	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("zipping %s: %w", dir, err)
-	}
-	return buf.Bytes(), files, nil
 }
 
 // detectLanguage tells the language from the files at the top of dir: go.mod or .go files,

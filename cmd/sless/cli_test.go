@@ -1,7 +1,6 @@
 package main
 
 import (
-	"archive/zip"
 	"bytes"
 	"errors"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/buildkit/sourcezip"
 	"sless.dev/sless/gateway/api"
 )
 
@@ -206,31 +206,19 @@ func TestPhaseOf(t *testing.T) {
 	}
 }
 
-// TestZipSource: the default ignores, .slessignore patterns (base names, anchored paths,
-// folders only), symbolic links left out, modes kept.
-func TestZipSource(t *testing.T) {
+// TestDeployUploadsTheSharedZip: `sless deploy` uploads exactly sourcezip's zip of the
+// folder (the bytes the Terraform provider uploads for it; the ignore rules are tested
+// there), and a symbolic link it would upload is refused before anything is sent.
+func TestDeployUploadsTheSharedZip(t *testing.T) {
+	fake := startFakeAPI(t)
 	dir := t.TempDir()
 	for name, content := range map[string]string{
-		"handler.py":                "x",
-		"lib/util.py":               "x",
-		"lib/cache.tmp":             "x",
-		"data/big.bin":              "x",
-		"docs/data/keep.md":         "x",
-		"build":                     "a file named like an ignored folder",
-		"out/build/x":               "x",
-		".git/config":               "x",
-		"node_modules/m/index.js":   "x",
-		"sub/__pycache__/a.pyc":     "x",
-		".slessignore":              "# comment\n*.tmp\n/data/\nbuild/\n\n",
-		"bin/run.sh":                "#!/bin/sh\n",
-		"sub/.venv/bin/python":      "x",
-		"sub/keep.txt":              "x",
-		"node_modules.txt":          "x",
-		"docs/.DS_Store":            "x",
-		".sless/dev-signing.key":    "x",
-		"sless.yaml":                "runtime: python3.12\n",
-		"conf/sless.yaml":           "x",
-		"pkg/node_modules/b/x.json": "x",
+		"handler.py":              "def handle(event):\n    return event\n",
+		"lib/util.py":             "x",
+		"node_modules/m/index.js": "x",
+		"sless.yaml":              "runtime: python3.12\n",
+		"build.log":               "x",
+		sourcezip.IgnoreFile:      "*.log\n",
 	} {
 		p := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -240,43 +228,26 @@ func TestZipSource(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Chmod(filepath.Join(dir, "bin", "run.sh"), 0o755); err != nil {
-		t.Fatal(err)
+	want, n, err := sourcezip.Zip(dir)
+	if err != nil || n != 3 {
+		t.Fatalf("sourcezip.Zip: %d files, %v", n, err)
+	}
+	out, err := runCLI(t, newDeployCmd, dir, "--name", "h", "--wait=false")
+	if err != nil || len(fake.uploads) != 1 || !bytes.Equal(fake.uploads[0], want) {
+		t.Fatalf("deploy: %v, %d uploads (equal to sourcezip's: %v)\n%s", err, len(fake.uploads), len(fake.uploads) == 1 && bytes.Equal(fake.uploads[0], want), out)
+	}
+	if !strings.Contains(out, "uploaded 3 files") {
+		t.Errorf("deploy said:\n%s", out)
+	}
+	// The upload validator takes what deploy zips.
+	if _, err := buildkit.OpenArchive(bytes.NewReader(want), int64(len(want)), buildkit.DefaultLimits()); err != nil {
+		t.Errorf("the upload validator refuses the zip: %v", err)
 	}
 	if err := os.Symlink("handler.py", filepath.Join(dir, "link.py")); err != nil {
 		t.Fatal(err)
 	}
-	data, n, err := zipSource(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, f := range zr.File {
-		names = append(names, f.Name)
-		if f.Name == "bin/run.sh" && f.Mode()&0o111 == 0 {
-			t.Errorf("bin/run.sh lost its executable bit: %v", f.Mode())
-		}
-	}
-	slices.Sort(names)
-	want := []string{".slessignore", "bin/run.sh", "build", "conf/sless.yaml", "docs/data/keep.md", "handler.py", "lib/util.py", "node_modules.txt", "sub/keep.txt"}
-	if !slices.Equal(names, want) || n != len(want) {
-		t.Errorf("zipped %d: %q\nwant %q", n, names, want)
-	}
-	// The upload validator takes what deploy zips.
-	if _, err := buildkit.OpenArchive(bytes.NewReader(data), int64(len(data)), buildkit.DefaultLimits()); err != nil {
-		t.Errorf("the upload validator refuses the zip: %v", err)
-	}
-}
-
-func TestParseIgnoreErrors(t *testing.T) {
-	for _, lines := range [][]string{{"!keep.txt"}, {"ok", "[bad"}} {
-		if _, err := parseIgnore(lines); err == nil || !strings.Contains(err.Error(), ignoreFile+" line") {
-			t.Errorf("parseIgnore(%q): %v", lines, err)
-		}
+	if out, err := runCLI(t, newDeployCmd, dir, "--name", "h", "--wait=false"); err == nil || !strings.Contains(err.Error(), "link.py") || len(fake.uploads) != 1 {
+		t.Errorf("deploy with a symbolic link: %v, %d uploads\n%s", err, len(fake.uploads), out)
 	}
 }
 

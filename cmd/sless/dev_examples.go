@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"sless.dev/sless/buildkit/sourcezip"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
 )
@@ -71,7 +72,7 @@ func deployExample(ctx context.Context, c *client.Client, ns, dir, name, runtime
 	if err != nil && !client.IsConflict(err) {
 		return fmt.Errorf("function %s: %w", name, err)
 	}
-	data, _, err := zipSource(dir)
+	data, _, err := sourcezip.Zip(dir)
 	if err != nil {
 		return fmt.Errorf("example %s: %w", name, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -13,7 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"sless.dev/sless/terraform-provider-sless/internal/sourcezip"
+	"sless.dev/sless/buildkit/sourcezip"
 )
 
 // codeSource is the code a function or self-contained job is built from: a directory the
@@ -29,8 +30,9 @@ type codeSource struct {
 func codeSourceAttributes(of string) map[string]schema.Attribute {
 	return map[string]schema.Attribute{
 		"source_dir": schema.StringAttribute{
-			Optional: true, MarkdownDescription: "Directory with the " + of + "'s handler source. The provider zips it deterministically " +
-				"(sorted paths, fixed timestamps; `.git` and `.terraform` are left out) and hashes every file into `source_hash` at plan time.",
+			Optional: true, MarkdownDescription: "Directory with the " + of + "'s handler source. The provider zips it as `sless deploy` does, byte for byte " +
+				"(sorted paths, fixed timestamps; left out: `" + strings.Join(sourcezip.DefaultIgnore, "`, `") + "` and what the folder's `" +
+				sourcezip.IgnoreFile + "` lists, in `.dockerignore` syntax) and hashes every file into `source_hash` at plan time.",
 		},
 		"code_path": schema.StringAttribute{
 			Optional: true, MarkdownDescription: "Path of a prepared zip of the " + of + "'s source; requires `code_hash`.",
@@ -68,7 +70,7 @@ func (c codeSource) plannedHash(diags *diag.Diagnostics) types.String {
 // open returns the zip to upload.
 func (c codeSource) open() (io.ReadCloser, error) {
 	if !c.SourceDir.IsNull() {
-		data, err := sourcezip.Zip(c.SourceDir.ValueString())
+		data, _, err := sourcezip.Zip(c.SourceDir.ValueString())
 		if err != nil {
 			return nil, err
 		}

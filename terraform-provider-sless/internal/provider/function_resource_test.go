@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"sless.dev/sless/terraform-provider-sless/internal/sourcezip"
+	"sless.dev/sless/buildkit/sourcezip"
 )
 
 // goHandler is a Go handler answering with version and the GREETING variable.
@@ -231,7 +231,7 @@ func TestAccFunctionCodePath(t *testing.T) {
 	writeZip := func(version string) {
 		src := t.TempDir()
 		writeFile(t, filepath.Join(src, "handler.go"), goHandler(version))
-		data, err := sourcezip.Zip(src)
+		data, _, err := sourcezip.Zip(src)
 		if err != nil {
 			t.Fatal(err)
 		}

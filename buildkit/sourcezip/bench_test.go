@@ -60,7 +60,7 @@ func BenchmarkSourceDir(b *testing.B) {
 	b.Run("Zip", func(b *testing.B) {
 		b.SetBytes(200 * 20 << 10)
 		for b.Loop() {
-			if _, err := Zip(dir); err != nil {
+			if _, _, err := Zip(dir); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/moby/patternmatcher"
 )
 
 func writeTree(t testing.TB, dir string, files map[string]string) {
@@ -83,11 +86,11 @@ func TestZipIsDeterministic(t *testing.T) {
 	// Different timestamps and creation order must not matter.
 	old := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
 	os.Chtimes(filepath.Join(b, "handler.py"), old, old)
-	za, err := Zip(a)
+	za, _, err := Zip(a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	zb, err := Zip(b)
+	zb, _, err := Zip(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +133,7 @@ func TestSourceDirErrors(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "f.zip")
 			writeTree(t, filepath.Dir(p), map[string]string{"f.zip": "x"})
 			return p
-		}, "use code_path"},
+		}, "not a folder"},
 		{"empty", func(t *testing.T) string { return t.TempDir() }, "no files"},
 		{"only ignored files", func(t *testing.T) string {
 			dir := t.TempDir()
@@ -151,7 +154,7 @@ func TestSourceDirErrors(t *testing.T) {
 			dir := tc.setup(t)
 			for _, run := range []func(string) error{
 				func(d string) error { _, err := Hash(d); return err },
-				func(d string) error { _, err := Zip(d); return err },
+				func(d string) error { _, _, err := Zip(d); return err },
 			} {
 				err := run(dir)
 				var se *Error
@@ -172,15 +175,18 @@ func FuzzZipRoundTrip(f *testing.F) {
 	f.Fuzz(func(t *testing.T, name string, content []byte) {
 		if name == "" || strings.ContainsAny(name, "\\\x00:") || strings.Contains(name, "..") ||
 			strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.Contains(name, "//") ||
-			strings.HasPrefix(name, ".git") || strings.HasPrefix(name, ".terraform") || len(name) > 100 {
+			path.Clean(name) != name || len(name) > 100 {
 			return // not a portable relative path
+		}
+		if ignored, _ := patternmatcher.MatchesOrParentMatches(name, DefaultIgnore); ignored {
+			return // left out of every upload
 		}
 		dir := t.TempDir()
 		p := filepath.Join(dir, filepath.FromSlash(name))
 		if os.MkdirAll(filepath.Dir(p), 0o755) != nil || os.WriteFile(p, content, 0o644) != nil {
 			return // a name the file system refuses
 		}
-		data, err := Zip(dir)
+		data, _, err := Zip(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,4 +205,80 @@ func FuzzZipRoundTrip(f *testing.F) {
 			t.Fatal("hash did not change with the content")
 		}
 	})
+}
+
+// TestIgnore: what every upload leaves out, and .slessignore patterns in .dockerignore's
+// syntax (from the root, `**`, `!` taking a path back), a link that is left out not an error.
+func TestIgnore(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"handler.py":                "x",
+		"lib/util.py":               "x",
+		"lib/cache.tmp":             "x",
+		"cache.tmp":                 "x",
+		"data/big.bin":              "x",
+		"docs/data/keep.md":         "x",
+		"build":                     "a file named like an ignored folder elsewhere",
+		"out/build/x":               "x",
+		".git/config":               "x",
+		"sub/.git/config":           "x",
+		"node_modules/m/index.js":   "x",
+		"pkg/node_modules/b/x.json": "x",
+		"node_modules.txt":          "x",
+		"vendor/node_modules/keep":  "taken back by !",
+		"sub/__pycache__/a.pyc":     "x",
+		"sub/.venv/bin/python":      "x",
+		"sub/keep.txt":              "x",
+		"docs/.DS_Store":            "x",
+		".terraform/providers/x":    "x",
+		".sless/dev-signing.key":    "x",
+		"sless.yaml":                "runtime: python3.12\n",
+		"conf/sless.yaml":           "x",
+		"bin/run.sh":                "#!/bin/sh\n",
+		IgnoreFile:                  "# comment\n**/*.tmp\n/data/\nout/**/build\n!vendor/node_modules/keep\nlinks\n",
+	})
+	if err := os.Chmod(filepath.Join(dir, "bin", "run.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "links"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(dir, "links", "passwd")); err != nil {
+		t.Fatal(err)
+	}
+	files, err := List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, f.Name)
+		if (f.Name == "bin/run.sh") != f.Exec {
+			t.Errorf("%s: exec %v", f.Name, f.Exec)
+		}
+	}
+	want := []string{IgnoreFile, "bin/run.sh", "build", "conf/sless.yaml", "docs/data/keep.md", "handler.py", "lib/util.py", "node_modules.txt", "sub/keep.txt", "vendor/node_modules/keep"}
+	if strings.Join(names, ",") != strings.Join(want, ",") {
+		t.Errorf("listed %q\nwant   %q", names, want)
+	}
+	data, n, err := Zip(dir)
+	if err != nil || n != len(want) {
+		t.Fatalf("Zip: %d files, %v", n, err)
+	}
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil || len(zr.File) != len(want) {
+		t.Fatalf("zip: %v, %d entries", err, len(zr.File))
+	}
+}
+
+func TestIgnoreFileErrors(t *testing.T) {
+	for _, content := range []string{"ok\n[bad\n", "!\n"} {
+		dir := t.TempDir()
+		writeTree(t, dir, map[string]string{"handler.py": "x", IgnoreFile: content})
+		_, err := List(dir)
+		var se *Error
+		if !errors.As(err, &se) || se.File != IgnoreFile {
+			t.Errorf("%q: error %v, want one naming %s", content, err, IgnoreFile)
+		}
+	}
 }
