@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -12,8 +13,10 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdkresource "go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -103,16 +106,23 @@ func (s *Server) instrument(handler string, h http.Handler, w http.ResponseWrite
 	h.ServeHTTP(sw, r.WithContext(ctx))
 }
 
-// SetupTracing installs a global tracer provider so every request has a trace id (recorded in
-// the history and sent to functions as traceparent). Spans are recorded and exported over OTLP/gRPC when
-// OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set (the exporter reads
-// the standard OTEL_* variables) and OTEL_TRACES_EXPORTER is not "none". The returned func
-// flushes and stops it.
-func SetupTracing(ctx context.Context, service string) (func(context.Context) error, error) {
+// SetupTelemetry installs the global tracer and meter providers. Every request gets a trace
+// id (recorded in the history and sent to functions as traceparent); spans are recorded and
+// exported over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+// is set and OTEL_TRACES_EXPORTER is not "none". The OpenTelemetry metrics (the dispatcher's
+// message counters, the history writer's records written and dropped) are exported the same
+// way beside them (OTEL_EXPORTER_OTLP_METRICS_ENDPOINT, OTEL_METRICS_EXPORTER, every
+// OTEL_METRIC_EXPORT_INTERVAL, default 60 s); the exporters read the standard OTEL_*
+// variables. The returned func flushes and stops both.
+func SetupTelemetry(ctx context.Context, service string) (func(context.Context) error, error) {
+	res, err := sdkresource.Merge(sdkresource.Default(), sdkresource.NewSchemaless(attribute.String("service.name", service)))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry resource: %w", err)
+	}
 	// Without an exporter, spans are not recorded (they would go nowhere) but still carry
 	// fresh trace ids, unless the caller's traceparent asks for sampling.
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample()))}
-	if exportConfigured() {
+	if exportConfigured("TRACES") {
 		exp, err := otlptracegrpc.New(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("OTLP trace exporter: %w", err)
@@ -120,19 +130,34 @@ func SetupTracing(ctx context.Context, service string) (func(context.Context) er
 		// The SDK's default sampler honours OTEL_TRACES_SAMPLER.
 		opts = []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp)}
 	}
-	res, err := sdkresource.Merge(sdkresource.Default(), sdkresource.NewSchemaless(attribute.String("service.name", service)))
-	if err != nil {
-		return nil, fmt.Errorf("trace resource: %w", err)
-	}
 	tp := sdktrace.NewTracerProvider(append(opts, sdktrace.WithResource(res))...)
+	stops := []func(context.Context) error{tp.Shutdown}
+	if exportConfigured("METRICS") {
+		exp, err := otlpmetricgrpc.New(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("OTLP metric exporter: %w", err)
+		}
+		// The periodic reader honours OTEL_METRIC_EXPORT_INTERVAL; Shutdown exports once more.
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)), sdkmetric.WithResource(res))
+		otel.SetMeterProvider(mp)
+		stops = append(stops, mp.Shutdown)
+	}
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-	return tp.Shutdown, nil
+	return func(ctx context.Context) error {
+		var errs []error
+		for _, stop := range stops {
+			errs = append(errs, stop(ctx))
+		}
+		return errors.Join(errs...)
+	}, nil
 }
 
-func exportConfigured() bool {
-	if os.Getenv("OTEL_TRACES_EXPORTER") == "none" || os.Getenv("OTEL_SDK_DISABLED") == "true" {
+// exportConfigured reports whether the signal (TRACES or METRICS) is to be exported: an OTLP
+// endpoint for it or for all signals, and the signal's exporter not turned off.
+func exportConfigured(signal string) bool {
+	if os.Getenv("OTEL_"+signal+"_EXPORTER") == "none" || os.Getenv("OTEL_SDK_DISABLED") == "true" {
 		return false
 	}
-	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_"+signal+"_ENDPOINT") != ""
 }

@@ -74,14 +74,14 @@ A signing key is generated into the data directory and a ready token is printed.
 
 func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	stopTracing, err := gateway.SetupTracing(ctx, "sless-dev")
+	stopTelemetry, err := gateway.SetupTelemetry(ctx, "sless-dev")
 	if err != nil {
 		return err
 	}
 	defer func() {
 		flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = stopTracing(flushCtx)
+		_ = stopTelemetry(flushCtx)
 	}()
 	dataDir, err := filepath.Abs(f.dataDir)
 	if err != nil {

@@ -76,12 +76,12 @@ func (c *dispatcherCommon) start(cmd *cobra.Command, concurrency int) (*dispatch
 	if err != nil {
 		return nil, err
 	}
-	stopTracing, err := gateway.SetupTracing(cmd.Context(), "sless-dispatcher")
+	stopTelemetry, err := gateway.SetupTelemetry(cmd.Context(), "sless-dispatcher")
 	if err != nil {
 		return nil, err
 	}
 	rt := &dispatcherRuntime{log: log, function: fn, invoker: inv,
-		stop: func() { shutdownWithin(10*time.Second, stopTracing, log, "trace export") }}
+		stop: func() { shutdownWithin(10*time.Second, stopTelemetry, log, "telemetry export") }}
 	if c.databaseURL == "" {
 		return rt, nil
 	}
@@ -95,7 +95,7 @@ func (c *dispatcherCommon) start(cmd *cobra.Command, concurrency int) (*dispatch
 	rt.recorder, rt.store = store, store
 	rt.stop = func() {
 		shutdownWithin(10*time.Second, store.Close, log, "invocation history")
-		shutdownWithin(10*time.Second, stopTracing, log, "trace export")
+		shutdownWithin(10*time.Second, stopTelemetry, log, "telemetry export")
 	}
 	return rt, nil
 }

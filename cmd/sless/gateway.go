@@ -99,11 +99,11 @@ func runGateway(cmd *cobra.Command, f gatewayFlags) error {
 	if err != nil {
 		return err
 	}
-	stopTracing, err := gateway.SetupTracing(ctx, "sless-gateway")
+	stopTelemetry, err := gateway.SetupTelemetry(ctx, "sless-gateway")
 	if err != nil {
 		return err
 	}
-	defer shutdownWithin(10*time.Second, stopTracing, logger, "trace export")
+	defer shutdownWithin(10*time.Second, stopTelemetry, logger, "telemetry export")
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubernetes configuration: %w", err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,15 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/jackc/pgx/v5"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/grpc"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,6 +24,7 @@ import (
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	gwclient "sless.dev/sless/gateway/client"
+	"sless.dev/sless/test/otlptest"
 	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testenv"
 )
@@ -101,7 +97,7 @@ func TestGatewayCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := strings.Repeat("s", 40)
-	spans := startCollector(t)
+	spans := otlptest.Start(t)
 	t.Setenv("KUBECONFIG", kubeconfig)
 	t.Setenv("SLESS_JWT_HMAC_KEY", key)
 	dbURL := pgtest.NewDatabase(t, "sless_gateway_cmd_test")
@@ -174,8 +170,12 @@ func TestGatewayCommand(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	stopCommand(t, "gateway", cancel, done)
-	if !spans.has("GET /fn", traceID) {
-		t.Fatalf("no exported GET /fn span with the recorded trace id %s (got %v)", traceID, spans.names())
+	if !spans.HasSpan("GET /fn", traceID) {
+		t.Fatalf("no exported GET /fn span with the recorded trace id %s (got %v)", traceID, spans.SpanNames())
+	}
+	// The history writer's OpenTelemetry counter is exported beside the spans (flushed at stop).
+	if n, ok := spans.Sum("sless.history.records.written", "", ""); !ok || n < 2 {
+		t.Fatalf("sless.history.records.written exported: %d %v, want at least the 2 recorded invocations", n, ok)
 	}
 	var n int
 	conn, err := pgx.Connect(context.Background(), dbURL)
@@ -224,59 +224,4 @@ func waitOK(t *testing.T, u string, done <-chan error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// collector is an OTLP/gRPC trace receiver: the gateway exports its spans here when
-// OTEL_EXPORTER_OTLP_ENDPOINT points at it.
-type collector struct {
-	coltracepb.UnimplementedTraceServiceServer
-	mu    sync.Mutex
-	spans []*tracepb.Span
-}
-
-func (c *collector) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, rs := range req.ResourceSpans {
-		for _, ss := range rs.ScopeSpans {
-			c.spans = append(c.spans, ss.Spans...)
-		}
-	}
-	return &coltracepb.ExportTraceServiceResponse{}, nil
-}
-
-func (c *collector) has(name, traceID string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, s := range c.spans {
-		if s.Name == name && hex.EncodeToString(s.TraceId) == traceID {
-			return true
-		}
-	}
-	return false
-}
-
-func (c *collector) names() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for _, s := range c.spans {
-		out = append(out, s.Name)
-	}
-	return out
-}
-
-func startCollector(t *testing.T) *collector {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &collector{}
-	srv := grpc.NewServer()
-	coltracepb.RegisterTraceServiceServer(srv, c)
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+ln.Addr().String())
-	t.Setenv("OTEL_EXPORTER_OTLP_INSECURE", "true")
-	return c
 }

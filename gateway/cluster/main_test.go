@@ -68,7 +68,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	testenv.Need(t)
 	tracing.Do(func() {
 		ctrllog.SetLogger(logr.Discard())
-		if _, err := gateway.SetupTracing(context.Background(), "gateway-test"); err != nil {
+		if _, err := gateway.SetupTelemetry(context.Background(), "gateway-test"); err != nil {
 			t.Fatal(err)
 		}
 	})
