@@ -171,23 +171,3 @@ func TestValidateCron(t *testing.T) {
 		}
 	}
 }
-
-func TestParseVerdict(t *testing.T) {
-	cases := []struct {
-		content string
-		want    Verdict
-		ok      bool
-	}{
-		{`{"safe": true, "reason": "fine"}`, Verdict{Safe: true, Reason: "fine"}, true},
-		{"```json\n{\"safe\": false, \"reason\": \"miner\"}\n```", Verdict{Safe: false, Reason: "miner"}, true},
-		{`{"safe": false}`, Verdict{Safe: false, Reason: "no reason given"}, true},
-		{`{"reason": "no verdict"}`, Verdict{}, false},
-		{`I think it is safe`, Verdict{}, false},
-	}
-	for _, tc := range cases {
-		got, err := parseVerdict(tc.content)
-		if tc.ok != (err == nil) || got != tc.want {
-			t.Errorf("parseVerdict(%q) = %+v, %v", tc.content, got, err)
-		}
-	}
-}

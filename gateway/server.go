@@ -22,6 +22,7 @@ import (
 
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/codecheck"
 	"sless.dev/sless/gateway/history"
 )
 
@@ -35,7 +36,7 @@ type Config struct {
 	// Limits caps uploads. Default buildkit.DefaultLimits().
 	Limits buildkit.Limits
 	// CodeCheck reviews uploads before they are stored; nil turns the check off.
-	CodeCheck CodeChecker
+	CodeCheck codecheck.Checker
 	// Recorder gets one record per /fn/ invocation; nil records nothing.
 	Recorder history.Recorder
 	// History reads invocations back; nil answers the invocations endpoint with 503.

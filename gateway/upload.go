@@ -13,6 +13,7 @@ import (
 
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/codecheck"
 )
 
 // SourceStore keeps uploads and reads them back; buildkit.Artifacts implements it over S3 or
@@ -122,7 +123,7 @@ func (s *Server) checkCode(ctx context.Context, ns, name string, src *buildkit.S
 	if s.cfg.CodeCheck == nil {
 		return nil
 	}
-	files, err := reviewFiles(src)
+	files, err := codecheck.Files(src)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/cluster"
+	"sless.dev/sless/gateway/codecheck"
 	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/scaling"
 )
@@ -119,7 +120,7 @@ func runGateway(cmd *cobra.Command, f gatewayFlags) error {
 	gcfg := gateway.Config{Backend: backend, Auth: auth, Sources: artifacts, Proxy: f.proxy, Conns: f.conns,
 		FunctionsDomain: f.functionsDomain, Logger: logger}
 	if f.codeCheckURL != "" {
-		gcfg.CodeCheck = &gateway.LLMChecker{URL: f.codeCheckURL, Model: f.codeCheckModel, APIKey: os.Getenv("SLESS_CODE_CHECK_API_KEY")}
+		gcfg.CodeCheck = &codecheck.LLM{URL: f.codeCheckURL, Model: f.codeCheckModel, APIKey: os.Getenv("SLESS_CODE_CHECK_API_KEY")}
 	}
 	if f.databaseURL != "" {
 		store, err := openHistory(ctx, f.databaseURL, logger)

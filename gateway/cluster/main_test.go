@@ -24,6 +24,7 @@ import (
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/gateway/cluster"
+	"sless.dev/sless/gateway/codecheck"
 	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testenv"
@@ -53,7 +54,7 @@ type harnessOptions struct {
 	interceptor string // URL of the server standing where the KEDA interceptor would be
 	proxy       gateway.ProxyConfig
 	limits      buildkit.Limits
-	codeCheck   gateway.CodeChecker
+	codeCheck   codecheck.Checker
 	historyDSN  string // default: a fresh database
 	// functionsDomain serves functions on hosts of their own (gateway.Config.FunctionsDomain).
 	functionsDomain string

@@ -19,6 +19,7 @@ import (
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
+	"sless.dev/sless/gateway/codecheck"
 	"sless.dev/sless/test/testkit"
 )
 
@@ -197,7 +198,7 @@ func TestUploadCodeCheck(t *testing.T) {
 		{"reviewer unreachable: upload proceeds", "http://" + testkit.FreeAddr(t) + "/v1", "import os\ndef handle(e):\n    os.system('xmrig')\n", 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, harnessOptions{codeCheck: &gateway.LLMChecker{URL: tc.endpoint, Model: "reviewer"}})
+			h := newHarness(t, harnessOptions{codeCheck: &codecheck.LLM{URL: tc.endpoint, Model: "reviewer"}})
 			tn := h.tenant()
 			if _, err := tn.c.CreateFunction(context.Background(), tn.ns, api.CreateFunction{Name: "f", FunctionFields: api.FunctionFields{Runtime: ptr("python3.11")}}); err != nil {
 				t.Fatal(err)

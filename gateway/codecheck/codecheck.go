@@ -1,4 +1,14 @@
-package gateway
+// Package codecheck is the gateway's optional review of uploaded code by a language model
+// (an OpenAI-compatible chat completions endpoint), before the upload is stored and built.
+//
+// It is advisory, not a sandbox: the sandbox and the tenancy rules are what contain a
+// function. Its limits: it sees only UTF-8 text files of at most MaxFileBytes each and
+// MaxBytes in all (binaries, archives and whatever lies past the cap go unreviewed); it flags
+// clearly malicious intent only, and a model can be wrong or talked round by the code it
+// reads; it fails open — when the endpoint cannot answer (down, slow, a reply that is not a
+// verdict) the gateway logs a warning and the upload proceeds. Only a parsed {"safe": false}
+// rejects an upload (400, with the model's reason).
+package codecheck
 
 import (
 	"bytes"
@@ -15,14 +25,14 @@ import (
 	"sless.dev/sless/buildkit"
 )
 
-// CodeChecker reviews uploaded code before it is built. An error means the reviewer could not
+// Checker reviews uploaded code before it is built. An error means the reviewer could not
 // answer (the upload then proceeds); a Verdict with Safe false rejects the upload.
-type CodeChecker interface {
-	Check(ctx context.Context, files []ReviewFile) (Verdict, error)
+type Checker interface {
+	Check(ctx context.Context, files []File) (Verdict, error)
 }
 
-// ReviewFile is one text file shown to the reviewer.
-type ReviewFile struct {
+// File is one text file shown to the reviewer.
+type File struct {
 	Name    string
 	Content string
 }
@@ -33,33 +43,46 @@ type Verdict struct {
 	Reason string `json:"reason"`
 }
 
-// maxReviewBytes bounds the code sent for review (prompt size, reviewer cost).
-const maxReviewBytes = 200 << 10
+// MaxBytes bounds the code sent for review (prompt size, reviewer cost); MaxFileBytes one
+// file of it.
+const (
+	MaxBytes     = 200 << 10
+	MaxFileBytes = 256 << 10
+)
 
-// reviewFiles collects the upload's text files, up to maxReviewBytes.
-func reviewFiles(src *buildkit.Source) ([]ReviewFile, error) {
+// Files collects the upload's UTF-8 text files, in the upload's order, up to MaxBytes.
+func Files(src *buildkit.Source) ([]File, error) {
 	var (
-		out   []ReviewFile
+		out   []File
 		total int
 	)
 	for _, f := range src.Files {
-		if f.Size > maxViewedFile || total+int(f.Size) > maxReviewBytes {
+		if f.Size > MaxFileBytes || total+int(f.Size) > MaxBytes {
 			continue
 		}
-		data, err := readFile(f)
+		data, err := read(f)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("reading %s for the code check: %w", f.Name, err)
 		}
 		if utf8.Valid(data) {
-			out = append(out, ReviewFile{Name: f.Name, Content: string(data)})
+			out = append(out, File{Name: f.Name, Content: string(data)})
 			total += len(data)
 		}
 	}
 	return out, nil
 }
 
-// LLMChecker asks an OpenAI-compatible chat completions endpoint to review code.
-type LLMChecker struct {
+func read(f buildkit.File) ([]byte, error) {
+	rc, err := f.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(io.LimitReader(rc, MaxFileBytes+1))
+}
+
+// LLM asks an OpenAI-compatible chat completions endpoint to review code.
+type LLM struct {
 	// URL is the API base, e.g. http://llm.internal/v1; /chat/completions is appended.
 	URL    string
 	Model  string
@@ -68,7 +91,7 @@ type LLMChecker struct {
 	Client *http.Client
 }
 
-var _ CodeChecker = (*LLMChecker)(nil)
+var _ Checker = (*LLM)(nil)
 
 const reviewPrompt = `You review source code uploaded to a serverless platform before it is built and run.
 Answer with one JSON object and nothing else: {"safe": true|false, "reason": "<one sentence>"}.
@@ -94,7 +117,7 @@ type chatResponse struct {
 }
 
 // Check sends the files for review and parses the verdict.
-func (l *LLMChecker) Check(ctx context.Context, files []ReviewFile) (Verdict, error) {
+func (l *LLM) Check(ctx context.Context, files []File) (Verdict, error) {
 	var code strings.Builder
 	for _, f := range files {
 		fmt.Fprintf(&code, "=== %s ===\n%s\n", f.Name, f.Content)
