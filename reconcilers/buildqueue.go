@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling"
 )
 
@@ -66,7 +67,7 @@ func newBuildQueue(max int, reader client.Reader, ns string) *buildQueue {
 type queuePlace struct{ running, max, ahead int }
 
 func (e queuePlace) String() string {
-	return fmt.Sprintf("waiting for a build slot: %d of %d builds running (operator --max-concurrent-builds), %d waiting ahead of this one", e.running, e.max, e.ahead)
+	return fmt.Sprintf("%s: %d of %d builds running (operator --max-concurrent-builds), %d waiting ahead of this one", rules.BuildSlotWait, e.running, e.max, e.ahead)
 }
 
 // admit lets t create its build Job job now, or keeps t's place and says why not. A nil

@@ -13,6 +13,11 @@ import (
 // DefaultDomain suffixes routing hosts unless an operator names another.
 const DefaultDomain = "fn.sless.local"
 
+// BuildSlotWait starts the status message of a function whose build the operator holds back
+// (--max-concurrent-builds): the build has not started, so waits on a build's duration (the
+// provider's build_timeout_sec, the e2e suite) do not count that time.
+const BuildSlotWait = "waiting for a build slot"
+
 // Limits every API enforces (the CRD schema repeats them as marker literals; a test holds
 // both equal).
 const (

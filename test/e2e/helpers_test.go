@@ -28,6 +28,7 @@ import (
 
 	"sless.dev/sless/gateway/api"
 	slessclient "sless.dev/sless/gateway/client"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling"
 	"sless.dev/sless/test/images"
 	"sless.dev/sless/test/testkit"
@@ -138,10 +139,6 @@ func figureTest(t *testing.T) {
 	}
 }
 
-// buildSlotWait starts the status message of a build the operator holds back
-// (--max-concurrent-builds).
-const buildSlotWait = "waiting for a build slot"
-
 // waitReady waits until the function is Ready (built by kaniko, deployed), failing at once
 // when it fails.
 func waitReady(t testing.TB, tn tenant, name string) api.Function {
@@ -166,7 +163,7 @@ func waitBuilt(t testing.TB, tn tenant, name, what string, within time.Duration,
 		var err error
 		fn, err = tn.c.GetFunction(context.Background(), tn.ns, name)
 		now := time.Now()
-		if err == nil && strings.HasPrefix(fn.Status.Message, buildSlotWait) {
+		if err == nil && strings.HasPrefix(fn.Status.Message, rules.BuildSlotWait) {
 			queued += now.Sub(last)
 		}
 		last = now

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
+	"sless.dev/sless/rules"
 )
 
 // pollInterval is how often waits ask the API; local builds finish in seconds, so a short
@@ -37,14 +39,32 @@ func (e *TimeoutError) Error() string {
 // poll calls check until it reports done, returns an error, or timeout passes; describe
 // names the last state for the timeout error.
 func poll(ctx context.Context, timeout time.Duration, check func() (done bool, last string, err error)) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	return pollCounting(ctx, timeout, func() (bool, bool, string, error) {
+		done, last, err := check()
+		return done, true, last, err
+	})
+}
+
+// pollCounting is poll where the time until the next check counts against timeout only when
+// check says so (a build waiting for a slot has not started). Its own timeout is
+// context.DeadlineExceeded with ctx still live.
+func pollCounting(ctx context.Context, timeout time.Duration, check func() (done, counts bool, last string, err error)) (string, error) {
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
+	var used time.Duration
+	prev, counting := time.Now(), true
 	for {
-		done, last, err := check()
-		if done || err != nil {
+		done, counts, last, err := check()
+		now := time.Now()
+		if counting {
+			used += now.Sub(prev)
+		}
+		prev, counting = now, counts
+		switch {
+		case done || err != nil:
 			return last, err
+		case used > timeout:
+			return last, context.DeadlineExceeded
 		}
 		select {
 		case <-ctx.Done():
@@ -78,7 +98,14 @@ func timedOut(ctx context.Context, err error) bool {
 // to, so a Failed status counts only once it differs from prev (a new failure).
 func waitFunctionReady(ctx context.Context, c *apiClient, name string, prev api.FunctionStatus, timeout time.Duration) (api.Function, error) {
 	var fn api.Function
-	last, err := pollObject(ctx, c, functionRemote, name, &fn, timeout, func(fn api.Function) (bool, string, error) {
+	// The time the operator holds the build back for a slot is not the build's.
+	last, err := pollCounting(ctx, timeout, func() (bool, bool, string, error) {
+		got, err := functionRemote.get(c.Client, ctx, c.namespace, name)
+		if err != nil {
+			return false, true, "", fmt.Errorf("read %s %s: %w", functionRemote.kind, name, err)
+		}
+		fn = got
+		counts := !strings.HasPrefix(fn.Status.Message, rules.BuildSlotWait)
 		last := fn.Status.Phase
 		if fn.Status.Message != "" {
 			last += ": " + fn.Status.Message
@@ -88,12 +115,12 @@ func waitFunctionReady(ctx context.Context, c *apiClient, name string, prev api.
 			if out == "" {
 				out = fn.Status.Message
 			}
-			return false, last, &BuildError{Function: name, Output: out}
+			return false, counts, last, &BuildError{Function: name, Output: out}
 		}
 		if fn.Status.Phase != api.PhaseFailed {
 			prev = fn.Status // a later Failed is a new one
 		}
-		return fn.Status.Ready, last, nil
+		return fn.Status.Ready, counts, last, nil
 	})
 	if timedOut(ctx, err) {
 		return fn, &TimeoutError{What: "build of function " + name, Last: last, Setting: "build_timeout_sec", After: timeout}
