@@ -108,7 +108,7 @@ func functionAttributes() map[string]schema.Attribute {
 		"async_max_jobs": serverDefaultInt64("Dispatcher Jobs that may drain the function's asynchronous queue at once in a cluster (1-100; server default 10); `sless dev` keeps the value but runs one runner per function.", 1, 100),
 		"build_timeout_sec": schema.Int64Attribute{
 			Optional: true, Computed: true, Default: int64default.StaticInt64(defaultBuildTimeoutSec),
-			MarkdownDescription: fmt.Sprintf("How long `apply` waits for the build to become Ready (default %d).", defaultBuildTimeoutSec),
+			MarkdownDescription: fmt.Sprintf("How long `apply` waits for the build to become Ready (default %d); time the operator holds the build back for a slot (`--max-concurrent-builds`) is not counted.", defaultBuildTimeoutSec),
 			Validators:          []validator.Int64{int64validator.Between(1, 86400)},
 		},
 		"url":   computedString("URL that invokes the function (`<endpoint>/fn/<namespace>/<name>`)."),
