@@ -63,6 +63,17 @@ func (f File) Open() (io.ReadCloser, error) {
 	return &checkedReader{rc: rc, name: f.Name}, nil
 }
 
+// ReadAll returns the file's contents, at most max+1 bytes (so a caller can tell a file
+// longer than max without reading it all).
+func (f File) ReadAll(max int64) ([]byte, error) {
+	rc, err := f.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(io.LimitReader(rc, max+1))
+}
+
 // checkedReader turns archive/zip's size and checksum errors into validation errors.
 type checkedReader struct {
 	rc   io.ReadCloser

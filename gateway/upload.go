@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 	"unicode/utf8"
@@ -187,7 +186,7 @@ func viewFiles(arch *buildkit.Archive) ([]api.SourceFile, error) {
 		case total+f.Size > maxViewedTotal:
 			sf.Omitted = "the source is too large to show in full"
 		default:
-			data, err := readFile(f)
+			data, err := f.ReadAll(maxViewedFile)
 			if err != nil {
 				return nil, err
 			}
@@ -201,15 +200,6 @@ func viewFiles(arch *buildkit.Archive) ([]api.SourceFile, error) {
 		out = append(out, sf)
 	}
 	return out, nil
-}
-
-func readFile(f buildkit.File) ([]byte, error) {
-	rc, err := f.Open()
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	return io.ReadAll(io.LimitReader(rc, maxViewedFile+1))
 }
 
 func (s *Server) listInvocations(c echo.Context) error {

@@ -60,7 +60,7 @@ func Files(src *buildkit.Source) ([]File, error) {
 		if f.Size > MaxFileBytes || total+int(f.Size) > MaxBytes {
 			continue
 		}
-		data, err := read(f)
+		data, err := f.ReadAll(MaxFileBytes)
 		if err != nil {
 			return nil, fmt.Errorf("reading %s for the code check: %w", f.Name, err)
 		}
@@ -70,15 +70,6 @@ func Files(src *buildkit.Source) ([]File, error) {
 		}
 	}
 	return out, nil
-}
-
-func read(f buildkit.File) ([]byte, error) {
-	rc, err := f.Open()
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	return io.ReadAll(io.LimitReader(rc, MaxFileBytes+1))
 }
 
 // LLM asks an OpenAI-compatible chat completions endpoint to review code.
