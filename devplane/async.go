@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"sless.dev/sless/dispatcher"
-	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/rules"
 )
@@ -126,7 +126,7 @@ func (s *asyncStore) makeRoom(ns string) error {
 		return nil
 	}
 	if len(final) < excess {
-		return &gateway.QuotaError{Kind: "queued asynchronous invocation", Namespace: ns, Limit: maxAsyncPerNamespace}
+		return &backend.QuotaError{Kind: "queued asynchronous invocation", Namespace: ns, Limit: maxAsyncPerNamespace}
 	}
 	slices.SortFunc(final, func(a, b *history.AsyncInvocation) int { return a.Updated.Compare(b.Updated) })
 	for _, inv := range final[:excess] {
@@ -209,7 +209,7 @@ type fileQueue struct {
 
 func (q *fileQueue) dirOf(ns, fn string) string { return filepath.Join(q.dir, ns, fn) }
 
-// Enqueue implements gateway.AsyncInvoker.
+// Enqueue implements backend.AsyncInvoker.
 func (q *fileQueue) Enqueue(ctx context.Context, req history.AsyncRequest) (history.AsyncInvocation, bool, error) {
 	inv, created, err := q.CreateAsync(ctx, history.NewAsyncInvocation(req))
 	if err != nil || !(created || inv.Unstarted()) {
@@ -456,4 +456,4 @@ func (b *Backend) openAsync() error {
 }
 
 // Async is what the gateway queues asynchronous invocations with.
-func (b *Backend) Async() gateway.AsyncInvoker { return b.async }
+func (b *Backend) Async() backend.AsyncInvoker { return b.async }

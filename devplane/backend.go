@@ -2,7 +2,7 @@
 // reconcilers and KEDA: functions, triggers and jobs live in the data directory (store.go),
 // uploads are built on this machine (buildkit's local builds, cached by tenant and content
 // hash) and run as processes of scaling/pool; cron and AMQP triggers fire through the
-// dispatcher package. It implements the gateway's Backend, so the REST API and /fn/ in
+// dispatcher package. It implements backend.Backend, so the REST API and /fn/ in
 // front of it are the cluster gateway's, unchanged.
 package devplane
 
@@ -25,8 +25,8 @@ import (
 
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/dispatcher"
-	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling/pool"
@@ -118,7 +118,7 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// Backend implements gateway.Backend on this machine.
+// Backend implements backend.Backend on this machine.
 type Backend struct {
 	opts  Options
 	log   *slog.Logger
@@ -129,7 +129,7 @@ type Backend struct {
 	// from it and the store's snapshot after every change, read without locks.
 	depMu    sync.Mutex
 	deployed map[string]deployment
-	routes   atomic.Pointer[map[string]gateway.Route]
+	routes   atomic.Pointer[map[string]backend.Route]
 
 	builds  builds
 	logs    *logStore
@@ -138,7 +138,7 @@ type Backend struct {
 	jobs    jobRuns
 	// async queues asynchronous invocations: the broker's Publisher, or files (then files is
 	// set); asyncStore keeps their records.
-	async      gateway.AsyncInvoker
+	async      backend.AsyncInvoker
 	asyncStore history.AsyncStore
 	files      *fileQueue
 
@@ -149,7 +149,7 @@ type Backend struct {
 	unlock  func()         // releases the data directory
 }
 
-var _ gateway.Backend = (*Backend)(nil)
+var _ backend.Backend = (*Backend)(nil)
 
 // New loads the state from opts.DataDir and brings every function, trigger and job back to
 // its declared state (builds are found again by content hash, so nothing is rebuilt). Close
@@ -310,10 +310,10 @@ func (b *Backend) Transport() http.RoundTripper { return b.pool }
 func (b *Backend) Pool() *pool.Pool { return b.pool }
 
 // Route answers from the routes table of the last change: no lock, no scan.
-func (b *Backend) Route(ns, name string) (gateway.Route, error) {
+func (b *Backend) Route(ns, name string) (backend.Route, error) {
 	r, ok := (*b.routes.Load())[objectKey(ns, name)]
 	if !ok {
-		return gateway.Route{}, notFound("function", ns, name)
+		return backend.Route{}, notFound("function", ns, name)
 	}
 	return r, nil
 }
@@ -324,10 +324,10 @@ func (b *Backend) rebuildRoutes() {
 	defer b.depMu.Unlock()
 	snap := b.store.snapshot()
 	gates := httpGates(snap)
-	routes := make(map[string]gateway.Route, len(snap.functions))
+	routes := make(map[string]backend.Route, len(snap.functions))
 	for key, fn := range snap.functions {
 		g := gates[key]
-		routes[key] = gateway.Route{Host: b.deployed[key].host, Timeout: time.Duration(fn.Spec.TimeoutSec) * time.Second,
+		routes[key] = backend.Route{Host: b.deployed[key].host, Timeout: time.Duration(fn.Spec.TimeoutSec) * time.Second,
 			RequireAuth: g.RequireAuth, Disabled: g.Disabled}
 		if a := fn.Spec.Async; a.Enabled {
 			r := routes[key]
@@ -381,11 +381,11 @@ func newMeta(ns, name string) meta {
 }
 
 func notFound(kind, ns, name string) error {
-	return &gateway.NotFoundError{Kind: kind, Namespace: ns, Name: name}
+	return &backend.NotFoundError{Kind: kind, Namespace: ns, Name: name}
 }
 
 func exists(kind, ns, name string) error {
-	return &gateway.ConflictError{Kind: kind, Namespace: ns, Name: name, Reason: "already exists"}
+	return &backend.ConflictError{Kind: kind, Namespace: ns, Name: name, Reason: "already exists"}
 }
 
 func functionOf(r *functionRecord) api.Function {

@@ -18,8 +18,8 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"sless.dev/sless/buildkit"
-	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/scaling/pool"
 )
 
@@ -47,8 +47,8 @@ func (b *Backend) reconcileFunction(key string) error {
 		b.dropAsync(key)
 		b.deleteArtifacts(ctx, key)
 		ns, name := splitKey(key)
-		b.logs.remove(logKey(gateway.LogFunction, ns, name))
-		b.logs.remove(logKey(gateway.LogBuild, ns, name))
+		b.logs.remove(logKey(backend.LogFunction, ns, name))
+		b.logs.remove(logKey(backend.LogBuild, ns, name))
 		return nil
 	}
 	fn, gen := functionOf(r), r.Generation
@@ -65,7 +65,7 @@ func (b *Backend) reconcileFunction(key string) error {
 			st.Phase, st.Message = api.PhasePending, "waiting for source: upload a zip to POST /v1/namespaces/"+fn.Namespace+"/functions/"+fn.Name+"/upload"
 		})
 	}
-	art, built, err := b.artifact(ctx, fn.Namespace, fn.Runtime, fn.Source, logKey(gateway.LogBuild, fn.Namespace, fn.Name), func() {
+	art, built, err := b.artifact(ctx, fn.Namespace, fn.Runtime, fn.Source, logKey(backend.LogBuild, fn.Namespace, fn.Name), func() {
 		_ = b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) {
 			st.Phase, st.Message = api.PhaseBuilding, "building "+short(fn.Source.SHA256)
 		})

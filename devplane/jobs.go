@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling/pool"
@@ -67,7 +67,7 @@ func (b *Backend) reconcileJob(key string) error {
 	if !ok {
 		b.jobs.stop(key)
 		ns, name := splitKey(key)
-		b.logs.remove(logKey(gateway.LogJob, ns, name))
+		b.logs.remove(logKey(backend.LogJob, ns, name))
 		return nil
 	}
 	spec, st := cloneJobSpec(r.Spec), r.Status
@@ -82,7 +82,7 @@ func (b *Backend) reconcileJob(key string) error {
 		return nil // this run_id has run or is running
 	}
 	if st.ObservedRunID != spec.RunID { // a new run: its log starts anew
-		lk := logKey(gateway.LogJob, r.Namespace, r.Name)
+		lk := logKey(backend.LogJob, r.Namespace, r.Name)
 		b.logs.reset(lk)
 		b.logs.append(lk, api.LogLine{Time: time.Now().UTC(), Instance: "run", Line: fmt.Sprintf("[sless] run %d", spec.RunID)})
 	}
@@ -105,7 +105,7 @@ func (b *Backend) reconcileJob(key string) error {
 // runSelfContained builds the job's own uploaded code (cached by tenant and content hash
 // like a function's) and runs it.
 func (b *Backend) runSelfContained(key, ns string, spec api.JobSpec) error {
-	art, _, err := b.artifact(b.ctx, ns, spec.Runtime, spec.Source, logKey(gateway.LogJob, ns, jobName(key)), func() {
+	art, _, err := b.artifact(b.ctx, ns, spec.Runtime, spec.Source, logKey(backend.LogJob, ns, jobName(key)), func() {
 		_ = b.setJobStatus(key, -1, func(s *api.JobStatus) { *s = api.JobStatus{Phase: api.JobBuilding, ObservedRunID: spec.RunID} })
 	})
 	if err != nil {

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/scaling/pool"
 )
 
@@ -46,7 +46,7 @@ type objectLog struct {
 	subs map[chan api.LogLine]struct{}
 }
 
-func logKey(source gateway.LogSource, ns, name string) string {
+func logKey(source backend.LogSource, ns, name string) string {
 	return string(source) + "/" + ns + "/" + name
 }
 
@@ -147,7 +147,7 @@ func (o *objectLog) closeFile() {
 
 // read returns the lines q selects from the files, and, with q.Follow, a channel of the lines
 // written after them (cancel ends it).
-func (s *logStore) read(key string, q gateway.LogQuery) (lines []api.LogLine, follow chan api.LogLine, cancel func(), err error) {
+func (s *logStore) read(key string, q backend.LogQuery) (lines []api.LogLine, follow chan api.LogLine, cancel func(), err error) {
 	o := s.object(key)
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -195,12 +195,12 @@ func readLogFile(path string, since time.Time, lines []api.LogLine) ([]api.LogLi
 	return lines, nil
 }
 
-// Logs implements gateway.Logs from the files of the data directory.
-func (b *Backend) Logs(ctx context.Context, q gateway.LogQuery, emit func(api.LogLine) error) error {
+// Logs implements backend.Logs from the files of the data directory.
+func (b *Backend) Logs(ctx context.Context, q backend.LogQuery, emit func(api.LogLine) error) error {
 	snap := b.store.snapshot()
 	key := objectKey(q.Namespace, q.Name)
 	switch q.Source {
-	case gateway.LogJob:
+	case backend.LogJob:
 		if _, ok := snap.jobs[key]; !ok {
 			return notFound("job", q.Namespace, q.Name)
 		}
@@ -242,10 +242,10 @@ func (b *Backend) onOutput(l pool.Line) {
 	var key string
 	if job, ok := strings.CutPrefix(l.Function, "job/"); ok {
 		ns, name := splitKey(job)
-		key = logKey(gateway.LogJob, ns, name)
+		key = logKey(backend.LogJob, ns, name)
 	} else if fn, ok := b.keyOfHost(l.Function); ok {
 		ns, name := splitKey(fn)
-		key = logKey(gateway.LogFunction, ns, name)
+		key = logKey(backend.LogFunction, ns, name)
 	} else {
 		return
 	}

@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"sless.dev/sless/buildkit"
-	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 )
 
 // The REST objects. Each kind is declared once (a kindOps); list, get, create, update and
@@ -57,7 +57,7 @@ func runtimeHere(runtime string) error {
 		_, err = buildkit.Interpreter(rt)
 	}
 	if err != nil {
-		return &gateway.InvalidError{Field: "runtime", Reason: err.Error()}
+		return &backend.InvalidError{Field: "runtime", Reason: err.Error()}
 	}
 	return nil
 }
@@ -65,7 +65,7 @@ func runtimeHere(runtime string) error {
 // checkTrigger keeps a trigger's type.
 func checkTrigger(_ *Backend, _ string, old *api.TriggerSpec, spec api.TriggerSpec) error {
 	if old != nil && spec.Type != old.Type {
-		return &gateway.InvalidError{Field: "type", Reason: "type is immutable; delete and re-create the trigger"}
+		return &backend.InvalidError{Field: "type", Reason: "type is immutable; delete and re-create the trigger"}
 	}
 	return nil
 }
@@ -104,7 +104,7 @@ func createObject[S, T, O any](b *Backend, k kindOps[S, T, O], ns, name string, 
 			return exists(k.kind, ns, name)
 		}
 		if n := countIn(m, ns); n >= b.opts.MaxPerNamespace {
-			return &gateway.QuotaError{Kind: k.kind, Namespace: ns, Limit: b.opts.MaxPerNamespace}
+			return &backend.QuotaError{Kind: k.kind, Namespace: ns, Limit: b.opts.MaxPerNamespace}
 		}
 		if k.check != nil {
 			if err := k.check(b, ns, nil, spec); err != nil {

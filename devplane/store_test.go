@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 )
 
 func openTestStore(t *testing.T, dataDir string) *store {
@@ -312,7 +312,7 @@ func TestLogStoreIsBounded(t *testing.T) {
 	if len(files) != 2 || total > 2*logFileBytes+2000 {
 		t.Fatalf("%d files, %d bytes on disk after %d MB of lines", len(files), total, n*1000>>20)
 	}
-	lines, _, _, err := s.read("function/ns/f", gateway.LogQuery{Tail: 3})
+	lines, _, _, err := s.read("function/ns/f", backend.LogQuery{Tail: 3})
 	if err != nil || len(lines) != 3 || lines[2].Time.Unix() != n-1 || lines[0].Time.Unix() != n-3 {
 		t.Fatalf("the newest 3 lines: %+v %v", lines, err)
 	}

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"cmp"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -19,18 +18,9 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/gateway/history"
 )
-
-// AsyncInvoker queues asynchronous invocations and reads them back. In a cluster it is the
-// dispatcher's Publisher (RabbitMQ and PostgreSQL); `sless dev` has its own.
-type AsyncInvoker interface {
-	// Enqueue stores and queues req durably before it returns; created is false when the
-	// idempotency key named an existing invocation, which it returns as it stands.
-	Enqueue(ctx context.Context, req history.AsyncRequest) (inv history.AsyncInvocation, created bool, err error)
-	GetAsync(ctx context.Context, ns, id string) (history.AsyncInvocation, error)
-	ListAsync(ctx context.Context, ns, function, status string, limit int) ([]history.AsyncInvocation, error)
-}
 
 // Headers of an asynchronous call.
 const (
@@ -66,7 +56,7 @@ var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy
 
 // serveAsync queues the call and answers 202 with the invocation's Location, or the
 // existing invocation of a repeated Idempotency-Key.
-func (p *fnProxy) serveAsync(w http.ResponseWriter, r *http.Request, ns, name, rest string, route Route, id *Identity) {
+func (p *fnProxy) serveAsync(w http.ResponseWriter, r *http.Request, ns, name, rest string, route backend.Route, id *Identity) {
 	switch {
 	case p.async == nil:
 		writeError(w, errNoAsync.Code, errNoAsync.Msg)

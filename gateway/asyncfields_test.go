@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 )
 
 // TestAsyncMaxJobsField: max_jobs defaults to the CRD's 10, is kept when not sent, is filled
@@ -31,7 +32,7 @@ func TestAsyncMaxJobsField(t *testing.T) {
 	for _, v := range []int32{0, -1, 101} {
 		s := spec
 		applyFunctionFields(&s, api.FunctionFields{Async: &api.AsyncFields{MaxJobs: i32(v)}})
-		var ie *InvalidError
+		var ie *backend.InvalidError
 		if err := validateFunctionSpec(s); !errors.As(err, &ie) || ie.Field != "async.max_jobs" {
 			t.Errorf("max_jobs %d: %v, want an error naming async.max_jobs", v, err)
 		}

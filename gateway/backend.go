@@ -1,164 +1,25 @@
 package gateway
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
-	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 )
-
-// Backend stores functions, triggers and jobs and routes /fn/ traffic to running functions.
-// The cluster backend (gateway/cluster) maps it onto the CRDs; `sless dev` implements it
-// locally. Methods return the typed errors below (NotFoundError, ConflictError,
-// InvalidError) for user mistakes; anything else is an internal error.
-//
-// Updates take a mutate function that is applied to the current spec and may be retried on a
-// write conflict, so it must be pure.
-type Backend interface {
-	EnsureNamespace(ctx context.Context, ns string) error
-	Functions
-	Triggers
-	Jobs
-	Router
-	Logs
-}
-
-// Logs reads what functions, their builds and job runs printed.
-type Logs interface {
-	// Logs calls emit with each line q selects, oldest first; with q.Follow it then waits for
-	// new lines until ctx ends. An error from emit ends it. It answers NotFoundError for an
-	// object that does not exist.
-	Logs(ctx context.Context, q LogQuery, emit func(api.LogLine) error) error
-}
-
-// LogSource is what a log belongs to.
-type LogSource string
-
-const (
-	LogFunction LogSource = "function" // the instances of a function
-	LogBuild    LogSource = "build"    // the latest build of a function
-	LogJob      LogSource = "job"      // the latest run of a job
-)
-
-// LogQuery selects lines of one object's log.
-type LogQuery struct {
-	Source          LogSource
-	Namespace, Name string
-	// Since drops older lines (zero: none); Tail keeps only the last Tail of the rest (0: all).
-	Since  time.Time
-	Tail   int
-	Follow bool
-}
-
-// Functions is the function store of a Backend.
-type Functions interface {
-	ListFunctions(ctx context.Context, ns string) ([]api.Function, error)
-	GetFunction(ctx context.Context, ns, name string) (api.Function, error)
-	CreateFunction(ctx context.Context, ns, name string, spec api.FunctionSpec) (api.Function, error)
-	UpdateFunction(ctx context.Context, ns, name string, mutate func(*api.FunctionSpec) error) (api.Function, error)
-	DeleteFunction(ctx context.Context, ns, name string) error
-}
-
-// Triggers is the trigger store of a Backend.
-type Triggers interface {
-	ListTriggers(ctx context.Context, ns string) ([]api.Trigger, error)
-	GetTrigger(ctx context.Context, ns, name string) (api.Trigger, error)
-	CreateTrigger(ctx context.Context, ns, name string, spec api.TriggerSpec) (api.Trigger, error)
-	UpdateTrigger(ctx context.Context, ns, name string, mutate func(*api.TriggerSpec) error) (api.Trigger, error)
-	DeleteTrigger(ctx context.Context, ns, name string) error
-}
-
-// Jobs is the job store of a Backend.
-type Jobs interface {
-	ListJobs(ctx context.Context, ns string) ([]api.Job, error)
-	GetJob(ctx context.Context, ns, name string) (api.Job, error)
-	CreateJob(ctx context.Context, ns, name string, spec api.JobSpec) (api.Job, error)
-	UpdateJob(ctx context.Context, ns, name string, mutate func(*api.JobSpec) error) (api.Job, error)
-	DeleteJob(ctx context.Context, ns, name string) error
-}
-
-// Router resolves /fn/ targets. Route must answer from memory (an informer cache or a local
-// table): it runs on every invocation.
-type Router interface {
-	Route(ns, name string) (Route, error)
-	// Transport carries proxied requests; it reaches the function named by the request's
-	// Host (the route's Host), e.g. by dialing the KEDA HTTP interceptor.
-	Transport() http.RoundTripper
-}
-
-// Route is where and how /fn/{ns}/{name} is served.
-type Route struct {
-	// Host is the routing host the transport and the interceptor route on; "" while the
-	// function is not deployed yet.
-	Host string
-	// Timeout is the function's own timeout; 0 means none.
-	Timeout time.Duration
-	// RequireAuth is set when an http trigger of the function asks for a valid token.
-	RequireAuth bool
-	// Disabled is set when the function has http triggers and all of them are disabled.
-	Disabled bool
-	// AsyncAttempts is how many attempts an asynchronous invocation gets; 0 when the
-	// function takes none.
-	AsyncAttempts int
-}
-
-// NotFoundError says an object does not exist.
-type NotFoundError struct {
-	Kind, Namespace, Name string
-}
-
-func (e *NotFoundError) Error() string {
-	return fmt.Sprintf("%s %q not found in namespace %s", e.Kind, e.Name, e.Namespace)
-}
-
-// ConflictError says an object already exists or was changed concurrently.
-type ConflictError struct {
-	Kind, Namespace, Name, Reason string
-}
-
-func (e *ConflictError) Error() string {
-	return fmt.Sprintf("%s %q in namespace %s: %s", e.Kind, e.Name, e.Namespace, e.Reason)
-}
-
-// QuotaError says a namespace already holds as many objects of a kind as the backend
-// allows (the gateway answers 403, as Kubernetes does for an exceeded quota).
-type QuotaError struct {
-	Kind, Namespace string
-	Limit           int
-}
-
-func (e *QuotaError) Error() string {
-	return fmt.Sprintf("namespace %s already has %d %ss, the most allowed; delete one first", e.Namespace, e.Limit, e.Kind)
-}
-
-// InvalidError is a request field the backend (or its storage, e.g. a CRD validation rule)
-// rejected. Field is the API field name.
-type InvalidError struct {
-	Field, Reason string
-}
-
-func (e *InvalidError) Error() string {
-	if e.Field == "" {
-		return e.Reason
-	}
-	return e.Field + ": " + e.Reason
-}
 
 func invalid(field, format string, args ...any) error {
-	return &InvalidError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	return &backend.InvalidError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
 // statusOf maps a backend or validation error to an HTTP status and the API field at fault;
 // 0 means an internal error.
 func statusOf(err error) (int, string) {
 	var (
-		nf *NotFoundError
-		cf *ConflictError
-		iv *InvalidError
-		qe *QuotaError
+		nf *backend.NotFoundError
+		cf *backend.ConflictError
+		iv *backend.InvalidError
+		qe *backend.QuotaError
 	)
 	switch {
 	case errors.As(err, &qe):

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"sless.dev/sless/gateway"
+	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/test/testkit"
 )
@@ -20,15 +21,15 @@ var boundKey = []byte("body-bound-test-hmac-key-0123456789abcdef")
 
 // boundBackend routes a fixed table; the rest of Backend is never called.
 type boundBackend struct {
-	gateway.Backend
-	routes map[string]gateway.Route
+	backend.Backend
+	routes map[string]backend.Route
 	rt     http.RoundTripper
 }
 
-func (b boundBackend) Route(ns, name string) (gateway.Route, error) {
+func (b boundBackend) Route(ns, name string) (backend.Route, error) {
 	r, ok := b.routes[ns+"/"+name]
 	if !ok {
-		return gateway.Route{}, &gateway.NotFoundError{Kind: "function", Namespace: ns, Name: name}
+		return backend.Route{}, &backend.NotFoundError{Kind: "function", Namespace: ns, Name: name}
 	}
 	return r, nil
 }
@@ -56,7 +57,7 @@ func (f boundFunctions) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // boundAsync queues nothing: no call in these tests gets that far.
-type boundAsync struct{ gateway.AsyncInvoker }
+type boundAsync struct{ backend.AsyncInvoker }
 
 func (boundAsync) Enqueue(context.Context, history.AsyncRequest) (history.AsyncInvocation, bool, error) {
 	return history.AsyncInvocation{}, false, errors.New("not in this test")
@@ -73,7 +74,7 @@ func TestBodyBoundBeforeRouting(t *testing.T) {
 	fns := boundFunctions{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	t.Cleanup(func() { close(fns.release) })
 	host := func(name string) string { return name + "." + ns + ".svc" }
-	backend := boundBackend{rt: fns, routes: map[string]gateway.Route{
+	be := boundBackend{rt: fns, routes: map[string]backend.Route{
 		ns + "/echo":    {Host: host("echo"), AsyncAttempts: 1},
 		ns + "/slow":    {Host: host("slow"), Timeout: time.Second},
 		ns + "/guarded": {Host: host("guarded"), RequireAuth: true},
@@ -86,7 +87,7 @@ func TestBodyBoundBeforeRouting(t *testing.T) {
 		t.Fatal(err)
 	}
 	const bodyTimeout = 300 * time.Millisecond
-	srv, err := gateway.New(gateway.Config{Backend: backend, Auth: auth, Async: boundAsync{}, FunctionsDomain: "fn.test",
+	srv, err := gateway.New(gateway.Config{Backend: be, Auth: auth, Async: boundAsync{}, FunctionsDomain: "fn.test",
 		Conns: gateway.ConnLimits{BodyTimeout: bodyTimeout}, Proxy: gateway.ProxyConfig{MaxHeldPerFunction: 1},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

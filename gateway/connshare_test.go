@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"sless.dev/sless/gateway"
+	"sless.dev/sless/gateway/backend"
 )
 
 // upgradeFunction answers an "Upgrade: echo" request with 101 and echoes what follows, and
@@ -49,15 +50,15 @@ func shareGateway(t *testing.T, limits gateway.ConnLimits) (addr, ns string) {
 	t.Helper()
 	ns = "sless-team"
 	fnAddr := upgradeFunction(t)
-	backend := boundBackend{rt: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+	be := boundBackend{rt: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, network, fnAddr)
 	}},
-		routes: map[string]gateway.Route{ns + "/echo": {Host: "echo." + ns + ".svc"}}}
+		routes: map[string]backend.Route{ns + "/echo": {Host: "echo." + ns + ".svc"}}}
 	auth, err := gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: boundKey})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := gateway.New(gateway.Config{Backend: backend, Auth: auth, Conns: limits,
+	srv, err := gateway.New(gateway.Config{Backend: be, Auth: auth, Conns: limits,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

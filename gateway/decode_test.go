@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 )
 
 func TestDecodeJSON(t *testing.T) {
@@ -162,7 +163,7 @@ func TestValidateCron(t *testing.T) {
 	}
 	for _, tc := range cases {
 		err := validateCron(tc.schedule, tc.tz)
-		var iv *InvalidError
+		var iv *backend.InvalidError
 		switch {
 		case tc.field == "" && err != nil:
 			t.Errorf("%q %q: %v", tc.schedule, tc.tz, err)

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 )
 
 // The handlers decode and validate a request, call the Backend and answer with the wire
@@ -34,11 +35,11 @@ func nameParam(c echo.Context) (string, error) {
 // resource is one kind of the REST API, declared once; the handlers below serve every kind.
 // O is the object, S its spec, C the create body and F the update body.
 type resource[O, S, C, F any] struct {
-	list   func(Backend, context.Context, string) ([]O, error)
-	get    func(Backend, context.Context, string, string) (O, error)
-	create func(Backend, context.Context, string, string, S) (O, error)
-	update func(Backend, context.Context, string, string, func(*S) error) (O, error)
-	delete func(Backend, context.Context, string, string) error
+	list   func(backend.Backend, context.Context, string) ([]O, error)
+	get    func(backend.Backend, context.Context, string, string) (O, error)
+	create func(backend.Backend, context.Context, string, string, S) (O, error)
+	update func(backend.Backend, context.Context, string, string, func(*S) error) (O, error)
+	delete func(backend.Backend, context.Context, string, string) error
 	// wrap puts a listing into its wire form.
 	wrap func([]O) any
 	// name is a create body's object name.
@@ -52,7 +53,7 @@ type resource[O, S, C, F any] struct {
 
 var (
 	functionResource = resource[api.Function, api.FunctionSpec, api.CreateFunction, api.FunctionFields]{
-		list: Backend.ListFunctions, get: Backend.GetFunction, create: Backend.CreateFunction, update: Backend.UpdateFunction, delete: Backend.DeleteFunction,
+		list: backend.Backend.ListFunctions, get: backend.Backend.GetFunction, create: backend.Backend.CreateFunction, update: backend.Backend.UpdateFunction, delete: backend.Backend.DeleteFunction,
 		wrap: func(fns []api.Function) any { return api.FunctionList{Functions: nonNil(fns)} },
 		name: func(req api.CreateFunction) string { return req.Name },
 		base: func(req api.CreateFunction) (api.FunctionSpec, api.FunctionFields, error) {
@@ -70,7 +71,7 @@ var (
 		},
 	}
 	triggerResource = resource[api.Trigger, api.TriggerSpec, api.CreateTrigger, api.TriggerFields]{
-		list: Backend.ListTriggers, get: Backend.GetTrigger, create: Backend.CreateTrigger, update: Backend.UpdateTrigger, delete: Backend.DeleteTrigger,
+		list: backend.Backend.ListTriggers, get: backend.Backend.GetTrigger, create: backend.Backend.CreateTrigger, update: backend.Backend.UpdateTrigger, delete: backend.Backend.DeleteTrigger,
 		wrap: func(ts []api.Trigger) any { return api.TriggerList{Triggers: nonNil(ts)} },
 		name: func(req api.CreateTrigger) string { return req.Name },
 		base: func(req api.CreateTrigger) (api.TriggerSpec, api.TriggerFields, error) {
@@ -91,7 +92,7 @@ var (
 		},
 	}
 	jobResource = resource[api.Job, api.JobSpec, api.CreateJob, api.JobFields]{
-		list: Backend.ListJobs, get: Backend.GetJob, create: Backend.CreateJob, update: Backend.UpdateJob, delete: Backend.DeleteJob,
+		list: backend.Backend.ListJobs, get: backend.Backend.GetJob, create: backend.Backend.CreateJob, update: backend.Backend.UpdateJob, delete: backend.Backend.DeleteJob,
 		wrap: func(js []api.Job) any { return api.JobList{Jobs: nonNil(js)} },
 		name: func(req api.CreateJob) string { return req.Name },
 		base: func(req api.CreateJob) (api.JobSpec, api.JobFields, error) { return api.JobSpec{}, req.JobFields, nil },

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 )
 
 // maxLogTail caps ?tail= (and a query without it): a log read is bounded.
@@ -16,7 +17,7 @@ const maxLogTail = 10000
 
 // logsHandler serves GET .../logs of source as NDJSON, flushed line by line so ?follow=true
 // streams.
-func (s *Server) logsHandler(source LogSource) echo.HandlerFunc {
+func (s *Server) logsHandler(source backend.LogSource) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		name, err := nameParam(c)
 		if err != nil {
@@ -54,8 +55,8 @@ func (s *Server) logsHandler(source LogSource) echo.HandlerFunc {
 
 // logQuery reads ?since= (a duration back from now, e.g. 10m, or an RFC 3339 time), ?tail=
 // (the last N lines) and ?follow= (true: keep streaming).
-func logQuery(source LogSource, ns, name, since, tail, follow string, now time.Time) (LogQuery, error) {
-	q := LogQuery{Source: source, Namespace: ns, Name: name, Tail: maxLogTail}
+func logQuery(source backend.LogSource, ns, name, since, tail, follow string, now time.Time) (backend.LogQuery, error) {
+	q := backend.LogQuery{Source: source, Namespace: ns, Name: name, Tail: maxLogTail}
 	if since != "" {
 		if d, err := time.ParseDuration(since); err == nil && d >= 0 {
 			q.Since = now.Add(-d)

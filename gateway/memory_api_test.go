@@ -16,6 +16,7 @@ import (
 
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/test/testkit"
 )
@@ -24,7 +25,7 @@ import (
 // handling and validation, which the gateway does before any backend sees a spec. The rest
 // of Backend (routing, logs) is never called here.
 type memBackend struct {
-	gateway.Backend
+	backend.Backend
 	mu        sync.Mutex
 	functions map[string]api.Function
 	triggers  map[string]api.Trigger
@@ -46,7 +47,7 @@ func memGet[T any](b *memBackend, m map[string]T, kind, ns, name string) (T, err
 	defer b.mu.Unlock()
 	v, ok := m[ns+"/"+name]
 	if !ok {
-		return v, &gateway.NotFoundError{Kind: kind, Namespace: ns, Name: name}
+		return v, &backend.NotFoundError{Kind: kind, Namespace: ns, Name: name}
 	}
 	return v, nil
 }
@@ -55,7 +56,7 @@ func memCreate[T any](b *memBackend, m map[string]T, kind, ns, name string, v T)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := m[ns+"/"+name]; ok {
-		return v, &gateway.ConflictError{Kind: kind, Namespace: ns, Name: name, Reason: "already exists"}
+		return v, &backend.ConflictError{Kind: kind, Namespace: ns, Name: name, Reason: "already exists"}
 	}
 	m[ns+"/"+name] = v
 	return v, nil

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"sless.dev/sless/gateway"
+	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/gateway/history"
 )
 
@@ -29,7 +30,7 @@ func (f *recordedFunction) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // recordedAsync keeps the last queued request.
 type recordedAsync struct {
-	gateway.AsyncInvoker
+	backend.AsyncInvoker
 	mu  sync.Mutex
 	req history.AsyncRequest
 }
@@ -51,12 +52,12 @@ func TestGatewayOwnsItsHeadersAndHosts(t *testing.T) {
 	const ns = "sless-team"
 	fn := &recordedFunction{}
 	async := &recordedAsync{}
-	backend := boundBackend{rt: fn, routes: map[string]gateway.Route{ns + "/echo": {Host: "echo." + ns + ".svc", AsyncAttempts: 1}}}
+	be := boundBackend{rt: fn, routes: map[string]backend.Route{ns + "/echo": {Host: "echo." + ns + ".svc", AsyncAttempts: 1}}}
 	auth, err := gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: boundKey})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := gateway.New(gateway.Config{Backend: backend, Auth: auth, Async: async, FunctionsDomain: "fn.localhost",
+	srv, err := gateway.New(gateway.Config{Backend: be, Auth: auth, Async: async, FunctionsDomain: "fn.localhost",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

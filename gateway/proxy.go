@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/rules"
 )
@@ -73,7 +74,7 @@ var w3c = propagation.TraceContext{}
 // transport.
 type fnProxy struct {
 	cfg    ProxyConfig
-	router Router
+	router backend.Router
 	auth   Authenticator
 	rec    history.Recorder
 	log    *slog.Logger
@@ -81,7 +82,7 @@ type fnProxy struct {
 	held   heldRequests
 	// async queues calls that prefer respond-async (nil: none); callbackHosts are the hosts
 	// their callbacks may go to.
-	async         AsyncInvoker
+	async         backend.AsyncInvoker
 	callbackHosts []string
 	rejected      prometheus.Counter
 	// coldStarts counts invocations that waited for an instance, coldStartTime how long
@@ -348,7 +349,7 @@ func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest s
 // refuse decides whether a resolved function may be called now: 401/403 for a trigger that
 // requires auth, 503 while disabled or not deployed. It returns the verified caller of a
 // route that requires auth.
-func (p *fnProxy) refuse(r *http.Request, ns, name string, route Route) (*Identity, int, string) {
+func (p *fnProxy) refuse(r *http.Request, ns, name string, route backend.Route) (*Identity, int, string) {
 	var id *Identity
 	if route.RequireAuth {
 		caller, err := authenticateRequest(p.auth, r)

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"sless.dev/sless/gateway"
+	"sless.dev/sless/gateway/backend"
 )
 
 // informational is what a function sends before its final answer: codes and their headers.
@@ -107,14 +108,14 @@ func TestSandboxSurvivesInformationalAnswers(t *testing.T) {
 	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, network, fnAddr)
 	}
-	backend := boundBackend{rt: &http.Transport{DialContext: dial}, routes: map[string]gateway.Route{
+	be := boundBackend{rt: &http.Transport{DialContext: dial}, routes: map[string]backend.Route{
 		ns + "/page": {Host: "page." + ns + ".svc"},
 	}}
 	auth, err := gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: boundKey})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := gateway.New(gateway.Config{Backend: backend, Auth: auth, FunctionsDomain: "fn.test",
+	srv, err := gateway.New(gateway.Config{Backend: be, Auth: auth, FunctionsDomain: "fn.test",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -22,13 +22,14 @@ import (
 
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/gateway/codecheck"
 	"sless.dev/sless/gateway/history"
 )
 
 // Config wires a Server. Backend and Auth are required.
 type Config struct {
-	Backend Backend
+	Backend backend.Backend
 	// Auth verifies Bearer tokens of /v1 and of /fn/ calls whose trigger requires auth.
 	Auth Authenticator
 	// Sources stores uploads and reads them back; without it upload and source answer 503.
@@ -44,7 +45,7 @@ type Config struct {
 	Proxy   ProxyConfig
 	// Async takes calls that prefer respond-async and serves /v1/namespaces/{ns}/invocations;
 	// nil answers both with 501.
-	Async AsyncInvoker
+	Async backend.AsyncInvoker
 	// CallbackHosts are the hosts ("example.com", "*.example.com") asynchronous invocations
 	// may POST their outcome to; none turns callbacks off.
 	CallbackHosts []string
@@ -168,9 +169,9 @@ func (s *Server) routes() *echo.Echo {
 	ns.GET("/functions/:name/stats", s.invocationStats)
 	ns.GET("/invocations", s.listAsyncInvocations)
 	ns.GET("/invocations/:id", s.getAsyncInvocation)
-	ns.GET("/functions/:name/logs", s.logsHandler(LogFunction))
-	ns.GET("/functions/:name/builds/latest/logs", s.logsHandler(LogBuild))
-	ns.GET("/jobs/:name/logs", s.logsHandler(LogJob))
+	ns.GET("/functions/:name/logs", s.logsHandler(backend.LogFunction))
+	ns.GET("/functions/:name/builds/latest/logs", s.logsHandler(backend.LogBuild))
+	ns.GET("/jobs/:name/logs", s.logsHandler(backend.LogJob))
 	route(s, ns, "/triggers", http.MethodPatch, triggerResource)
 	route(s, ns, "/jobs", http.MethodPut, jobResource)
 	return e

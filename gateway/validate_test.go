@@ -7,6 +7,7 @@ import (
 
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 )
 
 // TestValidEntrypointSaysTheRuntimesForm: create and update refuse an entrypoint with the
@@ -28,7 +29,7 @@ func TestValidEntrypointSaysTheRuntimesForm(t *testing.T) {
 		spec := defaultFunctionSpec()
 		spec.Runtime, spec.Entrypoint = tc.runtime, tc.ep
 		err := validateFunctionSpec(spec)
-		var ie *InvalidError
+		var ie *backend.InvalidError
 		if !errors.As(err, &ie) || ie.Field != "entrypoint" {
 			t.Errorf("%s %q: %v, want an invalid entrypoint", tc.runtime, tc.ep, err)
 			continue
@@ -75,7 +76,7 @@ func TestQueuesAreTheTenants(t *testing.T) {
 		}},
 	} {
 		err := tc.apply()
-		var ie *InvalidError
+		var ie *backend.InvalidError
 		switch {
 		case tc.field == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)

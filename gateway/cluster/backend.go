@@ -1,4 +1,4 @@
-// Package cluster is the gateway's Backend on Kubernetes: REST calls map onto the Function,
+// Package cluster is the gateway's backend.Backend on Kubernetes: REST calls map onto the Function,
 // Trigger and FunctionJob CRDs through the controller-runtime client, and /fn/ routes come
 // from informer caches, so an invocation never waits on the API server.
 package cluster
@@ -26,8 +26,8 @@ import (
 
 	"sless.dev/sless/apis/scheme"
 	"sless.dev/sless/apis/v1alpha1"
-	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 )
 
 // Options configures the cluster backend.
@@ -42,7 +42,7 @@ type Options struct {
 	Logger         *slog.Logger
 }
 
-// Backend implements gateway.Backend on a Kubernetes API server.
+// Backend implements backend.Backend on a Kubernetes API server.
 type Backend struct {
 	client client.Client // direct: REST answers must reflect the write just made
 	pods   kubernetes.Interface
@@ -54,7 +54,7 @@ type Backend struct {
 	log            *slog.Logger
 }
 
-var _ gateway.Backend = (*Backend)(nil)
+var _ backend.Backend = (*Backend)(nil)
 
 // New connects to the API server at cfg, starts the informers /fn/ routing uses and waits
 // until they are synced (bounded by ctx). The informers stop when ctx ends.
@@ -134,10 +134,10 @@ func newInterceptorTransport(addr string) http.RoundTripper {
 func (b *Backend) Transport() http.RoundTripper { return b.transport }
 
 // Route answers from the informer-fed route table.
-func (b *Backend) Route(ns, name string) (gateway.Route, error) {
+func (b *Backend) Route(ns, name string) (backend.Route, error) {
 	r, ok := b.routes.get(ns, name)
 	if !ok {
-		return gateway.Route{}, &gateway.NotFoundError{Kind: "function", Namespace: ns, Name: name}
+		return backend.Route{}, &backend.NotFoundError{Kind: "function", Namespace: ns, Name: name}
 	}
 	return r, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/test/testkit"
 )
 
@@ -28,7 +29,7 @@ func TestProxyBoundsEarlyAnswers(t *testing.T) {
 		Type: ptr("http"), Function: ptr("private"), RequireAuth: ptr(true)}}); err != nil {
 		t.Fatal(err)
 	}
-	h.waitRoute(alice.ns, "private", func(r gateway.Route) bool { return r.RequireAuth })
+	h.waitRoute(alice.ns, "private", func(r backend.Route) bool { return r.RequireAuth })
 
 	// The harness serves with httptest's server; this one has the gateway's own limits.
 	auth, err := gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: hmacKey})

@@ -7,7 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"sless.dev/sless/gateway"
+	"sless.dev/sless/gateway/backend"
 )
 
 // codeFields maps CRD paths shared by Function and FunctionJob to API field names.
@@ -84,9 +84,9 @@ func apiField(kind, path string) string {
 // (from a mutate func) pass through.
 func mapError(err error, kind, ns, name string) error {
 	var (
-		iv *gateway.InvalidError
-		nf *gateway.NotFoundError
-		cf *gateway.ConflictError
+		iv *backend.InvalidError
+		nf *backend.NotFoundError
+		cf *backend.ConflictError
 	)
 	switch {
 	case err == nil:
@@ -94,11 +94,11 @@ func mapError(err error, kind, ns, name string) error {
 	case errors.As(err, &iv), errors.As(err, &nf), errors.As(err, &cf):
 		return err
 	case apierrors.IsNotFound(err):
-		return &gateway.NotFoundError{Kind: kind, Namespace: ns, Name: name}
+		return &backend.NotFoundError{Kind: kind, Namespace: ns, Name: name}
 	case apierrors.IsAlreadyExists(err):
-		return &gateway.ConflictError{Kind: kind, Namespace: ns, Name: name, Reason: "already exists; update it or delete it first"}
+		return &backend.ConflictError{Kind: kind, Namespace: ns, Name: name, Reason: "already exists; update it or delete it first"}
 	case apierrors.IsConflict(err):
-		return &gateway.ConflictError{Kind: kind, Namespace: ns, Name: name, Reason: "was changed concurrently; retry"}
+		return &backend.ConflictError{Kind: kind, Namespace: ns, Name: name, Reason: "was changed concurrently; retry"}
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 		return invalidError(err, kind)
 	}
@@ -112,9 +112,9 @@ func invalidError(err error, kind string) error {
 	if errors.As(err, &st) {
 		if d := st.Status().Details; d != nil && len(d.Causes) > 0 {
 			c := d.Causes[0]
-			return &gateway.InvalidError{Field: apiField(kind, c.Field), Reason: c.Message}
+			return &backend.InvalidError{Field: apiField(kind, c.Field), Reason: c.Message}
 		}
-		return &gateway.InvalidError{Reason: st.Status().Message}
+		return &backend.InvalidError{Reason: st.Status().Message}
 	}
-	return &gateway.InvalidError{Reason: err.Error()}
+	return &backend.InvalidError{Reason: err.Error()}
 }

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 )
 
 // TestBackendMapsAPIServerErrors writes specs the gateway's own validation would stop straight
@@ -47,7 +47,7 @@ func TestBackendMapsAPIServerErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.write()
-			var iv *gateway.InvalidError
+			var iv *backend.InvalidError
 			if !errors.As(err, &iv) || iv.Field != tc.field || iv.Reason == "" {
 				t.Fatalf("error %v (%T), want InvalidError on %q", err, err, tc.field)
 			}
@@ -59,7 +59,7 @@ func TestBackendMapsAPIServerErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := b.UpdateTrigger(ctx, tn.ns, "web", func(s *api.TriggerSpec) error { s.Type, s.Schedule = "cron", "@daily"; return nil })
-	var iv *gateway.InvalidError
+	var iv *backend.InvalidError
 	if !errors.As(err, &iv) || iv.Field != "type" {
 		t.Fatalf("type change: %v, want InvalidError on type", err)
 	}

@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"sless.dev/sless/apis/v1alpha1"
-	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/scaling"
 )
 
@@ -30,8 +30,8 @@ import (
 // newPodsEvery is how often a followed function is checked for new replicas.
 const newPodsEvery = 2 * time.Second
 
-// Logs implements gateway.Logs over pods/log.
-func (b *Backend) Logs(ctx context.Context, q gateway.LogQuery, emit func(api.LogLine) error) error {
+// Logs implements backend.Logs over pods/log.
+func (b *Backend) Logs(ctx context.Context, q backend.LogQuery, emit func(api.LogLine) error) error {
 	sel, ns, container, err := b.logPods(ctx, q)
 	if err != nil {
 		return err
@@ -41,8 +41,8 @@ func (b *Backend) Logs(ctx context.Context, q gateway.LogQuery, emit func(api.Lo
 
 // readLogs emits the lines of the selected pods as they stand, oldest first (the last q.Tail
 // of them), then, with q.Follow, the new ones until ctx ends.
-func (b *Backend) readLogs(ctx context.Context, q gateway.LogQuery, ns string, sel labels.Selector, container string, emit func(api.LogLine) error) error {
-	pods, err := b.podsOf(ctx, ns, sel, q.Source != gateway.LogFunction)
+func (b *Backend) readLogs(ctx context.Context, q backend.LogQuery, ns string, sel labels.Selector, container string, emit func(api.LogLine) error) error {
+	pods, err := b.podsOf(ctx, ns, sel, q.Source != backend.LogFunction)
 	if err != nil {
 		return err
 	}
@@ -81,9 +81,9 @@ func (b *Backend) readLogs(ctx context.Context, q gateway.LogQuery, ns string, s
 }
 
 // logPods names the pods of q's log: their selector, namespace and container.
-func (b *Backend) logPods(ctx context.Context, q gateway.LogQuery) (labels.Selector, string, string, error) {
+func (b *Backend) logPods(ctx context.Context, q backend.LogQuery) (labels.Selector, string, string, error) {
 	switch q.Source {
-	case gateway.LogJob:
+	case backend.LogJob:
 		if err := b.get(ctx, "job", q.Namespace, q.Name, &v1alpha1.FunctionJob{}); err != nil {
 			return nil, "", "", err
 		}
@@ -92,7 +92,7 @@ func (b *Backend) logPods(ctx context.Context, q gateway.LogQuery) (labels.Selec
 	if err := b.get(ctx, "function", q.Namespace, q.Name, &v1alpha1.Function{}); err != nil {
 		return nil, "", "", err
 	}
-	if q.Source == gateway.LogBuild {
+	if q.Source == backend.LogBuild {
 		// Builds run in the platform namespace: the tenant's only by these labels.
 		return labels.SelectorFromSet(labels.Set{scaling.LabelFunctionNamespace: q.Namespace, scaling.LabelFunction: q.Name}), b.buildNamespace, "", nil
 	}
@@ -185,7 +185,7 @@ func (c *logCursor) fresh(t time.Time) bool {
 // follow streams new lines of the pods (and of replicas that start later) until ctx ends. A
 // pod read before (read) goes on after its last line; one that was not gives its whole log
 // from q.Since.
-func (b *Backend) follow(ctx context.Context, q gateway.LogQuery, ns string, sel labels.Selector, container string, pods []corev1.Pod, read map[string]*logCursor, emit func(api.LogLine) error) error {
+func (b *Backend) follow(ctx context.Context, q backend.LogQuery, ns string, sel labels.Selector, container string, pods []corev1.Pod, read map[string]*logCursor, emit func(api.LogLine) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	out := make(chan api.LogLine, 256)
@@ -242,7 +242,7 @@ func (b *Backend) follow(ctx context.Context, q gateway.LogQuery, ns string, sel
 		case <-tick.C:
 			// New replicas of a function; a build's or job's newest pod (one that was
 			// still Pending, or a retried build's).
-			if current, err := b.podsOf(ctx, ns, sel, q.Source != gateway.LogFunction); err == nil {
+			if current, err := b.podsOf(ctx, ns, sel, q.Source != backend.LogFunction); err == nil {
 				for _, p := range current {
 					attach(p)
 				}

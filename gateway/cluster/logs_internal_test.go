@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 )
 
 func TestLogCursor(t *testing.T) {
@@ -172,7 +172,7 @@ func startOfSecond() time.Time {
 }
 
 // followLogs runs readLogs with q.Follow over f's pods and returns the lines it emits.
-func followLogs(t *testing.T, f *fakePodLogs, q gateway.LogQuery) (lines <-chan api.LogLine, stop func() error) {
+func followLogs(t *testing.T, f *fakePodLogs, q backend.LogQuery) (lines <-chan api.LogLine, stop func() error) {
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
 	b := &Backend{pods: kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL}), log: slog.New(slog.DiscardHandler)}
@@ -232,7 +232,7 @@ func newFakePodLogs(t *testing.T, base time.Time) *fakePodLogs {
 func TestFollowAfterTail(t *testing.T) {
 	base := startOfSecond()
 	f := newFakePodLogs(t, base)
-	lines, stop := followLogs(t, f, gateway.LogQuery{Source: gateway.LogFunction, Tail: 2, Follow: true})
+	lines, stop := followLogs(t, f, backend.LogQuery{Source: backend.LogFunction, Tail: 2, Follow: true})
 	if got := collect(t, lines, 2); !slices.Equal(got, []string{"p1 c", "p2 x"}) {
 		t.Fatalf("the last 2 lines: %q", got)
 	}
@@ -263,7 +263,7 @@ func TestFollowKeepsLinesPrintedWhileReading(t *testing.T) {
 			startOfSecond() // the follow begins in a later second
 		}
 	}
-	lines, stop := followLogs(t, f, gateway.LogQuery{Source: gateway.LogFunction, Follow: true})
+	lines, stop := followLogs(t, f, backend.LogQuery{Source: backend.LogFunction, Follow: true})
 	want := []string{"p1 a", "p1 b", "p1 b at the same time", "p1 c", "p2 x", "p1 during the read of p2"}
 	if got := collect(t, lines, len(want)); !slices.Equal(got, want) {
 		t.Fatalf("got %q, want %q", got, want)
@@ -281,7 +281,7 @@ func TestReadLogsSkipsGonePods(t *testing.T) {
 	defer srv.Close()
 	b := &Backend{pods: kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL}), log: slog.New(slog.DiscardHandler)}
 	var got []string
-	err := b.readLogs(context.Background(), gateway.LogQuery{Source: gateway.LogFunction}, "ns", labels.Everything(), "function", func(l api.LogLine) error {
+	err := b.readLogs(context.Background(), backend.LogQuery{Source: backend.LogFunction}, "ns", labels.Everything(), "function", func(l api.LogLine) error {
 		got = append(got, l.Instance+" "+l.Line)
 		return nil
 	})

@@ -16,6 +16,7 @@ import (
 
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/gateway/cluster"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/test/pgtest"
@@ -113,11 +114,11 @@ func (h *harness) deploy(tn tenant, name string, timeoutSec int32) string {
 	}
 	host := name + "." + tn.ns + ".fn.sless.test"
 	setStatus(h.t, tn.ns, name, host, true)
-	h.waitRoute(tn.ns, name, func(r gateway.Route) bool { return r.Host == host })
+	h.waitRoute(tn.ns, name, func(r backend.Route) bool { return r.Host == host })
 	return h.URL + "/fn/" + tn.ns + "/" + name
 }
 
-func (h *harness) waitRoute(ns, name string, ok func(gateway.Route) bool) {
+func (h *harness) waitRoute(ns, name string, ok func(backend.Route) bool) {
 	h.t.Helper()
 	testkit.WaitFor(h.t, "route of "+ns+"/"+name, 10*time.Second, func() bool {
 		r, err := h.backend.Route(ns, name)
@@ -377,11 +378,11 @@ func TestProxyAccess(t *testing.T) {
 		Type: ptr("http"), Function: ptr("private"), RequireAuth: ptr(true)}}); err != nil {
 		t.Fatal(err)
 	}
-	h.waitRoute(alice.ns, "private", func(r gateway.Route) bool { return r.RequireAuth })
+	h.waitRoute(alice.ns, "private", func(r backend.Route) bool { return r.RequireAuth })
 	if _, err := alice.c.CreateFunction(ctx, alice.ns, api.CreateFunction{Name: "building", FunctionFields: api.FunctionFields{Runtime: ptr("go1.23")}}); err != nil {
 		t.Fatal(err)
 	}
-	h.waitRoute(alice.ns, "building", func(gateway.Route) bool { return true })
+	h.waitRoute(alice.ns, "building", func(backend.Route) bool { return true })
 
 	cases := []struct {
 		name, url, token string
@@ -434,7 +435,7 @@ func TestProxyAccess(t *testing.T) {
 	if _, err := alice.c.SetTriggerEnabled(ctx, alice.ns, "private-http", false); err != nil {
 		t.Fatal(err)
 	}
-	h.waitRoute(alice.ns, "private", func(r gateway.Route) bool { return r.Disabled })
+	h.waitRoute(alice.ns, "private", func(r backend.Route) bool { return r.Disabled })
 	if code, _, _ := do(t, "GET", private+"/echo", alice.token, "", nil); code != http.StatusServiceUnavailable {
 		t.Fatalf("disabled trigger: %d, want 503", code)
 	}

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sless.dev/sless/apis/v1alpha1"
-	"sless.dev/sless/gateway"
+	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/scaling"
 )
 
@@ -27,14 +27,14 @@ type routeTable struct {
 	log   *slog.Logger
 
 	mu     sync.RWMutex
-	routes map[client.ObjectKey]gateway.Route
+	routes map[client.ObjectKey]backend.Route
 }
 
 func newRouteTable(c cache.Cache, log *slog.Logger) *routeTable {
-	return &routeTable{cache: c, log: log, routes: map[client.ObjectKey]gateway.Route{}}
+	return &routeTable{cache: c, log: log, routes: map[client.ObjectKey]backend.Route{}}
 }
 
-func (t *routeTable) get(ns, name string) (gateway.Route, bool) {
+func (t *routeTable) get(ns, name string) (backend.Route, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	r, ok := t.routes[client.ObjectKey{Namespace: ns, Name: name}]
@@ -109,9 +109,9 @@ func (t *routeTable) refresh(ctx context.Context, key client.ObjectKey) error {
 
 // routeOf derives a function's route: its routing host and timeout, whether an enabled http
 // trigger requires auth, and whether all of its http triggers are disabled.
-func routeOf(fn *v1alpha1.Function, triggers []v1alpha1.Trigger) gateway.Route {
+func routeOf(fn *v1alpha1.Function, triggers []v1alpha1.Trigger) backend.Route {
 	g := scaling.HTTPGate(triggers)
-	r := gateway.Route{Host: fn.Status.RoutingHost, Timeout: time.Duration(fn.Spec.TimeoutSeconds) * time.Second,
+	r := backend.Route{Host: fn.Status.RoutingHost, Timeout: time.Duration(fn.Spec.TimeoutSeconds) * time.Second,
 		RequireAuth: g.RequireAuth, Disabled: g.Disabled}
 	if fn.Spec.Async.Enabled && meta.IsStatusConditionTrue(fn.Status.Conditions, v1alpha1.ConditionAsync) {
 		r.AsyncAttempts = int(max(fn.Spec.Async.Retry.MaxAttempts, 1))

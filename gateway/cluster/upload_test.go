@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"sless.dev/sless/buildkit"
-	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/gateway/codecheck"
 	"sless.dev/sless/test/testkit"
@@ -98,7 +98,7 @@ func TestUploadBuildInvoke(t *testing.T) {
 
 	startFunction(t, h.store, fn.Source.ContextKey, "go1.23", addr)
 	setStatus(t, tn.ns, "echo", "echo."+tn.ns+".fn.sless.test", true)
-	h.waitRoute(tn.ns, "echo", func(r gateway.Route) bool { return r.Host != "" })
+	h.waitRoute(tn.ns, "echo", func(r backend.Route) bool { return r.Host != "" })
 
 	resp, err := http.Post(h.URL+"/fn/"+tn.ns+"/echo/orders/7?verbose=1", "application/json", strings.NewReader(`{"a": 1}`))
 	if err != nil {
