@@ -322,20 +322,19 @@ func (b *Backend) Route(ns, name string) (backend.Route, error) {
 func (b *Backend) rebuildRoutes() {
 	b.depMu.Lock()
 	defer b.depMu.Unlock()
-	snap := b.store.snapshot()
+	routes := routesOf(b.store.snapshot(), func(key string) string { return b.deployed[key].host })
+	b.routes.Store(&routes)
+}
+
+// routesOf is the route of every function in snap, deployed under hostOf(key) ("" while it
+// is not). Asynchronous calls are taken as soon as async is on: sless dev drains them itself.
+func routesOf(snap *snapshot, hostOf func(key string) string) map[string]backend.Route {
 	gates := httpGates(snap)
 	routes := make(map[string]backend.Route, len(snap.functions))
 	for key, fn := range snap.functions {
-		g := gates[key]
-		routes[key] = backend.Route{Host: b.deployed[key].host, Timeout: time.Duration(fn.Spec.TimeoutSec) * time.Second,
-			RequireAuth: g.RequireAuth, Disabled: g.Disabled}
-		if a := fn.Spec.Async; a.Enabled {
-			r := routes[key]
-			r.AsyncAttempts = int(a.MaxAttempts)
-			routes[key] = r
-		}
+		routes[key] = backend.RouteOf(hostOf(key), fn.Spec.TimeoutSec, gates[key], fn.Spec.Async.Enabled, fn.Spec.Async.MaxAttempts)
 	}
-	b.routes.Store(&routes)
+	return routes
 }
 
 // httpGates is the gate of every function with http triggers.
@@ -390,8 +389,7 @@ func exists(kind, ns, name string) error {
 
 func functionOf(r *functionRecord) api.Function {
 	st := r.Status
-	st.Ready = rules.FunctionReady(st.Phase == api.PhaseReady, r.Generation, r.ObservedGeneration)
-	st.Message = rules.CurrentMessage(st.Message, r.Generation, r.ObservedGeneration)
+	st.Ready, st.Message = rules.FunctionView(st.Phase, st.Message, r.Generation, r.ObservedGeneration)
 	return api.Function{Name: r.Name, Namespace: r.Namespace, CreatedAt: r.CreatedAt, FunctionSpec: cloneFunctionSpec(r.Spec), Status: st}
 }
 

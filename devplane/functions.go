@@ -20,6 +20,7 @@ import (
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling/pool"
 )
 
@@ -56,48 +57,44 @@ func (b *Backend) reconcileFunction(key string) error {
 	switch {
 	case fn.Image != "":
 		b.undeploy(key)
-		return b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) {
-			st.Phase, st.Message = api.PhaseFailed, "sless dev runs uploaded source only; prebuilt images (image) need the Kubernetes deployment: upload a zip instead"
-		})
+		return b.setSteps(key, gen, nil, rules.Step{Name: rules.StepBuilt, State: rules.StepFailed, Reason: "ImageNotSupported",
+			Message: "sless dev runs uploaded source only; prebuilt images (image) need the Kubernetes deployment: upload a zip instead"})
 	case fn.Source == nil:
 		b.undeploy(key)
-		return b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) {
-			st.Phase, st.Message = api.PhasePending, "waiting for source: upload a zip to POST /v1/namespaces/"+fn.Namespace+"/functions/"+fn.Name+"/upload"
-		})
+		return b.setSteps(key, gen, nil, rules.Step{Name: rules.StepBuilt, State: rules.StepWaiting, Reason: "AwaitingSource",
+			Message: "waiting for source: upload a zip to POST /v1/namespaces/" + fn.Namespace + "/functions/" + fn.Name + "/upload"})
 	}
 	art, built, err := b.artifact(ctx, fn.Namespace, fn.Runtime, fn.Source, logKey(backend.LogBuild, fn.Namespace, fn.Name), func() {
-		_ = b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) {
-			st.Phase, st.Message = api.PhaseBuilding, "building "+short(fn.Source.SHA256)
-		})
+		_ = b.setSteps(key, gen, nil, rules.Step{Name: rules.StepBuilt, State: rules.StepBuilding, Reason: "Building", Message: "building " + short(fn.Source.SHA256)})
 	})
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		b.log.Warn("Warning: build failed", "function", key, "error", err)
 		now := time.Now().UTC()
-		msg := "build failed; see last_build_error"
+		failed := rules.Step{Name: rules.StepBuilt, State: rules.StepFailed, Reason: "BuildFailed", Message: "build failed; see last_build_error"}
 		if retryable(err) {
-			msg = "build failed for a reason outside the source (see last_build_error); retrying"
+			failed.Reason, failed.Message = "BuildError", "build failed for a reason outside the source (see last_build_error); retrying"
 		}
-		serr := b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) {
-			st.Phase, st.Message, st.LastBuildError, st.LastBuildTime = api.PhaseFailed, msg, truncate(err.Error(), maxBuildError), &now
-		})
+		serr := b.setSteps(key, gen, func(st *api.FunctionStatus) {
+			st.LastBuildError, st.LastBuildTime = truncate(err.Error(), maxBuildError), &now
+		}, failed)
 		if retryable(err) {
 			return err
 		}
 		return serr // the previous build, if any, keeps serving, as a Deployment would
 	}
 	if err := b.deploy(key, fn, art, gate.Disabled); err != nil {
-		_ = b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) { st.Phase, st.Message = api.PhaseFailed, err.Error() })
+		_ = b.setSteps(key, gen, nil, done(rules.StepBuilt), rules.Step{Name: rules.StepDeployed, State: rules.StepFailed, Reason: "DeployFailed", Message: err.Error()})
 		return err
 	}
 	b.setAsyncRunner(key, fn, b.routingHost(fn.Namespace, fn.Name))
-	return b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) {
-		st.Phase, st.Message, st.URL, st.Image, st.LastBuildError = api.PhaseReady, "", b.functionURL(fn.Namespace, fn.Name), "local:"+short(art.Hash), ""
+	return b.setSteps(key, gen, func(st *api.FunctionStatus) {
+		st.URL, st.Image, st.LastBuildError = b.functionURL(fn.Namespace, fn.Name), "local:"+short(art.Hash), ""
 		if built || st.LastBuildTime == nil {
 			now := time.Now().UTC()
 			st.LastBuildTime = &now
 		}
-	})
+	}, done(rules.StepBuilt), done(rules.StepDeployed), done(rules.StepHealthy))
 }
 
 // retryable reports a build failure that is not the source's fault: anything but the
@@ -209,6 +206,25 @@ func setStatus[S, T any](b *Backend, t table[S, T], key string, change func(*rec
 // setFunctionStatus applies change to the status of generation gen; a status for a
 // generation that is no longer current is still written (observed_generation says which
 // one it describes), one for an older generation than the status's is not.
+// setSteps writes a function's phase and message as the cluster derives them from its
+// conditions (rules.DeriveReadiness over the same steps), then the rest of its status (more).
+func (b *Backend) setSteps(key string, gen int64, more func(*api.FunctionStatus), steps ...rules.Step) error {
+	return b.setFunctionStatus(key, gen, func(st *api.FunctionStatus) {
+		markSteps(st, steps...)
+		if more != nil {
+			more(st)
+		}
+	})
+}
+
+// markSteps sets the phase and message of st from the function's steps.
+func markSteps(st *api.FunctionStatus, steps ...rules.Step) {
+	r := rules.DeriveReadiness(steps...)
+	st.Phase, st.Message = r.Phase, r.Blocking.Message
+}
+
+func done(step string) rules.Step { return rules.Step{Name: step, State: rules.StepDone} }
+
 func (b *Backend) setFunctionStatus(key string, gen int64, change func(*api.FunctionStatus)) error {
 	return setStatus(b, functions, key, func(r *functionRecord) bool {
 		if r.Generation < gen {

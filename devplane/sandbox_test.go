@@ -191,7 +191,9 @@ func TestSandboxBoundsProcesses(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &got); err != nil {
 			t.Fatalf("the bomb answered %s", body)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(3 * time.Minute):
+		// Only a hang ends here: the limit itself is asserted on the count below. A
+		// thousand Python forks take 25 s and more of kernel time on two busy cores.
 		t.Fatal("the bomb did not stop")
 	}
 	if got.Forked >= 1024 || !strings.Contains(got.Error, "Resource temporarily unavailable") {

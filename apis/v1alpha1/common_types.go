@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "sless.dev/sless/rules"
+
 // Runtime names a language runtime. The enum below is the single list the API accepts;
 // buildkit maps each name to its wrapper, base image and entry file.
 // +kubebuilder:validation:Enum=go1.23;go1.25;python3.11;python3.12;nodejs20;nodejs22
@@ -105,9 +107,9 @@ const (
 	// ConditionReady is the summary of a living object (Function, Trigger).
 	ConditionReady = "Ready"
 	// ConditionBuilt reports the image build of a Function or self-contained FunctionJob.
-	ConditionBuilt = "Built"
+	ConditionBuilt = rules.StepBuilt
 	// ConditionDeployed reports the rendered workloads of a Function.
-	ConditionDeployed = "Deployed"
+	ConditionDeployed = rules.StepDeployed
 	// ConditionAsync is True while a function with async enabled has a dispatcher draining
 	// its asynchronous invocations; the gateway takes them only then.
 	ConditionAsync = "Async"

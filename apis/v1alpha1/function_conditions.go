@@ -3,6 +3,8 @@ package v1alpha1
 import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sless.dev/sless/rules"
 )
 
 // A Function's Ready is derived from the conditions in FunctionReadyDependents (Knative's
@@ -11,7 +13,7 @@ import (
 
 // ConditionHealthy says whether the Function's pods can run its image (no pull errors, no
 // crash loop).
-const ConditionHealthy = "Healthy"
+const ConditionHealthy = rules.StepHealthy
 
 // FunctionReadyDependents are the conditions Ready is derived from, in the order their
 // failures are reported.
@@ -51,38 +53,42 @@ func (s *FunctionStatus) MarkCondition(gen int64, t string, status metav1.Condit
 }
 
 // DeriveReady sets Ready from FunctionReadyDependents (readyMsg when all are True) and the
-// phase from the conditions.
+// phase, by the rule both control planes share (rules.DeriveReadiness).
 func (s *FunctionStatus) DeriveReady(gen int64, readyMsg string) {
-	s.MarkCondition(gen, ConditionReady, metav1.ConditionTrue, ReasonReady, readyMsg)
-	for _, t := range FunctionReadyDependents {
-		c := meta.FindStatusCondition(s.Conditions, t)
-		if c == nil {
-			s.MarkCondition(gen, ConditionReady, metav1.ConditionUnknown, "Unknown", t+" is not known yet")
-			break
-		}
-		if c.Status != metav1.ConditionTrue {
-			s.MarkCondition(gen, ConditionReady, metav1.ConditionFalse, c.Reason, c.Message)
-			break
-		}
+	steps := make([]rules.Step, len(FunctionReadyDependents))
+	for i, t := range FunctionReadyDependents {
+		steps[i] = stepOf(t, meta.FindStatusCondition(s.Conditions, t))
 	}
-	s.Phase = s.derivePhase()
+	r := rules.DeriveReadiness(steps...)
+	switch {
+	case r.Ready:
+		s.MarkCondition(gen, ConditionReady, metav1.ConditionTrue, ReasonReady, readyMsg)
+	case r.Blocking.State == rules.StepUnknown:
+		s.MarkCondition(gen, ConditionReady, metav1.ConditionUnknown, r.Blocking.Reason, r.Blocking.Message)
+	default:
+		s.MarkCondition(gen, ConditionReady, metav1.ConditionFalse, r.Blocking.Reason, r.Blocking.Message)
+	}
+	s.Phase = FunctionPhase(r.Phase)
 }
 
-// derivePhase is the one-word summary of Ready: Ready, Building while the current source
-// builds, Failed when a dependent failed (Failure of its reason), else Pending — a stage on
-// the way, such as a deploy pass retried after a write conflict, is never Failed.
-func (s *FunctionStatus) derivePhase() FunctionPhase {
-	switch ready := meta.FindStatusCondition(s.Conditions, ConditionReady); {
-	case ready == nil:
-		return FunctionPending
-	case ready.Status == metav1.ConditionTrue:
-		return FunctionReady
-	case ready.Reason == ReasonBuilding:
-		return FunctionBuilding
-	case Failure(ready.Reason):
-		return FunctionFailed
+// stepOf reads condition t as a step towards Ready: a False one is Building while the
+// current source builds, Failed when its reason is a Failure, else on the way.
+func stepOf(t string, c *metav1.Condition) rules.Step {
+	if c == nil {
+		return rules.Step{Name: t, State: rules.StepUnknown}
 	}
-	return FunctionPending
+	st := rules.Step{Name: t, Reason: c.Reason, Message: c.Message}
+	switch {
+	case c.Status == metav1.ConditionTrue:
+		st.State = rules.StepDone
+	case c.Reason == ReasonBuilding:
+		st.State = rules.StepBuilding
+	case Failure(c.Reason):
+		st.State = rules.StepFailed
+	default:
+		st.State = rules.StepWaiting
+	}
+	return st
 }
 
 // Failure reports whether a False condition with this reason is a failure (a Warning event)

@@ -2,6 +2,8 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sless.dev/sless/rules"
 )
 
 // FunctionPhase is the coarse lifecycle state shown to users.
@@ -9,10 +11,10 @@ import (
 type FunctionPhase string
 
 const (
-	FunctionPending  FunctionPhase = "Pending"
-	FunctionBuilding FunctionPhase = "Building"
-	FunctionReady    FunctionPhase = "Ready"
-	FunctionFailed   FunctionPhase = "Failed"
+	FunctionPending  FunctionPhase = rules.PhasePending
+	FunctionBuilding FunctionPhase = rules.PhaseBuilding
+	FunctionReady    FunctionPhase = rules.PhaseReady
+	FunctionFailed   FunctionPhase = rules.PhaseFailed
 )
 
 // ScalingMetric selects what the HTTP add-on scales on.

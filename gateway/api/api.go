@@ -11,6 +11,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"time"
+
+	"sless.dev/sless/rules"
 )
 
 // TenantNamespace is the namespace of the tenant whose token has subject sub:
@@ -41,12 +43,12 @@ type Identity struct {
 // Runtimes accepted by the API.
 var Runtimes = []string{"go1.23", "go1.25", "python3.11", "python3.12", "nodejs20", "nodejs22"}
 
-// Function phases.
+// Function phases, as rules derives them.
 const (
-	PhasePending  = "Pending"
-	PhaseBuilding = "Building"
-	PhaseReady    = "Ready"
-	PhaseFailed   = "Failed"
+	PhasePending  = rules.PhasePending
+	PhaseBuilding = rules.PhaseBuilding
+	PhaseReady    = rules.PhaseReady
+	PhaseFailed   = rules.PhaseFailed
 )
 
 // Function is a function as the API returns it.

@@ -11,6 +11,7 @@ import (
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/rules"
 )
 
 // Backend stores functions, triggers and jobs and routes /fn/ traffic to running functions.
@@ -106,6 +107,18 @@ type Route struct {
 	// AsyncAttempts is how many attempts an asynchronous invocation gets; 0 when the
 	// function takes none.
 	AsyncAttempts int
+}
+
+// RouteOf is what /fn/ does with a function, the one rule both control planes route by:
+// host and timeout from the function, the gate from its http triggers, and asynchronous
+// calls taken only while something drains them (asyncReady: the cluster's Async condition,
+// always in sless dev), each with at least one attempt.
+func RouteOf(host string, timeoutSec int32, gate rules.Gate, asyncReady bool, maxAttempts int32) Route {
+	r := Route{Host: host, Timeout: time.Duration(timeoutSec) * time.Second, RequireAuth: gate.RequireAuth, Disabled: gate.Disabled}
+	if asyncReady {
+		r.AsyncAttempts = int(max(maxAttempts, 1))
+	}
+	return r
 }
 
 // NotFoundError says an object does not exist.

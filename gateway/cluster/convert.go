@@ -33,10 +33,9 @@ func functionOf(fn *v1alpha1.Function) api.Function {
 		Status: api.FunctionStatus{
 			Phase: string(fn.Status.Phase), URL: fn.Status.URL, Image: fn.Status.Image,
 			LastBuildTime: timeOf(fn.Status.LastBuildTime), LastBuildError: fn.Status.LastBuildError,
-			Ready:   fn.Status.Phase == v1alpha1.FunctionReady && fn.Status.ObservedGeneration == fn.Generation,
-			Message: rules.CurrentMessage(readyMessage(fn.Status.Conditions), fn.Generation, fn.Status.ObservedGeneration),
 		},
 	}
+	out.Status.Ready, out.Status.Message = rules.FunctionView(string(fn.Status.Phase), readyMessage(fn.Status.Conditions), fn.Generation, fn.Status.ObservedGeneration)
 	return out
 }
 

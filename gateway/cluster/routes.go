@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -110,11 +109,6 @@ func (t *routeTable) refresh(ctx context.Context, key client.ObjectKey) error {
 // routeOf derives a function's route: its routing host and timeout, whether an enabled http
 // trigger requires auth, and whether all of its http triggers are disabled.
 func routeOf(fn *v1alpha1.Function, triggers []v1alpha1.Trigger) backend.Route {
-	g := scaling.HTTPGate(triggers)
-	r := backend.Route{Host: fn.Status.RoutingHost, Timeout: time.Duration(fn.Spec.TimeoutSeconds) * time.Second,
-		RequireAuth: g.RequireAuth, Disabled: g.Disabled}
-	if fn.Spec.Async.Enabled && meta.IsStatusConditionTrue(fn.Status.Conditions, v1alpha1.ConditionAsync) {
-		r.AsyncAttempts = int(max(fn.Spec.Async.Retry.MaxAttempts, 1))
-	}
-	return r
+	asyncReady := fn.Spec.Async.Enabled && meta.IsStatusConditionTrue(fn.Status.Conditions, v1alpha1.ConditionAsync)
+	return backend.RouteOf(fn.Status.RoutingHost, fn.Spec.TimeoutSeconds, scaling.HTTPGate(triggers), asyncReady, fn.Spec.Async.Retry.MaxAttempts)
 }

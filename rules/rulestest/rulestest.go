@@ -1,0 +1,102 @@
+// Package rulestest holds the tables both control planes' tests run, so that the cluster
+// and `sless dev` cannot disagree about a function's Ready, phase or route.
+package rulestest
+
+import (
+	_ "embed"
+	"encoding/json"
+	"testing"
+
+	"sless.dev/sless/rules"
+)
+
+//go:embed readiness.json
+var readinessJSON []byte
+
+//go:embed routes.json
+var routesJSON []byte
+
+// Readiness is a function whose steps stand as Steps, seen at Generation with its status of
+// ObservedGeneration, and what the API shows for it.
+type Readiness struct {
+	Name                           string
+	Generation, ObservedGeneration int64
+	Steps                          []rules.Step
+	Want                           struct {
+		Ready                  bool
+		Phase, Reason, Message string
+	}
+}
+
+type step struct {
+	Name, State, Reason, Message string
+}
+
+var states = map[string]rules.StepState{"unknown": rules.StepUnknown, "waiting": rules.StepWaiting,
+	"building": rules.StepBuilding, "failed": rules.StepFailed, "done": rules.StepDone}
+
+// ReadinessTable is readiness.json, each row's steps filled up to Built, Deployed and
+// Healthy (a step it leaves out is not known yet) and its generations defaulted to 1.
+func ReadinessTable(t testing.TB) []Readiness {
+	t.Helper()
+	var rows []struct {
+		Readiness
+		Steps []step
+	}
+	if err := json.Unmarshal(readinessJSON, &rows); err != nil {
+		t.Fatalf("readiness.json: %v", err)
+	}
+	out := make([]Readiness, len(rows))
+	for i, r := range rows {
+		out[i] = r.Readiness
+		if out[i].Generation == 0 {
+			out[i].Generation, out[i].ObservedGeneration = 1, 1
+		}
+		given := map[string]step{}
+		for _, s := range r.Steps {
+			if _, ok := states[s.State]; !ok {
+				t.Fatalf("readiness.json %q: step %s has state %q", r.Name, s.Name, s.State)
+			}
+			given[s.Name] = s
+		}
+		for _, name := range []string{rules.StepBuilt, rules.StepDeployed, rules.StepHealthy} {
+			s := given[name]
+			out[i].Steps = append(out[i].Steps, rules.Step{Name: name, State: states[s.State], Reason: s.Reason, Message: s.Message})
+		}
+	}
+	return out
+}
+
+// HTTPTrigger is one http trigger of a Route row's function.
+type HTTPTrigger struct{ Enabled, RequireAuth bool }
+
+// Route is a function (its routing host, timeout, http triggers and async policy, and
+// whether a dispatcher drains its asynchronous calls) and the route /fn/ takes for it.
+// ClusterOnly rows need a state `sless dev` does not have.
+type Route struct {
+	Name       string
+	Host       string
+	TimeoutSec int32
+	Triggers   []HTTPTrigger
+	Async      struct {
+		Enabled, Draining bool
+		MaxAttempts       int32
+	}
+	ClusterOnly bool
+	Want        struct {
+		Host                  string
+		TimeoutSec            int32
+		RequireAuth, Disabled bool
+		AsyncAttempts         int
+	}
+}
+
+// RouteTable is routes.json.
+func RouteTable(t testing.TB) []Route {
+	t.Helper()
+	var rows []Route
+	if err := json.Unmarshal(routesJSON, &rows); err != nil {
+		t.Fatalf("routes.json: %v", err)
+	}
+	return rows
+}
