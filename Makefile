@@ -92,6 +92,7 @@ test-deps:
 test: test-deps lint
 	@set -euo pipefail; \
 	export KUBEBUILDER_ASSETS=$$(bash test/tools/envtest.sh); \
+	export PATH="$$(bash test/tools/node.sh):$$PATH"; \
 	for m in $(MODULES); do echo "== go test $$m"; (cd $$m && $(GO) test $(GOTEST_FLAGS) ./...) || exit 1; done
 
 ## test-e2e: end to end on the real KEDA operator and HTTP add-on with kube-controller-manager

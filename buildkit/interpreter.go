@@ -92,18 +92,30 @@ func findPython(rt Runtime) (string, error) {
 		Fix: fmt.Sprintf("install it (e.g. pyenv install %s, or your system's python%s package) and put %s on PATH, or use another runtime", rt.Version, rt.Version, name)}
 }
 
+// findNode takes node, or node<major> (a second Node.js beside the default one), whichever
+// is rt's major version.
 func findNode(rt Runtime) (string, error) {
-	out, err := exec.Command("node", "-p", "process.execPath + '\\n' + process.versions.node").Output()
-	if err != nil {
+	var seen string
+	for _, c := range []string{"node", "node" + rt.Version} {
+		out, err := exec.Command(c, "-p", "process.execPath + '\\n' + process.versions.node").Output()
+		if err != nil {
+			continue
+		}
+		path, version, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+		if major, _, _ := strings.Cut(version, "."); major == rt.Version {
+			return path, nil
+		}
+		if seen == "" {
+			seen = version
+		}
+	}
+	if seen == "" {
 		return "", &RuntimeMissingError{Runtime: rt.Name, Need: "Node.js " + rt.Version,
 			Fix: "install Node.js " + rt.Version + " and put node on PATH"}
 	}
-	path, version, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-	if major, _, _ := strings.Cut(version, "."); major != rt.Version {
-		return "", &RuntimeMissingError{Runtime: rt.Name, Need: "Node.js " + rt.Version, Found: "Node.js " + version + " as node",
-			Fix: "put Node.js " + rt.Version + "'s node first on PATH (e.g. with nvm use " + rt.Version + "), or use the runtime nodejs" + major}
-	}
-	return path, nil
+	major, _, _ := strings.Cut(seen, ".")
+	return "", &RuntimeMissingError{Runtime: rt.Name, Need: "Node.js " + rt.Version, Found: "Node.js " + seen + " as node",
+		Fix: "put Node.js " + rt.Version + "'s node first on PATH (e.g. with nvm use " + rt.Version + ") or on PATH as node" + rt.Version + ", or use the runtime nodejs" + major}
 }
 
 // findGo accepts any local Go at least as new as rt's: Go builds older language versions.

@@ -27,8 +27,9 @@
 //
 // # The event the function receives
 //
-// The message body is POSTed as JSON (see EventBody): a JSON object unchanged; any other JSON
-// value as {"data": <value>}; UTF-8 text as {"data": "<text>"}.
+// The message body is POSTed as JSON (see EventBody), the event a wrapper makes of the same
+// body over HTTP: a JSON object unchanged, an empty body as {}; any other JSON value as
+// {"body": <value>}; UTF-8 text as {"body": "<text>"}.
 //
 // # Headers the function receives (see InvocationHeader)
 //

@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"mime"
@@ -32,21 +33,25 @@ type PoisonError struct{ Reason string }
 
 func (e *PoisonError) Error() string { return "poison message: " + e.Reason }
 
-// EventBody is the JSON event posted to the function for a message body:
-//   - a JSON object is passed unchanged;
-//   - any other JSON value (array, string, number, …) becomes {"data": <value>};
-//   - other UTF-8 text becomes {"data": "<text>"};
+// EventBody is the JSON event posted to the function for a message body, the event the
+// wrappers make of the same body sent over HTTP (runtimes/README.md, "Event"):
+//   - a JSON object is passed unchanged; an empty body is {};
+//   - any other JSON value (array, string, number, …) becomes {"body": <value>};
+//   - other UTF-8 text becomes {"body": "<text>"};
 //   - a body over maxBytes, a body not valid JSON while the content type says JSON, and
 //     binary data (neither JSON nor UTF-8) are poison.
 func EventBody(contentType string, body []byte, maxBytes int) ([]byte, error) {
 	if len(body) > maxBytes {
 		return nil, &PoisonError{Reason: fmt.Sprintf("body is %d bytes, over the limit of %d (--max-body-bytes)", len(body), maxBytes)}
 	}
+	if len(bytes.TrimSpace(body)) == 0 && !isJSONType(contentType) {
+		return []byte("{}"), nil
+	}
 	if json.Valid(body) {
 		if isJSONObject(body) {
 			return body, nil
 		}
-		return json.Marshal(map[string]json.RawMessage{"data": body})
+		return json.Marshal(map[string]json.RawMessage{"body": body})
 	}
 	if isJSONType(contentType) {
 		return nil, &PoisonError{Reason: fmt.Sprintf("content type %q declares JSON but the body is not valid JSON", contentType)}
@@ -54,7 +59,7 @@ func EventBody(contentType string, body []byte, maxBytes int) ([]byte, error) {
 	if !utf8.Valid(body) {
 		return nil, &PoisonError{Reason: "body is neither JSON nor UTF-8 text; encode binary payloads (e.g. base64 in a JSON field)"}
 	}
-	return json.Marshal(map[string]string{"data": string(body)})
+	return json.Marshal(map[string]string{"body": string(body)})
 }
 
 func isJSONObject(b []byte) bool {

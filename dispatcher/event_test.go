@@ -20,17 +20,19 @@ func TestEventBody(t *testing.T) {
 	}{
 		"object unchanged":          {"application/json", `{"a":1}`, `{"a":1}`, 0},
 		"object without type":       {"", ` {"a":[1,2]}`, ` {"a":[1,2]}`, 0},
-		"array wrapped":             {"", `[1,2]`, `{"data":[1,2]}`, 0},
-		"json string wrapped":       {"application/json", `"hi"`, `{"data":"hi"}`, 0},
-		"number wrapped":            {"", `42`, `{"data":42}`, 0},
-		"text wrapped":              {"text/plain", "hello \"world\"", `{"data":"hello \"world\""}`, 0},
-		"empty text":                {"", "", `{"data":""}`, 0},
+		"array wrapped":             {"", `[1,2]`, `{"body":[1,2]}`, 0},
+		"json string wrapped":       {"application/json", `"hi"`, `{"body":"hi"}`, 0},
+		"number wrapped":            {"", `42`, `{"body":42}`, 0},
+		"text wrapped":              {"text/plain", "hello \"world\"", `{"body":"hello \"world\""}`, 0},
+		"empty text":                {"", "", `{}`, 0},
+		"blank text":                {"text/plain", " \n", `{}`, 0},
+		"empty, declared JSON":      {"application/json", "", "", 0},
 		"invalid json declared":     {"application/json", `{"a":`, "", 0},
 		"invalid +json declared":    {"application/cloudevents+json", `nope`, "", 0},
 		"binary":                    {"application/octet-stream", "\xff\xfe", "", 0},
 		"oversize":                  {"", strings.Repeat("a", 11), "", 10},
-		"bad content type is text":  {"???", `abc`, `{"data":"abc"}`, 0},
-		"exactly at the size limit": {"", strings.Repeat("a", 10), `{"data":"aaaaaaaaaa"}`, 10},
+		"bad content type is text":  {"???", `abc`, `{"body":"abc"}`, 0},
+		"exactly at the size limit": {"", strings.Repeat("a", 10), `{"body":"aaaaaaaaaa"}`, 10},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -4,7 +4,6 @@
 const http = require('node:http');
 const path = require('node:path');
 const fs = require('node:fs');
-const querystring = require('node:querystring');
 
 const HEALTH_PATH = '/healthz';
 const MAX_HEALTH_HOLD_MS = 2000; // the cap of ?hold_ms on the health path
@@ -271,19 +270,39 @@ function headerValue(req, lowerName) {
 
 // requestInfo is the handler's second argument: metadata and the raw body (base64 when it is
 // not UTF-8).
-function requestInfo(req, pathname, q, body, traceparent) {
+// Headers come from rawHeaders, as sent: req.headers drops repeats of some names
+// (User-Agent, Content-Type, …).
+function requestInfo(req, path, q, body, traceparent) {
   const multi = {};
   for (let i = 0; i < req.rawHeaders.length; i += 2) {
     const name = req.rawHeaders[i].toLowerCase();
     (multi[name] ||= []).push(req.rawHeaders[i + 1]);
   }
+  const headers = {};
+  for (const [name, values] of Object.entries(multi)) headers[name] = values.join(', ');
+  const query = {};
+  const multiQuery = {};
+  if (q >= 0) {
+    for (const [name, value] of new URLSearchParams(req.url.slice(q + 1))) {
+      if (!(name in multiQuery)) query[name] = value;
+      (multiQuery[name] ||= []).push(value);
+    }
+  }
   const text = body.toString('utf8');
   const binary = !Buffer.from(text, 'utf8').equals(body);
   return {
-    method: req.method, path: pathname, query: q < 0 ? {} : { ...querystring.parse(req.url.slice(q + 1)) },
-    headers: req.headers, multiValueHeaders: multi, traceparent,
+    method: req.method, path, query, multiValueQuery: multiQuery,
+    headers, multiValueHeaders: multi, traceparent,
     body: binary ? body.toString('base64') : text, isBase64Encoded: binary,
   };
+}
+
+// decodePath percent-decodes a request path as Go's net/http does (bytes read as UTF-8, an
+// invalid sequence as U+FFFD); null when an escape is malformed.
+function decodePath(raw) {
+  if (!raw.includes('%')) return raw;
+  if (/%(?![0-9A-Fa-f]{2})/.test(raw)) return null;
+  return Buffer.from(raw.replace(/%([0-9A-Fa-f]{2})/g, (_, hex) => String.fromCharCode(parseInt(hex, 16))), 'latin1').toString('utf8');
 }
 
 // readBody calls done(err, body) once: with the whole body, or with an error (tooLarge set
@@ -375,13 +394,19 @@ function serve(load) {
       fail(tooLarge());
       return;
     }
+    const path = decodePath(pathname);
+    if (path === null) {
+      res.setHeader('Connection', 'close');
+      answer(400, 'application/json', errorJSON('malformed percent-escape in the request path'));
+      return;
+    }
     readBody(req, (err, body) => {
       if (err) {
         fail(err);
         return;
       }
       const request = wantsRequest
-        ? requestInfo(req, pathname, q, body, traceparent)
+        ? requestInfo(req, path, q, body, traceparent)
         : undefined;
       // The watchdog answers 504 itself; the handler's promise is abandoned, its value dropped.
       let watched;

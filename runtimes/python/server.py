@@ -52,7 +52,7 @@ import threading
 import time
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote
 
 HEALTH_PATH = "/healthz"
 MAX_HEALTH_HOLD = 2.0  # seconds: the cap of ?hold_ms on the health path
@@ -242,6 +242,18 @@ def invoke_job(call, event, request):
 
 def timeout_body():
     return dumps({"error": f"function timed out after {TIMEOUT}s"})
+
+
+# A % not followed by two hex digits: Go's net/http refuses such a path, and so do we.
+MALFORMED_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+
+def query_values(query):
+    """Each name's first value, and all of its values in order."""
+    multi = {}
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        multi.setdefault(name, []).append(value)
+    return {name: values[0] for name, values in multi.items()}, multi
 
 
 def decode_event(body):
@@ -484,6 +496,10 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(hold)
             self.respond(200, "application/json", b'{"status":"ok"}')
             return
+        if MALFORMED_ESCAPE.search(path):
+            self.close_connection = True
+            self.respond(400, "application/json", dumps({"error": "malformed percent-escape in the request path"}), close=True)
+            return
         start = time.monotonic()
         try:
             body = self.read_body()
@@ -506,9 +522,10 @@ class Handler(BaseHTTPRequestHandler):
                 for k, v in self.headers.items():
                     multi.setdefault(k.lower(), []).append(v)
                 text, is_b64 = raw_body(body)
+                first, multi_query = query_values(query)
                 request = {
-                    "method": self.command, "path": path, "traceparent": self.headers.get("traceparent", ""),
-                    "query": dict(parse_qsl(query, keep_blank_values=True)),
+                    "method": self.command, "path": unquote(path), "traceparent": self.headers.get("traceparent", ""),
+                    "query": first, "multiValueQuery": multi_query,
                     "headers": {k: ", ".join(v) for k, v in multi.items()},
                     "multiValueHeaders": multi, "body": text, "isBase64Encoded": is_b64,
                 }

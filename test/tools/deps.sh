@@ -40,7 +40,8 @@ fi
 # once: the envtest build mostly waits on module downloads while KEDA's compiles, and two
 # links (each peaks near 2.5 GB) fit in memory. Each tool takes a lock of its own.
 # kube-controller-manager, kube-scheduler, KEDA + the HTTP add-on and kaniko serve the e2e
-# suite (make test-e2e); ko and the base-image stand-ins serve make image and both suites.
+# suite (make test-e2e); ko and the base-image stand-ins serve make image and both suites;
+# node.sh adds the Node.js of nodejs22 for the runtime contract test (make test).
 export K8S_COMMANDS="kube-apiserver kube-controller-manager kube-scheduler"
 lane() {
   for tool in "$@"; do
@@ -50,7 +51,7 @@ lane() {
   done
 }
 lane envtest.sh terraform.sh ko.sh base-images.sh & a=$!
-lane keda.sh kaniko.sh versitygw.sh & b=$!
+lane keda.sh kaniko.sh versitygw.sh node.sh & b=$!
 rc=0
 wait "$a" || rc=1
 wait "$b" || rc=1

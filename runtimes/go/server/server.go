@@ -282,16 +282,20 @@ func requestInfo(r *http.Request, body []byte) map[string]interface{} {
 		}
 		multi[strings.ToLower(k)] = values
 	}
-	query := make(map[string]interface{})
+	query, multiQuery := make(map[string]interface{}), make(map[string]interface{})
 	for k, v := range r.URL.Query() {
-		query[k] = v[0]
+		values := make([]interface{}, len(v))
+		for i, one := range v {
+			values[i] = one
+		}
+		query[k], multiQuery[k] = v[0], values
 	}
 	raw, binary := string(body), !utf8.Valid(body)
 	if binary {
 		raw = base64.StdEncoding.EncodeToString(body)
 	}
 	return map[string]interface{}{
-		"method": r.Method, "path": r.URL.Path, "query": query, "headers": headers,
+		"method": r.Method, "path": r.URL.Path, "query": query, "multiValueQuery": multiQuery, "headers": headers,
 		"multiValueHeaders": multi, "body": raw, "isBase64Encoded": binary,
 		"traceparent": r.Header.Get("Traceparent"),
 	}

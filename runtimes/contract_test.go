@@ -1,0 +1,262 @@
+package runtimes_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"sless.dev/sless/buildkit"
+	"sless.dev/sless/buildkit/sourcezip"
+	"sless.dev/sless/dispatcher"
+	"sless.dev/sless/test/testkit"
+)
+
+// contractCase is one request sent as raw HTTP/1.1 to every runtime's echo handler (which
+// answers {"event": …, "request": …}) and what each of them must make of it.
+type contractCase struct {
+	name    string
+	method  string
+	target  string   // the request target as sent, escapes and all
+	headers []string // name, value pairs; a name may repeat
+	body    string
+	status  int // 200 unless set
+	// event is the handler's event (JSON); request holds fields of its request argument.
+	event   string
+	request map[string]string
+	// amqp: a message with this body reaches the handler as the same event
+	// (dispatcher.EventBody is what the dispatcher posts for it).
+	amqp bool
+}
+
+var contractCases = []contractCase{
+	{name: "repeated query keys: the first in query, all in multiValueQuery", method: "GET",
+		target: "/items?tag=a&tag=b&x=1&empty=&flag&sp=a+b%2Bc", event: `{}`,
+		request: map[string]string{
+			"query":           `{"tag":"a","x":"1","empty":"","flag":"","sp":"a b+c"}`,
+			"multiValueQuery": `{"tag":["a","b"],"x":["1"],"empty":[""],"flag":[""],"sp":["a b+c"]}`,
+		}},
+	{name: "no query", method: "GET", target: "/", event: `{}`,
+		request: map[string]string{"query": `{}`, "multiValueQuery": `{}`, "path": `"/"`, "method": `"GET"`}},
+	{name: "percent-encoded path is decoded, + is kept", method: "GET", target: "/a%20b/caf%C3%A9/x%2Fy/1+1", event: `{}`,
+		request: map[string]string{"path": `"/a b/café/x/y/1+1"`}},
+	{name: "a malformed escape in the path is refused", method: "GET", target: "/bad%zz", status: 400},
+	{name: "repeated headers: joined in headers, each in multiValueHeaders", method: "GET", target: "/",
+		headers: []string{"X-Tag", "a", "X-Tag", "b", "Referer", "https://one.example/", "Referer", "https://two.example/"}, event: `{}`,
+		request: map[string]string{
+			`headers.x-tag`:             `"a, b"`,
+			`multiValueHeaders.x-tag`:   `["a","b"]`,
+			`headers.referer`:           `"https://one.example/, https://two.example/"`,
+			`multiValueHeaders.referer`: `["https://one.example/","https://two.example/"]`,
+		}},
+	{name: "object body is the event", method: "POST", target: "/", body: `{"name":"ada","n":[1,2]}`, amqp: true,
+		event: `{"name":"ada","n":[1,2]}`, request: map[string]string{"body": `"{\"name\":\"ada\",\"n\":[1,2]}"`, "isBase64Encoded": `false`}},
+	{name: "empty body is {}", method: "POST", target: "/", body: "", amqp: true, event: `{}`, request: map[string]string{"body": `""`}},
+	{name: "blank body is {}", method: "POST", target: "/", body: " \n", amqp: true, event: `{}`},
+	{name: "array body under body", method: "POST", target: "/", body: `[1,"two"]`, amqp: true, event: `{"body":[1,"two"]}`},
+	{name: "string body under body", method: "POST", target: "/", body: `"hi"`, amqp: true, event: `{"body":"hi"}`},
+	{name: "number body under body", method: "POST", target: "/", body: `42`, amqp: true, event: `{"body":42}`},
+	{name: "null body under body", method: "POST", target: "/", body: `null`, amqp: true, event: `{"body":null}`},
+	{name: "text body under body", method: "POST", target: "/", body: "hello, world", amqp: true,
+		event: `{"body":"hello, world"}`, request: map[string]string{"body": `"hello, world"`}},
+	{name: "binary body: base64 in the request, replacement characters in the event", method: "POST", target: "/",
+		headers: []string{"Content-Type", "application/octet-stream"}, body: "\xff\xfe\x00",
+		event: `{"body":"\ufffd\ufffd\u0000"}`, request: map[string]string{"body": `"//4A"`, "isBase64Encoded": `true`}},
+}
+
+// runtimeNames are every runtime the API accepts.
+var runtimeNames = []string{"go1.23", "go1.25", "python3.11", "python3.12", "nodejs20", "nodejs22"}
+
+// TestContract runs the table over every runtime and version: the same request makes the same
+// event and request in all of them (runtimes/README.md, "The handler contract"), and an AMQP
+// message, a cron tick and an HTTP call with the same body make the same event.
+func TestContract(t *testing.T) {
+	for _, name := range runtimeNames {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			addr := startEcho(t, name)
+			for _, tc := range contractCases {
+				t.Run(tc.name, func(t *testing.T) {
+					status, got := send(t, addr, tc.method, tc.target, tc.headers, tc.body)
+					if want := max(tc.status, 200); status != want {
+						t.Fatalf("status %d, want %d: %s", status, want, got)
+					}
+					if status != 200 {
+						return
+					}
+					var echo struct{ Event, Request map[string]any }
+					if err := json.Unmarshal(got, &echo); err != nil {
+						t.Fatalf("answer %s: %v", got, err)
+					}
+					if !jsonEqual(t, echo.Event, tc.event) {
+						t.Errorf("event %s, want %s", marshal(echo.Event), tc.event)
+					}
+					for field, want := range tc.request {
+						if v, ok := lookup(echo.Request, field); !ok || !jsonEqual(t, v, want) {
+							t.Errorf("request.%s = %s, want %s", field, marshal(v), want)
+						}
+					}
+					if tc.amqp {
+						msg, err := dispatcher.EventBody("", []byte(tc.body), 1<<20)
+						if err != nil {
+							t.Fatalf("EventBody(%q): %v", tc.body, err)
+						}
+						_, got := send(t, addr, "POST", "/", []string{"Content-Type", "application/json"}, string(msg))
+						var fromAMQP struct{ Event map[string]any }
+						if err := json.Unmarshal(got, &fromAMQP); err != nil || !jsonEqual(t, fromAMQP.Event, tc.event) {
+							t.Errorf("as an AMQP message (posted %s): event %s, want %s", msg, marshal(fromAMQP.Event), tc.event)
+						}
+					}
+				})
+			}
+			t.Run("a cron tick is its event object", func(t *testing.T) {
+				ev, err := dispatcher.NewCronEvent("*/5 * * * *", "Europe/Berlin", time.Date(2026, 12, 3, 10, 4, 0, 0, time.UTC))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ev.Trigger = "every-five"
+				body := marshal(ev)
+				_, got := send(t, addr, "POST", "/", []string{"Content-Type", "application/json"}, body)
+				var echo struct{ Event map[string]any }
+				if err := json.Unmarshal(got, &echo); err != nil || !jsonEqual(t, echo.Event, body) {
+					t.Errorf("event %s, want %s", marshal(echo.Event), body)
+				}
+			})
+		})
+	}
+}
+
+// startEcho builds the echo handler for runtime as `sless dev` does and runs it on a
+// loopback port until the test ends. A runtime missing from the machine skips under -short
+// (make test-unit) and fails otherwise (make test installs them: test/tools/deps.sh).
+func startEcho(t *testing.T, runtime string) string {
+	t.Helper()
+	rt := buildkit.Runtimes[runtime]
+	if _, err := buildkit.Interpreter(rt); err != nil {
+		if testing.Short() {
+			t.Skipf("needs runtime %s on this machine: %v", runtime, err)
+		}
+		t.Fatalf("runtime %s: %v (test/tools/deps.sh installs it)", runtime, err)
+	}
+	zip, _, err := sourcezip.Zip(filepath.Join("testdata", "echo", string(rt.Language)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	src, err := buildkit.ValidateBytes(ctx, zip, runtime, "", buildkit.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := buildkit.NewBuildContext(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	art, err := buildkit.LocalBuild(ctx, bc.Data, runtime, filepath.Join(t.TempDir(), "build"))
+	if err != nil {
+		t.Fatalf("local build for %s: %v", runtime, err)
+	}
+	port := testkit.FreePort(t)
+	cmd := exec.Command(art.Command[0], art.Command[1:]...)
+	cmd.Dir = art.Dir
+	cmd.Env = append(append(os.Environ(), art.Env...), "PORT="+strconv.Itoa(port), "SLESS_HOST=127.0.0.1")
+	stderr := &testkit.Buffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", runtime, stderr.String())
+		}
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(30 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			if status, _ := send(t, addr, "GET", buildkit.HealthPath, nil, ""); status == 200 {
+				return addr
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("%s exited before it was healthy: %v\n%s", runtime, err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not healthy after 30s:\n%s", runtime, stderr.String())
+		}
+	}
+}
+
+// send writes one request as given (no client rewrites the target or merges headers) and
+// reads the answer.
+func send(t *testing.T, addr, method, target string, headers []string, body string) (int, []byte) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	var req strings.Builder
+	fmt.Fprintf(&req, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\nContent-Length: %d\r\n", method, target, addr, len(body))
+	for i := 0; i+1 < len(headers); i += 2 {
+		fmt.Fprintf(&req, "%s: %s\r\n", headers[i], headers[i+1])
+	}
+	req.WriteString("\r\n" + body)
+	if _, err := io.WriteString(c, req.String()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, target, err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, out
+}
+
+// lookup finds a dotted field (headers.x-tag) in a decoded JSON object.
+func lookup(obj map[string]any, field string) (any, bool) {
+	name, rest, nested := strings.Cut(field, ".")
+	v, ok := obj[name]
+	if !ok || !nested {
+		return v, ok
+	}
+	inner, _ := v.(map[string]any)
+	return lookup(inner, rest)
+}
+
+func jsonEqual(t *testing.T, got any, want string) bool {
+	t.Helper()
+	var w any
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("the table's %s: %v", want, err)
+	}
+	var g any
+	_ = json.Unmarshal([]byte(marshal(got)), &g)
+	return reflect.DeepEqual(g, w)
+}
+
+func marshal(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
