@@ -113,7 +113,7 @@ func (b *Backend) deploy(key string, fn api.Function, art *buildkit.Artifact, di
 		ScaleDown: time.Duration(fn.ScaleDownPeriodSec) * time.Second, Disabled: disabled, MemoryMB: int(fn.MemoryMB),
 	}
 	if spec.ScaleDown <= 0 {
-		spec.ScaleDown = 300 * time.Second
+		spec.ScaleDown = rules.DefaultScaleDownSeconds * time.Second
 	}
 	if err := b.pool.Set(host, spec); err != nil {
 		return fmt.Errorf("starting function %s: %w", key, err)

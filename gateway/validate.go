@@ -11,24 +11,6 @@ import (
 	"sless.dev/sless/rules"
 )
 
-// Limits the API enforces; they mirror the CRD schema so both backends reject the same input.
-const (
-	minMemoryMB     = 32
-	maxMemoryMB     = 16384
-	maxReplicas     = 1000
-	maxScaleDownSec = 86400
-	maxTarget       = 100000
-	maxEnvVars      = 256
-	// maxEnvValue and maxEnvTotal bound a function's environment (names and values): an
-	// environment this large already fails exec on some systems and slows every write of
-	// the object.
-	maxEnvValue    = 32 << 10
-	maxEnvTotal    = 128 << 10
-	maxAttemptsCap = 100
-	maxBackoffMs   = 3600000
-	maxAsyncJobs   = 100
-)
-
 var (
 	dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -36,8 +18,8 @@ var (
 
 // validName checks a namespace or object name: a DNS-1123 label.
 func validName(field, name string) error {
-	if len(name) == 0 || len(name) > 63 || !dnsLabel.MatchString(name) {
-		return invalid(field, "%q is not a valid name: use at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit", name)
+	if len(name) == 0 || len(name) > rules.MaxNameLength || !dnsLabel.MatchString(name) {
+		return invalid(field, "%q is not a valid name: use at most %d lowercase letters, digits and '-', starting and ending with a letter or digit", name, rules.MaxNameLength)
 	}
 	return nil
 }
@@ -49,13 +31,13 @@ func validRuntime(field, rt string) error {
 	return nil
 }
 
-// validQueue checks a RabbitMQ queue name: at most 255 bytes of printable characters.
+// validQueue checks a RabbitMQ queue name: at most rules.MaxQueueLength bytes of printable characters.
 func validQueue(field, q string, required bool) error {
 	switch {
 	case q == "" && required:
-		return invalid(field, "a queue name of 1-255 characters is required")
-	case len(q) > 255 || strings.ContainsFunc(q, func(c rune) bool { return c < 0x20 || c == 0x7f }):
-		return invalid(field, "%q is not a queue name: use at most 255 printable characters", q)
+		return invalid(field, "a queue name of 1-%d characters is required", rules.MaxQueueLength)
+	case len(q) > rules.MaxQueueLength || strings.ContainsFunc(q, func(c rune) bool { return c < 0x20 || c == 0x7f }):
+		return invalid(field, "%q is not a queue name: use at most %d printable characters", q, rules.MaxQueueLength)
 	}
 	return nil
 }
@@ -88,8 +70,8 @@ func validTimeout(field string, v int32) error {
 }
 
 func validEnv(field string, env map[string]string) error {
-	if len(env) > maxEnvVars {
-		return invalid(field, "%d variables; at most %d are allowed", len(env), maxEnvVars)
+	if len(env) > rules.MaxEnvVars {
+		return invalid(field, "%d variables; at most %d are allowed", len(env), rules.MaxEnvVars)
 	}
 	total := 0
 	for _, k := range slices.Sorted(maps.Keys(env)) {
@@ -99,13 +81,13 @@ func validEnv(field string, env map[string]string) error {
 			return invalid(field+"."+k, "invalid variable name %q: use [A-Za-z_][A-Za-z0-9_]* not starting with SLESS_ (reserved)", k)
 		case strings.IndexByte(v, 0) >= 0:
 			return invalid(field+"."+k, "the value contains a NUL byte, which no process environment can hold; remove it")
-		case len(v) > maxEnvValue:
-			return invalid(field+"."+k, "the value is %d bytes; at most %d are allowed (keep large data in a file of the upload or in storage)", len(v), maxEnvValue)
+		case len(v) > rules.MaxEnvValueBytes:
+			return invalid(field+"."+k, "the value is %d bytes; at most %d are allowed (keep large data in a file of the upload or in storage)", len(v), rules.MaxEnvValueBytes)
 		}
 		total += len(k) + len(v)
 	}
-	if total > maxEnvTotal {
-		return invalid(field, "the variables hold %d bytes in all; at most %d are allowed", total, maxEnvTotal)
+	if total > rules.MaxEnvTotalBytes {
+		return invalid(field, "the variables hold %d bytes in all; at most %d are allowed", total, rules.MaxEnvTotalBytes)
 	}
 	return nil
 }
@@ -130,8 +112,9 @@ func validEntrypoint(field, runtime, ep string) error {
 
 // defaultFunctionSpec holds the defaults of a new function (the CRD's defaults).
 func defaultFunctionSpec() api.FunctionSpec {
-	return api.FunctionSpec{MemoryMB: 128, MaxReplicas: 10, ScaleDownPeriodSec: 300, ScalingMetric: "concurrency", ScalingTarget: 100,
-		Async: api.AsyncPolicy{MaxAttempts: 3, BackoffMs: 1000, MaxJobs: 10}}
+	return api.FunctionSpec{MemoryMB: rules.DefaultMemoryMB, MaxReplicas: rules.DefaultMaxReplicas,
+		ScaleDownPeriodSec: rules.DefaultScaleDownSeconds, ScalingMetric: rules.DefaultScalingMetric, ScalingTarget: rules.DefaultScalingTarget,
+		Async: api.AsyncPolicy{MaxAttempts: rules.DefaultMaxAttempts, BackoffMs: rules.DefaultBackoffMillis, MaxJobs: rules.DefaultAsyncJobs}}
 }
 
 // applyFunctionFields sets the sent fields of f on spec.
@@ -177,16 +160,16 @@ func validateFunctionSpec(s api.FunctionSpec) error {
 		validRuntime("runtime", s.Runtime),
 		validEntrypoint("entrypoint", s.Runtime, s.Entrypoint),
 		validEnv("env_vars", s.EnvVars),
-		inRange("memory_mb", int64(s.MemoryMB), minMemoryMB, maxMemoryMB),
+		inRange("memory_mb", int64(s.MemoryMB), rules.MinMemoryMB, rules.MaxMemoryMB),
 		validTimeout("timeout_sec", s.TimeoutSec),
-		inRange("min_replicas", int64(s.MinReplicas), 0, maxReplicas),
-		inRange("max_replicas", int64(s.MaxReplicas), 1, maxReplicas),
-		inRange("scale_down_period_sec", int64(s.ScaleDownPeriodSec), 1, maxScaleDownSec),
-		inRange("scaling_target", int64(s.ScalingTarget), 1, maxTarget),
-		inRange("async.max_attempts", int64(s.Async.MaxAttempts), 1, maxAttemptsCap),
-		inRange("async.backoff_ms", int64(s.Async.BackoffMs), 0, maxBackoffMs),
+		inRange("min_replicas", int64(s.MinReplicas), 0, rules.MaxReplicas),
+		inRange("max_replicas", int64(s.MaxReplicas), 1, rules.MaxReplicas),
+		inRange("scale_down_period_sec", int64(s.ScaleDownPeriodSec), 1, rules.MaxScaleDownSeconds),
+		inRange("scaling_target", int64(s.ScalingTarget), 1, rules.MaxScalingTarget),
+		inRange("async.max_attempts", int64(s.Async.MaxAttempts), 1, rules.MaxAttempts),
+		inRange("async.backoff_ms", int64(s.Async.BackoffMs), 0, rules.MaxBackoffMillis),
 		validQueue("async.dead_letter_queue", s.Async.DeadLetterQueue, false),
-		inRange("async.max_jobs", int64(s.Async.MaxJobs), 1, maxAsyncJobs),
+		inRange("async.max_jobs", int64(s.Async.MaxJobs), 1, rules.MaxAsyncJobs),
 	}
 	for _, err := range checks {
 		if err != nil {
@@ -199,8 +182,8 @@ func validateFunctionSpec(s api.FunctionSpec) error {
 	if s.ScalingMetric != "concurrency" && s.ScalingMetric != "requestRate" {
 		return invalid("scaling_metric", "unknown metric %q; use concurrency or requestRate", s.ScalingMetric)
 	}
-	if len(s.Image) > 512 {
-		return invalid("image", "longer than 512 characters")
+	if len(s.Image) > rules.MaxImageLength {
+		return invalid("image", "longer than %d characters", rules.MaxImageLength)
 	}
 	return nil
 }
@@ -209,7 +192,7 @@ func validateFunctionSpec(s api.FunctionSpec) error {
 func defaultTriggerSpec(typ string) api.TriggerSpec {
 	s := api.TriggerSpec{Type: typ, Enabled: true}
 	if typ == api.TriggerEvent {
-		s.BrokerSecretKey, s.MaxAttempts, s.BackoffMs = "host", 3, 1000
+		s.BrokerSecretKey, s.MaxAttempts, s.BackoffMs = rules.DefaultBrokerSecretKey, rules.DefaultMaxAttempts, rules.DefaultBackoffMillis
 	}
 	return s
 }
@@ -306,16 +289,16 @@ func validateEvent(s api.TriggerSpec) error {
 	if err := validQueue("queue", s.Queue, true); err != nil {
 		return err
 	}
-	if s.BrokerSecret == "" || len(s.BrokerSecret) > 253 {
+	if s.BrokerSecret == "" || len(s.BrokerSecret) > rules.MaxSecretNameLength {
 		return invalid("broker_secret", "an event trigger needs the name of a Secret holding the amqp:// URL")
 	}
 	if err := validQueue("dead_letter_queue", s.DeadLetterQueue, false); err != nil {
 		return err
 	}
-	if err := inRange("max_attempts", int64(s.MaxAttempts), 1, maxAttemptsCap); err != nil {
+	if err := inRange("max_attempts", int64(s.MaxAttempts), 1, rules.MaxAttempts); err != nil {
 		return err
 	}
-	return inRange("backoff_ms", int64(s.BackoffMs), 0, maxBackoffMs)
+	return inRange("backoff_ms", int64(s.BackoffMs), 0, rules.MaxBackoffMillis)
 }
 
 // applyJobFields sets the sent fields of f on spec.
@@ -351,7 +334,7 @@ func validateJobSpec(s api.JobSpec) error {
 		return invalid("function", "set function (run an existing function) or runtime (a self-contained job)")
 	}
 	if s.MemoryMB != 0 {
-		if err := inRange("memory_mb", int64(s.MemoryMB), minMemoryMB, maxMemoryMB); err != nil {
+		if err := inRange("memory_mb", int64(s.MemoryMB), rules.MinMemoryMB, rules.MaxMemoryMB); err != nil {
 			return err
 		}
 	}

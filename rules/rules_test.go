@@ -1,13 +1,8 @@
 package rules_test
 
 import (
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
-
-	"sigs.k8s.io/yaml"
 
 	"sless.dev/sless/rules"
 )
@@ -80,63 +75,6 @@ func TestNamesAndDeadlines(t *testing.T) {
 	}{{0, 0}, {-1, 0}, {1, 6 * time.Second}, {900, 905 * time.Second}} {
 		if got := rules.InvocationDeadline(tc.sec); got != tc.want {
 			t.Errorf("InvocationDeadline(%d) = %s, want %s", tc.sec, got, tc.want)
-		}
-	}
-}
-
-// TestCRDMarkersMatch: the CRD schema states the limits as literals (markers cannot name
-// constants); they must say what the rules say.
-func TestCRDMarkersMatch(t *testing.T) {
-	for _, tc := range []struct {
-		crd, field string
-		max        int
-	}{
-		{"sless.dev_functions.yaml", "timeoutSeconds", rules.MaxTimeoutSeconds},
-		{"sless.dev_functionjobs.yaml", "timeoutSeconds", rules.MaxTimeoutSeconds},
-		{"sless.dev_triggers.yaml", "prewarmSeconds", rules.MaxPrewarmSeconds},
-	} {
-		data, err := os.ReadFile(filepath.Join("..", "config", "crd", "bases", tc.crd))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var doc map[string]any
-		if err := yaml.Unmarshal(data, &doc); err != nil {
-			t.Fatal(err)
-		}
-		found := 0
-		walk(doc, func(key string, node map[string]any) {
-			if key == tc.field {
-				found++
-				if max, _ := node["maximum"].(float64); int(max) != tc.max {
-					t.Errorf("%s: %s maximum %v, rules say %d", tc.crd, tc.field, node["maximum"], tc.max)
-				}
-			}
-		})
-		if found == 0 {
-			t.Errorf("%s has no %s field", tc.crd, tc.field)
-		}
-	}
-}
-
-// walk calls fn for every property schema under a "properties" map.
-func walk(v any, fn func(key string, node map[string]any)) {
-	switch n := v.(type) {
-	case map[string]any:
-		if props, ok := n["properties"].(map[string]any); ok {
-			for k, p := range props {
-				if pm, ok := p.(map[string]any); ok {
-					fn(k, pm)
-				}
-			}
-		}
-		for k, c := range n {
-			if !strings.HasPrefix(k, "x-") {
-				walk(c, fn)
-			}
-		}
-	case []any:
-		for _, c := range n {
-			walk(c, fn)
 		}
 	}
 }

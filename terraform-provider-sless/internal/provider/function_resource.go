@@ -26,6 +26,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/rules"
 )
 
 // defaultBuildTimeoutSec bounds the wait for a build when build_timeout_sec is not set.
@@ -79,33 +80,33 @@ func functionAttributes() map[string]schema.Attribute {
 		"env_vars": schema.MapAttribute{
 			ElementType: types.StringType, Optional: true,
 			MarkdownDescription: "Environment variables of the handler; names must not start with `SLESS_`. Changes apply in place without a rebuild.",
-			Validators:          []validator.Map{envCheck{}, mapvalidator.SizeAtMost(256)},
+			Validators:          []validator.Map{envCheck{}, mapvalidator.SizeAtMost(rules.MaxEnvVars)},
 		},
-		"memory_mb": serverDefaultInt64("Memory limit in MiB (32-16384; server default 128).", 32, 16384),
+		"memory_mb": serverDefaultInt64(fmt.Sprintf("Memory limit in MiB (%d-%d; server default %d).", rules.MinMemoryMB, rules.MaxMemoryMB, rules.DefaultMemoryMB), rules.MinMemoryMB, rules.MaxMemoryMB),
 		"timeout_sec": schema.Int64Attribute{
 			Optional: true, MarkdownDescription: "Limit of one invocation in seconds, 1-900; `0` or unset means no limit (unset stays null in the state).",
 			Validators: timeoutValidators(),
 		},
-		"min_replicas":          serverDefaultInt64("Instances kept running when idle; 0 (default) scales to zero, 1 or more keeps the function always on.", 0, 1000),
-		"max_replicas":          serverDefaultInt64("Upper bound of instances (1-1000; server default 10).", 1, 1000),
-		"scale_down_period_sec": serverDefaultInt64("Idle seconds before scaling down (1-86400; server default 300).", 1, 86400),
+		"min_replicas":          serverDefaultInt64("Instances kept running when idle; 0 (default) scales to zero, 1 or more keeps the function always on.", 0, rules.MaxReplicas),
+		"max_replicas":          serverDefaultInt64(fmt.Sprintf("Upper bound of instances (1-%d; server default %d).", rules.MaxReplicas, rules.DefaultMaxReplicas), 1, rules.MaxReplicas),
+		"scale_down_period_sec": serverDefaultInt64(fmt.Sprintf("Idle seconds before scaling down (%d-%d; server default %d).", rules.MinScaleDownSeconds, rules.MaxScaleDownSeconds, rules.DefaultScaleDownSeconds), rules.MinScaleDownSeconds, rules.MaxScaleDownSeconds),
 		"scaling_metric": schema.StringAttribute{
 			Optional: true, Computed: true, MarkdownDescription: "`concurrency` (default: in-flight requests per instance) or `requestRate`.",
-			Validators:    []validator.String{stringvalidator.OneOf("concurrency", "requestRate")},
+			Validators:    []validator.String{stringvalidator.OneOf(rules.MetricConcurrency, rules.MetricRequestRate)},
 			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 		},
-		"scaling_target": serverDefaultInt64("Target value of `scaling_metric` per instance, e.g. the concurrency target (1-100000; server default 100).", 1, 100000),
+		"scaling_target": serverDefaultInt64(fmt.Sprintf("Target value of `scaling_metric` per instance, e.g. the concurrency target (1-%d; server default %d).", rules.MaxScalingTarget, rules.DefaultScalingTarget), 1, rules.MaxScalingTarget),
 		"async_enabled": schema.BoolAttribute{
 			Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 			MarkdownDescription: "Take asynchronous invocations: a call with `Prefer: respond-async` is queued and answered `202` with the invocation's `Location` (default false).",
 		},
-		"async_max_attempts": serverDefaultInt64("Attempts of one asynchronous invocation before it is dead-lettered (1-100; server default 3).", 1, 100),
-		"async_backoff_ms":   serverDefaultInt64("Delay before the second attempt in ms, doubling for each next one (0-3600000; server default 1000).", 0, 3600000),
+		"async_max_attempts": serverDefaultInt64(fmt.Sprintf("Attempts of one asynchronous invocation before it is dead-lettered (1-%d; server default %d).", rules.MaxAttempts, rules.DefaultMaxAttempts), 1, rules.MaxAttempts),
+		"async_backoff_ms":   serverDefaultInt64(fmt.Sprintf("Delay before the second attempt in ms, doubling for each next one (0-%d; server default %d).", rules.MaxBackoffMillis, rules.DefaultBackoffMillis), 0, rules.MaxBackoffMillis),
 		"async_dead_letter_queue": schema.StringAttribute{
 			Optional: true, MarkdownDescription: "Queue exhausted asynchronous invocations go to, named `<namespace>.<name>`; `<namespace>.async.<name>.dlq` when unset.",
-			Validators: []validator.String{stringvalidator.LengthBetween(1, 255)},
+			Validators: []validator.String{stringvalidator.LengthBetween(1, rules.MaxQueueLength)},
 		},
-		"async_max_jobs": serverDefaultInt64("Dispatcher Jobs that may drain the function's asynchronous queue at once in a cluster (1-100; server default 10); `sless dev` keeps the value but runs one runner per function.", 1, 100),
+		"async_max_jobs": serverDefaultInt64(fmt.Sprintf("Dispatcher Jobs that may drain the function's asynchronous queue at once in a cluster (1-%d; server default %d); `sless dev` keeps the value but runs one runner per function.", rules.MaxAsyncJobs, rules.DefaultAsyncJobs), 1, rules.MaxAsyncJobs),
 		"build_timeout_sec": schema.Int64Attribute{
 			Optional: true, Computed: true, Default: int64default.StaticInt64(defaultBuildTimeoutSec),
 			MarkdownDescription: fmt.Sprintf("How long `apply` waits for the build to become Ready (default %d); time the operator holds the build back for a slot (`--max-concurrent-builds`) is not counted.", defaultBuildTimeoutSec),

@@ -26,6 +26,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/rules"
 )
 
 const defaultWaitTimeoutSec = 300
@@ -96,16 +97,16 @@ func jobAttributes() map[string]schema.Attribute {
 		},
 		"image": schema.StringAttribute{
 			Optional: true, MarkdownDescription: "Self-contained job: prebuilt image to run instead of uploaded code (cluster installs only; `sless dev` builds uploaded code).",
-			Validators: []validator.String{stringvalidator.LengthAtMost(512)},
+			Validators: []validator.String{stringvalidator.LengthAtMost(rules.MaxImageLength)},
 		},
 		"entrypoint": schema.StringAttribute{Optional: true, MarkdownDescription: "Handler entry point (the function's when unset)."},
 		"env_vars": schema.MapAttribute{
 			ElementType: types.StringType, Optional: true, MarkdownDescription: "Extra environment variables of the run.",
-			Validators: []validator.Map{envCheck{}, mapvalidator.SizeAtMost(256)},
+			Validators: []validator.Map{envCheck{}, mapvalidator.SizeAtMost(rules.MaxEnvVars)},
 		},
 		"memory_mb": schema.Int64Attribute{
-			Optional: true, MarkdownDescription: "Memory limit in MiB (32-16384; the function's when unset).",
-			Validators: []validator.Int64{int64validator.Between(32, 16384)},
+			Optional: true, MarkdownDescription: fmt.Sprintf("Memory limit in MiB (%d-%d; the function's when unset).", rules.MinMemoryMB, rules.MaxMemoryMB),
+			Validators: []validator.Int64{int64validator.Between(rules.MinMemoryMB, rules.MaxMemoryMB)},
 		},
 		"timeout_sec": schema.Int64Attribute{
 			Optional: true, MarkdownDescription: "Limit of the run in seconds, 1-900; `0` or unset means no limit.",

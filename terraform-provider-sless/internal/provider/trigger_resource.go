@@ -86,25 +86,25 @@ func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 		},
 		"prewarm_seconds": schema.Int64Attribute{
 			Optional: true, MarkdownDescription: "cron only: wake the function this many seconds before each tick (through the normal invocation path; the handler is not called) so the tick pays no cold start; it scales down after the tick as usual. 1-3600; unset: no pre-warm.",
-			Validators: []validator.Int64{int64validator.Between(1, 3600)},
+			Validators: []validator.Int64{int64validator.Between(1, rules.MaxPrewarmSeconds)},
 		},
 		"queue": schema.StringAttribute{
 			Optional: true, MarkdownDescription: "event only: AMQP queue to consume, named `<namespace>.<name>` (a tenant's queues start with its namespace).",
-			Validators: []validator.String{stringvalidator.LengthBetween(1, 255)},
+			Validators: []validator.String{stringvalidator.LengthBetween(1, rules.MaxQueueLength)},
 		},
 		"broker_secret": schema.StringAttribute{
 			Optional: true, MarkdownDescription: "event only: name of the Secret holding the broker's `amqp://` URL.",
-			Validators: []validator.String{stringvalidator.LengthBetween(1, 253)},
+			Validators: []validator.String{stringvalidator.LengthBetween(1, rules.MaxSecretNameLength)},
 		},
 		"broker_secret_key": schema.StringAttribute{
-			Optional: true, Computed: true, MarkdownDescription: "event only: key of the URL in the Secret (server default `host`).",
+			Optional: true, Computed: true, MarkdownDescription: "event only: key of the URL in the Secret (server default `" + rules.DefaultBrokerSecretKey + "`).",
 			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 		},
-		"max_attempts": serverDefaultInt64("event only: deliveries of one message before it goes to the dead-letter queue (1-100; server default 3).", 1, 100),
-		"backoff_ms":   serverDefaultInt64("event only: delay before the first retry, doubled per attempt (0-3600000; server default 1000).", 0, 3600000),
+		"max_attempts": serverDefaultInt64(fmt.Sprintf("event only: deliveries of one message before it goes to the dead-letter queue (1-%d; server default %d).", rules.MaxAttempts, rules.DefaultMaxAttempts), 1, rules.MaxAttempts),
+		"backoff_ms":   serverDefaultInt64(fmt.Sprintf("event only: delay before the first retry, doubled per attempt (0-%d; server default %d).", rules.MaxBackoffMillis, rules.DefaultBackoffMillis), 0, rules.MaxBackoffMillis),
 		"dead_letter_queue": schema.StringAttribute{
 			Optional: true, MarkdownDescription: "event only: queue that receives messages whose attempts ran out, named `<namespace>.<name>`.",
-			Validators: []validator.String{stringvalidator.LengthBetween(1, 255)},
+			Validators: []validator.String{stringvalidator.LengthBetween(1, rules.MaxQueueLength)},
 		},
 		"url":    computedString("http only: URL that invokes the function."),
 		"active": schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether the trigger is currently firing (enabled and its function Ready)."},

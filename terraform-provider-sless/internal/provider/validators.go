@@ -27,7 +27,7 @@ var (
 
 func nameValidators() []validator.String {
 	return []validator.String{
-		stringvalidator.LengthBetween(1, 63),
+		stringvalidator.LengthBetween(1, rules.MaxNameLength),
 		stringvalidator.RegexMatches(dnsLabel, "must be lowercase letters, digits and '-', starting and ending with a letter or digit (a DNS label)"),
 	}
 }
