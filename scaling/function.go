@@ -96,7 +96,7 @@ func memoryMB(code *v1.CodeSpec) int32 {
 	if code.MemoryMB > 0 {
 		return code.MemoryMB
 	}
-	return 128
+	return rules.DefaultMemoryMB
 }
 
 // functionPodSpec is the pod spec shared by a function's Deployment and its job runs in

@@ -6,7 +6,9 @@ import (
 	_ "embed"
 	"encoding/json"
 	"testing"
+	"time"
 
+	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/rules"
 )
 
@@ -99,4 +101,41 @@ func RouteTable(t testing.TB) []Route {
 		t.Fatalf("routes.json: %v", err)
 	}
 	return rows
+}
+
+// View is what an API view shows of a function: its Ready, phase and message.
+type View struct {
+	Ready          bool
+	Phase, Message string
+}
+
+// RunReadiness runs every row of ReadinessTable through view, one control plane's way from a
+// function's steps to its API view, and checks it against the row.
+func RunReadiness(t *testing.T, view func(t *testing.T, row Readiness) View) {
+	for _, row := range ReadinessTable(t) {
+		t.Run(row.Name, func(t *testing.T) {
+			got, w := view(t, row), row.Want
+			if got != (View{w.Ready, w.Phase, w.Message}) {
+				t.Errorf("got %+v; want %+v", got, w)
+			}
+		})
+	}
+}
+
+// RunRoutes runs every row of RouteTable through route, one control plane's route for the
+// row's function, and checks it against the row; a plane without the state of ClusterOnly
+// rows passes clusterOnly false.
+func RunRoutes(t *testing.T, clusterOnly bool, route func(t *testing.T, row Route) backend.Route) {
+	for _, row := range RouteTable(t) {
+		if row.ClusterOnly && !clusterOnly {
+			continue
+		}
+		t.Run(row.Name, func(t *testing.T) {
+			w := row.Want
+			want := backend.Route{Host: w.Host, Timeout: time.Duration(w.TimeoutSec) * time.Second, RequireAuth: w.RequireAuth, Disabled: w.Disabled, AsyncAttempts: w.AsyncAttempts}
+			if got := route(t, row); got != want {
+				t.Errorf("got %+v, want %+v", got, want)
+			}
+		})
+	}
 }
