@@ -8,6 +8,7 @@ import (
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
+	"sless.dev/sless/rules"
 )
 
 // The REST objects. Each kind is declared once (a kindOps); list, get, create, update and
@@ -65,7 +66,7 @@ func runtimeHere(runtime string) error {
 // checkTrigger keeps a trigger's type.
 func checkTrigger(_ *Backend, _ string, old *api.TriggerSpec, spec api.TriggerSpec) error {
 	if old != nil && spec.Type != old.Type {
-		return &backend.InvalidError{Field: "type", Reason: "type is immutable; delete and re-create the trigger"}
+		return &backend.InvalidError{Field: "type", Reason: rules.TriggerTypeImmutable}
 	}
 	return nil
 }

@@ -200,7 +200,7 @@ func defaultTriggerSpec(typ string) api.TriggerSpec {
 // applyTriggerFields sets the sent fields of f on spec; the type cannot change.
 func applyTriggerFields(spec *api.TriggerSpec, f api.TriggerFields) error {
 	if f.Type != nil && *f.Type != spec.Type {
-		return invalid("type", "type is immutable (%s); delete and re-create the trigger", spec.Type)
+		return invalid("type", "%s (it is %s)", rules.TriggerTypeImmutable, spec.Type)
 	}
 	setIf(&spec.Function, f.Function)
 	setIf(&spec.Enabled, f.Enabled)

@@ -178,3 +178,14 @@ func markers(v any, path string, fn func(path, keyword string, v any)) {
 		}
 	}
 }
+
+// TestCRDTriggerTypeImmutable: the CRD's CEL rule refuses a type change with the API's words.
+func TestCRDTriggerTypeImmutable(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "config", "crd", "bases", "sless.dev_triggers.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "message: "+rules.TriggerTypeImmutable) {
+		t.Errorf("sless.dev_triggers.yaml has no CEL rule with the message %q", rules.TriggerTypeImmutable)
+	}
+}

@@ -135,3 +135,7 @@ const PrewarmMargin = 15 * time.Second
 func PrewarmWindow(next time.Time, prewarm time.Duration) (from, until time.Time) {
 	return next.Add(-prewarm), next.Add(PrewarmMargin)
 }
+
+// TriggerTypeImmutable is why a trigger's type cannot change, in every place that refuses it:
+// the API on both planes and the CRD's CEL rule (its literal held equal by limits_test.go).
+const TriggerTypeImmutable = "type is immutable; delete and re-create the trigger"
