@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -11,15 +10,10 @@ import (
 	"sless.dev/sless/rules"
 )
 
-var (
-	dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-)
-
 // validName checks a namespace or object name: a DNS-1123 label.
 func validName(field, name string) error {
-	if len(name) == 0 || len(name) > rules.MaxNameLength || !dnsLabel.MatchString(name) {
-		return invalid(field, "%q is not a valid name: use at most %d lowercase letters, digits and '-', starting and ending with a letter or digit", name, rules.MaxNameLength)
+	if err := rules.CheckName(name); err != nil {
+		return invalid(field, "%v", err)
 	}
 	return nil
 }
@@ -77,8 +71,8 @@ func validEnv(field string, env map[string]string) error {
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		v := env[k]
 		switch {
-		case !envName.MatchString(k) || strings.HasPrefix(k, "SLESS_"):
-			return invalid(field+"."+k, "invalid variable name %q: use [A-Za-z_][A-Za-z0-9_]* not starting with SLESS_ (reserved)", k)
+		case rules.CheckEnvName(k) != nil:
+			return invalid(field+"."+k, "%v", rules.CheckEnvName(k))
 		case strings.IndexByte(v, 0) >= 0:
 			return invalid(field+"."+k, "the value contains a NUL byte, which no process environment can hold; remove it")
 		case len(v) > rules.MaxEnvValueBytes:

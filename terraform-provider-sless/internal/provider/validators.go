@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
-	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -20,15 +18,10 @@ import (
 // These checks run at plan time and mirror what the API enforces, so a mistake is reported by
 // `terraform plan` with the attribute's path instead of half-way through an apply.
 
-var (
-	dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-)
-
 func nameValidators() []validator.String {
 	return []validator.String{
 		stringvalidator.LengthBetween(1, rules.MaxNameLength),
-		stringvalidator.RegexMatches(dnsLabel, "must be lowercase letters, digits and '-', starting and ending with a letter or digit (a DNS label)"),
+		stringvalidator.RegexMatches(rules.NamePattern, "must be lowercase letters, digits and '-', starting and ending with a letter or digit (a DNS label)"),
 	}
 }
 
@@ -52,11 +45,8 @@ func checkJSON(s string) error {
 // checkEnvNames reports the first variable name the runtime would refuse, or nil.
 func checkEnvNames(env map[string]string) error {
 	for _, k := range slices.Sorted(maps.Keys(env)) {
-		if !envName.MatchString(k) {
-			return fmt.Errorf("invalid variable name %q: use letters, digits and '_', not starting with a digit", k)
-		}
-		if strings.HasPrefix(k, "SLESS_") {
-			return fmt.Errorf("variable %q: the SLESS_ prefix is reserved for the platform", k)
+		if err := rules.CheckEnvName(k); err != nil {
+			return err
 		}
 	}
 	return nil
