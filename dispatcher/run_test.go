@@ -75,8 +75,8 @@ func TestRetryThenSucceed(t *testing.T) {
 	if st.Retried != 2 || st.Acked != 1 || st.DeadLettered != 0 {
 		t.Fatalf("stats %+v, want 2 retried, 1 acked", st)
 	}
-	if got := f.bodies["0"]; got != `{"data":"plain text"}` {
-		t.Fatalf("event body %s, want the text wrapped in a data field", got)
+	if got := f.bodies["0"]; got != `{"body":"plain text"}` {
+		t.Fatalf("event body %s, want the text under body, as an HTTP call with it makes", got)
 	}
 	if got := h.Get("X-Amqp-Header-Tenant-Id"); got != "7" {
 		t.Fatalf("application header tenant_id reached the function as %q, want 7", got)
