@@ -272,7 +272,7 @@ function headerValue(req, lowerName) {
 // not UTF-8).
 // Headers come from rawHeaders, as sent: req.headers drops repeats of some names
 // (User-Agent, Content-Type, …).
-function requestInfo(req, path, q, body, traceparent) {
+function requestInfo(req, reqPath, q, body, traceparent) {
   const multi = {};
   for (let i = 0; i < req.rawHeaders.length; i += 2) {
     const name = req.rawHeaders[i].toLowerCase();
@@ -291,7 +291,7 @@ function requestInfo(req, path, q, body, traceparent) {
   const text = body.toString('utf8');
   const binary = !Buffer.from(text, 'utf8').equals(body);
   return {
-    method: req.method, path, query, multiValueQuery: multiQuery,
+    method: req.method, path: reqPath, query, multiValueQuery: multiQuery,
     headers, multiValueHeaders: multi, traceparent,
     body: binary ? body.toString('base64') : text, isBase64Encoded: binary,
   };
@@ -394,8 +394,8 @@ function serve(load) {
       fail(tooLarge());
       return;
     }
-    const path = decodePath(pathname);
-    if (path === null) {
+    const decoded = decodePath(pathname);
+    if (decoded === null) {
       res.setHeader('Connection', 'close');
       answer(400, 'application/json', errorJSON('malformed percent-escape in the request path'));
       return;
@@ -406,7 +406,7 @@ function serve(load) {
         return;
       }
       const request = wantsRequest
-        ? requestInfo(req, path, q, body, traceparent)
+        ? requestInfo(req, decoded, q, body, traceparent)
         : undefined;
       // The watchdog answers 504 itself; the handler's promise is abandoned, its value dropped.
       let watched;
