@@ -36,12 +36,10 @@ func (r *FunctionReconciler) reconcileAsync(ctx context.Context, fn *v1.Function
 		st.MarkCondition(gen, v1.ConditionAsync, metav1.ConditionFalse, v1.ReasonNotDeployed, "waiting for the function's first image")
 		return nil
 	}
-	if _, err := ensure(ctx, r.Client, nil, scaling.MakeAsyncTriggerAuthentication(fn, r.Options), &kedav1alpha1.TriggerAuthentication{}, nil,
-		func(live, desired *kedav1alpha1.TriggerAuthentication) { live.Spec = desired.Spec }); err != nil {
+	if err := ensure(ctx, r.children, nil, scaling.MakeAsyncTriggerAuthentication(fn, r.Options), &kedav1alpha1.TriggerAuthentication{}, nil); err != nil {
 		return err
 	}
-	if _, err := ensure(ctx, r.Client, nil, scaling.MakeAsyncScaledJob(fn, r.Options), &kedav1alpha1.ScaledJob{}, nil,
-		func(live, desired *kedav1alpha1.ScaledJob) { live.Spec = desired.Spec }); err != nil {
+	if err := ensure(ctx, r.children, nil, scaling.MakeAsyncScaledJob(fn, r.Options), &kedav1alpha1.ScaledJob{}, nil); err != nil {
 		return err
 	}
 	st.MarkCondition(gen, v1.ConditionAsync, metav1.ConditionTrue, v1.ReasonAsyncDraining,

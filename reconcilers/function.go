@@ -49,7 +49,8 @@ import (
 type FunctionReconciler struct {
 	client.Client
 	Config
-	builds builds
+	builds   builds
+	children *children
 	// resolver turns spec.image's tag into a digest.
 	resolver resolver
 	// Recorder gets an Event for each transition of the Ready dependents (nil: none).
@@ -79,9 +80,6 @@ func (r *FunctionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	recordTransitions(r.Recorder, fn, before)
 	return result(err)
 }
-
-// conflictRetry is how soon a pass that lost a write race with KEDA or the add-on runs again.
-const conflictRetry = 200 * time.Millisecond
 
 // retryAfter asks for another reconcile after a delay without reporting an error: the
 // status already says what is waited for.
@@ -116,14 +114,6 @@ func (r *FunctionReconciler) reconcileFunction(ctx context.Context, fn *v1.Funct
 		return err
 	}
 	switch werr := r.reconcileWorkloads(ctx, fn); {
-	case apierrors.IsConflict(werr):
-		// KEDA and the add-on write these children too (replicas, finalizers, status): a
-		// conflict is routine and retried at once, not a failed function.
-		if !meta.IsStatusConditionTrue(st.Conditions, v1.ConditionDeployed) {
-			st.MarkCondition(gen, v1.ConditionDeployed, metav1.ConditionUnknown, v1.ReasonDeploying, "writing the Deployment, Service and HTTPScaledObject")
-		}
-		// A timed requeue, not the error path, whose backoff can grow to minutes.
-		return retryAfter(conflictRetry)
 	case werr != nil:
 		st.MarkCondition(gen, v1.ConditionDeployed, metav1.ConditionFalse, v1.ReasonDeployFailed, werr.Error())
 		return werr
@@ -246,21 +236,20 @@ func (r *FunctionReconciler) reconcileWorkloads(ctx context.Context, fn *v1.Func
 	if err != nil {
 		return err
 	}
-	if _, err := ensure(ctx, r.Client, fn, scaling.MakeDeployment(fn, fn.Status.Image, r.Options), &appsv1.Deployment{},
-		func(desired, live *appsv1.Deployment) { desired.Spec.Replicas = live.Spec.Replicas }, // KEDA owns replicas
-		func(live, desired *appsv1.Deployment) { live.Spec = desired.Spec }); err != nil {
-		return err
-	}
-	if _, err := ensure(ctx, r.Client, fn, scaling.MakeService(fn), &corev1.Service{}, nil,
-		func(live, desired *corev1.Service) {
-			// ClusterIP(s) are allocated by the API server and immutable.
-			desired.Spec.ClusterIP, desired.Spec.ClusterIPs = live.Spec.ClusterIP, live.Spec.ClusterIPs
-			live.Spec = desired.Spec
+	// KEDA and the HPA own replicas once they first scale; until then (a function at zero
+	// that never had a request) sless keeps the value it created the Deployment with.
+	if err := ensure(ctx, r.children, fn, scaling.MakeDeployment(fn, fn.Status.Image, r.Options), &appsv1.Deployment{},
+		func(desired, _ *appsv1.Deployment, owns func(...string) bool) {
+			if !owns("spec", "replicas") {
+				desired.Spec.Replicas = nil
+			}
 		}); err != nil {
 		return err
 	}
-	if _, err := ensure(ctx, r.Client, fn, scaling.MakeHTTPScaledObject(fn, paused, r.Options), &httpv1alpha1.HTTPScaledObject{}, nil,
-		func(live, desired *httpv1alpha1.HTTPScaledObject) { live.Spec = desired.Spec }); err != nil {
+	if err := ensure(ctx, r.children, fn, scaling.MakeService(fn), &corev1.Service{}, nil); err != nil {
+		return err
+	}
+	if err := ensure(ctx, r.children, fn, scaling.MakeHTTPScaledObject(fn, paused, r.Options), &httpv1alpha1.HTTPScaledObject{}, nil); err != nil {
 		return err
 	}
 	return r.syncScaledObjectPause(ctx, fn, paused)

@@ -111,7 +111,7 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 	eventsBefore := functionEvents(t, fn)
 	// Touch an unrelated annotation on the Deployment: a reconcile runs and must write nothing back.
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	update(t, dep, func() { dep.Annotations["touched"] = "yes" })
+	update(t, dep, func() { metav1.SetMetaDataAnnotation(&dep.ObjectMeta, "touched", "yes") })
 	before = strings.Replace(before, "*v1.Deployment="+dep.ResourceVersion, "", 1)
 	time.Sleep(2 * time.Second)
 	_ = get(t, key, dep)
@@ -307,6 +307,37 @@ func TestKEDAOwnsReplicas(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestEditedChildIsTakenBack: a write that takes one of sless's fields (kubectl edit of the
+// image) is undone by the next reconcile, while a function no autoscaler has scaled yet
+// keeps the replicas sless created it with across an update (a server-side apply that
+// dropped them would reset them to 1 and start a pod).
+func TestEditedChildIsTakenBack(t *testing.T) {
+	ns := newNamespace(t)
+	fn := readyFunction(t, ns, "edited", "9")
+	key := client.ObjectKeyFromObject(fn)
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	if err := get(t, key, dep); err != nil {
+		t.Fatal(err)
+	}
+	image := dep.Spec.Template.Spec.Containers[0].Image
+	if *dep.Spec.Replicas != 0 {
+		t.Fatalf("a function at min 0 created with %d replicas", *dep.Spec.Replicas)
+	}
+	update(t, dep, func() { dep.Spec.Template.Spec.Containers[0].Image = "example.com/other:1" })
+	update(t, fn, func() { fn.Spec.Env = map[string]string{"AFTER": "edit"} })
+	eventually(t, "the image taken back and the env applied", func() error {
+		_ = get(t, key, dep)
+		c := dep.Spec.Template.Spec.Containers[0]
+		if c.Image != image || len(c.Env) == 0 || c.Env[0].Name != "AFTER" {
+			return fmt.Errorf("image %s env %v", c.Image, c.Env)
+		}
+		return nil
+	})
+	if *dep.Spec.Replicas != 0 {
+		t.Errorf("replicas %d after an update, want the 0 sless created the Deployment with", *dep.Spec.Replicas)
+	}
 }
 
 func TestDeleteRunsFinalizer(t *testing.T) {

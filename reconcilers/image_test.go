@@ -110,7 +110,7 @@ func TestPrebuiltTagResolvesToDigest(t *testing.T) {
 	time.Sleep(time.Second)
 	calls, version := registryCalls(repo), got.ResourceVersion
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fn.Name}}
-	update(t, dep, func() { dep.Annotations["touched"] = "yes" })
+	update(t, dep, func() { metav1.SetMetaDataAnnotation(&dep.ObjectMeta, "touched", "yes") })
 	time.Sleep(2 * time.Second)
 	if err := get(t, client.ObjectKeyFromObject(fn), got); err != nil {
 		t.Fatal(err)

@@ -93,11 +93,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if err := (&FunctionReconciler{Client: mgr.GetClient(), Config: cfg, builds: b, resolver: res, Recorder: mgr.GetEventRecorder("sless-operator")}).SetupWithManager(mgr); err != nil {
+	kids := newChildren(mgr.GetClient())
+	if err := (&FunctionReconciler{Client: mgr.GetClient(), Config: cfg, builds: b, children: kids, resolver: res, Recorder: mgr.GetEventRecorder("sless-operator")}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	warm := newWarmers(ctx, cfg.Options.InterceptorURL, slog.New(logr.ToSlogHandler(mgr.GetLogger().WithName("prewarm"))))
-	if err := (&TriggerReconciler{Client: mgr.GetClient(), Config: cfg, warm: warm}).SetupWithManager(mgr); err != nil {
+	if err := (&TriggerReconciler{Client: mgr.GetClient(), Config: cfg, warm: warm, children: kids}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return (&FunctionJobReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Config: cfg, builds: b, policy: res.policy}).SetupWithManager(mgr)
@@ -126,8 +127,8 @@ func dependents(c client.Client, list client.ObjectList) func(context.Context, c
 
 // ControllerConfig is the controller configuration the operator's manager runs with:
 // client-go's rate-limited workqueue instead of controller-runtime's priority queue (its
-// default since v0.23), which can lose a RequeueAfter (a Function left Deploying after a
-// write conflict, every worker idle).
+// default since v0.23), which can lose a RequeueAfter (a Function left waiting, every
+// worker idle).
 func ControllerConfig() config.Controller {
 	return config.Controller{UsePriorityQueue: ptr.To(false)}
 }

@@ -30,7 +30,8 @@ import (
 type TriggerReconciler struct {
 	client.Client
 	Config
-	warm *warmers
+	warm     *warmers
+	children *children
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -73,20 +74,18 @@ func (r *TriggerReconciler) reconcileTrigger(ctx context.Context, tr *v1.Trigger
 	case v1.TriggerCron:
 		cj := scaling.MakeCronJob(tr, fn, r.Options)
 		live := &batchv1.CronJob{}
-		if _, err := ensure(ctx, r.Client, tr, cj, live, nil, func(live, desired *batchv1.CronJob) { live.Spec = desired.Spec }); err != nil {
+		if err := ensure(ctx, r.children, tr, cj, live, nil); err != nil {
 			return r.fail(tr, err)
 		}
 		if live.Status.LastScheduleTime != nil {
 			st.LastFireTime = live.Status.LastScheduleTime.DeepCopy()
 		}
 	case v1.TriggerEvent:
-		if _, err := ensure(ctx, r.Client, tr, scaling.MakeTriggerAuthentication(tr), &kedav1alpha1.TriggerAuthentication{}, nil,
-			func(live, desired *kedav1alpha1.TriggerAuthentication) { live.Spec = desired.Spec }); err != nil {
+		if err := ensure(ctx, r.children, tr, scaling.MakeTriggerAuthentication(tr), &kedav1alpha1.TriggerAuthentication{}, nil); err != nil {
 			return r.fail(tr, err)
 		}
 		sj := &kedav1alpha1.ScaledJob{}
-		if _, err := ensure(ctx, r.Client, tr, scaling.MakeScaledJob(tr, fn, r.Options), sj, nil,
-			func(live, desired *kedav1alpha1.ScaledJob) { live.Spec = desired.Spec }); err != nil {
+		if err := ensure(ctx, r.children, tr, scaling.MakeScaledJob(tr, fn, r.Options), sj, nil); err != nil {
 			return r.fail(tr, err)
 		}
 		if sj.Status.LastActiveTime != nil {

@@ -33,7 +33,6 @@ const (
 	ReasonRegistryUnavailable = "RegistryUnavailable" // the build cannot reach a registry; retried
 	// Deployed
 	ReasonNoImage      = "NoImage"      // nothing to deploy yet
-	ReasonDeploying    = "Deploying"    // a write conflicted with KEDA's or the add-on's; retried
 	ReasonDeployed     = "Deployed"     // Deployment, Service and HTTPScaledObject up to date
 	ReasonDeployFailed = "DeployFailed" // writing them failed
 	// Healthy (False carries the kubelet's waiting reason: ErrImagePull, CrashLoopBackOff, …)
@@ -95,7 +94,7 @@ func stepOf(t string, c *metav1.Condition) rules.Step {
 // rather than a stage on the way to Ready.
 func Failure(reason string) bool {
 	switch reason {
-	case ReasonAwaitingSource, ReasonBuilding, ReasonNoImage, ReasonDeploying, ReasonNotDeployed, "Unknown":
+	case ReasonAwaitingSource, ReasonBuilding, ReasonNoImage, ReasonNotDeployed, "Unknown":
 		return false
 	}
 	return true

@@ -34,9 +34,6 @@ func TestDeriveReady(t *testing.T) {
 			metav1.ConditionFalse, ReasonDeployFailed, FunctionFailed, "msg " + ReasonDeployFailed},
 		"pods cannot pull": {[]cond{ok(ConditionBuilt, ReasonBuilt), ok(ConditionDeployed, ReasonDeployed), no(ConditionHealthy, "ImagePullBackOff")},
 			metav1.ConditionFalse, "ImagePullBackOff", FunctionFailed, "msg ImagePullBackOff"},
-		// The first deploy pass after a build lost a write race: not a failure.
-		"built, the deploy pass conflicted": {[]cond{ok(ConditionBuilt, ReasonBuilt), {ConditionDeployed, metav1.ConditionUnknown, ReasonDeploying}},
-			metav1.ConditionFalse, ReasonDeploying, FunctionPending, "msg " + ReasonDeploying},
 		"built, deployed is stale": {[]cond{ok(ConditionBuilt, ReasonBuilt), no(ConditionDeployed, ReasonNoImage)},
 			metav1.ConditionFalse, ReasonNoImage, FunctionPending, "msg " + ReasonNoImage},
 		"a dependent not known yet": {[]cond{ok(ConditionBuilt, ReasonBuilt)},
@@ -57,7 +54,7 @@ func TestDeriveReady(t *testing.T) {
 }
 
 func TestFailureReasons(t *testing.T) {
-	for reason, want := range map[string]bool{ReasonBuilding: false, ReasonAwaitingSource: false, ReasonNoImage: false, ReasonDeploying: false,
+	for reason, want := range map[string]bool{ReasonBuilding: false, ReasonAwaitingSource: false, ReasonNoImage: false,
 		ReasonBuildFailed: true, ReasonDeployFailed: true, ReasonRegistryUnavailable: true, ReasonImageUnresolvable: true, ReasonImageNotAllowed: true, "CrashLoopBackOff": true} {
 		if Failure(reason) != want {
 			t.Errorf("Failure(%s) = %t", reason, !want)

@@ -68,8 +68,15 @@ func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	byKindMu.Lock()
 	byKind[r.Method+" "+kind]++
 	byKindMu.Unlock()
-	return t.next.RoundTrip(r)
+	resp, err := t.next.RoundTrip(r)
+	if err == nil && resp.StatusCode == http.StatusConflict {
+		conflicts.Add(1)
+	}
+	return resp, err
 }
+
+// conflicts counts the operator's requests answered 409 Conflict.
+var conflicts atomic.Int64
 
 // resourceOf names the resource (and subresource) a request path addresses.
 func resourceOf(path string) string {
@@ -188,7 +195,11 @@ func run(n, workers int) error {
 	fmt.Printf("baseline (direct API writes)  %s\n", baseline.Round(time.Millisecond))
 	fmt.Printf("operator: all Ready           %s (%.2fx the baseline)\n", wall.Round(time.Millisecond), wall.Seconds()/baseline.Seconds())
 	fmt.Printf("reconciles per function       %.2f\n", float64(reconciles)/float64(n))
-	fmt.Printf("API requests per function     %.2f\n", float64(calls)/float64(n))
+	byKindMu.Lock()
+	events := byKind["POST events"]
+	byKindMu.Unlock()
+	fmt.Printf("API requests per function     %.2f (%.2f on objects, %.2f Events)\n", float64(calls)/float64(n), float64(calls-int64(events))/float64(n), float64(events)/float64(n))
+	fmt.Printf("conflicts (409 answers)       %d\n", conflicts.Load())
 	fmt.Printf("steady-state reconciles/s     %.2f\n", steady)
 	byKindMu.Lock()
 	fmt.Printf("API requests by kind          %v\n", byKind)
