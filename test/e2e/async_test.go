@@ -112,7 +112,7 @@ func TestAsyncInvocations(t *testing.T) {
 	ctx := context.Background()
 	fields := helloFields(5)
 	fields.Async = &api.AsyncFields{Enabled: ptr.To(true), MaxAttempts: ptr.To(int32(2)), BackoffMs: ptr.To(int32(100))}
-	deployFunction(t, tn, "later", fields, map[string]string{"handler.py": recordingPython})
+	deployShared(t, tn, "later", fields, map[string]string{"handler.py": recordingPython})
 	waitFor(t, 2*time.Minute, "the operator to render the asynchronous dispatcher", func() bool {
 		var fn v1.Function
 		return g.client.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: "later"}, &fn) == nil &&

@@ -99,7 +99,7 @@ func TestEventTrigger(t *testing.T) {
 	tn := newTenant(t)
 	tenantSecrets(t, tn)
 	ctx := context.Background()
-	deployFunction(t, tn, "consumer", helloFields(5), map[string]string{"handler.py": recordingPython})
+	deployShared(t, tn, "consumer", helloFields(5), map[string]string{"handler.py": recordingPython})
 
 	ch := amqpChannel(t)
 	queue := tn.ns + ".e2e-events"

@@ -9,8 +9,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -71,43 +73,70 @@ func deployFunction(t testing.TB, tn tenant, name string, fields api.FunctionFie
 	return fn
 }
 
-// sharedHello is one kaniko build of helloPython, made by the first journey that needs it.
-// Journeys whose point is what happens to a running function (triggers, deletion, pre-warm)
-// run a copy of it instead of building the same source again: builds are the suite's
-// CPU, and the build journeys (TestFunctionImages, the CLI's, Terraform's) prove building.
-var sharedHello struct {
+// sharedBuilds is one kaniko build per source, made by the first journey that needs it.
+// Journeys whose point is what happens to a running function (triggers, deletion, pre-warm,
+// scale-out, async calls) run a copy of it instead of building the same source again:
+// builds are the suite's CPU, and the build journeys (TestFunctionImages, TestScaleFromZeroAndBack,
+// the CLI's, Terraform's) prove building.
+var sharedBuilds struct {
+	mu     sync.Mutex
+	byCode map[string]*sharedBuild
+}
+
+type sharedBuild struct {
 	once  sync.Once
 	image string // by digest; "" when the build failed
 }
 
-// deployHello deploys helloPython as name in tn from the shared build: the image copied into
-// tn's own repository (the one place of the platform registry imagepolicy lets tn's functions
-// run), then Ready with KEDA's ScaledObject in place as deployFunction leaves it.
+// deployHello deploys helloPython as name in tn from the shared build (deployShared).
 func deployHello(t testing.TB, tn tenant, name string, fields api.FunctionFields) api.Function {
 	t.Helper()
-	sharedHello.once.Do(func() {
+	return deployShared(t, tn, name, fields, map[string]string{"handler.py": helloPython})
+}
+
+// deployShared deploys files in fields' runtime as name in tn from the one shared build of
+// that code: the image copied into tn's own repository (the one place of the platform
+// registry imagepolicy lets tn's functions run), then Ready with KEDA's ScaledObject in place
+// as deployFunction leaves it.
+func deployShared(t testing.TB, tn tenant, name string, fields api.FunctionFields, files map[string]string) api.Function {
+	t.Helper()
+	code := ptr.Deref(fields.Runtime, "")
+	for _, f := range slices.Sorted(maps.Keys(files)) {
+		code += "\x00" + f + "\x00" + files[f]
+	}
+	sharedBuilds.mu.Lock()
+	if sharedBuilds.byCode == nil {
+		sharedBuilds.byCode = map[string]*sharedBuild{}
+	}
+	b := sharedBuilds.byCode[code]
+	if b == nil {
+		b = &sharedBuild{}
+		sharedBuilds.byCode[code] = b
+	}
+	sharedBuilds.mu.Unlock()
+	b.once.Do(func() {
 		builder := newTenant(t)
-		createAndUpload(t, builder, "hello", helloFields(5), map[string]string{"handler.py": helloPython})
-		sharedHello.image = waitReady(t, builder, "hello").Status.Image
+		createAndUpload(t, builder, "shared", api.FunctionFields{Runtime: fields.Runtime, TimeoutSec: fields.TimeoutSec}, files)
+		b.image = waitReady(t, builder, "shared").Status.Image
 	})
-	if sharedHello.image == "" {
-		t.Fatal("the shared build of helloPython failed (see the first journey that deployed it)")
+	if b.image == "" {
+		t.Fatal("the shared build of " + name + "'s code failed (see the first journey that deployed it)")
 	}
 	ctx := context.Background()
-	src, err := images.Ref(sharedHello.image)
+	src, err := images.Ref(b.image)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst, err := images.Ref(registry + "/" + tn.ns + "/" + name + ":hello")
+	dst, err := images.Ref(registry + "/" + tn.ns + "/" + name + ":shared")
 	if err != nil {
 		t.Fatal(err)
 	}
 	img, err := remote.Image(src, remote.WithContext(ctx))
 	if err != nil {
-		t.Fatalf("read the shared hello image: %v", err)
+		t.Fatalf("read the shared image: %v", err)
 	}
 	if err := remote.Write(dst, img, remote.WithContext(ctx)); err != nil { // blobs mounted, not copied
-		t.Fatalf("copy the shared hello image to %s: %v", dst, err)
+		t.Fatalf("copy the shared image to %s: %v", dst, err)
 	}
 	fields.Image = ptr.To(dst.String())
 	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: name, FunctionFields: fields}); err != nil {

@@ -98,7 +98,7 @@ func TestScaleOutAndBack(t *testing.T) {
 			t.Parallel()
 			tn := newTenant(t)
 			name := "burst-" + strings.ToLower(tc.metric)
-			deployFunction(t, tn, name, api.FunctionFields{Runtime: ptr.To("python3.11"), TimeoutSec: ptr.To(int32(30)),
+			deployShared(t, tn, name, api.FunctionFields{Runtime: ptr.To("python3.11"), TimeoutSec: ptr.To(int32(30)),
 				MinReplicas: ptr.To(int32(0)), MaxReplicas: ptr.To(int32(4)), ScaleDownPeriodSec: ptr.To(int32(5)),
 				ScalingMetric: ptr.To(tc.metric), ScalingTarget: ptr.To(tc.target)}, map[string]string{"handler.py": slowPython})
 			rw := watchReplicas(t, tn.ns, name)
