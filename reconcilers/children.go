@@ -160,7 +160,7 @@ func ownedFields(obj client.Object) fieldSet {
 			continue
 		}
 		var tree map[string]any
-		if json.Unmarshal(e.FieldsV1.Raw, &tree) != nil {
+		if json.Unmarshal(e.FieldsV1.GetRawBytes(), &tree) != nil {
 			return fieldSet{}
 		}
 		h, _ := hashOf(tree) // re-encoded: the cache and an apply's answer may order keys apart
