@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
@@ -308,6 +309,12 @@ func (r *FunctionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&httpv1alpha1.HTTPScaledObject{}, builder.WithPredicates(notCreated)).
 		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(r.builds.owner(scaling.LabelFunction)), builder.WithPredicates(notCreated)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podFunction), builder.WithPredicates(podTroubleChanged)).
+		// The add-on merge-patches the HTTPScaledObject's annotations onto the ScaledObject it
+		// generates whenever it reconciles, from its own cache: a stale pass re-adds the paused
+		// annotation syncScaledObjectPause just removed. Its annotation changes wake the
+		// Function (same namespace and name) to set it right again.
+		Watches(&kedav1alpha1.ScaledObject{}, &handler.EnqueueRequestForObject{},
+			builder.WithPredicates(notCreated, predicate.AnnotationChangedPredicate{})).
 		Watches(&v1.Trigger{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			t := o.(*v1.Trigger)
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: t.Namespace, Name: t.Spec.FunctionRef.Name}}}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	httpv1alpha1 "github.com/kedacore/http-add-on/operator/apis/http/v1alpha1"
+	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -338,6 +339,30 @@ func TestEditedChildIsTakenBack(t *testing.T) {
 	if *dep.Spec.Replicas != 0 {
 		t.Errorf("replicas %d after an update, want the 0 sless created the Deployment with", *dep.Spec.Replicas)
 	}
+}
+
+// TestScaledObjectPauseIsKeptRight: the add-on merge-patches the HTTPScaledObject's
+// annotations onto its ScaledObject from its own cache, so a stale pass can put back the
+// paused annotation of a function that is no longer paused; the operator takes it off again.
+func TestScaledObjectPauseIsKeptRight(t *testing.T) {
+	ns := newNamespace(t)
+	fn := readyFunction(t, ns, "unpaused", "8")
+	so := &kedav1alpha1.ScaledObject{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fn.Name},
+		Spec: kedav1alpha1.ScaledObjectSpec{ScaleTargetRef: &kedav1alpha1.ScaleTarget{Name: fn.Name},
+			Triggers: []kedav1alpha1.ScaleTriggers{{Type: "external", Metadata: map[string]string{"scalerAddress": "scaler:9090"}}}},
+	}
+	create(t, so) // as the add-on generates it
+	update(t, so, func() { metav1.SetMetaDataAnnotation(&so.ObjectMeta, scaling.AnnotationPausedReplicas, "0") })
+	eventually(t, "the stale paused annotation removed", func() error {
+		if err := get(t, client.ObjectKeyFromObject(so), so); err != nil {
+			return err
+		}
+		if v, ok := so.Annotations[scaling.AnnotationPausedReplicas]; ok {
+			return fmt.Errorf("paused-replicas %q", v)
+		}
+		return nil
+	})
 }
 
 func TestDeleteRunsFinalizer(t *testing.T) {
