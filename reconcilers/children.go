@@ -71,10 +71,10 @@ type appliedState struct {
 // (optional) leaves out of desired what others have taken over; owns reports whether sless
 // holds a field path of the live child (every path, when the child does not exist yet).
 func ensure[T client.Object](ctx context.Context, c *children, owner metav1.Object, desired, live T,
-	adjust func(desired, live T, owns func(path ...string) bool)) error {
+	adjust func(desired T, owns func(path ...string) bool)) error {
 	gvk, err := apiutil.GVKForObject(desired, c.Scheme())
 	if err != nil {
-		return err
+		return fmt.Errorf("kind of %s: %w", client.ObjectKeyFromObject(desired), err)
 	}
 	kind, key := gvk.Kind, childKey{gvk, client.ObjectKeyFromObject(desired)}
 	err = c.Get(ctx, key.NamespacedName, live)
@@ -87,7 +87,7 @@ func ensure[T client.Object](ctx context.Context, c *children, owner metav1.Obje
 	}
 	owned := ownedFields(live)
 	if adjust != nil {
-		adjust(desired, live, func(path ...string) bool { return !exists || owned.has(path...) })
+		adjust(desired, func(path ...string) bool { return !exists || owned.has(path...) })
 	}
 	u, err := applyObject(desired, gvk)
 	if err != nil {

@@ -240,7 +240,7 @@ func (r *FunctionReconciler) reconcileWorkloads(ctx context.Context, fn *v1.Func
 	// KEDA and the HPA own replicas once they first scale; until then (a function at zero
 	// that never had a request) sless keeps the value it created the Deployment with.
 	if err := ensure(ctx, r.children, fn, scaling.MakeDeployment(fn, fn.Status.Image, r.Options), &appsv1.Deployment{},
-		func(desired, _ *appsv1.Deployment, owns func(...string) bool) {
+		func(desired *appsv1.Deployment, owns func(...string) bool) {
 			if !owns("spec", "replicas") {
 				desired.Spec.Replicas = nil
 			}
