@@ -49,14 +49,14 @@ config-image:
 	sed -i -e "s#^  repository: .*#  repository: $$repo#" -e "s#^  digest: .*#  digest: \"$$digest\"#" $(CONFIG)/helm/sless/values.yaml; \
 	echo "$(CONFIG)/ and $(CONFIG)/helm/sless now install $$repo@$$digest"
 
-## generate: regenerate deepcopy code, CRDs and RBAC from the kubebuilder markers (into config/
-## and the Helm chart).
+## generate: regenerate deepcopy code, CRDs and RBAC from the kubebuilder markers (into the
+## Helm chart), then render config/default/sless.yaml from the chart: the chart is the one
+## install definition, config/default its kustomize form.
 generate:
 	$(GO) tool controller-gen object paths=./apis/... crd paths=./apis/... output:crd:artifacts:config=config/crd/bases
-	$(GO) tool controller-gen rbac:roleName=sless-operator paths=./reconcilers/... output:rbac:artifacts:config=config/rbac/operator
-	@# The Helm chart carries the same generated CRDs and operator role.
+	$(GO) tool controller-gen rbac:roleName=sless-operator paths=./reconcilers/... output:rbac:artifacts:config=config/helm/sless/templates
 	cp config/crd/bases/*.yaml config/helm/sless/crds/
-	cp config/rbac/operator/role.yaml config/helm/sless/templates/operator-role.yaml
+	$(GO) test ./config -run '^TestHelmChartMatchesConfig$$' -count=1 -args -update
 
 ## verify-generated: fail when generated files are not what `make generate` produces.
 verify-generated: generate

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,46 +160,15 @@ followed:
 	}
 }
 
-// longLines prints lines of 60,000 bytes from four threads as fast as it can for the seconds
-// it is asked to.
-const longLines = `import sys, threading, time
-LINE = "x" * 60000 + "\n"
-def flood(until):
-    while time.time() < until:
-        sys.stdout.write(LINE)
-def handle(event):
-    until = time.time() + event.get("seconds", 1)
-    threads = [threading.Thread(target=flood, args=(until,)) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    sys.stdout.flush()
-    return "flooded"
-`
-
-// matchCounter counts the bytes of the log records that contain match.
-type matchCounter struct {
-	match string
-	n     atomic.Int64
-}
-
-func (w *matchCounter) Write(p []byte) (int, error) {
-	if strings.Contains(string(p), w.match) {
-		w.n.Add(int64(len(p)))
-	}
-	return len(p), nil
-}
-
 // TestOutputFloodIsBoundedInBytes is attack 6 of issue 24: a function printing long lines as
 // fast as it can for a few seconds leaves at most the pool's byte limit (1 MiB plus 256 KiB
 // a second) in its log files and in sless dev's own log, and is not held on its pipe;
 // another tenant's function answers meanwhile and all its lines are in its log.
 func TestOutputFloodIsBoundedInBytes(t *testing.T) {
-	platform := &matchCounter{match: "function=flood."}
+	platform := &testkit.MatchCounter{Match: "function=flood."}
 	d := startDev(t, devOptions{logOut: platform})
 	start := time.Now() // no earlier than the flooding function's limits
-	d.deploy("flood", "python3.11", map[string]string{"handler.py": longLines}, api.FunctionFields{})
+	d.deploy("flood", "python3.11", map[string]string{"handler.py": testkit.FloodPython}, api.FunctionFields{})
 	calm := d.as("calm")
 	calm.deploy("talker", "python3.11", map[string]string{"handler.py": talker}, api.FunctionFields{})
 	if code, _ := calm.invoke("talker", `{"say":"warm"}`); code != 200 {
@@ -237,11 +205,11 @@ func TestOutputFloodIsBoundedInBytes(t *testing.T) {
 			onDisk += info.Size()
 		}
 	}
-	t.Logf("the flood left %d bytes in its log files, %d in the platform log; bound %d", onDisk, platform.n.Load(), bound)
+	t.Logf("the flood left %d bytes in its log files, %d in the platform log; bound %d", onDisk, platform.Bytes(), bound)
 	if onDisk == 0 || onDisk > bound+bound/10 {
 		t.Errorf("%d bytes in the flooding function's log files %v, want at most %d", onDisk, files, bound)
 	}
-	if got := platform.n.Load(); got > bound+bound/10 {
+	if got := platform.Bytes(); got > bound+bound/10 {
 		t.Errorf("%d bytes of the flooding function in the platform log, want at most %d", got, bound)
 	}
 	var lines []api.LogLine

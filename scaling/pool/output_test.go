@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"net/http/httputil"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,43 +92,12 @@ def handle(event):
 	}
 }
 
-// longLines prints lines of 60,000 bytes from four threads as fast as it can for the seconds
-// it is asked to, then answers.
-const longLines = `import sys, threading, time
-LINE = "x" * 60000 + "\n"
-def flood(until):
-    while time.time() < until:
-        sys.stdout.write(LINE)
-def handle(event):
-    until = time.time() + event.get("seconds", 1)
-    threads = [threading.Thread(target=flood, args=(until,)) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    sys.stdout.flush()
-    return "flooded"
-`
-
-// countingWriter counts the bytes of the records that contain match.
-type countingWriter struct {
-	match string
-	n     atomic.Int64
-}
-
-func (w *countingWriter) Write(p []byte) (int, error) {
-	if bytes.Contains(p, []byte(w.match)) {
-		w.n.Add(int64(len(p)))
-	}
-	return len(p), nil
-}
-
 // TestOutputBytesAreCapped: a function printing long lines as fast as it can gets, with the
 // default limits, at most 1 MiB plus 256 KiB a second into the output handed on (the log
 // files) and into the platform's own log, says how much it dropped, is never held on its
 // pipe; another function answers meanwhile and all its lines arrive.
 func TestOutputBytesAreCapped(t *testing.T) {
-	platform := &countingWriter{match: "function=flood"}
+	platform := &testkit.MatchCounter{Match: "function=flood"}
 	var mu sync.Mutex
 	var floodBytes int64
 	var dropped bool
@@ -148,7 +115,7 @@ func TestOutputBytesAreCapped(t *testing.T) {
 			}
 		}
 	}})
-	flood, err := buildPython(t.TempDir(), map[string]string{"handler.py": longLines})
+	flood, err := buildPython(t.TempDir(), map[string]string{"handler.py": testkit.FloodPython})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,12 +171,12 @@ func TestOutputBytesAreCapped(t *testing.T) {
 	bound := int64(1<<20) + int64(time.Since(start).Seconds()*(256<<10))
 	mu.Lock()
 	defer mu.Unlock()
-	t.Logf("%d bytes of output passed, %d in the platform log; bound %d", floodBytes, platform.n.Load(), bound)
+	t.Logf("%d bytes of output passed, %d in the platform log; bound %d", floodBytes, platform.Bytes(), bound)
 	if floodBytes > bound || !dropped {
 		t.Errorf("%d bytes of output passed (at most %d), dropped notice %v", floodBytes, bound, dropped)
 	}
 	// Each record adds its time, level and attributes to the line.
-	if got := platform.n.Load(); got > bound+bound/10+64<<10 {
+	if got := platform.Bytes(); got > bound+bound/10+64<<10 {
 		t.Errorf("%d bytes of the flooding function in the platform log (at most %d plus records)", got, bound)
 	}
 	if len(calm) != calls {

@@ -2,8 +2,8 @@
 // kube-apiserver, kube-controller-manager, kube-scheduler, KEDA and its metrics API server,
 // the add-on's interceptor/scaler/operator,
 // versitygw, RabbitMQ and PostgreSQL, a real OCI registry holding base-image stand-ins, the
-// real kaniko executor and the platform image (make image), and sless installed from
-// config/ with that image. The one stand-in is a process kubelet — three of them, one per node,
+// real kaniko executor and the platform image (make image), and sless installed with that
+// image by its Helm chart (config/helm/sless) through the Helm SDK. The one stand-in is a process kubelet — three of them, one per node,
 // each with its own address and pod range — that pulls each Pod's images and runs its
 // containers from them, each in namespaces of its own (runtime_test.go). The nodes share the
 // host's network namespace and image store.

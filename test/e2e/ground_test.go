@@ -175,7 +175,7 @@ func startGround(ctx context.Context, tools map[string]string, log *slog.Logger)
 		{"KEDA and the HTTP add-on", g.startKEDA},
 		{"KEDA's metrics API server (external metrics for the HPA)", g.startMetricsAdapter},
 		{"S3 and PostgreSQL", g.startStorage},
-		{"sless from config/ (operator, gateway)", g.installSless},
+		{"sless by its Helm chart (operator, gateway)", g.installSless},
 	}
 	for _, s := range steps {
 		start := time.Now()

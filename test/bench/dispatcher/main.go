@@ -321,19 +321,29 @@ func barePostThroughput(fn *function) result {
 	return result{rate: float64(fn.count-1) / fn.last.Sub(fn.first).Seconds(), cpuMsg: cpu / time.Duration(*messages)}
 }
 
-func barePostLatency(fn *function) latency {
+// latencyOf publishes *latencyN messages at a steady rate into a fresh queue that start's
+// consumer (started first, so it is consuming before the clock starts) delivers to fn, and
+// returns the percentiles fn measured.
+func latencyOf(fn *function, start func(q string) (wait func())) latency {
 	conn, ch := connect()
 	defer conn.Close()
 	q := newQueue(ch)
 	defer deleteQueue(ch, q)
 	fn.reset()
-	wait := startBarePost(q, *latencyN, fn)
-	time.Sleep(500 * time.Millisecond) // connected and consuming before the clock starts
+	wait := start(q)
+	time.Sleep(500 * time.Millisecond)
 	publishAtRate(ch, q, *latencyN)
 	wait()
 	fn.mu.Lock()
 	defer fn.mu.Unlock()
 	return percentiles(fn.lat)
+}
+
+func barePostLatency(fn *function) latency {
+	return latencyOf(fn, func(q string) func() {
+		wait := startBarePost(q, *latencyN, fn)
+		return func() { wait() }
+	})
 }
 
 func bareLatency() latency {
@@ -453,18 +463,10 @@ func asyncThroughput(bin string, fn *function, databaseURL string) result {
 }
 
 func dispatcherLatency(bin string, fn *function) latency {
-	conn, ch := connect()
-	defer conn.Close()
-	q := newQueue(ch)
-	defer deleteQueue(ch, q)
-	fn.reset()
-	wait := startDispatcher(bin, q, fn, "", "--max-messages", strconv.Itoa(*latencyN))
-	time.Sleep(500 * time.Millisecond) // connected and consuming before the clock starts
-	publishAtRate(ch, q, *latencyN)
-	wait()
-	fn.mu.Lock()
-	defer fn.mu.Unlock()
-	return percentiles(fn.lat)
+	return latencyOf(fn, func(q string) func() {
+		wait := startDispatcher(bin, q, fn, "", "--max-messages", strconv.Itoa(*latencyN))
+		return func() { wait() }
+	})
 }
 
 func percentiles(d []time.Duration) latency {
