@@ -5,11 +5,14 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"flag"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,46 +32,83 @@ import (
 // out: the cache's download directory is laid out as a GOPROXY.
 const goProxyPort = 19300
 
-// TestPlatformDockerfile builds the repository's Dockerfile (for those who build the platform
-// image with Docker) with the real kaniko in a Job, from the checkout as an S3 context, on the
-// base-image stand-ins, then runs the image it pushed: `sless version` names the build.
-func TestPlatformDockerfile(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
+// registryDoor is a second address of the ground's registry, serving the same content, that
+// TestRegistryOutage's outage leaves open: the platform build started with the ground pulls
+// and pushes through it whenever the outage falls.
+const registryDoor = registryName + ":5001"
+
+// startPlatformBuild starts TestPlatformDockerfile's kaniko Job as soon as the ground is up,
+// so the suite's longest build overlaps the serial journeys instead of waiting for them: the
+// repository's Dockerfile (for those who build the platform image with Docker) with the real
+// kaniko, from the checkout as an S3 context, on the base-image stand-ins, modules from this
+// machine's module cache. Nothing is started when this run does not select the test.
+func (g *ground) startPlatformBuild(ctx context.Context) error {
+	if !willRun("TestPlatformDockerfile") {
+		return nil
+	}
+	stopDoor, err := g.reg.ServeAlso(registryIP + ":5001")
+	if err != nil {
+		return err
+	}
+	g.stops = append(g.stops, stopDoor)
 	store, err := buildkit.NewS3Store(buildkit.S3Config{Endpoint: "http://" + nodeIP + ":" + strconv.Itoa(s3Port), AccessKey: s3Key, SecretKey: s3Secret, Bucket: bucket})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	src := checkoutContext(t)
+	src, err := checkoutContext()
+	if err != nil {
+		return err
+	}
 	if err := store.Put(ctx, "e2e/platform.tar.gz", bytes.NewReader(src), int64(len(src)), "application/gzip"); err != nil {
-		t.Fatal(err)
+		return fmt.Errorf("uploading the checkout: %w", err)
 	}
-	serveModuleCache(t)
-	image := registry + "/sless/docker:e2e"
-	base := registry + "/distroless/static-debian12@" + g.standIns["distroless/static-debian12:nonroot"].String()
-	start := time.Now()
-	build := runJob(t, "platform-dockerfile", g.kanikoImage, nil, []string{
-		"--context=s3://" + bucket + "/e2e/platform.tar.gz", "--dockerfile=Dockerfile", "--destination=" + image,
+	stopProxy, err := serveModuleCache()
+	if err != nil {
+		return err
+	}
+	g.stops = append(g.stops, stopProxy)
+	base := registryDoor + "/distroless/static-debian12@" + g.standIns["distroless/static-debian12:nonroot"].String()
+	return startJob(ctx, "platform-dockerfile", g.kanikoImage, nil, []string{
+		"--context=s3://" + bucket + "/e2e/platform.tar.gz", "--dockerfile=Dockerfile", "--destination=" + registryDoor + "/sless/docker:e2e",
 		"--build-arg=GOPROXY=http://" + nodeIP + ":" + strconv.Itoa(goProxyPort), "--build-arg=BASE_IMAGE=" + base, "--build-arg=VERSION=e2e",
-		"--insecure-registry=" + registry, "--registry-mirror=" + registry, "--reproducible", "--cache=false", "--verbosity=warn",
-	}, 20*time.Minute)
-	t.Logf("kaniko built the Dockerfile in %s", time.Since(start).Round(time.Second))
+		"--insecure-registry=" + registryDoor, "--registry-mirror=" + registryDoor, "--reproducible", "--cache=false", "--verbosity=warn",
+	})
+}
+
+// TestPlatformDockerfile waits for the build startPlatformBuild started, then runs the image
+// it pushed: `sless version` names the build.
+func TestPlatformDockerfile(t *testing.T) {
+	t.Parallel()
+	build, took := waitJob(t, "platform-dockerfile", 20*time.Minute)
+	t.Logf("kaniko built the Dockerfile in %s (started with the ground)", took)
 	if build != "" {
 		t.Logf("build log tail:\n%s", build)
 	}
-	out := runJob(t, "platform-dockerfile-run", image, nil, []string{"version"}, 2*time.Minute)
+	out := runJob(t, "platform-dockerfile-run", registryDoor+"/sless/docker:e2e", nil, []string{"version"}, 2*time.Minute)
 	if !strings.HasPrefix(out, "sless e2e") {
 		t.Errorf("the image built from the Dockerfile printed %q, want sless e2e (...)", out)
 	}
 }
 
+// willRun reports whether this run's -test.run and -test.skip select the top-level test name.
+func willRun(name string) bool {
+	matches := func(flagName string, unset bool) bool {
+		f := flag.Lookup(flagName)
+		if f == nil || f.Value.String() == "" {
+			return unset
+		}
+		ok, err := regexp.MatchString(strings.Split(f.Value.String(), "/")[0], name)
+		return err == nil && ok
+	}
+	return matches("test.run", true) && !matches("test.skip", false)
+}
+
 // checkoutContext is the repository's files (tracked and new, not ignored) as a tar.gz.
-func checkoutContext(t *testing.T) []byte {
-	t.Helper()
+func checkoutContext() ([]byte, error) {
 	root := testenv.RepoRoot()
 	files, err := exec.Command("git", "-C", root, "ls-files", "-co", "--exclude-standard").Output()
 	if err != nil {
-		t.Fatalf("git ls-files: %v", err)
+		return nil, fmt.Errorf("git ls-files: %w", err)
 	}
 	var present []string
 	for _, f := range strings.Fields(string(files)) {
@@ -80,32 +120,39 @@ func checkoutContext(t *testing.T) []byte {
 	cmd.Stdin = strings.NewReader(strings.Join(present, "\x00") + "\x00")
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("tar of the checkout: %v", err)
+		return nil, fmt.Errorf("tar of the checkout: %w", err)
 	}
-	return out
+	return out, nil
 }
 
-// serveModuleCache serves GOMODCACHE/cache/download on the node's address for the test.
-func serveModuleCache(t *testing.T) {
-	t.Helper()
+// serveModuleCache serves GOMODCACHE/cache/download on the node's address, as a GOPROXY.
+func serveModuleCache() (stop func(), err error) {
 	modcache, err := exec.Command("go", "env", "GOMODCACHE").Output()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", nodeIP+":"+strconv.Itoa(goProxyPort))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	srv := &http.Server{Handler: http.FileServer(http.Dir(filepath.Join(strings.TrimSpace(string(modcache)), "cache", "download"))), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	return func() { _ = srv.Close() }, nil
 }
 
 // runJob runs image with args as a Job in sless-system (the S3 credentials of the platform
 // at hand), waits for it to complete and returns the tail of its pod's log.
 func runJob(t *testing.T, name, image string, command, args []string, within time.Duration) string {
 	t.Helper()
-	ctx := context.Background()
+	if err := startJob(context.Background(), name, image, command, args); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := waitJob(t, name, within)
+	return out
+}
+
+// startJob creates the Job name running image with args in sless-system.
+func startJob(ctx context.Context, name, image string, command, args []string) error {
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "sless-system"},
 		Spec: batchv1.JobSpec{BackoffLimit: ptr.To(int32(0)), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
@@ -117,16 +164,27 @@ func runJob(t *testing.T, name, image string, command, args []string, within tim
 		}}},
 	}
 	if err := g.client.Create(ctx, job); err != nil {
-		t.Fatal(err)
+		return fmt.Errorf("creating job %s: %w", name, err)
 	}
+	return nil
+}
+
+// waitJob waits for the Job name in sless-system to finish, fails t if it failed, and returns
+// the tail of its pod's log and how long it ran, creation to completion.
+func waitJob(t *testing.T, name string, within time.Duration) (string, time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	job := &batchv1.Job{}
 	var failed bool
+	var took time.Duration
 	waitFor(t, within, "job "+name+" to finish", func() bool {
-		if err := g.client.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+		if err := g.client.Get(ctx, client.ObjectKey{Namespace: "sless-system", Name: name}, job); err != nil {
 			return false
 		}
 		for _, c := range job.Status.Conditions {
 			if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
 				failed = c.Type == batchv1.JobFailed
+				took = c.LastTransitionTime.Sub(job.CreationTimestamp.Time)
 				return true
 			}
 		}
@@ -140,5 +198,5 @@ func runJob(t *testing.T, name, image string, command, args []string, within tim
 	if failed {
 		t.Fatalf("job %s failed:\n%s", name, tail(out, 3000))
 	}
-	return tail(out, 3000)
+	return tail(out, 3000), took
 }

@@ -176,6 +176,7 @@ func startGround(ctx context.Context, tools map[string]string, log *slog.Logger)
 		{"KEDA's metrics API server (external metrics for the HPA)", g.startMetricsAdapter},
 		{"S3 and PostgreSQL", g.startStorage},
 		{"sless by its Helm chart (operator, gateway)", g.installSless},
+		{"the platform Dockerfile's kaniko build started", g.startPlatformBuild},
 	}
 	for _, s := range steps {
 		start := time.Now()

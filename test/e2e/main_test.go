@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -39,6 +40,7 @@ func runInside(m *testing.M) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
 	start := time.Now()
+	flag.Parse() // the ground starts only what the selected tests need (willRun)
 	var err error
 	g, err = startGround(ctx, insideTools(), log)
 	defer func() {

@@ -78,6 +78,18 @@ func (r *Registry) Stop() {
 // Restart serves the same content on the same address again.
 func (r *Registry) Restart() error { return r.listen(r.Host) }
 
+// ServeAlso serves the same content on a second address too, one Stop does not close: a
+// client of it is not in an outage of Host. stop closes it.
+func (r *Registry) ServeAlso(addr string) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("registry listener: %w", err)
+	}
+	srv := &http.Server{Handler: r.handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return func() { _ = srv.Close() }, nil
+}
+
 // Ref parses ref (host/path[:tag|@digest]) as served by a plain-HTTP registry.
 func Ref(ref string) (name.Reference, error) {
 	return name.ParseReference(ref, name.Insecure)
