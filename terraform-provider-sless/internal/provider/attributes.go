@@ -3,6 +3,7 @@ package provider
 import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
@@ -49,5 +50,17 @@ func serverDefaultInt64(desc string, lo, hi int64) schema.Int64Attribute {
 		Optional: true, Computed: true, MarkdownDescription: desc,
 		Validators:    []validator.Int64{int64validator.Between(lo, hi)},
 		PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
+	}
+}
+
+// maxApplyWaitSec bounds every wait of `apply` a configuration may ask for: a day.
+const maxApplyWaitSec = 86400
+
+// applyWaitAttribute is how long `apply` waits for an object to settle, in seconds (1 to a
+// day; def when not set).
+func applyWaitAttribute(desc string, def int64) schema.Int64Attribute {
+	return schema.Int64Attribute{
+		Optional: true, Computed: true, Default: int64default.StaticInt64(def), MarkdownDescription: desc,
+		Validators: []validator.Int64{int64validator.Between(1, maxApplyWaitSec)},
 	}
 }

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -10,9 +11,11 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"sless.dev/sless/buildkit/sourcezip"
 )
@@ -67,6 +70,47 @@ func (c codeSource) plannedHash(diags *diag.Diagnostics) types.String {
 	return c.CodeHash
 }
 
+// forState is c as the state records it: the state holds no unknown values, so a
+// source_hash the plan did not know is null.
+func (c codeSource) forState() codeSource {
+	if c.SourceHash.IsUnknown() {
+		c.SourceHash = types.StringNull()
+	}
+	return c
+}
+
+// code is the codeSource a resource model embeds; see codeModel.
+func (c *codeSource) code() *codeSource { return c }
+
+// codeModel is a pointer to the model of a resource built from a codeSource (M is
+// functionModel or jobModel).
+type codeModel[M any] interface {
+	*M
+	code() *codeSource
+}
+
+// planCode starts the ModifyPlan of a resource built from a codeSource: it reads the plan,
+// and the prior state (if any) into state unless state is nil, and sets the plan's
+// source_hash to the hash of the planned code, so that an edit of any file in source_dir is
+// a planned change. It reports false on a destroy or when they cannot be read; the caller
+// sets the plan.
+func planCode[M any, P codeModel[M]](ctx context.Context, req resource.ModifyPlanRequest, state *M, diags *diag.Diagnostics) (M, bool) {
+	var plan M
+	if req.Plan.Raw.IsNull() {
+		return plan, false
+	}
+	diags.Append(req.Plan.Get(ctx, &plan)...)
+	if state != nil && !req.State.Raw.IsNull() {
+		diags.Append(req.State.Get(ctx, state)...)
+	}
+	if diags.HasError() {
+		return plan, false
+	}
+	c := P(&plan).code()
+	c.SourceHash = c.plannedHash(diags)
+	return plan, true
+}
+
 // open returns the zip to upload.
 func (c codeSource) open() (io.ReadCloser, error) {
 	if !c.SourceDir.IsNull() {
@@ -91,8 +135,9 @@ func (c codeSource) attr() path.Path {
 	return path.Root("code_path")
 }
 
-// upload sends the code with send (the function or job upload call).
-func (c codeSource) upload(send func(io.Reader) error, diags *diag.Diagnostics) bool {
+// upload sends the code of kind ("function" or "job") name with send, the upload call.
+func (c codeSource) upload(ctx context.Context, kind, name string, send func(io.Reader) error, diags *diag.Diagnostics) bool {
+	tflog.Info(ctx, "uploading "+kind+" source", map[string]any{kind: name, "source_hash": c.SourceHash.ValueString()})
 	zip, err := c.open()
 	if err != nil {
 		diags.AddAttributeError(c.attr(), "Cannot read the code", err.Error())

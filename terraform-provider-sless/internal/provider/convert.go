@@ -36,6 +36,13 @@ func setString(v types.String) *string {
 	return &s
 }
 
+// clearingString returns a pointer to v's value: "" for null, so that an update clears a
+// field removed from the configuration.
+func clearingString(v types.String) *string {
+	s := v.ValueString()
+	return &s
+}
+
 // setInt32 returns a pointer to v's value, or nil when v is null or unknown (not sent).
 func setInt32(v types.Int64) *int32 {
 	if v.IsNull() || v.IsUnknown() {
@@ -43,6 +50,15 @@ func setInt32(v types.Int64) *int32 {
 	}
 	n := int32(v.ValueInt64())
 	return &n
+}
+
+// int64OrDefault is v, or def when v is null or unknown: the state of an attribute with a
+// provider-side default that the prior plan or state did not hold.
+func int64OrDefault(v types.Int64, def int64) types.Int64 {
+	if v.IsNull() || v.IsUnknown() {
+		return types.Int64Value(def)
+	}
+	return v
 }
 
 // timeoutSeconds is the API value of timeout_sec: null (unset) is 0, no limit.

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"time"
 
-	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/resourcevalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -17,13 +16,11 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/rules"
@@ -106,15 +103,11 @@ func functionAttributes() map[string]schema.Attribute {
 			Optional: true, MarkdownDescription: "Queue exhausted asynchronous invocations go to, named `<namespace>.<name>`; `<namespace>.async.<name>.dlq` when unset.",
 			Validators: []validator.String{stringvalidator.LengthBetween(1, rules.MaxQueueLength)},
 		},
-		"async_max_jobs": serverDefaultInt64(fmt.Sprintf("Dispatcher Jobs that may drain the function's asynchronous queue at once in a cluster (1-%d; server default %d); `sless dev` keeps the value but runs one runner per function.", rules.MaxAsyncJobs, rules.DefaultAsyncJobs), 1, rules.MaxAsyncJobs),
-		"build_timeout_sec": schema.Int64Attribute{
-			Optional: true, Computed: true, Default: int64default.StaticInt64(defaultBuildTimeoutSec),
-			MarkdownDescription: fmt.Sprintf("How long `apply` waits for the build to become Ready (default %d); time the operator holds the build back for a slot (`--max-concurrent-builds`) is not counted.", defaultBuildTimeoutSec),
-			Validators:          []validator.Int64{int64validator.Between(1, 86400)},
-		},
-		"url":   computedString("URL that invokes the function (`<endpoint>/fn/<namespace>/<name>`)."),
-		"image": computedString("Built image (or local artifact under `sless dev`)."),
-		"phase": computedString("Pending, Building, Ready or Failed."),
+		"async_max_jobs":    serverDefaultInt64(fmt.Sprintf("Dispatcher Jobs that may drain the function's asynchronous queue at once in a cluster (1-%d; server default %d); `sless dev` keeps the value but runs one runner per function.", rules.MaxAsyncJobs, rules.DefaultAsyncJobs), 1, rules.MaxAsyncJobs),
+		"build_timeout_sec": applyWaitAttribute(fmt.Sprintf("How long `apply` waits for the build to become Ready (default %d); time the operator holds the build back for a slot (`--max-concurrent-builds`) is not counted.", defaultBuildTimeoutSec), defaultBuildTimeoutSec),
+		"url":               computedString("URL that invokes the function (`<endpoint>/fn/<namespace>/<name>`)."),
+		"image":             computedString("Built image (or local artifact under `sless dev`)."),
+		"phase":             computedString("Pending, Building, Ready or Failed."),
 	})
 	return attrs
 }
@@ -128,15 +121,10 @@ func (r *functionResource) ConfigValidators(context.Context) []resource.ConfigVa
 // ModifyPlan hashes source_dir so that an edit of any file in it is a planned change, and
 // marks what a rebuild or restart may change as unknown.
 func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if req.Plan.Raw.IsNull() {
+	plan, ok := planCode[functionModel](ctx, req, nil, &resp.Diagnostics)
+	if !ok {
 		return
 	}
-	var plan functionModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	plan.SourceHash = plan.plannedHash(&resp.Diagnostics)
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 	if resp.Diagnostics.HasError() || req.State.Raw.IsNull() || resp.Plan.Raw.Equal(req.State.Raw) {
 		return
@@ -180,9 +168,8 @@ func (r *functionResource) Update(ctx context.Context, req resource.UpdateReques
 // upload or build fails the state keeps the previous source_hash, so the next plan retries.
 func (r *functionResource) deploy(ctx context.Context, plan functionModel, st *tfsdk.State, diags *diag.Diagnostics) {
 	name := plan.Name.ValueString()
-	tflog.Info(ctx, "uploading function source", map[string]any{"function": name, "source_hash": plan.SourceHash.ValueString()})
 	var fn api.Function
-	uploaded := plan.upload(func(zip io.Reader) (err error) {
+	uploaded := plan.upload(ctx, "function", name, func(zip io.Reader) (err error) {
 		fn, err = r.client.UploadSource(ctx, r.client.namespace, name, zip)
 		return err
 	}, diags)
@@ -215,11 +202,7 @@ func functionModelFrom(ctx context.Context, fn api.Function, prior functionModel
 	m.objectRef = objectRefOf(fn.Namespace, fn.Name)
 	m.functionSettings = settings
 	m.functionStatus = functionStatusFrom(fn)
-	if m.BuildTimeoutSec.IsNull() || m.BuildTimeoutSec.IsUnknown() {
-		m.BuildTimeoutSec = types.Int64Value(defaultBuildTimeoutSec)
-	}
-	if m.SourceHash.IsUnknown() {
-		m.SourceHash = types.StringNull()
-	}
+	m.BuildTimeoutSec = int64OrDefault(m.BuildTimeoutSec, defaultBuildTimeoutSec)
+	m.codeSource = m.forState()
 	return m, diags
 }

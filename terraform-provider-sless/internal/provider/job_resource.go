@@ -23,7 +23,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/rules"
@@ -124,17 +123,13 @@ func jobAttributes() map[string]schema.Attribute {
 				resp.RequiresReplace = !req.StateValue.IsNull() && req.PlanValue.ValueInt64() < req.StateValue.ValueInt64()
 			}, "Lowering run_id replaces the job.", "Lowering `run_id` replaces the job.")},
 		},
-		"wait_timeout_sec": schema.Int64Attribute{
-			Optional: true, Computed: true, Default: int64default.StaticInt64(defaultWaitTimeoutSec),
-			MarkdownDescription: fmt.Sprintf("How long `apply` waits for a run to end, including a build (default %d).", defaultWaitTimeoutSec),
-			Validators:          []validator.Int64{int64validator.Between(1, 86400)},
-		},
-		"phase":           computedString("Pending, Building, Running, Succeeded, Failed or Skipped (run_id 0)."),
-		"observed_run_id": computedInt64("`run_id` the status describes."),
-		"result":          computedString("What the handler returned (JSON, or the string it returned)."),
-		"output":          computedString("Tail of the run's stdout and stderr."),
-		"error":           computedString("Why the run failed."),
-		"duration_ms":     computedInt64("Run time in milliseconds."),
+		"wait_timeout_sec": applyWaitAttribute(fmt.Sprintf("How long `apply` waits for a run to end, including a build (default %d).", defaultWaitTimeoutSec), defaultWaitTimeoutSec),
+		"phase":            computedString("Pending, Building, Running, Succeeded, Failed or Skipped (run_id 0)."),
+		"observed_run_id":  computedInt64("`run_id` the status describes."),
+		"result":           computedString("What the handler returned (JSON, or the string it returned)."),
+		"output":           computedString("Tail of the run's stdout and stderr."),
+		"error":            computedString("Why the run failed."),
+		"duration_ms":      computedInt64("Run time in milliseconds."),
 	})
 	return attrs
 }
@@ -178,18 +173,11 @@ func checkJobCode(m jobModel) diag.Diagnostics {
 // ModifyPlan hashes the job's own code, and marks the run's outcome unknown when run_id
 // changes: the apply runs it again.
 func (r *jobResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if req.Plan.Raw.IsNull() {
+	var state jobModel
+	plan, ok := planCode[jobModel](ctx, req, &state, &resp.Diagnostics)
+	if !ok {
 		return
 	}
-	var plan, state jobModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if !req.State.Raw.IsNull() {
-		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	}
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	plan.SourceHash = plan.plannedHash(&resp.Diagnostics)
 	if !req.State.Raw.IsNull() && !plan.RunID.Equal(state.RunID) {
 		plan.jobResult = jobResult{
 			Phase: types.StringUnknown(), ObservedRunID: types.Int64Unknown(), Result: types.StringUnknown(),
@@ -202,10 +190,6 @@ func (r *jobResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanReq
 // fields is the API request for m: every configurable field, so an update also clears what
 // was removed from the configuration.
 func (m jobModel) fields(ctx context.Context) (api.JobFields, diag.Diagnostics) {
-	str := func(v types.String) *string {
-		s := v.ValueString() // "" for null: clears the field
-		return &s
-	}
 	env, diags := envVars(ctx, m.EnvVars)
 	memory := int32(m.MemoryMB.ValueInt64())
 	runID := m.RunID.ValueInt64()
@@ -215,10 +199,10 @@ func (m jobModel) fields(ctx context.Context) (api.JobFields, diag.Diagnostics) 
 		event = &raw
 	}
 	return api.JobFields{
-		Function:   str(m.Function),
-		Runtime:    str(m.Runtime),
-		Image:      str(m.Image),
-		Entrypoint: str(m.Entrypoint),
+		Function:   clearingString(m.Function),
+		Runtime:    clearingString(m.Runtime),
+		Image:      clearingString(m.Image),
+		Entrypoint: clearingString(m.Entrypoint),
 		EnvVars:    env,
 		MemoryMB:   &memory,
 		TimeoutSec: timeoutSeconds(m.TimeoutSec),
@@ -244,12 +228,8 @@ func jobModelFrom(ctx context.Context, j api.Job, prior jobModel) (jobModel, dia
 	m.TimeoutSec = timeoutState(j.TimeoutSec, prior.TimeoutSec)
 	m.EventJSON = eventState(j.Event, prior.EventJSON)
 	m.RunID = types.Int64Value(j.RunID)
-	if m.WaitTimeoutSec.IsNull() || m.WaitTimeoutSec.IsUnknown() {
-		m.WaitTimeoutSec = types.Int64Value(defaultWaitTimeoutSec)
-	}
-	if m.SourceHash.IsUnknown() {
-		m.SourceHash = types.StringNull()
-	}
+	m.WaitTimeoutSec = int64OrDefault(m.WaitTimeoutSec, defaultWaitTimeoutSec)
+	m.codeSource = m.forState()
 	m.jobResult = jobResult{
 		Phase:         types.StringValue(j.Status.Phase),
 		ObservedRunID: types.Int64Value(j.Status.ObservedRunID),
@@ -314,8 +294,7 @@ func (r *jobResource) Create(ctx context.Context, req resource.CreateRequest, re
 // uploadCode uploads a self-contained job's code.
 func (r *jobResource) uploadCode(ctx context.Context, plan jobModel, diags *diag.Diagnostics) bool {
 	name := plan.Name.ValueString()
-	tflog.Info(ctx, "uploading job source", map[string]any{"job": name, "source_hash": plan.SourceHash.ValueString()})
-	return plan.upload(func(zip io.Reader) error {
+	return plan.upload(ctx, "job", name, func(zip io.Reader) error {
 		_, err := r.client.UploadJobSource(ctx, r.client.namespace, name, zip)
 		return err
 	}, diags)

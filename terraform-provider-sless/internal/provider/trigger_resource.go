@@ -162,25 +162,21 @@ func checkTriggerFields(m triggerModel) diag.Diagnostics {
 // fields is the API request for m: every configurable field, so an update also clears what
 // was removed from the configuration.
 func (m triggerModel) fields() api.TriggerFields {
-	str := func(v types.String) *string {
-		s := v.ValueString() // "" for null: clears the field
-		return &s
-	}
 	enabled, requireAuth := m.Enabled.ValueBool(), m.RequireAuth.ValueBool()
 	return api.TriggerFields{
 		Type:            setString(m.Type),
 		Function:        setString(m.Function),
 		Enabled:         &enabled,
 		RequireAuth:     &requireAuth,
-		Schedule:        str(m.Schedule),
-		Timezone:        str(m.Timezone),
+		Schedule:        clearingString(m.Schedule),
+		Timezone:        clearingString(m.Timezone),
 		PrewarmSeconds:  ptrTo(int32(m.PrewarmSeconds.ValueInt64())), // 0 for null: none
-		Queue:           str(m.Queue),
-		BrokerSecret:    str(m.BrokerSecret),
+		Queue:           clearingString(m.Queue),
+		BrokerSecret:    clearingString(m.BrokerSecret),
 		BrokerSecretKey: setString(m.BrokerSecretKey),
 		MaxAttempts:     setInt32(m.MaxAttempts),
 		BackoffMs:       setInt32(m.BackoffMs),
-		DeadLetterQueue: str(m.DeadLetterQueue),
+		DeadLetterQueue: clearingString(m.DeadLetterQueue),
 	}
 }
 
