@@ -68,7 +68,7 @@ func (g *ground) startPlatformBuild(ctx context.Context) error {
 	}
 	g.stops = append(g.stops, stopProxy)
 	base := registryDoor + "/distroless/static-debian12@" + g.standIns["distroless/static-debian12:nonroot"].String()
-	return startJob(ctx, "platform-dockerfile", g.kanikoImage, nil, []string{
+	return g.startJob(ctx, "platform-dockerfile", g.kanikoImage, nil, []string{
 		"--context=s3://" + bucket + "/e2e/platform.tar.gz", "--dockerfile=Dockerfile", "--destination=" + registryDoor + "/sless/docker:e2e",
 		"--build-arg=GOPROXY=http://" + nodeIP + ":" + strconv.Itoa(goProxyPort), "--build-arg=BASE_IMAGE=" + base, "--build-arg=VERSION=e2e",
 		"--insecure-registry=" + registryDoor, "--registry-mirror=" + registryDoor, "--reproducible", "--cache=false", "--verbosity=warn",
@@ -144,7 +144,7 @@ func serveModuleCache() (stop func(), err error) {
 // at hand), waits for it to complete and returns the tail of its pod's log.
 func runJob(t *testing.T, name, image string, command, args []string, within time.Duration) string {
 	t.Helper()
-	if err := startJob(context.Background(), name, image, command, args); err != nil {
+	if err := g.startJob(context.Background(), name, image, command, args); err != nil {
 		t.Fatal(err)
 	}
 	out, _ := waitJob(t, name, within)
@@ -152,7 +152,7 @@ func runJob(t *testing.T, name, image string, command, args []string, within tim
 }
 
 // startJob creates the Job name running image with args in sless-system.
-func startJob(ctx context.Context, name, image string, command, args []string) error {
+func (g *ground) startJob(ctx context.Context, name, image string, command, args []string) error {
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "sless-system"},
 		Spec: batchv1.JobSpec{BackoffLimit: ptr.To(int32(0)), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
