@@ -141,9 +141,20 @@ func (f *function) reapIfDead(pr *process, wait time.Duration) {
 	case <-time.After(wait):
 		return
 	}
+	f.retire(pr)
+}
+
+// retire takes pr out of service at once when it serves requests: it is exiting or about to
+// be killed. Its exit is processed (and it leaves the set) only once its output has drained,
+// up to pipeDrain later, and no request may be sent to it meanwhile. A process still starting
+// serves none and keeps counting as starting until then, so a failed start is counted before
+// another is tried.
+func (f *function) retire(pr *process) {
 	f.mu.Lock()
-	pr.dead = true
-	f.broadcast()
+	if pr.ready {
+		pr.dead = true
+		f.broadcast()
+	}
 	f.mu.Unlock()
 }
 

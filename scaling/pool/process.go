@@ -105,6 +105,7 @@ func (pr *process) start() error {
 	}
 	if pr.pool.jail != nil && pr.spec.MemoryMB > 0 {
 		go pr.pool.watchMemory(pgid, pr.spec.MemoryMB, pr.exited, pr.log, func(text string) {
+			pr.fn.retire(pr)
 			if on := pr.pool.opts.OnOutput; on != nil {
 				on(Line{Time: time.Now(), Function: pr.fn.key, Instance: pr.addr, Stream: "stderr", Text: text})
 			}
@@ -112,6 +113,7 @@ func (pr *process) start() error {
 	}
 	go func() {
 		err := cmd.Wait()
+		pr.fn.retire(pr)
 		// Whatever the wrapper forked dies with it, however it ended.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		forgetGroup(runDir, pgid)
@@ -269,7 +271,8 @@ const pipeDrain = time.Second
 const memoryPoll = 50 * time.Millisecond
 
 // watchMemory kills the process group of pid once the process and its children hold more
-// than memoryMB, until exited is closed, and says so through say and log.
+// than memoryMB, until exited is closed, and says so through log and through say, which is
+// called just before the kill.
 func (p *Pool) watchMemory(pid, memoryMB int, exited <-chan struct{}, log *slog.Logger, say func(string)) {
 	limit := int64(memoryMB) << 20
 	t := time.NewTicker(memoryPoll)
