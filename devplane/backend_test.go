@@ -501,7 +501,7 @@ func TestSelfContainedJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = d.backend.CreateJob(ctx, d.ns, "adder", api.JobSpec{Runtime: "python3.11", RunID: 1, Event: json.RawMessage(`{"a": 2, "b": 3}`),
+	_, err = d.backend.Jobs().Create(ctx, d.ns, "adder", api.JobSpec{Runtime: "python3.11", RunID: 1, Event: json.RawMessage(`{"a": 2, "b": 3}`),
 		Source: &api.Source{ContextKey: up.ContextKey, ArchiveKey: up.ZipKey, SHA256: up.Hash}})
 	if err != nil {
 		t.Fatal(err)

@@ -71,7 +71,26 @@ func checkTrigger(_ *Backend, _ string, old *api.TriggerSpec, spec api.TriggerSp
 	return nil
 }
 
-func listObjects[S, T, O any](b *Backend, k kindOps[S, T, O], ns string) []O {
+// objects is the backend.Store of kind k.
+type objects[S, T, O any] struct {
+	b *Backend
+	k kindOps[S, T, O]
+}
+
+func (b *Backend) Functions() backend.Store[api.Function, api.FunctionSpec] {
+	return objects[api.FunctionSpec, api.FunctionStatus, api.Function]{b, functionKind}
+}
+
+func (b *Backend) Triggers() backend.Store[api.Trigger, api.TriggerSpec] {
+	return objects[api.TriggerSpec, api.TriggerStatus, api.Trigger]{b, triggerKind}
+}
+
+func (b *Backend) Jobs() backend.Store[api.Job, api.JobSpec] {
+	return objects[api.JobSpec, api.JobStatus, api.Job]{b, jobKind}
+}
+
+func (o objects[S, T, O]) List(_ context.Context, ns string) ([]O, error) {
+	b, k := o.b, o.k
 	var out []*record[S, T]
 	for _, r := range *k.of(b.store.snapshot()) {
 		if r.Namespace == ns {
@@ -83,10 +102,11 @@ func listObjects[S, T, O any](b *Backend, k kindOps[S, T, O], ns string) []O {
 	for i, r := range out {
 		views[i] = k.view(r)
 	}
-	return views
+	return views, nil
 }
 
-func getObject[S, T, O any](b *Backend, k kindOps[S, T, O], ns, name string) (O, error) {
+func (o objects[S, T, O]) Get(_ context.Context, ns, name string) (O, error) {
+	b, k := o.b, o.k
 	r, ok := (*k.of(b.store.snapshot()))[objectKey(ns, name)]
 	if !ok {
 		var zero O
@@ -95,7 +115,8 @@ func getObject[S, T, O any](b *Backend, k kindOps[S, T, O], ns, name string) (O,
 	return k.view(r), nil
 }
 
-func createObject[S, T, O any](b *Backend, k kindOps[S, T, O], ns, name string, spec S) (O, error) {
+func (o objects[S, T, O]) Create(_ context.Context, ns, name string, spec S) (O, error) {
+	b, k := o.b, o.k
 	key := objectKey(ns, name)
 	var created *record[S, T]
 	var zero O
@@ -124,7 +145,8 @@ func createObject[S, T, O any](b *Backend, k kindOps[S, T, O], ns, name string, 
 	return k.view(created), nil
 }
 
-func updateObject[S, T, O any](b *Backend, k kindOps[S, T, O], ns, name string, mutate func(*S) error) (O, error) {
+func (o objects[S, T, O]) Update(_ context.Context, ns, name string, mutate func(*S) error) (O, error) {
+	b, k := o.b, o.k
 	key := objectKey(ns, name)
 	var before, after *record[S, T]
 	var zero O
@@ -160,7 +182,8 @@ func updateObject[S, T, O any](b *Backend, k kindOps[S, T, O], ns, name string, 
 	return k.view(after), nil
 }
 
-func deleteObject[S, T, O any](b *Backend, k kindOps[S, T, O], ns, name string) error {
+func (o objects[S, T, O]) Delete(_ context.Context, ns, name string) error {
+	b, k := o.b, o.k
 	key := objectKey(ns, name)
 	var gone *record[S, T]
 	err := b.store.write(false, func(tx *txn) error {
@@ -197,64 +220,4 @@ func countIn[R any](m map[string]*R, ns string) int {
 		}
 	}
 	return n
-}
-
-func (b *Backend) ListFunctions(_ context.Context, ns string) ([]api.Function, error) {
-	return listObjects(b, functionKind, ns), nil
-}
-
-func (b *Backend) GetFunction(_ context.Context, ns, name string) (api.Function, error) {
-	return getObject(b, functionKind, ns, name)
-}
-
-func (b *Backend) CreateFunction(_ context.Context, ns, name string, spec api.FunctionSpec) (api.Function, error) {
-	return createObject(b, functionKind, ns, name, spec)
-}
-
-func (b *Backend) UpdateFunction(_ context.Context, ns, name string, mutate func(*api.FunctionSpec) error) (api.Function, error) {
-	return updateObject(b, functionKind, ns, name, mutate)
-}
-
-func (b *Backend) DeleteFunction(_ context.Context, ns, name string) error {
-	return deleteObject(b, functionKind, ns, name)
-}
-
-func (b *Backend) ListTriggers(_ context.Context, ns string) ([]api.Trigger, error) {
-	return listObjects(b, triggerKind, ns), nil
-}
-
-func (b *Backend) GetTrigger(_ context.Context, ns, name string) (api.Trigger, error) {
-	return getObject(b, triggerKind, ns, name)
-}
-
-func (b *Backend) CreateTrigger(_ context.Context, ns, name string, spec api.TriggerSpec) (api.Trigger, error) {
-	return createObject(b, triggerKind, ns, name, spec)
-}
-
-func (b *Backend) UpdateTrigger(_ context.Context, ns, name string, mutate func(*api.TriggerSpec) error) (api.Trigger, error) {
-	return updateObject(b, triggerKind, ns, name, mutate)
-}
-
-func (b *Backend) DeleteTrigger(_ context.Context, ns, name string) error {
-	return deleteObject(b, triggerKind, ns, name)
-}
-
-func (b *Backend) ListJobs(_ context.Context, ns string) ([]api.Job, error) {
-	return listObjects(b, jobKind, ns), nil
-}
-
-func (b *Backend) GetJob(_ context.Context, ns, name string) (api.Job, error) {
-	return getObject(b, jobKind, ns, name)
-}
-
-func (b *Backend) CreateJob(_ context.Context, ns, name string, spec api.JobSpec) (api.Job, error) {
-	return createObject(b, jobKind, ns, name, spec)
-}
-
-func (b *Backend) UpdateJob(_ context.Context, ns, name string, mutate func(*api.JobSpec) error) (api.Job, error) {
-	return updateObject(b, jobKind, ns, name, mutate)
-}
-
-func (b *Backend) DeleteJob(_ context.Context, ns, name string) error {
-	return deleteObject(b, jobKind, ns, name)
 }

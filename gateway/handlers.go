@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -35,11 +34,7 @@ func nameParam(c echo.Context) (string, error) {
 // resource is one kind of the REST API, declared once; the handlers below serve every kind.
 // O is the object, S its spec, C the create body and F the update body.
 type resource[O, S, C, F any] struct {
-	list   func(backend.Backend, context.Context, string) ([]O, error)
-	get    func(backend.Backend, context.Context, string, string) (O, error)
-	create func(backend.Backend, context.Context, string, string, S) (O, error)
-	update func(backend.Backend, context.Context, string, string, func(*S) error) (O, error)
-	delete func(backend.Backend, context.Context, string, string) error
+	store func(backend.Backend) backend.Store[O, S]
 	// wrap puts a listing into its wire form.
 	wrap func([]O) any
 	// name is a create body's object name.
@@ -53,9 +48,9 @@ type resource[O, S, C, F any] struct {
 
 var (
 	functionResource = resource[api.Function, api.FunctionSpec, api.CreateFunction, api.FunctionFields]{
-		list: backend.Backend.ListFunctions, get: backend.Backend.GetFunction, create: backend.Backend.CreateFunction, update: backend.Backend.UpdateFunction, delete: backend.Backend.DeleteFunction,
-		wrap: func(fns []api.Function) any { return api.FunctionList{Functions: nonNil(fns)} },
-		name: func(req api.CreateFunction) string { return req.Name },
+		store: backend.Backend.Functions,
+		wrap:  func(fns []api.Function) any { return api.FunctionList{Functions: nonNil(fns)} },
+		name:  func(req api.CreateFunction) string { return req.Name },
 		base: func(req api.CreateFunction) (api.FunctionSpec, api.FunctionFields, error) {
 			if req.Runtime == nil {
 				return api.FunctionSpec{}, req.FunctionFields, invalid("runtime", "required; use one of %v", api.Runtimes)
@@ -71,9 +66,9 @@ var (
 		},
 	}
 	triggerResource = resource[api.Trigger, api.TriggerSpec, api.CreateTrigger, api.TriggerFields]{
-		list: backend.Backend.ListTriggers, get: backend.Backend.GetTrigger, create: backend.Backend.CreateTrigger, update: backend.Backend.UpdateTrigger, delete: backend.Backend.DeleteTrigger,
-		wrap: func(ts []api.Trigger) any { return api.TriggerList{Triggers: nonNil(ts)} },
-		name: func(req api.CreateTrigger) string { return req.Name },
+		store: backend.Backend.Triggers,
+		wrap:  func(ts []api.Trigger) any { return api.TriggerList{Triggers: nonNil(ts)} },
+		name:  func(req api.CreateTrigger) string { return req.Name },
 		base: func(req api.CreateTrigger) (api.TriggerSpec, api.TriggerFields, error) {
 			if req.Type == nil {
 				return api.TriggerSpec{}, req.TriggerFields, invalid("type", "required; use http, cron or event")
@@ -92,10 +87,10 @@ var (
 		},
 	}
 	jobResource = resource[api.Job, api.JobSpec, api.CreateJob, api.JobFields]{
-		list: backend.Backend.ListJobs, get: backend.Backend.GetJob, create: backend.Backend.CreateJob, update: backend.Backend.UpdateJob, delete: backend.Backend.DeleteJob,
-		wrap: func(js []api.Job) any { return api.JobList{Jobs: nonNil(js)} },
-		name: func(req api.CreateJob) string { return req.Name },
-		base: func(req api.CreateJob) (api.JobSpec, api.JobFields, error) { return api.JobSpec{}, req.JobFields, nil },
+		store: backend.Backend.Jobs,
+		wrap:  func(js []api.Job) any { return api.JobList{Jobs: nonNil(js)} },
+		name:  func(req api.CreateJob) string { return req.Name },
+		base:  func(req api.CreateJob) (api.JobSpec, api.JobFields, error) { return api.JobSpec{}, req.JobFields, nil },
 		// raising run_id runs the job again.
 		apply: func(_ string, spec *api.JobSpec, f api.JobFields) error {
 			applyJobFields(spec, f)
@@ -108,7 +103,7 @@ var (
 // updateMethod (PUT, or PATCH for triggers).
 func route[O, S, C, F any](s *Server, g *echo.Group, path, updateMethod string, r resource[O, S, C, F]) {
 	g.GET(path, func(c echo.Context) error {
-		list, err := r.list(s.cfg.Backend, c.Request().Context(), c.Param("ns"))
+		list, err := r.store(s.cfg.Backend).List(c.Request().Context(), c.Param("ns"))
 		if err != nil {
 			return err
 		}
@@ -119,7 +114,7 @@ func route[O, S, C, F any](s *Server, g *echo.Group, path, updateMethod string, 
 		if err != nil {
 			return err
 		}
-		obj, err := r.get(s.cfg.Backend, c.Request().Context(), c.Param("ns"), name)
+		obj, err := r.store(s.cfg.Backend).Get(c.Request().Context(), c.Param("ns"), name)
 		if err != nil {
 			return err
 		}
@@ -141,7 +136,7 @@ func route[O, S, C, F any](s *Server, g *echo.Group, path, updateMethod string, 
 		if err := r.apply(c.Param("ns"), &spec, fields); err != nil {
 			return err
 		}
-		obj, err := r.create(s.cfg.Backend, c.Request().Context(), c.Param("ns"), name, spec)
+		obj, err := r.store(s.cfg.Backend).Create(c.Request().Context(), c.Param("ns"), name, spec)
 		if err != nil {
 			return err
 		}
@@ -156,7 +151,7 @@ func route[O, S, C, F any](s *Server, g *echo.Group, path, updateMethod string, 
 		if err := decodeBody(c, &req); err != nil {
 			return err
 		}
-		obj, err := r.update(s.cfg.Backend, c.Request().Context(), c.Param("ns"), name, func(spec *S) error { return r.apply(c.Param("ns"), spec, req) })
+		obj, err := r.store(s.cfg.Backend).Update(c.Request().Context(), c.Param("ns"), name, func(spec *S) error { return r.apply(c.Param("ns"), spec, req) })
 		if err != nil {
 			return err
 		}
@@ -167,7 +162,7 @@ func route[O, S, C, F any](s *Server, g *echo.Group, path, updateMethod string, 
 		if err != nil {
 			return err
 		}
-		if err := r.delete(s.cfg.Backend, c.Request().Context(), c.Param("ns"), name); err != nil {
+		if err := r.store(s.cfg.Backend).Delete(c.Request().Context(), c.Param("ns"), name); err != nil {
 			return err
 		}
 		return c.NoContent(http.StatusNoContent)

@@ -26,124 +26,102 @@ import (
 // of Backend (routing, logs) is never called here.
 type memBackend struct {
 	backend.Backend
-	mu        sync.Mutex
-	functions map[string]api.Function
-	triggers  map[string]api.Trigger
-	jobs      map[string]api.Job
+	functions *memStore[api.Function, api.FunctionSpec]
+	triggers  *memStore[api.Trigger, api.TriggerSpec]
+	jobs      *memStore[api.Job, api.JobSpec]
 }
 
 func newMemBackend() *memBackend {
-	return &memBackend{functions: map[string]api.Function{}, triggers: map[string]api.Trigger{}, jobs: map[string]api.Job{}}
+	return &memBackend{
+		functions: newMemStore("function", func(ns, name string, s api.FunctionSpec) api.Function {
+			return api.Function{Name: name, Namespace: ns, FunctionSpec: s}
+		}, func(f *api.Function) *api.FunctionSpec { return &f.FunctionSpec }),
+		triggers: newMemStore("trigger", func(ns, name string, s api.TriggerSpec) api.Trigger {
+			return api.Trigger{Name: name, Namespace: ns, TriggerSpec: s}
+		}, func(t *api.Trigger) *api.TriggerSpec { return &t.TriggerSpec }),
+		jobs: newMemStore("job", func(ns, name string, s api.JobSpec) api.Job {
+			return api.Job{Name: name, Namespace: ns, JobSpec: s}
+		}, func(j *api.Job) *api.JobSpec { return &j.JobSpec }),
+	}
 }
 
 func (b *memBackend) EnsureNamespace(context.Context, string) error { return nil }
 
+func (b *memBackend) Functions() backend.Store[api.Function, api.FunctionSpec] { return b.functions }
+func (b *memBackend) Triggers() backend.Store[api.Trigger, api.TriggerSpec]    { return b.triggers }
+func (b *memBackend) Jobs() backend.Store[api.Job, api.JobSpec]                { return b.jobs }
+
 // Transport is asked for when the server is built; no call here reaches a function.
 func (b *memBackend) Transport() http.RoundTripper { return http.DefaultTransport }
 
-// memGet, memCreate, memUpdate, memList and memRemove are one object store for the three kinds.
-func memGet[T any](b *memBackend, m map[string]T, kind, ns, name string) (T, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	v, ok := m[ns+"/"+name]
-	if !ok {
-		return v, &backend.NotFoundError{Kind: kind, Namespace: ns, Name: name}
-	}
-	return v, nil
+// memStore is one kind's objects, keyed by namespace/name.
+type memStore[O, S any] struct {
+	mu   sync.Mutex
+	kind string
+	m    map[string]O
+	make func(ns, name string, spec S) O
+	spec func(*O) *S
 }
 
-func memCreate[T any](b *memBackend, m map[string]T, kind, ns, name string, v T) (T, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if _, ok := m[ns+"/"+name]; ok {
-		return v, &backend.ConflictError{Kind: kind, Namespace: ns, Name: name, Reason: "already exists"}
-	}
-	m[ns+"/"+name] = v
-	return v, nil
+func newMemStore[O, S any](kind string, mk func(ns, name string, spec S) O, spec func(*O) *S) *memStore[O, S] {
+	return &memStore[O, S]{kind: kind, m: map[string]O{}, make: mk, spec: spec}
 }
 
-func memUpdate[T, S any](b *memBackend, m map[string]T, kind, ns, name string, spec func(*T) *S, mutate func(*S) error) (T, error) {
-	v, err := memGet(b, m, kind, ns, name)
-	if err != nil {
-		return v, err
-	}
-	if err := mutate(spec(&v)); err != nil {
-		return v, err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	m[ns+"/"+name] = v
-	return v, nil
-}
-
-func memList[T any](b *memBackend, m map[string]T, ns string) []T {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []T
-	for k, v := range m {
+func (s *memStore[O, S]) List(_ context.Context, ns string) ([]O, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []O
+	for k, v := range s.m {
 		if strings.HasPrefix(k, ns+"/") {
 			out = append(out, v)
 		}
 	}
-	return out
+	return out, nil
 }
 
-func memRemove[T any](b *memBackend, m map[string]T, kind, ns, name string) error {
-	if _, err := memGet(b, m, kind, ns, name); err != nil {
+func (s *memStore[O, S]) Get(_ context.Context, ns, name string) (O, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.m[ns+"/"+name]
+	if !ok {
+		return v, &backend.NotFoundError{Kind: s.kind, Namespace: ns, Name: name}
+	}
+	return v, nil
+}
+
+func (s *memStore[O, S]) Create(_ context.Context, ns, name string, spec S) (O, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.make(ns, name, spec)
+	if _, ok := s.m[ns+"/"+name]; ok {
+		return v, &backend.ConflictError{Kind: s.kind, Namespace: ns, Name: name, Reason: "already exists"}
+	}
+	s.m[ns+"/"+name] = v
+	return v, nil
+}
+
+func (s *memStore[O, S]) Update(ctx context.Context, ns, name string, mutate func(*S) error) (O, error) {
+	v, err := s.Get(ctx, ns, name)
+	if err != nil {
+		return v, err
+	}
+	if err := mutate(s.spec(&v)); err != nil {
+		return v, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[ns+"/"+name] = v
+	return v, nil
+}
+
+func (s *memStore[O, S]) Delete(ctx context.Context, ns, name string) error {
+	if _, err := s.Get(ctx, ns, name); err != nil {
 		return err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(m, ns+"/"+name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, ns+"/"+name)
 	return nil
-}
-
-func (b *memBackend) ListFunctions(_ context.Context, ns string) ([]api.Function, error) {
-	return memList(b, b.functions, ns), nil
-}
-func (b *memBackend) GetFunction(_ context.Context, ns, name string) (api.Function, error) {
-	return memGet(b, b.functions, "function", ns, name)
-}
-func (b *memBackend) CreateFunction(_ context.Context, ns, name string, spec api.FunctionSpec) (api.Function, error) {
-	return memCreate(b, b.functions, "function", ns, name, api.Function{Name: name, Namespace: ns, FunctionSpec: spec})
-}
-func (b *memBackend) UpdateFunction(_ context.Context, ns, name string, mutate func(*api.FunctionSpec) error) (api.Function, error) {
-	return memUpdate(b, b.functions, "function", ns, name, func(f *api.Function) *api.FunctionSpec { return &f.FunctionSpec }, mutate)
-}
-func (b *memBackend) DeleteFunction(_ context.Context, ns, name string) error {
-	return memRemove(b, b.functions, "function", ns, name)
-}
-
-func (b *memBackend) ListTriggers(_ context.Context, ns string) ([]api.Trigger, error) {
-	return memList(b, b.triggers, ns), nil
-}
-func (b *memBackend) GetTrigger(_ context.Context, ns, name string) (api.Trigger, error) {
-	return memGet(b, b.triggers, "trigger", ns, name)
-}
-func (b *memBackend) CreateTrigger(_ context.Context, ns, name string, spec api.TriggerSpec) (api.Trigger, error) {
-	return memCreate(b, b.triggers, "trigger", ns, name, api.Trigger{Name: name, Namespace: ns, TriggerSpec: spec})
-}
-func (b *memBackend) UpdateTrigger(_ context.Context, ns, name string, mutate func(*api.TriggerSpec) error) (api.Trigger, error) {
-	return memUpdate(b, b.triggers, "trigger", ns, name, func(t *api.Trigger) *api.TriggerSpec { return &t.TriggerSpec }, mutate)
-}
-func (b *memBackend) DeleteTrigger(_ context.Context, ns, name string) error {
-	return memRemove(b, b.triggers, "trigger", ns, name)
-}
-
-func (b *memBackend) ListJobs(_ context.Context, ns string) ([]api.Job, error) {
-	return memList(b, b.jobs, ns), nil
-}
-func (b *memBackend) GetJob(_ context.Context, ns, name string) (api.Job, error) {
-	return memGet(b, b.jobs, "job", ns, name)
-}
-func (b *memBackend) CreateJob(_ context.Context, ns, name string, spec api.JobSpec) (api.Job, error) {
-	return memCreate(b, b.jobs, "job", ns, name, api.Job{Name: name, Namespace: ns, JobSpec: spec})
-}
-func (b *memBackend) UpdateJob(_ context.Context, ns, name string, mutate func(*api.JobSpec) error) (api.Job, error) {
-	return memUpdate(b, b.jobs, "job", ns, name, func(j *api.Job) *api.JobSpec { return &j.JobSpec }, mutate)
-}
-func (b *memBackend) DeleteJob(_ context.Context, ns, name string) error {
-	return memRemove(b, b.jobs, "job", ns, name)
 }
 
 var memKey = []byte("memory-api-test-hmac-key-0123456789abcdef")

@@ -162,8 +162,8 @@ func (s *Server) routes() *echo.Echo {
 	ns.POST("/ensure", s.ensureNamespace)
 
 	route(s, ns, "/functions", http.MethodPut, functionResource)
-	ns.POST("/functions/:name/upload", s.uploadSource)
-	ns.POST("/jobs/:name/upload", s.uploadJobSource)
+	ns.POST("/functions/:name/upload", uploadSource(s, backend.Backend.Functions, functionCode, useFunctionSource))
+	ns.POST("/jobs/:name/upload", uploadSource(s, backend.Backend.Jobs, jobCode, useJobSource))
 	ns.GET("/functions/:name/source", s.getSource)
 	ns.GET("/functions/:name/invocations", s.listInvocations)
 	ns.GET("/functions/:name/stats", s.invocationStats)

@@ -12,6 +12,7 @@ import (
 
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/gateway/codecheck"
 )
 
@@ -28,63 +29,58 @@ const (
 	maxViewedTotal = 4 << 20
 )
 
-// uploadSource validates a zip for the function's runtime, optionally has it reviewed,
-// stores it with its build context and points the function at it, which starts a build.
-func (s *Server) uploadSource(c echo.Context) error {
-	ctx := c.Request().Context()
-	ns := c.Param("ns")
-	name, err := nameParam(c)
-	if err != nil {
-		return err
+// uploadSource validates a zip for the object's runtime, optionally has it reviewed, stores
+// it with its build context and points the object (a function, or a self-contained job) at
+// it, which starts a build. code answers the runtime and entrypoint the zip is checked
+// for, or why the object takes no upload; use sets the stored source on a spec.
+func uploadSource[O, S any](s *Server, store func(backend.Backend) backend.Store[O, S], code func(name string, obj O) (runtime, entrypoint string, err error), use func(*S, *api.Source)) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx := c.Request().Context()
+		ns := c.Param("ns")
+		name, err := nameParam(c)
+		if err != nil {
+			return err
+		}
+		obj, err := store(s.cfg.Backend).Get(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		runtime, entrypoint, err := code(name, obj)
+		if err != nil {
+			return err
+		}
+		src, err := s.storeUpload(c, ns, name, runtime, entrypoint)
+		if err != nil {
+			return err
+		}
+		obj, err = store(s.cfg.Backend).Update(ctx, ns, name, func(spec *S) error {
+			use(spec, src)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, obj)
 	}
-	fn, err := s.cfg.Backend.GetFunction(ctx, ns, name)
-	if err != nil {
-		return err
-	}
-	src, err := s.storeUpload(c, ns, name, fn.Runtime, fn.Entrypoint)
-	if err != nil {
-		return err
-	}
-	fn, err = s.cfg.Backend.UpdateFunction(ctx, ns, name, func(spec *api.FunctionSpec) error {
-		spec.Source = src
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, fn)
 }
 
-// uploadJobSource is uploadSource for a self-contained job: its code is built like a
-// function's, then the job runs.
-func (s *Server) uploadJobSource(c echo.Context) error {
-	ctx := c.Request().Context()
-	ns := c.Param("ns")
-	name, err := nameParam(c)
-	if err != nil {
-		return err
-	}
-	j, err := s.cfg.Backend.GetJob(ctx, ns, name)
-	if err != nil {
-		return err
-	}
+func functionCode(_ string, fn api.Function) (string, string, error) {
+	return fn.Runtime, fn.Entrypoint, nil
+}
+
+func useFunctionSource(spec *api.FunctionSpec, src *api.Source) { spec.Source = src }
+
+// jobCode is a self-contained job's: its code is built like a function's, then the job
+// runs. A job of a function takes no upload.
+func jobCode(name string, j api.Job) (string, string, error) {
 	if j.Function != "" {
-		return &httpError{Code: http.StatusConflict, Field: "function",
+		return "", "", &httpError{Code: http.StatusConflict, Field: "function",
 			Msg: fmt.Sprintf("job %q runs function %q; upload code to that function instead", name, j.Function)}
 	}
-	src, err := s.storeUpload(c, ns, name, j.Runtime, j.Entrypoint)
-	if err != nil {
-		return err
-	}
-	j, err = s.cfg.Backend.UpdateJob(ctx, ns, name, func(spec *api.JobSpec) error {
-		spec.Source, spec.Image = src, ""
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, j)
+	return j.Runtime, j.Entrypoint, nil
 }
+
+func useJobSource(spec *api.JobSpec, src *api.Source) { spec.Source, spec.Image = src, "" }
 
 // storeUpload reads the request's zip, validates it for runtime, optionally has it
 // reviewed, and stores it with its build context under ns/name.
@@ -147,7 +143,7 @@ func (s *Server) getSource(c echo.Context) error {
 	if s.cfg.Sources == nil {
 		return &httpError{Code: http.StatusServiceUnavailable, Msg: "sources are not available on this gateway (no artifact store)"}
 	}
-	fn, err := s.cfg.Backend.GetFunction(ctx, ns, name)
+	fn, err := s.cfg.Backend.Functions().Get(ctx, ns, name)
 	if err != nil {
 		return err
 	}

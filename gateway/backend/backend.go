@@ -23,9 +23,9 @@ import (
 // write conflict, so it must be pure.
 type Backend interface {
 	EnsureNamespace(ctx context.Context, ns string) error
-	Functions
-	Triggers
-	Jobs
+	Functions() Store[api.Function, api.FunctionSpec]
+	Triggers() Store[api.Trigger, api.TriggerSpec]
+	Jobs() Store[api.Job, api.JobSpec]
 	Router
 	Logs
 }
@@ -57,31 +57,14 @@ type LogQuery struct {
 	Follow bool
 }
 
-// Functions is the function store of a Backend.
-type Functions interface {
-	ListFunctions(ctx context.Context, ns string) ([]api.Function, error)
-	GetFunction(ctx context.Context, ns, name string) (api.Function, error)
-	CreateFunction(ctx context.Context, ns, name string, spec api.FunctionSpec) (api.Function, error)
-	UpdateFunction(ctx context.Context, ns, name string, mutate func(*api.FunctionSpec) error) (api.Function, error)
-	DeleteFunction(ctx context.Context, ns, name string) error
-}
-
-// Triggers is the trigger store of a Backend.
-type Triggers interface {
-	ListTriggers(ctx context.Context, ns string) ([]api.Trigger, error)
-	GetTrigger(ctx context.Context, ns, name string) (api.Trigger, error)
-	CreateTrigger(ctx context.Context, ns, name string, spec api.TriggerSpec) (api.Trigger, error)
-	UpdateTrigger(ctx context.Context, ns, name string, mutate func(*api.TriggerSpec) error) (api.Trigger, error)
-	DeleteTrigger(ctx context.Context, ns, name string) error
-}
-
-// Jobs is the job store of a Backend.
-type Jobs interface {
-	ListJobs(ctx context.Context, ns string) ([]api.Job, error)
-	GetJob(ctx context.Context, ns, name string) (api.Job, error)
-	CreateJob(ctx context.Context, ns, name string, spec api.JobSpec) (api.Job, error)
-	UpdateJob(ctx context.Context, ns, name string, mutate func(*api.JobSpec) error) (api.Job, error)
-	DeleteJob(ctx context.Context, ns, name string) error
+// Store is one kind's objects in a Backend: O is the object as the API answers it, S its
+// spec.
+type Store[O, S any] interface {
+	List(ctx context.Context, ns string) ([]O, error)
+	Get(ctx context.Context, ns, name string) (O, error)
+	Create(ctx context.Context, ns, name string, spec S) (O, error)
+	Update(ctx context.Context, ns, name string, mutate func(*S) error) (O, error)
+	Delete(ctx context.Context, ns, name string) error
 }
 
 // Router resolves /fn/ targets. Route must answer from memory (an informer cache or a local

@@ -219,120 +219,78 @@ var (
 		spec: func(j api.Job) api.JobSpec { return j.JobSpec }, apply: func(o *v1alpha1.FunctionJob, s api.JobSpec) { applyJobSpec(&o.Spec, s) }}
 )
 
-// listOf lists the namespace's objects of k, sorted by name.
-func listOf[T any, PT objectPtr[T], L any, PL listPtr[L], S, O any](ctx context.Context, b *Backend, k kind[T, PT, L, PL, S, O], ns string) ([]O, error) {
+// store is the Store of kind k.
+type store[T any, PT objectPtr[T], L any, PL listPtr[L], S, O any] struct {
+	b *Backend
+	k kind[T, PT, L, PL, S, O]
+}
+
+func (b *Backend) Functions() backend.Store[api.Function, api.FunctionSpec] {
+	return store[v1alpha1.Function, *v1alpha1.Function, v1alpha1.FunctionList, *v1alpha1.FunctionList, api.FunctionSpec, api.Function]{b, functionKind}
+}
+
+func (b *Backend) Triggers() backend.Store[api.Trigger, api.TriggerSpec] {
+	return store[v1alpha1.Trigger, *v1alpha1.Trigger, v1alpha1.TriggerList, *v1alpha1.TriggerList, api.TriggerSpec, api.Trigger]{b, triggerKind}
+}
+
+func (b *Backend) Jobs() backend.Store[api.Job, api.JobSpec] {
+	return store[v1alpha1.FunctionJob, *v1alpha1.FunctionJob, v1alpha1.FunctionJobList, *v1alpha1.FunctionJobList, api.JobSpec, api.Job]{b, jobKind}
+}
+
+// List lists the namespace's objects, sorted by name.
+func (s store[T, PT, L, PL, S, O]) List(ctx context.Context, ns string) ([]O, error) {
 	var list L
-	if err := b.client.List(ctx, PL(&list), client.InNamespace(ns)); err != nil {
-		return nil, fmt.Errorf("list %ss in %s: %w", k.name, ns, err)
+	if err := s.b.client.List(ctx, PL(&list), client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("list %ss in %s: %w", s.k.name, ns, err)
 	}
-	items := k.items(&list)
+	items := s.k.items(&list)
 	slices.SortFunc(items, func(x, y T) int { return strings.Compare(PT(&x).GetName(), PT(&y).GetName()) })
 	out := make([]O, len(items))
 	for i := range items {
-		out[i] = k.view(&items[i])
+		out[i] = s.k.view(&items[i])
 	}
 	return out, nil
 }
 
-func getOf[T any, PT objectPtr[T], L any, PL listPtr[L], S, O any](ctx context.Context, b *Backend, k kind[T, PT, L, PL, S, O], ns, name string) (O, error) {
+func (s store[T, PT, L, PL, S, O]) Get(ctx context.Context, ns, name string) (O, error) {
 	var obj T
-	if err := b.get(ctx, k.name, ns, name, PT(&obj)); err != nil {
+	if err := s.b.get(ctx, s.k.name, ns, name, PT(&obj)); err != nil {
 		var zero O
 		return zero, err
 	}
-	return k.view(&obj), nil
+	return s.k.view(&obj), nil
 }
 
-func createOf[T any, PT objectPtr[T], L any, PL listPtr[L], S, O any](ctx context.Context, b *Backend, k kind[T, PT, L, PL, S, O], ns, name string, spec S) (O, error) {
+func (s store[T, PT, L, PL, S, O]) Create(ctx context.Context, ns, name string, spec S) (O, error) {
 	var obj T
 	PT(&obj).SetNamespace(ns)
 	PT(&obj).SetName(name)
-	k.apply(&obj, spec)
-	if err := b.create(ctx, k.name, PT(&obj)); err != nil {
+	s.k.apply(&obj, spec)
+	if err := s.b.create(ctx, s.k.name, PT(&obj)); err != nil {
 		var zero O
 		return zero, err
 	}
-	return k.view(&obj), nil
+	return s.k.view(&obj), nil
 }
 
-func updateOf[T any, PT objectPtr[T], L any, PL listPtr[L], S, O any](ctx context.Context, b *Backend, k kind[T, PT, L, PL, S, O], ns, name string, mutate func(*S) error) (O, error) {
+func (s store[T, PT, L, PL, S, O]) Update(ctx context.Context, ns, name string, mutate func(*S) error) (O, error) {
 	var obj T
-	err := b.update(ctx, k.name, ns, name, PT(&obj), func() error {
-		spec := k.spec(k.view(&obj))
+	err := s.b.update(ctx, s.k.name, ns, name, PT(&obj), func() error {
+		spec := s.k.spec(s.k.view(&obj))
 		if err := mutate(&spec); err != nil {
 			return err
 		}
-		k.apply(&obj, spec)
+		s.k.apply(&obj, spec)
 		return nil
 	})
 	if err != nil {
 		var zero O
 		return zero, err
 	}
-	return k.view(&obj), nil
+	return s.k.view(&obj), nil
 }
 
-func deleteOf[T any, PT objectPtr[T], L any, PL listPtr[L], S, O any](ctx context.Context, b *Backend, k kind[T, PT, L, PL, S, O], ns, name string) error {
+func (s store[T, PT, L, PL, S, O]) Delete(ctx context.Context, ns, name string) error {
 	var obj T
-	return b.delete(ctx, k.name, ns, name, PT(&obj))
-}
-
-func (b *Backend) ListFunctions(ctx context.Context, ns string) ([]api.Function, error) {
-	return listOf(ctx, b, functionKind, ns)
-}
-
-func (b *Backend) GetFunction(ctx context.Context, ns, name string) (api.Function, error) {
-	return getOf(ctx, b, functionKind, ns, name)
-}
-
-func (b *Backend) CreateFunction(ctx context.Context, ns, name string, spec api.FunctionSpec) (api.Function, error) {
-	return createOf(ctx, b, functionKind, ns, name, spec)
-}
-
-func (b *Backend) UpdateFunction(ctx context.Context, ns, name string, mutate func(*api.FunctionSpec) error) (api.Function, error) {
-	return updateOf(ctx, b, functionKind, ns, name, mutate)
-}
-
-func (b *Backend) DeleteFunction(ctx context.Context, ns, name string) error {
-	return deleteOf(ctx, b, functionKind, ns, name)
-}
-
-func (b *Backend) ListTriggers(ctx context.Context, ns string) ([]api.Trigger, error) {
-	return listOf(ctx, b, triggerKind, ns)
-}
-
-func (b *Backend) GetTrigger(ctx context.Context, ns, name string) (api.Trigger, error) {
-	return getOf(ctx, b, triggerKind, ns, name)
-}
-
-func (b *Backend) CreateTrigger(ctx context.Context, ns, name string, spec api.TriggerSpec) (api.Trigger, error) {
-	return createOf(ctx, b, triggerKind, ns, name, spec)
-}
-
-func (b *Backend) UpdateTrigger(ctx context.Context, ns, name string, mutate func(*api.TriggerSpec) error) (api.Trigger, error) {
-	return updateOf(ctx, b, triggerKind, ns, name, mutate)
-}
-
-func (b *Backend) DeleteTrigger(ctx context.Context, ns, name string) error {
-	return deleteOf(ctx, b, triggerKind, ns, name)
-}
-
-func (b *Backend) ListJobs(ctx context.Context, ns string) ([]api.Job, error) {
-	return listOf(ctx, b, jobKind, ns)
-}
-
-func (b *Backend) GetJob(ctx context.Context, ns, name string) (api.Job, error) {
-	return getOf(ctx, b, jobKind, ns, name)
-}
-
-func (b *Backend) CreateJob(ctx context.Context, ns, name string, spec api.JobSpec) (api.Job, error) {
-	return createOf(ctx, b, jobKind, ns, name, spec)
-}
-
-func (b *Backend) UpdateJob(ctx context.Context, ns, name string, mutate func(*api.JobSpec) error) (api.Job, error) {
-	return updateOf(ctx, b, jobKind, ns, name, mutate)
-}
-
-func (b *Backend) DeleteJob(ctx context.Context, ns, name string) error {
-	return deleteOf(ctx, b, jobKind, ns, name)
+	return s.b.delete(ctx, s.k.name, ns, name, PT(&obj))
 }

@@ -21,7 +21,7 @@ func TestBackendMapsAPIServerErrors(t *testing.T) {
 		return func() error {
 			s := api.FunctionSpec{Runtime: "go1.23", MemoryMB: 128, MaxReplicas: 10, ScaleDownPeriodSec: 300, ScalingMetric: "concurrency", ScalingTarget: 100}
 			mut(&s)
-			_, err := b.CreateFunction(ctx, tn.ns, "f-"+randomHex(3), s)
+			_, err := b.Functions().Create(ctx, tn.ns, "f-"+randomHex(3), s)
 			return err
 		}
 	}
@@ -36,11 +36,11 @@ func TestBackendMapsAPIServerErrors(t *testing.T) {
 		{"max below min (CEL)", fn(func(s *api.FunctionSpec) { s.MinReplicas, s.MaxReplicas = 5, 2 }), "max_replicas"},
 		{"reserved env (CEL)", fn(func(s *api.FunctionSpec) { s.EnvVars = map[string]string{"SLESS_X": "1"} }), "env_vars"},
 		{"invalid name", func() error {
-			_, err := b.CreateFunction(ctx, tn.ns, "Bad_Name", api.FunctionSpec{Runtime: "go1.23", MemoryMB: 128})
+			_, err := b.Functions().Create(ctx, tn.ns, "Bad_Name", api.FunctionSpec{Runtime: "go1.23", MemoryMB: 128})
 			return err
 		}, "name"},
 		{"cron trigger without schedule (CEL)", func() error {
-			_, err := b.CreateTrigger(ctx, tn.ns, "t-"+randomHex(3), api.TriggerSpec{Type: "cron", Function: "f", Enabled: true, Schedule: ""})
+			_, err := b.Triggers().Create(ctx, tn.ns, "t-"+randomHex(3), api.TriggerSpec{Type: "cron", Function: "f", Enabled: true, Schedule: ""})
 			return err
 		}, "schedule"},
 	}
@@ -55,10 +55,10 @@ func TestBackendMapsAPIServerErrors(t *testing.T) {
 	}
 
 	// The type is immutable by a CEL transition rule.
-	if _, err := b.CreateTrigger(ctx, tn.ns, "web", api.TriggerSpec{Type: "http", Function: "f", Enabled: true}); err != nil {
+	if _, err := b.Triggers().Create(ctx, tn.ns, "web", api.TriggerSpec{Type: "http", Function: "f", Enabled: true}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := b.UpdateTrigger(ctx, tn.ns, "web", func(s *api.TriggerSpec) error { s.Type, s.Schedule = "cron", "@daily"; return nil })
+	_, err := b.Triggers().Update(ctx, tn.ns, "web", func(s *api.TriggerSpec) error { s.Type, s.Schedule = "cron", "@daily"; return nil })
 	var iv *backend.InvalidError
 	if !errors.As(err, &iv) || iv.Field != "type" {
 		t.Fatalf("type change: %v, want InvalidError on type", err)
