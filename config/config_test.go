@@ -59,12 +59,7 @@ func TestKustomizationsBuild(t *testing.T) {
 // TestKustomizationsApply: a real API server accepts every object of each overlay (the
 // namespace created, the rest server-side applied as a dry run).
 func TestKustomizationsApply(t *testing.T) {
-	testenv.Need(t)
-	env, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Stop()
+	env := testenv.ForTest(t)
 	ctx := context.Background()
 	for _, overlay := range overlays {
 		t.Run(overlay, func(t *testing.T) {

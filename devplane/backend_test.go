@@ -238,6 +238,17 @@ func TestEventTrigger(t *testing.T) {
 	}
 }
 
+// deployCron deploys fn (the steerable Python handler, scale-down 1 s) and its per-minute cron
+// trigger named trigger, with the other trigger fields of tf.
+func (d *dev) deployCron(fn, trigger string, tf api.TriggerFields) {
+	d.t.Helper()
+	d.deploy(fn, "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{ScaleDownPeriodSec: ptr(int32(1))})
+	tf.Type, tf.Function, tf.Schedule = ptr(api.TriggerCron), ptr(fn), ptr("* * * * *")
+	if _, err := d.client.CreateTrigger(context.Background(), d.ns, api.CreateTrigger{Name: trigger, TriggerFields: tf}); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
 // TestCronTriggerFires uses the API's finest schedule, every minute (the REST API is the
 // cluster's: five fields, no seconds), so it may wait up to a minute; it runs in parallel.
 func TestCronTriggerFires(t *testing.T) {
@@ -245,11 +256,7 @@ func TestCronTriggerFires(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, devOptions{})
 	ctx := context.Background()
-	d.deploy("ticker", "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{ScaleDownPeriodSec: ptr(int32(1))})
-	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "every-minute", TriggerFields: api.TriggerFields{
-		Type: ptr(api.TriggerCron), Function: ptr("ticker"), Schedule: ptr("* * * * *"), Timezone: ptr("Europe/Berlin")}}); err != nil {
-		t.Fatal(err)
-	}
+	d.deployCron("ticker", "every-minute", api.TriggerFields{Timezone: ptr("Europe/Berlin")})
 	var tr api.Trigger
 	testkit.WaitFor(t, "a cron firing", 75*time.Second, func() bool {
 		tr, _ = d.client.GetTrigger(ctx, d.ns, "every-minute")
@@ -277,13 +284,8 @@ func TestCronPrewarm(t *testing.T) {
 	testkit.NeedsHeavy(t, "real minute ticks (up to 140 s)")
 	t.Parallel()
 	d := startDev(t, devOptions{})
-	ctx := context.Background()
-	d.deploy("warmed", "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{ScaleDownPeriodSec: ptr(int32(1))})
+	d.deployCron("warmed", "warm-tick", api.TriggerFields{PrewarmSeconds: ptr(int32(30))})
 	created := time.Now()
-	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "warm-tick", TriggerFields: api.TriggerFields{
-		Type: ptr(api.TriggerCron), Function: ptr("warmed"), Schedule: ptr("* * * * *"), PrewarmSeconds: ptr(int32(30))}}); err != nil {
-		t.Fatal(err)
-	}
 	// A tick too close to the trigger's creation had no full window: judge the first one
 	// at least 10 s after it.
 	var tick api.Invocation

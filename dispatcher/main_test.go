@@ -241,3 +241,10 @@ func run(t *testing.T, cfg dispatcher.Config) dispatcher.Stats {
 	}
 	return st
 }
+
+// useGlobal sets a global OpenTelemetry provider for t and puts the previous one back after.
+func useGlobal[P any](t *testing.T, get func() P, set func(P), p P) {
+	prev := get()
+	set(p)
+	t.Cleanup(func() { set(prev) })
+}

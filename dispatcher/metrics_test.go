@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
@@ -16,9 +17,7 @@ import (
 // through gateway.SetupTelemetry) say what Stats says, per queue, and nothing stays in flight.
 func TestMetricsCountEveryOutcome(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
-	prev := otel.GetMeterProvider()
-	otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
-	t.Cleanup(func() { otel.SetMeterProvider(prev) })
+	useGlobal[metric.MeterProvider](t, otel.GetMeterProvider, otel.SetMeterProvider, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 
 	q := newQueue(t)
 	publish(t, q, 4, nil)

@@ -15,9 +15,7 @@ import (
 // producer's traceparent, and the function receives the consumer span's context.
 func TestSpanContinuesProducerTrace(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)))
-	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	useGlobal[trace.TracerProvider](t, otel.GetTracerProvider, otel.SetTracerProvider, sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)))
 
 	const producerTrace, producerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	q := newQueue(t)

@@ -30,10 +30,7 @@ func fn(name string, mut func(*v1.Function)) *v1.Function {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec:       v1.FunctionSpec{CodeSpec: v1.CodeSpec{Runtime: v1.RuntimePython311, Source: validSource}},
 	}
-	if mut != nil {
-		mut(f)
-	}
-	return f
+	return with(f, mut)
 }
 
 func trigger(name string, mut func(*v1.Trigger)) *v1.Trigger {
@@ -41,10 +38,7 @@ func trigger(name string, mut func(*v1.Trigger)) *v1.Trigger {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec:       v1.TriggerSpec{Type: v1.TriggerHTTP, FunctionRef: v1.LocalObjectReference{Name: "f"}},
 	}
-	if mut != nil {
-		mut(t)
-	}
-	return t
+	return with(t, mut)
 }
 
 func job(name string, mut func(*v1.FunctionJob)) *v1.FunctionJob {
@@ -52,10 +46,7 @@ func job(name string, mut func(*v1.FunctionJob)) *v1.FunctionJob {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec:       v1.FunctionJobSpec{FunctionRef: &v1.LocalObjectReference{Name: "f"}},
 	}
-	if mut != nil {
-		mut(j)
-	}
-	return j
+	return with(j, mut)
 }
 
 // TestInvalidObjectsAreRejected proves the CRD schemas refuse bad input with a field error
@@ -213,4 +204,12 @@ func TestValidObjectsRoundTripWithDefaults(t *testing.T) {
 	if err := c.Create(ctx, j2); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// with applies mut, if any, to o.
+func with[T any](o *T, mut func(*T)) *T {
+	if mut != nil {
+		mut(o)
+	}
+	return o
 }

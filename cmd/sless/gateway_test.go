@@ -86,12 +86,7 @@ func TestGatewayAuthenticatorFlags(t *testing.T) {
 // the span exported to an OTLP collector (OTEL_* variables), and cancelling the
 // command drains and returns.
 func TestGatewayCommand(t *testing.T) {
-	testenv.Need(t)
-	env, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Stop()
+	env := testenv.ForTest(t)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := testenv.WriteKubeconfig(env.Config, kubeconfig); err != nil {
 		t.Fatal(err)

@@ -21,12 +21,7 @@ import (
 // TestOperatorCommand runs `sless operator` as users do (flags, kubeconfig, leader election,
 // probes) against a real API server and checks it drives a Function through its build.
 func TestOperatorCommand(t *testing.T) {
-	testenv.Need(t)
-	env, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Stop()
+	env := testenv.ForTest(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 

@@ -69,9 +69,7 @@ func TestFunctionStatus(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	tn := h.tenant()
 	ctx := context.Background()
-	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "st", FunctionFields: api.FunctionFields{Runtime: ptr("go1.23")}}); err != nil {
-		t.Fatal(err)
-	}
+	tn.newFunction(t, "st")
 	setStatus(t, tn.ns, "st", "st.example", true)
 	fn, err := tn.c.GetFunction(ctx, tn.ns, "st")
 	if err != nil {
@@ -93,9 +91,7 @@ func TestTriggers(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	tn := h.tenant()
 	ctx := context.Background()
-	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "f", FunctionFields: api.FunctionFields{Runtime: ptr("go1.23")}}); err != nil {
-		t.Fatal(err)
-	}
+	tn.newFunction(t, "f")
 	cron, err := tn.c.CreateTrigger(ctx, tn.ns, api.CreateTrigger{Name: "nightly", TriggerFields: api.TriggerFields{
 		Type: ptr("cron"), Function: ptr("f"), Schedule: ptr("30 2 * * *"), Timezone: ptr("Europe/Berlin"),
 	}})

@@ -67,9 +67,7 @@ func TestConsoleInChromium(t *testing.T) {
 	testkit.WaitFor(t, "3 invocation rows", 10*time.Second, func() bool { return pgtest.CountInvocations(t, h.dbURL, "WHERE namespace = $1", tn.ns) == 3 })
 	// Another tenant's function must not show up.
 	other := h.tenant()
-	if _, err := other.c.CreateFunction(ctx, other.ns, api.CreateFunction{Name: "secret", FunctionFields: api.FunctionFields{Runtime: ptr("go1.23")}}); err != nil {
-		t.Fatal(err)
-	}
+	other.newFunction(t, "secret")
 
 	p := browser.Open(t, 2*time.Minute)
 	signIn(p, h.URL, tn, "greeter")
@@ -119,9 +117,7 @@ func TestConsoleInChromium(t *testing.T) {
 	}
 
 	// A build under way: its log is followed and the view moves on when the build does.
-	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "building", FunctionFields: api.FunctionFields{Runtime: ptr("go1.23")}}); err != nil {
-		t.Fatal(err)
-	}
+	tn.newFunction(t, "building")
 	setStatus(t, tn.ns, "building", "", false)
 	p.Do("open the function being built",
 		chromedp.Navigate(h.URL+"/console/#/fn/building"),

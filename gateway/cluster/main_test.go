@@ -128,6 +128,14 @@ type tenant struct {
 	c              *client.Client
 }
 
+// newFunction creates a go1.23 function of tn's named name, with every other field defaulted.
+func (tn tenant) newFunction(t *testing.T, name string) {
+	t.Helper()
+	if _, err := tn.c.CreateFunction(context.Background(), tn.ns, api.CreateFunction{Name: name, FunctionFields: api.FunctionFields{Runtime: ptr("go1.23")}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (h *harness) tenant() tenant {
 	h.t.Helper()
 	sub := "user-" + randomHex(6)

@@ -379,9 +379,7 @@ func TestProxyAccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitRoute(alice.ns, "private", func(r backend.Route) bool { return r.RequireAuth })
-	if _, err := alice.c.CreateFunction(ctx, alice.ns, api.CreateFunction{Name: "building", FunctionFields: api.FunctionFields{Runtime: ptr("go1.23")}}); err != nil {
-		t.Fatal(err)
-	}
+	alice.newFunction(t, "building")
 	h.waitRoute(alice.ns, "building", func(backend.Route) bool { return true })
 
 	cases := []struct {

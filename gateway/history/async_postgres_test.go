@@ -21,14 +21,21 @@ func queued(ns, fn, key string) AsyncInvocation {
 		CallbackURL: "https://hooks.example.com/done"})
 }
 
+// createQueued creates a new queued invocation of ns/fn with the idempotency key.
+func createQueued(t *testing.T, p *Postgres, key string) AsyncInvocation {
+	t.Helper()
+	inv, created, err := p.CreateAsync(context.Background(), queued("ns", "fn", key))
+	if err != nil || !created {
+		t.Fatalf("create %q: created %v, %v", key, created, err)
+	}
+	return inv
+}
+
 func TestPostgresAsyncLifecycle(t *testing.T) {
 	p := openTestStore(t, newDatabase(t), PostgresOptions{})
 	ctx := context.Background()
 
-	inv, created, err := p.CreateAsync(ctx, queued("ns", "fn", ""))
-	if err != nil || !created {
-		t.Fatalf("create: created %v, %v", created, err)
-	}
+	inv := createQueued(t, p, "")
 	if !ValidAsyncID(inv.ID) || inv.Status != AsyncQueued || inv.Created.IsZero() || !inv.Created.Equal(inv.Updated) || !inv.Unstarted() {
 		t.Fatalf("created invocation: %+v", inv)
 	}
@@ -107,10 +114,7 @@ func TestPostgresAsyncIdempotencyKey(t *testing.T) {
 	p := openTestStore(t, newDatabase(t), PostgresOptions{})
 	ctx := context.Background()
 
-	first, created, err := p.CreateAsync(ctx, queued("ns", "fn", "order-7"))
-	if err != nil || !created {
-		t.Fatalf("first create: %v %v", created, err)
-	}
+	first := createQueued(t, p, "order-7")
 	if _, err := p.UpdateAsync(ctx, "ns", first.ID, func(a *AsyncInvocation) { a.Status, a.Attempts = AsyncRunning, 1 }); err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http/httptest"
-	"net/http/httputil"
 	"strings"
 	"sync"
 	"testing"
@@ -41,14 +39,7 @@ def handle(event):
 	if err := p.Set("calm", Spec{Artifact: sharedArtifact(t), MinProcs: 1, MaxProcs: 1, Target: 10, ScaleDown: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{pool: p, srv: httptest.NewServer(&httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			fn := pr.In.Header.Get("X-Fn")
-			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", fn, fn
-		},
-		Transport: p,
-	})}
-	t.Cleanup(h.srv.Close)
+	h := serve(t, p)
 	testkit.WaitFor(t, "the calm function", 10*time.Second, func() bool { return p.Stats("calm").Ready == 1 })
 	start := time.Now()
 	done := make(chan string, 1)
@@ -129,14 +120,7 @@ func TestOutputBytesAreCapped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h := &harness{pool: p, srv: httptest.NewServer(&httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			fn := pr.In.Header.Get("X-Fn")
-			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", fn, fn
-		},
-		Transport: p,
-	})}
-	t.Cleanup(h.srv.Close)
+	h := serve(t, p)
 	testkit.WaitFor(t, "both functions", 10*time.Second, func() bool { return p.Stats("calm").Ready == 1 && p.Stats("flood").Ready == 1 })
 	done := make(chan string, 1)
 	floodStart := time.Now()

@@ -55,15 +55,19 @@ type harness struct {
 	srv  *httptest.Server
 }
 
-// newHarness serves the pool behind a reverse proxy the way the gateway does: the request's
-// Host names the function.
+// newHarness serves a new pool behind a reverse proxy the way the gateway does.
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	p := newPool(t, Options{Logger: log, Tick: 20 * time.Millisecond, StopGrace: 2 * time.Second})
+	return serve(t, newPool(t, Options{Logger: log, Tick: 20 * time.Millisecond, StopGrace: 2 * time.Second}))
+}
+
+// serve puts p behind the reverse proxy: the request's X-Fn header names the function.
+func serve(t *testing.T, p *Pool) *harness {
+	t.Helper()
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			fn := pr.In.Header.Get("X-Fn")

@@ -27,11 +27,7 @@ import (
 func TestKillGateway(t *testing.T) {
 	const scenario = "kill -9 `sless gateway`"
 	ctrllog.SetLogger(logr.Discard()) // envtest logs through controller-runtime
-	env, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env := testenv.ForTest(t)
 	const ns = "faults"
 	readyFunction(t, env, ns, "ledger")
 	db := s.pg.newDatabase(t, "kill_gateway")

@@ -31,13 +31,7 @@ type traces struct {
 }
 
 func (s traces) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
-	s.c.mu.Lock()
-	defer s.c.mu.Unlock()
-	for _, rs := range req.ResourceSpans {
-		for _, ss := range rs.ScopeSpans {
-			s.c.spans = append(s.c.spans, ss.Spans...)
-		}
-	}
+	add(s.c, &s.c.spans, req.ResourceSpans, (*tracepb.ResourceSpans).GetScopeSpans, (*tracepb.ScopeSpans).GetSpans)
 	return &coltracepb.ExportTraceServiceResponse{}, nil
 }
 
@@ -47,14 +41,19 @@ type metrics struct {
 }
 
 func (s metrics) Export(_ context.Context, req *colmetricpb.ExportMetricsServiceRequest) (*colmetricpb.ExportMetricsServiceResponse, error) {
-	s.c.mu.Lock()
-	defer s.c.mu.Unlock()
-	for _, rm := range req.ResourceMetrics {
-		for _, sm := range rm.ScopeMetrics {
-			s.c.metrics = append(s.c.metrics, sm.Metrics...)
+	add(s.c, &s.c.metrics, req.ResourceMetrics, (*metricpb.ResourceMetrics).GetScopeMetrics, (*metricpb.ScopeMetrics).GetMetrics)
+	return &colmetricpb.ExportMetricsServiceResponse{}, nil
+}
+
+// add appends every item of every scope of every resource of an export to *into.
+func add[R, S, T any](c *Collector, into *[]T, resources []R, scopes func(R) []S, items func(S) []T) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range resources {
+		for _, sc := range scopes(r) {
+			*into = append(*into, items(sc)...)
 		}
 	}
-	return &colmetricpb.ExportMetricsServiceResponse{}, nil
 }
 
 // Start serves a Collector on a loopback port for the test and points the OTLP exporters of

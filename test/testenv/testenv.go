@@ -160,6 +160,18 @@ func Need(t testing.TB) {
 	testkit.NeedsHeavy(t, "envtest (kube-apiserver, etcd)")
 }
 
+// ForTest starts a control plane of t's own, stopped when t ends; under -short t is skipped.
+func ForTest(t testing.TB) *Env {
+	t.Helper()
+	Need(t)
+	e, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Stop() })
+	return e
+}
+
 // Short parses the test flags and reports whether -short is set, for a TestMain that starts
 // the control plane itself: under -short it runs the tests without one.
 func Short() bool {
