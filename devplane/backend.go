@@ -120,10 +120,11 @@ func (o Options) withDefaults() (Options, error) {
 
 // Backend implements backend.Backend on this machine.
 type Backend struct {
-	opts  Options
-	log   *slog.Logger
-	store *store
-	pool  *pool.Pool
+	opts    Options
+	log     *slog.Logger
+	store   *store
+	secrets *secretStore
+	pool    *pool.Pool
 
 	// deployed holds what the pool serves, by function key; routes is the /fn/ table built
 	// from it and the store's snapshot after every change, read without locks.
@@ -171,7 +172,12 @@ func New(opts Options) (*Backend, error) {
 		unlock()
 		return nil, err
 	}
-	b := &Backend{opts: opts, log: opts.Logger.With("component", "devplane"), store: st,
+	secrets, err := openSecrets(opts.DataDir)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	b := &Backend{opts: opts, log: opts.Logger.With("component", "devplane"), store: st, secrets: secrets,
 		deployed: map[string]deployment{}, builds: newBuilds(opts.MaxBuilds),
 		logs:    &logStore{dir: filepath.Join(opts.DataDir, "logs"), m: map[string]*objectLog{}},
 		runners: runners{m: map[string]*runner{}}, jobs: jobRuns{m: map[string]context.CancelFunc{}}, unlock: unlock}

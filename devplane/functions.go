@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -83,7 +84,16 @@ func (b *Backend) reconcileFunction(key string) error {
 		}
 		return serr // the previous build, if any, keeps serving, as a Deployment would
 	}
-	if err := b.deploy(key, fn, art, gate.Disabled); err != nil {
+	env, files, err := b.secretInputs(fn.Namespace, fn.FunctionSpec)
+	if err != nil {
+		// The previous deployment, if any, keeps serving (as a Deployment whose new pods
+		// cannot start does); the status names what is missing.
+		return b.setSteps(key, gen, nil, done(rules.StepBuilt), rules.Step{Name: rules.StepDeployed, State: rules.StepFailed, Reason: "SecretNotFound", Message: err.Error()})
+	}
+	if err := b.deploy(key, fn, art, gate.Disabled, env, files); err != nil {
+		if errors.Is(err, pool.ErrFilesNeedSandbox) {
+			return b.setSteps(key, gen, nil, done(rules.StepBuilt), rules.Step{Name: rules.StepDeployed, State: rules.StepFailed, Reason: "SandboxRequired", Message: err.Error()})
+		}
 		_ = b.setSteps(key, gen, nil, done(rules.StepBuilt), rules.Step{Name: rules.StepDeployed, State: rules.StepFailed, Reason: "DeployFailed", Message: err.Error()})
 		return err
 	}
@@ -105,10 +115,19 @@ func retryable(err error) bool {
 }
 
 // deploy hands the build to the pool under the function's routing host.
-func (b *Backend) deploy(key string, fn api.Function, art *buildkit.Artifact, disabled bool) error {
+// secretEnv and files are the function's resolved secret_env and secret_files.
+func (b *Backend) deploy(key string, fn api.Function, art *buildkit.Artifact, disabled bool, secretEnv map[string]string, files map[string]map[string][]byte) error {
 	host := b.routingHost(fn.Namespace, fn.Name)
+	env := fn.EnvVars
+	if len(secretEnv) > 0 {
+		env = maps.Clone(fn.EnvVars)
+		if env == nil {
+			env = map[string]string{}
+		}
+		maps.Copy(env, secretEnv)
+	}
 	spec := pool.Spec{
-		Artifact: art, Env: fn.EnvVars, Timeout: time.Duration(fn.TimeoutSec) * time.Second,
+		Artifact: art, Env: env, Files: files, Timeout: time.Duration(fn.TimeoutSec) * time.Second,
 		MinProcs: int(fn.MinReplicas), MaxProcs: int(fn.MaxReplicas), Target: int(fn.ScalingTarget),
 		ScaleDown: time.Duration(fn.ScaleDownPeriodSec) * time.Second, Disabled: disabled, MemoryMB: int(fn.MemoryMB),
 	}
@@ -118,8 +137,17 @@ func (b *Backend) deploy(key string, fn api.Function, art *buildkit.Artifact, di
 	if err := b.pool.Set(host, spec); err != nil {
 		return fmt.Errorf("starting function %s: %w", key, err)
 	}
+	var values [][]byte
+	for _, v := range secretEnv {
+		values = append(values, []byte(v))
+	}
+	for _, dir := range files {
+		for _, v := range dir {
+			values = append(values, v)
+		}
+	}
 	b.depMu.Lock()
-	b.deployed[key] = deployment{host: host, spec: spec}
+	b.deployed[key] = deployment{host: host, spec: spec, mask: rules.NewSecretMasker(values)}
 	b.depMu.Unlock()
 	b.rebuildRoutes()
 	return nil
@@ -130,6 +158,8 @@ func (b *Backend) deploy(key string, fn api.Function, art *buildkit.Artifact, di
 type deployment struct {
 	host string
 	spec pool.Spec
+	// mask hides the values of the function's secrets in what it prints and answers.
+	mask *rules.SecretMasker
 }
 
 func (b *Backend) deployment(key string) (deployment, bool) {

@@ -99,7 +99,7 @@ func (b *Backend) reconcileJob(key string) error {
 			*s = api.JobStatus{Phase: api.JobPending, ObservedRunID: spec.RunID, Error: fmt.Sprintf("waiting for function %q to be Ready", spec.Function)}
 		})
 	}
-	return b.startJob(key, spec, dep.spec)
+	return b.startJob(key, spec, dep.spec, dep.mask)
 }
 
 // runSelfContained builds the job's own uploaded code (cached by tenant and content hash
@@ -117,10 +117,11 @@ func (b *Backend) runSelfContained(key, ns string, spec api.JobSpec) error {
 		}
 		return serr
 	}
-	return b.startJob(key, spec, pool.Spec{Artifact: art, Env: spec.EnvVars, Timeout: time.Duration(spec.TimeoutSec) * time.Second, MemoryMB: int(spec.MemoryMB)})
+	return b.startJob(key, spec, pool.Spec{Artifact: art, Env: spec.EnvVars, Timeout: time.Duration(spec.TimeoutSec) * time.Second, MemoryMB: int(spec.MemoryMB)}, nil)
 }
 
-func (b *Backend) startJob(key string, spec api.JobSpec, run pool.Spec) error {
+// mask hides the values of the function's secrets in the run's result, output and error.
+func (b *Backend) startJob(key string, spec api.JobSpec, run pool.Spec, mask *rules.SecretMasker) error {
 	now := time.Now().UTC()
 	if err := b.setJobStatus(key, -1, func(s *api.JobStatus) {
 		*s = api.JobStatus{Phase: api.JobRunning, ObservedRunID: spec.RunID, StartTime: &now}
@@ -139,6 +140,10 @@ func (b *Backend) startJob(key string, spec api.JobSpec, run pool.Spec) error {
 		defer b.wg.Done()
 		defer cancel()
 		res := b.pool.RunJob(ctx, "job/"+key, run, spec.Event)
+		res.Result, res.Output = mask.Mask(res.Result), mask.Mask(res.Output)
+		if res.Err != nil {
+			res.Err = errors.New(mask.Mask(res.Err.Error()))
+		}
 		done := now.Add(res.Duration)
 		fn := spec.Function
 		if fn == "" {

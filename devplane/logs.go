@@ -15,6 +15,7 @@ import (
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling/pool"
 )
 
@@ -239,17 +240,26 @@ func (b *Backend) Logs(ctx context.Context, q backend.LogQuery, emit func(api.Lo
 
 // onOutput files a line a function's process or a job run printed under its object.
 func (b *Backend) onOutput(l pool.Line) {
-	var key string
+	var key, fnKey string
 	if job, ok := strings.CutPrefix(l.Function, "job/"); ok {
 		ns, name := splitKey(job)
 		key = logKey(backend.LogJob, ns, name)
+		if r, ok := b.store.snapshot().jobs[job]; ok && r.Spec.Function != "" {
+			fnKey = objectKey(ns, r.Spec.Function)
+		}
 	} else if fn, ok := b.keyOfHost(l.Function); ok {
 		ns, name := splitKey(fn)
-		key = logKey(backend.LogFunction, ns, name)
+		key, fnKey = logKey(backend.LogFunction, ns, name), fn
 	} else {
 		return
 	}
-	b.logs.append(key, api.LogLine{Time: l.Time.UTC(), Instance: l.Instance, Stream: l.Stream, Line: l.Text})
+	b.logs.append(key, api.LogLine{Time: l.Time.UTC(), Instance: l.Instance, Stream: l.Stream, Line: b.maskOf(fnKey).Mask(l.Text)})
+}
+
+// maskOf is the masker of the function's secret values as deployed (nil: none).
+func (b *Backend) maskOf(fnKey string) *rules.SecretMasker {
+	d, _ := b.deployment(fnKey)
+	return d.mask
 }
 
 // buildLog is the writer a build's own output goes to, line by line, into the function's

@@ -2,6 +2,7 @@ package devplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -155,7 +156,29 @@ func (b *Backend) noteTrigger(key string, change func(*api.TriggerStatus)) {
 
 // invoker calls a deployed function through the pool, as the gateway's /fn/ would.
 func (b *Backend) invoker(host string) dispatcher.Invoker {
-	return &dispatcher.HTTPInvoker{URL: "http://" + host + "/", Client: &http.Client{Transport: b.pool}}
+	return maskedInvoker{b: b, host: host, inner: &dispatcher.HTTPInvoker{URL: "http://" + host + "/", Client: &http.Client{Transport: b.pool}}}
+}
+
+// maskedInvoker hides the values of the function's secrets in the answers the history and
+// asynchronous results keep.
+type maskedInvoker struct {
+	b     *Backend
+	host  string
+	inner dispatcher.Invoker
+}
+
+func (m maskedInvoker) Invoke(ctx context.Context, c dispatcher.Call) (dispatcher.Result, error) {
+	res, err := m.inner.Invoke(ctx, c)
+	fnKey, _ := m.b.keyOfHost(m.host)
+	if mask := m.b.maskOf(fnKey); mask != nil {
+		if len(res.Body) > 0 {
+			res.Body = []byte(mask.Mask(string(res.Body)))
+		}
+		if err != nil {
+			err = errors.New(mask.Mask(err.Error()))
+		}
+	}
+	return res, err
 }
 
 // runCron fires at every tick of the schedule in its time zone, having woken the function

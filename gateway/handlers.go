@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -44,6 +45,8 @@ type resource[O, S, C, F any] struct {
 	base func(C) (S, F, error)
 	// apply changes a spec of namespace ns by an update body and validates the result.
 	apply func(ns string, spec *S, f F) error
+	// inUse, when set, refuses a delete (a ConflictError naming what still uses the object).
+	inUse func(ctx context.Context, b backend.Backend, ns, name string) error
 }
 
 var (
@@ -60,6 +63,9 @@ var (
 		apply: func(ns string, spec *api.FunctionSpec, f api.FunctionFields) error {
 			applyFunctionFields(spec, f)
 			if err := validateFunctionSpec(*spec); err != nil {
+				return err
+			}
+			if err := validSecretRefs(*spec); err != nil {
 				return err
 			}
 			return tenantQueues(ns, [][2]string{{"async.dead_letter_queue", spec.Async.DeadLetterQueue}})
@@ -161,6 +167,11 @@ func route[O, S, C, F any](s *Server, g *echo.Group, path, updateMethod string, 
 		name, err := nameParam(c)
 		if err != nil {
 			return err
+		}
+		if r.inUse != nil {
+			if err := r.inUse(c.Request().Context(), s.cfg.Backend, c.Param("ns"), name); err != nil {
+				return err
+			}
 		}
 		if err := r.store(s.cfg.Backend).Delete(c.Request().Context(), c.Param("ns"), name); err != nil {
 			return err

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,6 +31,13 @@ type memBackend struct {
 	functions *memStore[api.Function, api.FunctionSpec]
 	triggers  *memStore[api.Trigger, api.TriggerSpec]
 	jobs      *memStore[api.Job, api.JobSpec]
+	secrets   *memStore[memSecret, api.SecretSpec]
+}
+
+// memSecret is a secret with its data, which the Store answers without (secretView).
+type memSecret struct {
+	api.Secret
+	spec api.SecretSpec
 }
 
 func newMemBackend() *memBackend {
@@ -42,7 +51,45 @@ func newMemBackend() *memBackend {
 		jobs: newMemStore("job", func(ns, name string, s api.JobSpec) api.Job {
 			return api.Job{Name: name, Namespace: ns, JobSpec: s}
 		}, func(j *api.Job) *api.JobSpec { return &j.JobSpec }),
+		secrets: newMemStore("secret", func(ns, name string, s api.SecretSpec) memSecret {
+			return memSecret{Secret: api.Secret{Name: name, Namespace: ns, Version: 1}, spec: s}
+		}, func(m *memSecret) *api.SecretSpec { m.Version++; m.spec = api.SecretSpec{}; return &m.spec }),
 	}
+}
+
+// secretView answers a memSecret's API view, as the control planes do: keys, no data.
+type secretView struct {
+	*memStore[memSecret, api.SecretSpec]
+}
+
+func (m memSecret) view() api.Secret {
+	s := m.Secret
+	s.Keys = slices.Sorted(maps.Keys(m.spec.Data))
+	return s
+}
+
+func (v secretView) List(ctx context.Context, ns string) ([]api.Secret, error) {
+	all, err := v.memStore.List(ctx, ns)
+	out := make([]api.Secret, len(all))
+	for i, m := range all {
+		out[i] = m.view()
+	}
+	return out, err
+}
+
+func (v secretView) Get(ctx context.Context, ns, name string) (api.Secret, error) {
+	m, err := v.memStore.Get(ctx, ns, name)
+	return m.view(), err
+}
+
+func (v secretView) Create(ctx context.Context, ns, name string, spec api.SecretSpec) (api.Secret, error) {
+	m, err := v.memStore.Create(ctx, ns, name, spec)
+	return m.view(), err
+}
+
+func (v secretView) Update(ctx context.Context, ns, name string, mutate func(*api.SecretSpec) error) (api.Secret, error) {
+	m, err := v.memStore.Update(ctx, ns, name, mutate)
+	return m.view(), err
 }
 
 func (b *memBackend) EnsureNamespace(context.Context, string) error { return nil }
@@ -50,6 +97,9 @@ func (b *memBackend) EnsureNamespace(context.Context, string) error { return nil
 func (b *memBackend) Functions() backend.Store[api.Function, api.FunctionSpec] { return b.functions }
 func (b *memBackend) Triggers() backend.Store[api.Trigger, api.TriggerSpec]    { return b.triggers }
 func (b *memBackend) Jobs() backend.Store[api.Job, api.JobSpec]                { return b.jobs }
+func (b *memBackend) Secrets() backend.Store[api.Secret, api.SecretSpec] {
+	return secretView{b.secrets}
+}
 
 // Transport is asked for when the server is built; no call here reaches a function.
 func (b *memBackend) Transport() http.RoundTripper { return http.DefaultTransport }

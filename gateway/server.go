@@ -174,6 +174,7 @@ func (s *Server) routes() *echo.Echo {
 	ns.GET("/jobs/:name/logs", s.logsHandler(backend.LogJob))
 	route(s, ns, "/triggers", http.MethodPatch, triggerResource)
 	route(s, ns, "/jobs", http.MethodPut, jobResource)
+	route(s, ns, "/secrets", http.MethodPut, secretResource)
 	return e
 }
 

@@ -124,6 +124,8 @@ func applyFunctionFields(spec *api.FunctionSpec, f api.FunctionFields) {
 	setIf(&spec.ScalingMetric, f.ScalingMetric)
 	setIf(&spec.ScalingTarget, f.ScalingTarget)
 	setIf(&spec.Image, f.Image)
+	setIf(&spec.SecretEnv, f.SecretEnv)
+	setIf(&spec.SecretFiles, f.SecretFiles)
 	if a := f.Async; a != nil {
 		setIf(&spec.Async.Enabled, a.Enabled)
 		setIf(&spec.Async.MaxAttempts, a.MaxAttempts)

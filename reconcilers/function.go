@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,6 +42,7 @@ import (
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete;deletecollection
 // +kubebuilder:rbac:groups=http.keda.sh,resources=httpscaledobjects,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=keda.sh,resources=scaledobjects,verbs=get;list;watch;patch
@@ -114,7 +118,14 @@ func (r *FunctionReconciler) reconcileFunction(ctx context.Context, fn *v1.Funct
 		st.MarkCondition(gen, v1.ConditionHealthy, metav1.ConditionUnknown, v1.ReasonNotDeployed, "nothing runs yet")
 		return err
 	}
-	switch werr := r.reconcileWorkloads(ctx, fn); {
+	versions, missing := r.secretVersions(ctx, fn)
+	if missing != "" {
+		// The Deployment is left as it is: pods already running keep serving, and no pod
+		// is rendered that could not start.
+		st.MarkCondition(gen, v1.ConditionDeployed, metav1.ConditionFalse, v1.ReasonSecretNotFound, missing)
+		return err
+	}
+	switch werr := r.reconcileWorkloads(ctx, fn, versions); {
 	case werr != nil:
 		st.MarkCondition(gen, v1.ConditionDeployed, metav1.ConditionFalse, v1.ReasonDeployFailed, werr.Error())
 		return werr
@@ -232,14 +243,14 @@ func finishedAt(job *batchv1.Job) *metav1.Time {
 }
 
 // reconcileWorkloads renders and applies the Deployment, Service and HTTPScaledObject.
-func (r *FunctionReconciler) reconcileWorkloads(ctx context.Context, fn *v1.Function) error {
+func (r *FunctionReconciler) reconcileWorkloads(ctx context.Context, fn *v1.Function, secretVersions map[string]int64) error {
 	paused, err := r.httpPaused(ctx, fn)
 	if err != nil {
 		return err
 	}
 	// KEDA and the HPA own replicas once they first scale; until then (a function at zero
 	// that never had a request) sless keeps the value it created the Deployment with.
-	if err := ensure(ctx, r.children, fn, scaling.MakeDeployment(fn, fn.Status.Image, r.Options), &appsv1.Deployment{},
+	if err := ensure(ctx, r.children, fn, scaling.MakeDeployment(fn, fn.Status.Image, secretVersions, r.Options), &appsv1.Deployment{},
 		func(desired *appsv1.Deployment, owns func(...string) bool) {
 			if !owns("spec", "replicas") {
 				desired.Spec.Replicas = nil
@@ -254,6 +265,75 @@ func (r *FunctionReconciler) reconcileWorkloads(ctx context.Context, fn *v1.Func
 		return err
 	}
 	return r.syncScaledObjectPause(ctx, fn, paused)
+}
+
+// secretVersions reads the versions of the secrets fn references (the secrets API's
+// Secrets only, labelled rules.SecretLabel: a tenant cannot hand its function another Secret
+// of its namespace), or says which secret or key is missing.
+func (r *FunctionReconciler) secretVersions(ctx context.Context, fn *v1.Function) (map[string]int64, string) {
+	return secretVersions(ctx, r.Client, fn.Namespace, &fn.Spec.CodeSpec)
+}
+
+func secretVersions(ctx context.Context, c client.Reader, ns string, code *v1.CodeSpec) (map[string]int64, string) {
+	versions := map[string]int64{}
+	secrets := map[string]*corev1.Secret{}
+	lookup := func(name string) (*corev1.Secret, string) {
+		if s, ok := secrets[name]; ok {
+			return s, ""
+		}
+		s := &corev1.Secret{}
+		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)
+		if err != nil || s.Labels[rules.SecretLabel] != "true" || !s.DeletionTimestamp.IsZero() {
+			return nil, fmt.Sprintf("secret %q does not exist in namespace %s: create it (sless secret create %s --from-literal KEY=value) or remove the reference", name, ns, name)
+		}
+		secrets[name] = s
+		versions[name], _ = strconv.ParseInt(s.Annotations[rules.SecretVersionAnnotation], 10, 64)
+		return s, ""
+	}
+	for _, ref := range code.SecretEnv {
+		s, missing := lookup(ref.Secret)
+		if missing != "" {
+			return nil, missing
+		}
+		if _, ok := s.Data[ref.Key]; !ok {
+			return nil, fmt.Sprintf("secret %q has no key %q (it has %s): add the key or change the reference of %s", ref.Secret, ref.Key, strings.Join(slices.Sorted(maps.Keys(s.Data)), ", "), ref.Name)
+		}
+	}
+	for _, ref := range code.SecretFiles {
+		if _, missing := lookup(ref.Secret); missing != "" {
+			return nil, missing
+		}
+	}
+	return versions, ""
+}
+
+// secretRefIndex indexes Functions by the secrets they reference, so a rotated secret wakes
+// exactly the functions that read it.
+const secretRefIndex = "spec.secretRefs"
+
+func secretNames(code *v1.CodeSpec) []string {
+	var names []string
+	for _, e := range code.SecretEnv {
+		names = append(names, e.Secret)
+	}
+	for _, f := range code.SecretFiles {
+		names = append(names, f.Secret)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// secretUsers maps a Secret to the Functions of its namespace that reference it.
+func (r *FunctionReconciler) secretUsers(ctx context.Context, o client.Object) []reconcile.Request {
+	var fns v1.FunctionList
+	if err := r.List(ctx, &fns, client.InNamespace(o.GetNamespace()), client.MatchingFields{secretRefIndex: o.GetName()}); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(fns.Items))
+	for _, fn := range fns.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: fn.Namespace, Name: fn.Name}})
+	}
+	return reqs
 }
 
 // syncScaledObjectPause carries the paused-replicas annotation onto the ScaledObject the
@@ -309,6 +389,7 @@ func (r *FunctionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&httpv1alpha1.HTTPScaledObject{}, builder.WithPredicates(notCreated)).
 		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(r.builds.owner(scaling.LabelFunction)), builder.WithPredicates(notCreated)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podFunction), builder.WithPredicates(podTroubleChanged)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretUsers)).
 		// The add-on merge-patches the HTTPScaledObject's annotations onto the ScaledObject it
 		// generates whenever it reconciles, from its own cache: a stale pass re-adds the paused
 		// annotation syncScaledObjectPause just removed. Its annotation changes wake the

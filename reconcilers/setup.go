@@ -88,6 +88,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	}); err != nil {
 		return fmt.Errorf("index function jobs by function: %w", err)
 	}
+	if err := idx.IndexField(ctx, &v1.Function{}, secretRefIndex, func(o client.Object) []string {
+		return secretNames(&o.(*v1.Function).Spec.CodeSpec)
+	}); err != nil {
+		return fmt.Errorf("index functions by secret: %w", err)
+	}
 	b := newBuilds(mgr.GetClient(), mgr.GetAPIReader(), cfg.Options.Build)
 	res, err := newResolver(cfg)
 	if err != nil {

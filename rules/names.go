@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -30,6 +31,9 @@ func CheckEnvName(name string) error {
 	}
 	if strings.HasPrefix(name, EnvReservedPrefix) {
 		return fmt.Errorf("variable %q: the %s prefix is reserved for the platform", name, EnvReservedPrefix)
+	}
+	if slices.Contains(ReservedEnvNames, name) {
+		return fmt.Errorf("variable %q is reserved (the platform or the language runtime sets it); reserved: %s and the %s prefix", name, strings.Join(ReservedEnvNames, ", "), EnvReservedPrefix)
 	}
 	return nil
 }

@@ -24,7 +24,7 @@ func TestCheckEnvName(t *testing.T) {
 	for name, want := range map[string]string{
 		"PATH_X": "", "_x": "", "a1": "",
 		"1ABC": "invalid variable name", "A-B": "invalid variable name", "": "invalid variable name",
-		"SLESS_MODE": "SLESS_ prefix is reserved",
+		"SLESS_MODE": "SLESS_ prefix is reserved", "LD_PRELOAD": "reserved", "PATH": "reserved", "PYTHONPATH": "reserved",
 	} {
 		err := rules.CheckEnvName(name)
 		if (err == nil) != (want == "") || (err != nil && !strings.Contains(err.Error(), want)) {
@@ -42,6 +42,20 @@ func TestCRDNamePattern(t *testing.T) {
 		}
 		if !strings.Contains(string(data), "pattern: "+rules.NamePattern.String()) {
 			t.Errorf("%s: the functionRef name pattern is not %s", crd, rules.NamePattern)
+		}
+	}
+}
+
+// TestCRDReservedEnvNames: the CRDs' env rule refuses every reserved name (a marker can
+// only hold the list as a literal).
+func TestCRDReservedEnvNames(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "config", "crd", "bases", "sless.dev_functions.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range rules.ReservedEnvNames {
+		if !strings.Contains(string(data), "'"+name+"'") {
+			t.Errorf("the Function CRD's env rule does not refuse %s", name)
 		}
 	}
 }

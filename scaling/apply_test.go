@@ -74,7 +74,7 @@ func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	objs := []client.Object{
-		scaling.MakeDeployment(fn, "registry/img:sha-1", opts),
+		scaling.MakeDeployment(fn, "registry/img:sha-1", nil, opts),
 		scaling.MakeService(fn),
 		scaling.MakeHTTPScaledObject(fn, true, opts),
 		scaling.MakeScaledJob(event, fn, opts),

@@ -65,6 +65,34 @@ func sortedEnv(user map[string]string, platform ...corev1.EnvVar) []corev1.EnvVa
 	return append(env, platform...)
 }
 
+// secretFilesGroup owns a function's secret files (the pod's fsGroup, a supplementary
+// group of its process whatever user the image runs as), which only it may read.
+const secretFilesGroup = 65532
+
+// secretEnv renders secret_env as references the kubelet resolves: no value in the pod spec.
+func secretEnv(refs []v1.SecretEnvVar) []corev1.EnvVar {
+	env := make([]corev1.EnvVar, 0, len(refs))
+	for _, r := range refs {
+		env = append(env, corev1.EnvVar{Name: r.Name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: r.Secret}, Key: r.Key}}})
+	}
+	return env
+}
+
+// secretVolumes renders secret_files as read-only Secret volumes, one file per key readable
+// by the pod's fsGroup only.
+func secretVolumes(refs []v1.SecretFilesMount) ([]corev1.Volume, []corev1.VolumeMount) {
+	var vols []corev1.Volume
+	var mounts []corev1.VolumeMount
+	for i, r := range refs {
+		name := "secret-" + strconv.Itoa(i)
+		vols = append(vols, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: r.Secret, DefaultMode: ptr.To(int32(0o440))}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: rules.SecretFilePath(r.Secret, r.Path), ReadOnly: true})
+	}
+	return vols, mounts
+}
+
 // functionContainer is the container running user code, shared by Deployments and job runs.
 func functionContainer(code *v1.CodeSpec, image string, platformEnv ...corev1.EnvVar) corev1.Container {
 	env := []corev1.EnvVar{
@@ -79,7 +107,7 @@ func functionContainer(code *v1.CodeSpec, image string, platformEnv ...corev1.En
 	return corev1.Container{
 		Name:  FunctionContainer,
 		Image: image,
-		Env:   sortedEnv(code.Env, append(env, platformEnv...)...),
+		Env:   sortedEnv(code.Env, append(append(secretEnv(code.SecretEnv), env...), platformEnv...)...),
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceMemory: mem, corev1.ResourceCPU: resource.MustParse("50m")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: mem},
@@ -103,12 +131,18 @@ func memoryMB(code *v1.CodeSpec) int32 {
 // namespace: functions get no API credentials and no service-link variables, and the
 // platform's pull secret only for the namespace's own images in the platform registry —
 // never another tenant's, nor an image elsewhere that the secret might also read.
-func functionPodSpec(c corev1.Container, namespace string, opts Options) corev1.PodSpec {
+func functionPodSpec(c corev1.Container, code *v1.CodeSpec, namespace string, opts Options) corev1.PodSpec {
+	vols, mounts := secretVolumes(code.SecretFiles)
+	c.VolumeMounts = mounts
 	spec := corev1.PodSpec{
 		Containers:                    []corev1.Container{c},
+		Volumes:                       vols,
 		AutomountServiceAccountToken:  ptr.To(false),
 		EnableServiceLinks:            ptr.To(false),
 		TerminationGracePeriodSeconds: ptr.To(int64(30)),
+	}
+	if len(vols) > 0 {
+		spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: ptr.To(int64(secretFilesGroup))}
 	}
 	if opts.ImagePullSecret != "" && imagepolicy.OwnImage(opts.Build.Registry, namespace, c.Image) {
 		spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: opts.ImagePullSecret}}
@@ -121,7 +155,9 @@ const preStopSeconds = 2
 
 // MakeDeployment renders the Deployment running fn's image. Replicas start at the minimum;
 // KEDA owns them afterwards (the reconciler keeps the live value when updating).
-func MakeDeployment(fn *v1.Function, image string, opts Options) *appsv1.Deployment {
+// secretVersions are the versions of the secrets fn references: their checksum on the pod
+// template rolls the pods when one is rotated.
+func MakeDeployment(fn *v1.Function, image string, secretVersions map[string]int64, opts Options) *appsv1.Deployment {
 	c := functionContainer(&fn.Spec.CodeSpec, image,
 		corev1.EnvVar{Name: "SLESS_FUNCTION", Value: fn.Name},
 		corev1.EnvVar{Name: "SLESS_NAMESPACE", Value: fn.Namespace})
@@ -135,7 +171,7 @@ func MakeDeployment(fn *v1.Function, image string, opts Options) *appsv1.Deploym
 	// and until the slice says the pod is terminating a new request may still be sent to it
 	// (a closed port: a 502). SIGTERM (graceful drain) comes after the sleep.
 	c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: preStopSeconds}}}
-	pod := functionPodSpec(c, fn.Namespace, opts)
+	pod := functionPodSpec(c, &fn.Spec.CodeSpec, fn.Namespace, opts)
 	// In-flight requests may run for the whole timeout; give them that long to finish.
 	if t := int64(fn.Spec.TimeoutSeconds) + 5; fn.Spec.TimeoutSeconds > 0 && t > 30 {
 		pod.TerminationGracePeriodSeconds = ptr.To(t)
@@ -147,11 +183,18 @@ func MakeDeployment(fn *v1.Function, image string, opts Options) *appsv1.Deploym
 			Replicas: ptr.To(fn.Spec.Scale.MinReplicas),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: secretsAnnotation(secretVersions)},
 				Spec:       pod,
 			},
 		},
 	}
+}
+
+func secretsAnnotation(versions map[string]int64) map[string]string {
+	if sum := rules.SecretsChecksum(versions); sum != "" {
+		return map[string]string{rules.SecretsChecksumAnnotation: sum}
+	}
+	return nil
 }
 
 // MakeService renders the ClusterIP Service the interceptor forwards to.

@@ -134,7 +134,7 @@ func MakeRunJob(fj *v1.FunctionJob, code *v1.CodeSpec, image string, opts Option
 		corev1.EnvVar{Name: "SLESS_MODE", Value: "job"},
 		corev1.EnvVar{Name: "SLESS_EVENT", Value: event},
 		corev1.EnvVar{Name: "SLESS_TERMINATION_LOG", Value: corev1.TerminationMessagePathDefault})
-	pod := functionPodSpec(c, fj.Namespace, opts)
+	pod := functionPodSpec(c, code, fj.Namespace, opts)
 	pod.RestartPolicy = corev1.RestartPolicyNever
 	labels := JobLabels(fj)
 	spec := batchv1.JobSpec{

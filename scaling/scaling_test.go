@@ -65,7 +65,7 @@ func TestMakeDeployment(t *testing.T) {
 		"env sorted, user keys first": {
 			fn: testFunction(),
 			check: func(t *testing.T, fn *v1.Function) {
-				d := MakeDeployment(fn, "reg/img:sha-1", testOptions())
+				d := MakeDeployment(fn, "reg/img:sha-1", nil, testOptions())
 				env := d.Spec.Template.Spec.Containers[0].Env
 				var names []string
 				for _, e := range env[:3] {
@@ -83,7 +83,7 @@ func TestMakeDeployment(t *testing.T) {
 		"memory limit from memoryMB, readiness on /healthz": {
 			fn: testFunction(),
 			check: func(t *testing.T, fn *v1.Function) {
-				c := MakeDeployment(fn, "img", testOptions()).Spec.Template.Spec.Containers[0]
+				c := MakeDeployment(fn, "img", nil, testOptions()).Spec.Template.Spec.Containers[0]
 				if got := c.Resources.Limits.Memory().String(); got != "256Mi" {
 					t.Errorf("memory limit = %s", got)
 				}
@@ -98,8 +98,8 @@ func TestMakeDeployment(t *testing.T) {
 		"image change changes the pod template (rollout)": {
 			fn: testFunction(),
 			check: func(t *testing.T, fn *v1.Function) {
-				a := MakeDeployment(fn, "img:1", testOptions())
-				b := MakeDeployment(fn, "img:2", testOptions())
+				a := MakeDeployment(fn, "img:1", nil, testOptions())
+				b := MakeDeployment(fn, "img:2", nil, testOptions())
 				if a.Spec.Template.Spec.Containers[0].Image == b.Spec.Template.Spec.Containers[0].Image {
 					t.Error("image not in the pod template")
 				}
@@ -108,7 +108,7 @@ func TestMakeDeployment(t *testing.T) {
 		"min replicas as initial replicas, owner reference to the function": {
 			fn: testFunction(func(f *v1.Function) { f.Spec.Scale.MinReplicas = 2 }),
 			check: func(t *testing.T, fn *v1.Function) {
-				d := MakeDeployment(fn, "img", testOptions())
+				d := MakeDeployment(fn, "img", nil, testOptions())
 				if *d.Spec.Replicas != 2 {
 					t.Errorf("replicas = %d", *d.Spec.Replicas)
 				}
@@ -120,7 +120,7 @@ func TestMakeDeployment(t *testing.T) {
 		"long timeout extends the grace period, entrypoint passed": {
 			fn: testFunction(func(f *v1.Function) { f.Spec.TimeoutSeconds = 120; f.Spec.Entrypoint = "main.run" }),
 			check: func(t *testing.T, fn *v1.Function) {
-				d := MakeDeployment(fn, "img", testOptions())
+				d := MakeDeployment(fn, "img", nil, testOptions())
 				if *d.Spec.Template.Spec.TerminationGracePeriodSeconds != 125 {
 					t.Errorf("grace = %d", *d.Spec.Template.Spec.TerminationGracePeriodSeconds)
 				}
@@ -138,9 +138,9 @@ func TestMakeDeployment(t *testing.T) {
 
 func TestMakeDeploymentIsDeterministic(t *testing.T) {
 	fn := testFunction()
-	a := MakeDeployment(fn, "img", testOptions())
+	a := MakeDeployment(fn, "img", nil, testOptions())
 	for range 20 {
-		b := MakeDeployment(fn, "img", testOptions())
+		b := MakeDeployment(fn, "img", nil, testOptions())
 		if !equalEnv(a.Spec.Template.Spec.Containers[0].Env, b.Spec.Template.Spec.Containers[0].Env) {
 			t.Fatal("env order differs between renders of the same function")
 		}
@@ -548,7 +548,7 @@ func TestPullSecretOnlyForOwnImages(t *testing.T) {
 			fn := testFunction(func(f *v1.Function) { f.Namespace = c.ns })
 			fj := &v1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Name: "report", Namespace: c.ns}, Spec: v1.FunctionJobSpec{RunID: 1}}
 			for kind, pod := range map[string]corev1.PodSpec{
-				"deployment": MakeDeployment(fn, c.image, opts).Spec.Template.Spec,
+				"deployment": MakeDeployment(fn, c.image, nil, opts).Spec.Template.Spec,
 				"run job":    MakeRunJob(fj, &fn.Spec.CodeSpec, c.image, opts).Spec.Template.Spec,
 			} {
 				got := len(pod.ImagePullSecrets) == 1 && pod.ImagePullSecrets[0].Name == "registry-pull"
@@ -559,7 +559,7 @@ func TestPullSecretOnlyForOwnImages(t *testing.T) {
 		})
 	}
 	opts.ImagePullSecret = ""
-	if s := MakeDeployment(testFunction(), reg+"/sless-abc/hello:1", opts).Spec.Template.Spec.ImagePullSecrets; len(s) != 0 {
+	if s := MakeDeployment(testFunction(), reg+"/sless-abc/hello:1", nil, opts).Spec.Template.Spec.ImagePullSecrets; len(s) != 0 {
 		t.Errorf("no --image-pull-secret: %v", s)
 	}
 }

@@ -56,8 +56,23 @@ type CodeSpec struct {
 	// deterministic.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=256
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[A-Za-z_][A-Za-z0-9_]*$') && !k.startsWith('SLESS_'))",message="env names must match [A-Za-z_][A-Za-z0-9_]* and must not start with SLESS_ (reserved)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[A-Za-z_][A-Za-z0-9_]*$') && !k.startsWith('SLESS_') && !(k in ['HOME', 'LD_AUDIT', 'LD_LIBRARY_PATH', 'LD_PRELOAD', 'NODE_OPTIONS', 'NODE_PATH', 'PATH', 'PORT', 'PYTHONHOME', 'PYTHONINSPECT', 'PYTHONPATH', 'PYTHONSTARTUP', 'PYTHONUSERBASE']))",message="env names must match [A-Za-z_][A-Za-z0-9_]*, must not start with SLESS_ and must not be a reserved name (rules.ReservedEnvNames)"
 	Env map[string]string `json:"env,omitempty"`
+
+	// SecretEnv sets variables from keys of the namespace's secrets (Secrets labelled
+	// sless.dev/secret): rendered as secretKeyRef, so no value is in any object sless writes.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=name
+	SecretEnv []SecretEnvVar `json:"secretEnv,omitempty"`
+
+	// SecretFiles mounts secrets as directories of files, one file per key.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=secret
+	SecretFiles []SecretFilesMount `json:"secretFiles,omitempty"`
 
 	// MemoryMB is the memory limit of one instance, in MiB.
 	// +optional
@@ -80,6 +95,33 @@ type CodeSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image,omitempty"`
+}
+
+// SecretEnvVar sets the variable Name to the value of Key in the secret Secret.
+type SecretEnvVar struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	Name string `json:"name"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Secret string `json:"secret"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key"`
+}
+
+// SecretFilesMount mounts every key of the secret Secret as a file in the directory Path
+// (/var/sless/secrets/<secret> when empty).
+type SecretFilesMount struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Secret string `json:"secret"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	Path string `json:"path,omitempty"`
 }
 
 // LocalObjectReference names an object in the same namespace.

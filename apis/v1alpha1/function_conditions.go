@@ -32,9 +32,10 @@ const (
 	ReasonBuildError          = "BuildError"          // the build could not be started or read
 	ReasonRegistryUnavailable = "RegistryUnavailable" // the build cannot reach a registry; retried
 	// Deployed
-	ReasonNoImage      = "NoImage"      // nothing to deploy yet
-	ReasonDeployed     = "Deployed"     // Deployment, Service and HTTPScaledObject up to date
-	ReasonDeployFailed = "DeployFailed" // writing them failed
+	ReasonNoImage        = "NoImage"        // nothing to deploy yet
+	ReasonDeployed       = "Deployed"       // Deployment, Service and HTTPScaledObject up to date
+	ReasonDeployFailed   = "DeployFailed"   // writing them failed
+	ReasonSecretNotFound = "SecretNotFound" // a referenced secret or key does not exist
 	// Healthy (False carries the kubelet's waiting reason: ErrImagePull, CrashLoopBackOff, …)
 	ReasonPodsHealthy = "PodsHealthy"
 	ReasonNotDeployed = "NotDeployed"

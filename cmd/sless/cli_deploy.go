@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"sless.dev/sless/buildkit/sourcezip"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
+	"sless.dev/sless/rules"
 )
 
 func init() { subcommands = append(subcommands, newDeployCmd) }
@@ -25,6 +27,7 @@ func init() { subcommands = append(subcommands, newDeployCmd) }
 type deployFlags struct {
 	name, runtime, entrypoint string
 	env                       []string
+	secretEnv, secretFiles    []string
 	timeout                   time.Duration
 	memoryMB                  int32
 	wait, async               bool
@@ -46,6 +49,21 @@ sless init writes: "runtime: python3.12"), else from the files: go.mod or *.go �
 handler.py or requirements.txt → python3.11, handler.js or package.json → nodejs20. An
 existing function keeps its runtime, environment and limits unless a flag changes them.
 
+Secrets of the namespace (sless secret create) reach the function by name, never by value:
+--secret-env DB_PASSWORD=db/password sets a variable to the value of a key, --secret-file db
+mounts every key of db as a file in ` + rules.SecretMountDir + `/db (--secret-file db:/srv/db
+elsewhere). sless.yaml may list them too:
+
+  secret_env:
+    - {name: DB_PASSWORD, secret: db, key: password}
+  secret_files:
+    - {secret: tls}
+    - {secret: db, path: /srv/db}
+
+The flags add to sless.yaml's lists (a flag's entry replaces the file's for the same
+variable, or for the same secret's files), and the result replaces the function's list; with
+neither, the function keeps its own. "secret_env: []" in sless.yaml removes them all.
+
 Left out of the zip (as by terraform's sless_function): ` + strings.Join(sourcezip.DefaultIgnore, " ") + `,
 then what .slessignore lists, in .dockerignore's syntax: one pattern a line, from the
 folder's root, with * ? [...] and ** for any number of folders; !pattern takes a path back;
@@ -53,7 +71,8 @@ folder's root, with * ? [...] and ** for any number of folders; !pattern takes a
 installed by the build from go.mod, requirements.txt or package.json.`,
 		Example: `  sless deploy
   sless deploy ./hello --env GREETING=hi --timeout 30s
-  sless deploy --name api --runtime python3.12`,
+  sless deploy --name api --runtime python3.12
+  sless deploy --secret-env DB_PASSWORD=db/password --secret-file tls`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := "."
@@ -73,6 +92,8 @@ func (f *deployFlags) bind(cmd *cobra.Command) {
 	fs.StringVar(&f.runtime, "runtime", "", "go, python, node or a runtime name (default for a new function: sless.yaml's runtime, else detected from the files; an existing one keeps its own)")
 	fs.StringVar(&f.entrypoint, "entrypoint", "", "module.function (default: the runtime's, handler.handle or Handle)")
 	fs.StringArrayVar(&f.env, "env", nil, "environment variable K=V, repeated; replaces all of the function's variables")
+	fs.StringArrayVar(&f.secretEnv, "secret-env", nil, "NAME=secret/key: the variable NAME holds the value of key in the secret; repeated, merged over sless.yaml's secret_env, and the result replaces the function's list")
+	fs.StringArrayVar(&f.secretFiles, "secret-file", nil, "secret[:/dir]: every key of the secret as a file in dir (default "+rules.SecretMountDir+"/<secret>); repeated, merged over sless.yaml's secret_files, and the result replaces the function's list")
 	fs.DurationVar(&f.timeout, "timeout", 0, "limit of one invocation, e.g. 30s (0: none)")
 	fs.Int32Var(&f.memoryMB, "memory", 0, "memory in MB")
 	fs.BoolVar(&f.async, "async", false, "take asynchronous calls (sless invoke --async, Prefer: respond-async); --async=false turns them off")
@@ -102,6 +123,20 @@ func (f deployFlags) fields(cmd *cobra.Command) (api.FunctionFields, error) {
 			return out, err
 		}
 		out.EnvVars = &env
+	}
+	if set("secret-env") {
+		refs, err := parseSecretEnv(f.secretEnv)
+		if err != nil {
+			return out, err
+		}
+		out.SecretEnv = &refs
+	}
+	if set("secret-file") {
+		refs, err := parseSecretFiles(f.secretFiles)
+		if err != nil {
+			return out, err
+		}
+		out.SecretFiles = &refs
 	}
 	if set("timeout") {
 		sec := math.Ceil(f.timeout.Seconds())
@@ -143,6 +178,11 @@ func runDeploy(cmd *cobra.Command, f deployFlags, dir string) error {
 		return fmt.Errorf("folder %s: %w", dir, err)
 	}
 	name := firstOf(f.name, filepath.Base(abs))
+	p, err := loadProject(abs)
+	if err != nil {
+		return err
+	}
+	p.addSecretRefs(&fields)
 	zipped, files, err := sourcezip.Zip(abs)
 	if err != nil {
 		return err
@@ -210,6 +250,14 @@ func ensureFunction(ctx context.Context, s *session, progress io.Writer, name, d
 			return usageErrorf("function %s runs %s but %s holds %s code: pass --runtime %s to change it, or --name for another function",
 				name, existing.Runtime, dir, lang, lang)
 		}
+	}
+	// What sless.yaml lists is sent on every deploy; a list the function already has is no
+	// change.
+	if fields.SecretEnv != nil && slices.Equal(*fields.SecretEnv, existing.SecretEnv) {
+		fields.SecretEnv = nil
+	}
+	if fields.SecretFiles != nil && sameSecretFiles(*fields.SecretFiles, existing.SecretFiles) {
+		fields.SecretFiles = nil
 	}
 	if fields == (api.FunctionFields{}) {
 		return nil

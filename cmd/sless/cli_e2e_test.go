@@ -360,7 +360,7 @@ func TestCLIJourney(t *testing.T) {
 		if jobs := decodeJSON[[]api.Job](t, cli.ok(work, nil, "ls", "jobs", "-o", "json").stdout); len(jobs) != 0 {
 			t.Fatalf("ls jobs -o json: %+v", jobs)
 		}
-		cli.fails(exitUsage, "want functions, triggers or jobs", work, "ls", "bogus")
+		cli.fails(exitUsage, "want functions, triggers, jobs or secrets", work, "ls", "bogus")
 		cli.fails(exitUsage, "-o xml", work, "ls", "functions", "-o", "xml")
 		cli.fails(exitUsage, "accepts 2 arg(s)", work, "describe", "function")
 		cli.fails(1, "`sless ls triggers` lists them", work, "get", "trigger", "nope")

@@ -17,7 +17,7 @@ import (
 )
 
 // objectKind is one kind of API object as ls, get, describe and rm see it; kind[O] is the
-// one implementation, so each verb is written once for functions, triggers and jobs.
+// one implementation, so each verb is written once for functions, triggers, jobs and secrets.
 type objectKind interface {
 	names() []string // singular first, then the plural and a short form
 	list(ctx context.Context, s *session) (any, table, error)
@@ -36,6 +36,8 @@ type kind[O any] struct {
 	// details is what describe adds to the object (a function's triggers and invocations)
 	// and how it prints as text.
 	details func(ctx context.Context, s *session, o O) (any, func(io.Writer) error, error)
+	// conflictHint, when set, is the fix rm adds to a 409 (the object is in use).
+	conflictHint func(name string) string
 }
 
 func (k kind[O]) names() []string { return []string{k.singular, k.plural, k.short} }
@@ -77,6 +79,9 @@ func (k kind[O]) describe(ctx context.Context, s *session, name string) (any, fu
 
 func (k kind[O]) remove(ctx context.Context, s *session, name string) error {
 	if err := k.deleteFn(s.c, ctx, s.ns, name); err != nil {
+		if client.IsConflict(err) && k.conflictHint != nil {
+			return fmt.Errorf("%s %s: %w; %s", k.singular, name, err, k.conflictHint(name))
+		}
 		return s.objectErr(err, k.singular, name)
 	}
 	return nil
@@ -110,7 +115,7 @@ var (
 		},
 		details: describeJob,
 	}
-	objectKinds = []objectKind{functionKind, triggerKind, jobKind}
+	objectKinds = []objectKind{functionKind, triggerKind, jobKind, secretKind}
 )
 
 // kindNamed finds a kind by any of its names.
@@ -120,7 +125,21 @@ func kindNamed(name string) (objectKind, error) {
 			return k, nil
 		}
 	}
-	return nil, usageErrorf("no kind %q: want functions, triggers or jobs", name)
+	return nil, usageErrorf("no kind %q: want %s", name, kindChoices("plural", ", ", " or "))
+}
+
+// kindChoices lists the kinds by their singular or plural names: "functions, triggers, jobs
+// or secrets" (sep ", ", last " or "), "function|trigger|job|secret" (both "|").
+func kindChoices(form, sep, last string) string {
+	var names []string
+	for _, k := range objectKinds {
+		if form == "plural" {
+			names = append(names, k.names()[1])
+		} else {
+			names = append(names, k.names()[0])
+		}
+	}
+	return strings.Join(names[:len(names)-1], sep) + last + names[len(names)-1]
 }
 
 // triggerSource is where a trigger's calls come from: its URL, schedule or queue.
@@ -212,6 +231,15 @@ func describeFunction(ctx context.Context, s *session, f api.Function) (any, fun
 		}
 		if f.Status.LastBuildError != "" {
 			fmt.Fprintf(w, "\nBuild error:\n%s\n", indent(f.Status.LastBuildError))
+		}
+		if len(f.SecretEnv)+len(f.SecretFiles) > 0 { // names only, never a value
+			fmt.Fprintln(w, "\nSecrets:")
+			for _, e := range f.SecretEnv {
+				fmt.Fprintf(w, "  %s\n", secretEnvText(e))
+			}
+			for _, sf := range f.SecretFiles {
+				fmt.Fprintf(w, "  %s\n", secretFileText(sf))
+			}
 		}
 		fmt.Fprintln(w, "\nTriggers:")
 		if err := indented(w, triggerKind.table(d.Triggers...)); err != nil {
@@ -313,8 +341,8 @@ func init() {
 
 func newLsCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:               "ls functions|triggers|jobs",
-		Short:             "List the functions, triggers or jobs of your namespace",
+		Use:               "ls " + kindChoices("plural", "|", "|"),
+		Short:             "List the " + kindChoices("plural", ", ", " or ") + " of your namespace",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeKinds,
 	}
@@ -325,7 +353,7 @@ func newLsCmd() *cobra.Command {
 
 func newGetCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "get function|trigger|job [name]",
+		Use:   "get " + kindChoices("singular", "|", "|") + " [name]",
 		Short: "Show one object (or, without a name, all of a kind) as a table, JSON or YAML",
 		Example: `  sless get function hello
   sless get function hello -o yaml
@@ -388,49 +416,55 @@ func runGet(cmd *cobra.Command, out *outputFlag, kindName, name string) error {
 
 func newDescribeCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:               "describe function|trigger|job <name>",
-		Short:             "Show an object in full: status and settings; for a function also its URL, triggers and recent invocations",
+		Use:               "describe " + kindChoices("singular", "|", "|") + " <name>",
+		Short:             "Show an object in full: status and settings; for a function also its URL, triggers, secrets and recent invocations; for a secret who uses it",
 		Args:              cobra.ExactArgs(2),
 		ValidArgsFunction: completeKindThenNames,
 	}
 	out := bindOutput(cmd, formatTable, formatJSON, formatYAML)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		k, s, err := kindSession(cmd, out, args[0])
-		if err != nil {
-			return err
-		}
-		v, text, err := k.describe(cmd.Context(), s, args[1])
-		if err != nil {
-			return err
-		}
-		return out.write(cmd.OutOrStdout(), v, text)
-	}
+	cmd.RunE = func(cmd *cobra.Command, args []string) error { return runDescribe(cmd, out, args[0], args[1]) }
 	return cliCommand(cmd)
+}
+
+// runDescribe prints the object of the kind named in full.
+func runDescribe(cmd *cobra.Command, out *outputFlag, kindName, name string) error {
+	k, s, err := kindSession(cmd, out, kindName)
+	if err != nil {
+		return err
+	}
+	v, text, err := k.describe(cmd.Context(), s, name)
+	if err != nil {
+		return err
+	}
+	return out.write(cmd.OutOrStdout(), v, text)
 }
 
 func newRmCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:               "rm function|trigger|job <name>...",
-		Short:             "Delete objects (a function with everything it owns: its builds, logs and instances)",
+		Use:               "rm " + kindChoices("singular", "|", "|") + " <name>...",
+		Short:             "Delete objects (a function with everything it owns: its builds, logs and instances; a secret nothing references)",
 		Args:              cobra.MinimumNArgs(2),
 		ValidArgsFunction: completeKindThenNames,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			k, err := kindNamed(args[0])
-			if err != nil {
-				return err
-			}
-			s, err := connect(cmd.Context(), "")
-			if err != nil {
-				return err
-			}
-			for _, name := range args[1:] {
-				if err := k.remove(cmd.Context(), s, name); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s %s deleted\n", k.names()[0], name)
-			}
-			return nil
-		},
+		RunE:              func(cmd *cobra.Command, args []string) error { return runRm(cmd, args[0], args[1:]) },
 	}
 	return cliCommand(cmd)
+}
+
+// runRm deletes the objects of the kind named, in order, stopping at the first that fails.
+func runRm(cmd *cobra.Command, kindName string, names []string) error {
+	k, err := kindNamed(kindName)
+	if err != nil {
+		return err
+	}
+	s, err := connect(cmd.Context(), "")
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if err := k.remove(cmd.Context(), s, name); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s %s deleted\n", k.names()[0], name)
+	}
+	return nil
 }

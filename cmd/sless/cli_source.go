@@ -14,19 +14,50 @@ import (
 
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/buildkit/sourcezip"
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/rules"
 )
 
 // The source folder of `sless deploy`: which runtime it is for. What goes into its zip is
 // sourcezip's, shared with the Terraform provider.
 
 // projectFile is what `sless init` chose for the folder, for `sless deploy`: the runtime a
-// new function is created with. The upload leaves it out.
+// new function is created with, and the secrets the function reads. The upload leaves it out.
 const projectFile = sourcezip.ProjectFile
 
 // project is the content of projectFile.
 type project struct {
 	// Runtime is a runtime name (python3.12) or a language (python).
 	Runtime string `json:"runtime,omitempty"`
+	// SecretEnv and SecretFiles are the function's references to secrets (names, never
+	// values), sent on every deploy; nil when the file does not have them, so that the
+	// function keeps its own.
+	SecretEnv   *[]api.SecretEnv  `json:"secret_env,omitempty"`
+	SecretFiles *[]api.SecretFile `json:"secret_files,omitempty"`
+}
+
+// addSecretRefs puts the project's secret_env and secret_files into fields, with the flags'
+// entries (already in fields) merged over them: one for the same variable, or for the same
+// secret's files, replaces the file's.
+func (p project) addSecretRefs(fields *api.FunctionFields) {
+	if p.SecretEnv != nil {
+		merged := append([]api.SecretEnv{}, *p.SecretEnv...)
+		if fields.SecretEnv != nil {
+			for _, e := range *fields.SecretEnv {
+				merged = mergeSecretEnv(merged, e)
+			}
+		}
+		fields.SecretEnv = &merged
+	}
+	if p.SecretFiles != nil {
+		merged := append([]api.SecretFile{}, *p.SecretFiles...)
+		if fields.SecretFiles != nil {
+			for _, f := range *fields.SecretFiles {
+				merged = mergeSecretFile(merged, f)
+			}
+		}
+		fields.SecretFiles = &merged
+	}
 }
 
 // projectYAML is the projectFile `sless init` writes.
@@ -34,7 +65,15 @@ func projectYAML(runtime string) []byte {
 	return []byte(`# Read by sless deploy: the runtime it creates this function with (go, python, node or a
 # runtime name such as python3.12). --runtime overrides it; an existing function keeps its
 # runtime unless --runtime changes it.
-runtime: ` + runtime + "\n")
+runtime: ` + runtime + `
+
+# The secrets of the namespace it reads (sless secret create), by name; every deploy sends
+# these lists, with --secret-env and --secret-file merged over them:
+# secret_env:
+#   - {name: DB_PASSWORD, secret: db, key: password}
+# secret_files:
+#   - {secret: tls}    # each key of tls a file in ` + rules.SecretMountDir + `/tls
+`)
 }
 
 // loadProject reads dir's projectFile; without one, the project is empty.
@@ -48,7 +87,21 @@ func loadProject(dir string) (project, error) {
 		return p, fmt.Errorf("reading %s: %w", projectFile, err)
 	}
 	if err := yaml.UnmarshalStrict(data, &p); err != nil {
-		return p, usageErrorf("%s: %v; it holds one setting, e.g. runtime: python3.12", filepath.Join(dir, projectFile), err)
+		return p, usageErrorf("%s: %v; it holds runtime (e.g. runtime: python3.12), secret_env (a list of {name, secret, key}) and secret_files (a list of {secret, path})", filepath.Join(dir, projectFile), err)
+	}
+	if p.SecretEnv != nil {
+		for i, e := range *p.SecretEnv {
+			if err := checkSecretEnv(e); err != nil {
+				return p, usageErrorf("%s: secret_env[%d]: %v", filepath.Join(dir, projectFile), i, err)
+			}
+		}
+	}
+	if p.SecretFiles != nil {
+		for i, f := range *p.SecretFiles {
+			if err := checkSecretFile(f); err != nil {
+				return p, usageErrorf("%s: secret_files[%d]: %v", filepath.Join(dir, projectFile), i, err)
+			}
+		}
 	}
 	if p.Runtime != "" {
 		if _, err := lookupRuntime(p.Runtime); err != nil {

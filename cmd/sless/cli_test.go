@@ -113,8 +113,8 @@ func TestParseEnv(t *testing.T) {
 	})
 }
 
-// TestDeployFlags: only the flags given become fields; --env, --timeout and --runtime are
-// checked before anything is sent.
+// TestDeployFlags: only the flags given become fields; --env, --secret-env, --secret-file,
+// --timeout and --runtime are checked before anything is sent.
 func TestDeployFlags(t *testing.T) {
 	deployFields := func(args []string) (api.FunctionFields, error) {
 		cmd := &cobra.Command{}
@@ -132,7 +132,13 @@ func TestDeployFlags(t *testing.T) {
 			want: api.FunctionFields{Runtime: ptr("nodejs22"), TimeoutSec: ptr(int32(2)), MemoryMB: ptr(int32(256))}},
 		{in: []string{"--timeout", "0", "--entrypoint", ""}, want: api.FunctionFields{TimeoutSec: ptr(int32(0)), Entrypoint: ptr("")}},
 		{in: []string{"--env", "A=1", "--env", "B=2"}, want: api.FunctionFields{EnvVars: &map[string]string{"A": "1", "B": "2"}}},
+		{in: []string{"--secret-env", "DB_PASSWORD=db/password", "--secret-env", "A=s/k", "--secret-env", "DB_PASSWORD=db2/pw"},
+			want: api.FunctionFields{SecretEnv: &[]api.SecretEnv{{Name: "DB_PASSWORD", Secret: "db2", Key: "pw"}, {Name: "A", Secret: "s", Key: "k"}}}},
+		{in: []string{"--secret-file", "db", "--secret-file", "tls:/srv/tls"},
+			want: api.FunctionFields{SecretFiles: &[]api.SecretFile{{Secret: "db"}, {Secret: "tls", Path: "/srv/tls"}}}},
 		{in: []string{"--env", "A"}, code: exitUsage},
+		{in: []string{"--secret-env", "DB_PASSWORD"}, code: exitUsage},
+		{in: []string{"--secret-file", "db:srv"}, code: exitUsage},
 		{in: []string{"--runtime", "cobol"}, code: exitUsage},
 		{in: []string{"--timeout", "-1s"}, code: exitUsage},
 	})

@@ -24,6 +24,7 @@ import (
 
 	"sless.dev/sless/apis/scheme"
 	"sless.dev/sless/reconcilers"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling"
 )
 
@@ -89,6 +90,8 @@ func newOperatorCmd() *cobra.Command {
 					&kedav1alpha1.ScaledObject{}: managed,
 					// Function and build pods carry the labels of their templates.
 					&corev1.Pod{}: managed,
+					// The secrets API's Secrets only: functions reference no other.
+					&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{rules.SecretLabel: "true"})},
 				}},
 			})
 			if err != nil {

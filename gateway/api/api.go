@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"sless.dev/sless/rules"
@@ -79,6 +80,24 @@ type FunctionSpec struct {
 	Source *Source `json:"source,omitempty"`
 	// Async lets callers invoke the function asynchronously (Prefer: respond-async).
 	Async AsyncPolicy `json:"async"`
+	// SecretEnv and SecretFiles hand the function values of the namespace's secrets, by
+	// reference: the function object holds names, never values.
+	SecretEnv   []SecretEnv  `json:"secret_env,omitempty"`
+	SecretFiles []SecretFile `json:"secret_files,omitempty"`
+}
+
+// SecretEnv sets the variable Name to the value of Key in the secret Secret.
+type SecretEnv struct {
+	Name   string `json:"name"`
+	Secret string `json:"secret"`
+	Key    string `json:"key"`
+}
+
+// SecretFile mounts every key of the secret Secret as a file (named as the key, mode 0400)
+// in the directory Path, /var/sless/secrets/<secret> when empty.
+type SecretFile struct {
+	Secret string `json:"secret"`
+	Path   string `json:"path,omitempty"`
 }
 
 // AsyncPolicy governs a function's asynchronous invocations: off unless Enabled; each gets
@@ -138,12 +157,46 @@ type FunctionFields struct {
 	ScalingTarget      *int32             `json:"scaling_target,omitempty"`
 	Image              *string            `json:"image,omitempty"`
 	Async              *AsyncFields       `json:"async,omitempty"`
+	// SecretEnv and SecretFiles replace the whole list when sent ([] clears it).
+	SecretEnv   *[]SecretEnv  `json:"secret_env,omitempty"`
+	SecretFiles *[]SecretFile `json:"secret_files,omitempty"`
 }
 
 // CreateFunction is the body of POST /v1/namespaces/{ns}/functions.
 type CreateFunction struct {
 	Name string `json:"name"`
 	FunctionFields
+}
+
+// Secret is a secret as the API returns it: its keys and version, never a value.
+type Secret struct {
+	Name      string    `json:"name"`
+	Namespace string    `json:"namespace"`
+	CreatedAt time.Time `json:"created_at"`
+	// UpdatedAt is when the data was last replaced; Version counts replacements (1 at
+	// creation).
+	UpdatedAt time.Time `json:"updated_at"`
+	Version   int64     `json:"version"`
+	Keys      []string  `json:"keys"`
+}
+
+// SecretSpec is a secret's data: what the gateway hands a control plane to store, never
+// what it answers.
+type SecretSpec struct {
+	Data map[string][]byte `json:"-"`
+}
+
+// SecretFields is the body of PUT .../secrets/{name}: the secret's whole new data. Data holds
+// text values, DataBase64 binary ones (standard base64); a key may be in one of them only.
+type SecretFields struct {
+	Data       map[string]string `json:"data,omitempty"`
+	DataBase64 map[string]string `json:"data_base64,omitempty"`
+}
+
+// CreateSecret is the body of POST /v1/namespaces/{ns}/secrets.
+type CreateSecret struct {
+	Name string `json:"name"`
+	SecretFields
 }
 
 // Trigger types.
@@ -366,6 +419,9 @@ type (
 	JobList struct {
 		Jobs []Job `json:"jobs"`
 	}
+	SecretList struct {
+		Secrets []Secret `json:"secrets"`
+	}
 )
 
 // LogLine is one line of GET .../logs (application/x-ndjson, one object a line): what a
@@ -405,4 +461,17 @@ type AsyncInvocation struct {
 // AsyncInvocations answers GET /v1/namespaces/{ns}/invocations (newest first).
 type AsyncInvocations struct {
 	Invocations []AsyncInvocation `json:"invocations"`
+}
+
+// SecretNames lists the secrets the function references, sorted, each once.
+func (s FunctionSpec) SecretNames() []string {
+	var names []string
+	for _, e := range s.SecretEnv {
+		names = append(names, e.Secret)
+	}
+	for _, f := range s.SecretFiles {
+		names = append(names, f.Secret)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }

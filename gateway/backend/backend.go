@@ -26,6 +26,9 @@ type Backend interface {
 	Functions() Store[api.Function, api.FunctionSpec]
 	Triggers() Store[api.Trigger, api.TriggerSpec]
 	Jobs() Store[api.Job, api.JobSpec]
+	// Secrets keeps values write-only: its objects carry names, keys and versions, and an
+	// Update's mutate is handed an empty spec (the new data replaces the old whole).
+	Secrets() Store[api.Secret, api.SecretSpec]
 	Router
 	Logs
 }

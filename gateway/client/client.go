@@ -293,6 +293,34 @@ func (c *Client) DeleteJob(ctx context.Context, ns, name string) error {
 	return c.do(ctx, http.MethodDelete, nsPath(ns, "jobs", name), nil, nil, nil)
 }
 
+// CreateSecret creates a secret; the answer carries its keys and version, never a value.
+func (c *Client) CreateSecret(ctx context.Context, ns string, sec api.CreateSecret) (api.Secret, error) {
+	return call[api.Secret](ctx, c, http.MethodPost, nsPath(ns, "secrets"), nil, sec)
+}
+
+// GetSecret returns a secret's keys and version.
+func (c *Client) GetSecret(ctx context.Context, ns, name string) (api.Secret, error) {
+	return call[api.Secret](ctx, c, http.MethodGet, nsPath(ns, "secrets", name), nil, nil)
+}
+
+// ListSecrets returns the namespace's secrets sorted by name.
+func (c *Client) ListSecrets(ctx context.Context, ns string) ([]api.Secret, error) {
+	out, err := call[api.SecretList](ctx, c, http.MethodGet, nsPath(ns, "secrets"), nil, nil)
+	return out.Secrets, err
+}
+
+// UpdateSecret replaces a secret's whole data (a rotation: a new version); the functions
+// that reference it roll.
+func (c *Client) UpdateSecret(ctx context.Context, ns, name string, f api.SecretFields) (api.Secret, error) {
+	return call[api.Secret](ctx, c, http.MethodPut, nsPath(ns, "secrets", name), nil, f)
+}
+
+// DeleteSecret deletes a secret; the server refuses (409) while a function or trigger
+// references it.
+func (c *Client) DeleteSecret(ctx context.Context, ns, name string) error {
+	return c.do(ctx, http.MethodDelete, nsPath(ns, "secrets", name), nil, nil, nil)
+}
+
 // GetAsyncInvocation returns an asynchronous invocation (the ID of a 202's Location).
 func (c *Client) GetAsyncInvocation(ctx context.Context, ns, id string) (api.AsyncInvocation, error) {
 	return call[api.AsyncInvocation](ctx, c, http.MethodGet, nsPath(ns, "invocations", id), nil, nil)

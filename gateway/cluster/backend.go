@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,6 +29,7 @@ import (
 	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
+	"sless.dev/sless/rules"
 )
 
 // Options configures the cluster backend.
@@ -195,6 +197,20 @@ type kind[T any, PT objectPtr[T], L any, PL listPtr[L], S, O any] struct {
 	view  func(*T) O
 	spec  func(O) S
 	apply func(*T, S)
+	// selector, when set, is the label every object of the kind carries: others of the same
+	// API kind (a namespace's other Secrets) are not the API's, so they are neither listed
+	// nor found.
+	selector map[string]string
+}
+
+// owns reports whether obj is one of k's objects.
+func (k kind[T, PT, L, PL, S, O]) owns(obj PT) bool {
+	for key, v := range k.selector {
+		if obj.GetLabels()[key] != v {
+			return false
+		}
+	}
+	return true
 }
 
 type objectPtr[T any] interface {
@@ -217,6 +233,12 @@ var (
 	jobKind = kind[v1alpha1.FunctionJob, *v1alpha1.FunctionJob, v1alpha1.FunctionJobList, *v1alpha1.FunctionJobList, api.JobSpec, api.Job]{
 		name: "job", items: func(l *v1alpha1.FunctionJobList) []v1alpha1.FunctionJob { return l.Items }, view: jobOf,
 		spec: func(j api.Job) api.JobSpec { return j.JobSpec }, apply: func(o *v1alpha1.FunctionJob, s api.JobSpec) { applyJobSpec(&o.Spec, s) }}
+	// A secret is a Kubernetes Secret labelled as the API's; its view has no values, so an
+	// update starts from empty data (the new data replaces the old whole).
+	secretKind = kind[corev1.Secret, *corev1.Secret, corev1.SecretList, *corev1.SecretList, api.SecretSpec, api.Secret]{
+		name: "secret", items: func(l *corev1.SecretList) []corev1.Secret { return l.Items }, view: secretOf,
+		spec: func(api.Secret) api.SecretSpec { return api.SecretSpec{} }, apply: applySecretData,
+		selector: map[string]string{rules.SecretLabel: "true"}}
 )
 
 // store is the Store of kind k.
@@ -233,6 +255,10 @@ func (b *Backend) Triggers() backend.Store[api.Trigger, api.TriggerSpec] {
 	return store[v1alpha1.Trigger, *v1alpha1.Trigger, v1alpha1.TriggerList, *v1alpha1.TriggerList, api.TriggerSpec, api.Trigger]{b, triggerKind}
 }
 
+func (b *Backend) Secrets() backend.Store[api.Secret, api.SecretSpec] {
+	return store[corev1.Secret, *corev1.Secret, corev1.SecretList, *corev1.SecretList, api.SecretSpec, api.Secret]{b, secretKind}
+}
+
 func (b *Backend) Jobs() backend.Store[api.Job, api.JobSpec] {
 	return store[v1alpha1.FunctionJob, *v1alpha1.FunctionJob, v1alpha1.FunctionJobList, *v1alpha1.FunctionJobList, api.JobSpec, api.Job]{b, jobKind}
 }
@@ -240,7 +266,7 @@ func (b *Backend) Jobs() backend.Store[api.Job, api.JobSpec] {
 // List lists the namespace's objects, sorted by name.
 func (s store[T, PT, L, PL, S, O]) List(ctx context.Context, ns string) ([]O, error) {
 	var list L
-	if err := s.b.client.List(ctx, PL(&list), client.InNamespace(ns)); err != nil {
+	if err := s.b.client.List(ctx, PL(&list), client.InNamespace(ns), client.MatchingLabels(s.k.selector)); err != nil {
 		return nil, fmt.Errorf("list %ss in %s: %w", s.k.name, ns, err)
 	}
 	items := s.k.items(&list)
@@ -254,11 +280,23 @@ func (s store[T, PT, L, PL, S, O]) List(ctx context.Context, ns string) ([]O, er
 
 func (s store[T, PT, L, PL, S, O]) Get(ctx context.Context, ns, name string) (O, error) {
 	var obj T
-	if err := s.b.get(ctx, s.k.name, ns, name, PT(&obj)); err != nil {
+	if err := s.get(ctx, ns, name, &obj); err != nil {
 		var zero O
 		return zero, err
 	}
 	return s.k.view(&obj), nil
+}
+
+// get reads one of the kind's objects; one of the same API kind that is not the kind's is
+// not found.
+func (s store[T, PT, L, PL, S, O]) get(ctx context.Context, ns, name string, obj *T) error {
+	if err := s.b.get(ctx, s.k.name, ns, name, PT(obj)); err != nil {
+		return err
+	}
+	if !s.k.owns(PT(obj)) {
+		return &backend.NotFoundError{Kind: s.k.name, Namespace: ns, Name: name}
+	}
+	return nil
 }
 
 func (s store[T, PT, L, PL, S, O]) Create(ctx context.Context, ns, name string, spec S) (O, error) {
@@ -276,6 +314,9 @@ func (s store[T, PT, L, PL, S, O]) Create(ctx context.Context, ns, name string, 
 func (s store[T, PT, L, PL, S, O]) Update(ctx context.Context, ns, name string, mutate func(*S) error) (O, error) {
 	var obj T
 	err := s.b.update(ctx, s.k.name, ns, name, PT(&obj), func() error {
+		if !s.k.owns(PT(&obj)) {
+			return &backend.NotFoundError{Kind: s.k.name, Namespace: ns, Name: name}
+		}
 		spec := s.k.spec(s.k.view(&obj))
 		if err := mutate(&spec); err != nil {
 			return err
@@ -292,5 +333,12 @@ func (s store[T, PT, L, PL, S, O]) Update(ctx context.Context, ns, name string, 
 
 func (s store[T, PT, L, PL, S, O]) Delete(ctx context.Context, ns, name string) error {
 	var obj T
+	if s.k.selector != nil {
+		if err := s.get(ctx, ns, name, &obj); err != nil {
+			return err
+		}
+		// Only the object just read (its UID), never one of another owner created since.
+		return mapError(s.b.client.Delete(ctx, PT(&obj), client.Preconditions{UID: ptr.To(PT(&obj).GetUID())}), s.k.name, ns, name)
+	}
 	return s.b.delete(ctx, s.k.name, ns, name, PT(&obj))
 }

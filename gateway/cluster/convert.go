@@ -3,8 +3,11 @@ package cluster
 import (
 	"encoding/json"
 	"maps"
+	"slices"
+	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +32,7 @@ func functionOf(fn *v1alpha1.Function) api.Function {
 			ScalingTarget: s.Scale.Target, Image: s.Image, Source: sourceOf(s.Source),
 			Async: api.AsyncPolicy{Enabled: s.Async.Enabled, MaxAttempts: s.Async.Retry.MaxAttempts,
 				BackoffMs: s.Async.Retry.BackoffMillis, DeadLetterQueue: s.Async.DeadLetterQueue, MaxJobs: s.Async.MaxJobs},
+			SecretEnv: secretEnvOf(s.SecretEnv), SecretFiles: secretFilesOf(s.SecretFiles),
 		},
 		Status: api.FunctionStatus{
 			Phase: string(fn.Status.Phase), URL: fn.Status.URL, Image: fn.Status.Image,
@@ -48,6 +52,29 @@ func applyFunctionSpec(dst *v1alpha1.FunctionSpec, s api.FunctionSpec) {
 	dst.Async.Enabled, dst.Async.DeadLetterQueue = s.Async.Enabled, s.Async.DeadLetterQueue
 	dst.Async.Retry.MaxAttempts, dst.Async.Retry.BackoffMillis = s.Async.MaxAttempts, s.Async.BackoffMs
 	dst.Async.MaxJobs = s.Async.MaxJobs
+	dst.SecretEnv, dst.SecretFiles = nil, nil
+	for _, e := range s.SecretEnv {
+		dst.SecretEnv = append(dst.SecretEnv, v1alpha1.SecretEnvVar{Name: e.Name, Secret: e.Secret, Key: e.Key})
+	}
+	for _, f := range s.SecretFiles {
+		dst.SecretFiles = append(dst.SecretFiles, v1alpha1.SecretFilesMount{Secret: f.Secret, Path: f.Path})
+	}
+}
+
+func secretEnvOf(refs []v1alpha1.SecretEnvVar) []api.SecretEnv {
+	var out []api.SecretEnv
+	for _, e := range refs {
+		out = append(out, api.SecretEnv{Name: e.Name, Secret: e.Secret, Key: e.Key})
+	}
+	return out
+}
+
+func secretFilesOf(refs []v1alpha1.SecretFilesMount) []api.SecretFile {
+	var out []api.SecretFile
+	for _, f := range refs {
+		out = append(out, api.SecretFile{Secret: f.Secret, Path: f.Path})
+	}
+	return out
 }
 
 func applyCode(dst *v1alpha1.CodeSpec, runtime, entrypoint string, env map[string]string, memoryMB, timeoutSec int32, image string) {
@@ -163,4 +190,33 @@ func readyMessage(conds []metav1.Condition) string {
 		}
 	}
 	return ""
+}
+
+// secretOf is a Secret's API view: keys and version, never values.
+func secretOf(s *corev1.Secret) api.Secret {
+	version, _ := strconv.ParseInt(s.Annotations[rules.SecretVersionAnnotation], 10, 64)
+	updated, err := time.Parse(time.RFC3339, s.Annotations[rules.SecretUpdatedAnnotation])
+	if err != nil {
+		updated = s.CreationTimestamp.Time
+	}
+	return api.Secret{Name: s.Name, Namespace: s.Namespace, CreatedAt: s.CreationTimestamp.UTC(), UpdatedAt: updated.UTC(),
+		Version: version, Keys: slices.Sorted(maps.Keys(s.Data))}
+}
+
+// applySecretData replaces a Secret's data with spec's, a new version: labelled as the API's
+// (and sless's, so the operator's cache sees it), its version counted up.
+func applySecretData(s *corev1.Secret, spec api.SecretSpec) {
+	version, _ := strconv.ParseInt(s.Annotations[rules.SecretVersionAnnotation], 10, 64)
+	if s.Labels == nil {
+		s.Labels = map[string]string{}
+	}
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Labels[rules.SecretLabel] = "true"
+	s.Labels["app.kubernetes.io/managed-by"] = "sless"
+	s.Annotations[rules.SecretVersionAnnotation] = strconv.FormatInt(version+1, 10)
+	s.Annotations[rules.SecretUpdatedAnnotation] = time.Now().UTC().Format(time.RFC3339)
+	s.Type = corev1.SecretTypeOpaque
+	s.Data, s.StringData = spec.Data, nil
 }

@@ -1,7 +1,8 @@
 // The sless console: a static page over the /v1 API. The token lives in sessionStorage and is
 // sent as a Bearer token; every view is rendered from API answers with DOM APIs (no HTML from
 // data except the highlighter's escaped output). What a function answers (the invoke panel)
-// and prints (logs) is shown as text only: function content never runs in this origin.
+// and prints (logs) is shown as text only: function content never runs in this origin. Secret
+// values only go out (the API answers none); their inputs are emptied once saved or left.
 (function () {
   "use strict";
   const $ = (id) => document.getElementById(id);
@@ -28,6 +29,7 @@
     events: {}, // the invoke panel's event per function, kept while the tab lives
     logs: { ctrl: null, autoscroll: true, unseen: 0 },
     follows: 0, // bumped by each invoke: the panel follows only its latest asynchronous call
+    notice: "", // what the secrets view says once it is drawn again (saved, deleted)
   };
 
   function takeFragmentToken() {
@@ -137,8 +139,10 @@
   }
 
   function show(section) {
-    for (const id of ["signin", "functions", "function"]) $(id).hidden = id !== section;
+    for (const id of ["signin", "functions", "function", "secrets"]) $(id).hidden = id !== section;
     $("signout").hidden = section === "signin";
+    $("nav").hidden = section === "signin";
+    for (const a of $("nav").children) a.classList.toggle("active", a.dataset.nav === (section === "secrets" ? "secrets" : "functions"));
   }
 
   function signOut(message) {
@@ -228,6 +232,7 @@
       ["Replicas", fn.min_replicas + "–" + fn.max_replicas], ["URL", fn.status.url || "—"], ["Image", fn.status.image || "—"],
       ...asyncSettings(fn)];
     $("fn-meta").replaceChildren(...definitions(meta));
+    secretRefs(fn, gen);
     build(fn, gen);
     stats(fn.name, gen);
     const timer = setInterval(() => stats(fn.name, gen), STATS_REFRESH_MS);
@@ -650,10 +655,257 @@
     return out;
   }
 
+  // The secrets view (#/secrets): the namespace's secrets by name, keys and version, and a
+  // form that creates one or, at #/secrets/<name>, rotates one. Values go out and never come
+  // back: the API answers no value, the inputs are write-only (password fields, or a
+  // multi-line field on request, never autofilled nor spellchecked) and are emptied once saved
+  // and whenever the view is left. A rotation (PUT) replaces all the data, and the old values
+  // cannot be read back, so its form asks for every key's value again.
+  const SECRET_KEY_RE = /^[-._a-zA-Z0-9]{1,253}$/;
+
+  async function secretsView(editing) {
+    const gen = state.view;
+    show("secrets");
+    $("secrets-ns").textContent = state.ns;
+    $("secrets-notice").textContent = state.notice;
+    state.notice = "";
+    $("secrets-error").textContent = "";
+    onLeave(() => {
+      clearSecretValues();
+      delete $("secrets").dataset.state;
+    });
+    secretForm(null);
+    $("secret-form").hidden = !!editing; // until the secret to rotate is known
+    $("secrets").dataset.state = "loading";
+    $("secret-rows").replaceChildren(); // not an older view's rows, nor their buttons
+    $("secrets-empty").hidden = true;
+    let list;
+    try {
+      list = await call("GET", nsPath("secrets"));
+    } catch (e) {
+      if (gen !== state.view) return;
+      $("secrets").dataset.state = "error";
+      $("secrets-error").textContent = "Could not list secrets: " + e.message;
+      return;
+    }
+    if (gen !== state.view) return;
+    const secrets = list.secrets || [];
+    $("secret-rows").replaceChildren(...secrets.map((s) => secretRow(s, editing)));
+    $("secrets-empty").hidden = secrets.length > 0;
+    $("secret-form").hidden = false;
+    $("secrets").dataset.state = "loaded";
+    if (!editing) return;
+    const s = secrets.find((x) => x.name === editing);
+    if (s) secretForm(s);
+    else $("secrets-error").textContent = "There is no secret " + editing + " in " + state.ns + "; create it below.";
+  }
+
+  function secretRow(s, editing) {
+    return el("tr", { "data-secret": s.name, class: s.name === editing ? "selected" : "" },
+      el("td", {}, el("a", { href: "#/secrets/" + encodeURIComponent(s.name) }, s.name)),
+      el("td", { class: "keys" }, ...(s.keys || []).map((k) => el("code", { class: "key" }, k))),
+      el("td", { class: "version" }, String(s.version)),
+      el("td", { class: "updated" }, when(s.updated_at)),
+      el("td", { class: "actions" }, el("button", { "data-rotate": s.name, onclick: () => (location.hash = "#/secrets/" + encodeURIComponent(s.name)) }, "Rotate…"),
+        " ", deleteSecretButton(s)));
+  }
+
+  // deleteSecretButton deletes on a second click within 5 s; the server refuses (409, with
+  // the functions and triggers that use the secret) while it is referenced.
+  function deleteSecretButton(s) {
+    const b = el("button", { class: "danger", "data-delete": s.name }, "Delete");
+    let timer = 0;
+    const disarm = () => {
+      clearTimeout(timer);
+      delete b.dataset.armed;
+      b.textContent = "Delete";
+    };
+    b.addEventListener("click", async () => {
+      if (!b.dataset.armed) {
+        b.dataset.armed = "true";
+        b.textContent = "Delete " + s.name + "? Click again";
+        timer = setTimeout(disarm, 5000);
+        return;
+      }
+      disarm();
+      const gen = state.view;
+      b.disabled = true;
+      $("secrets-notice").textContent = "";
+      $("secrets-error").textContent = "";
+      try {
+        await call("DELETE", nsPath("secrets", s.name));
+      } catch (e) {
+        if (gen !== state.view) return;
+        $("secrets-error").textContent = "Could not delete " + s.name + ": " + e.message;
+        b.disabled = false;
+        return;
+      }
+      if (gen === state.view) secretsSaved("Deleted " + s.name + ".");
+    });
+    return b;
+  }
+
+  // secretsSaved shows the list again, fresh, with notice above it.
+  function secretsSaved(notice) {
+    state.notice = notice;
+    if (location.hash === "#/secrets") route();
+    else location.hash = "#/secrets";
+  }
+
+  // secretForm sets the form up to create a secret (s null) or to rotate s: one row per key
+  // of s, each with an empty value.
+  function secretForm(s) {
+    clearSecretValues();
+    const rotate = !!s;
+    const form = $("secret-form");
+    form.dataset.mode = rotate ? "rotate" : "create";
+    form.dataset.secret = rotate ? s.name : "";
+    $("secret-form-title").textContent = rotate ? "Rotate " + s.name : "New secret";
+    const note = $("secret-form-note");
+    if (rotate) {
+      note.replaceChildren(el("strong", {}, "All values are replaced: enter every key."),
+        " The current values cannot be read back, so a key left out is dropped; remove the keys you no longer want. Saving makes version " +
+        (s.version + 1) + " and the functions that use " + s.name + " roll to the new values.");
+    } else {
+      note.textContent = "Values are sent once and never shown again, here or by the API.";
+    }
+    $("secret-name-row").hidden = rotate;
+    $("secret-name").value = "";
+    $("secret-keys").replaceChildren(...(rotate ? s.keys.map((k) => secretKeyRow(k)) : [secretKeyRow("")]));
+    $("secret-save").textContent = rotate ? "Rotate to version " + (s.version + 1) : "Create secret";
+    $("secret-save").disabled = false;
+    $("secret-cancel").hidden = !rotate;
+    $("secret-form-error").textContent = "";
+  }
+
+  // secretKeyRow is a row of the form: an existing key (fixed) or a new one (its name typed),
+  // with a write-only value.
+  function secretKeyRow(key) {
+    const value = secretValueInput(false, key);
+    const row = el("tr", { class: "secret-key-row" },
+      el("td", {}, key ? el("code", { class: "key" }, key)
+        : el("input", { type: "text", class: "secret-key", "aria-label": "Key", placeholder: "KEY", autocomplete: "off", spellcheck: "false", autocapitalize: "off" })),
+      el("td", { class: "secret-value-cell" }, value),
+      el("td", { class: "row-actions" }));
+    if (key) row.dataset.key = key;
+    const multi = el("button", { type: "button", class: "secret-multiline", title: "Edit this value in a multi-line field (shown while you type)" }, "Multi-line");
+    multi.addEventListener("click", () => {
+      const old = row.querySelector(".secret-value");
+      const area = secretValueInput(true, key);
+      area.value = old.value;
+      old.value = "";
+      old.replaceWith(area);
+      multi.remove();
+      area.focus();
+    });
+    const remove = el("button", { type: "button", class: "secret-remove" }, "Remove");
+    remove.addEventListener("click", () => {
+      row.querySelector(".secret-value").value = "";
+      row.remove();
+    });
+    row.lastChild.append(multi, " ", remove);
+    return row;
+  }
+
+  function secretValueInput(multiline, key) {
+    const attrs = { class: "secret-value", "aria-label": key ? "New value of " + key : "Value", autocomplete: multiline ? "off" : "new-password",
+      spellcheck: "false", autocapitalize: "off", autocorrect: "off", "data-lpignore": "true", "data-1p-ignore": "true" };
+    return multiline ? el("textarea", { ...attrs, rows: "4" }) : el("input", { ...attrs, type: "password", placeholder: key ? "new value" : "value" });
+  }
+
+  function clearSecretValues() {
+    for (const v of document.querySelectorAll("#secret-form .secret-value")) v.value = "";
+  }
+
+  async function saveSecret(e) {
+    e.preventDefault();
+    const gen = state.view, form = $("secret-form"), rotate = form.dataset.mode === "rotate";
+    const name = rotate ? form.dataset.secret : $("secret-name").value.trim();
+    const fail = (msg) => {
+      $("secret-form-error").textContent = msg;
+    };
+    $("secret-form-error").textContent = "";
+    $("secrets-notice").textContent = "";
+    if (!rotate && !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name)) {
+      return fail(name ? name + " is not a valid name: use lowercase letters, digits and '-', starting and ending with a letter or digit." : "Enter the secret's name.");
+    }
+    const data = {};
+    for (const row of $("secret-keys").children) {
+      const key = row.dataset.key || row.querySelector(".secret-key").value.trim();
+      const value = row.querySelector(".secret-value").value;
+      if (!key && !value) continue; // an empty new row
+      if (!key) return fail("A value has no key: name it, or remove its row.");
+      if (!SECRET_KEY_RE.test(key) || key === "." || key === "..") return fail(key + " is not a valid key: use letters, digits, '-', '_' and '.'.");
+      if (key in data) return fail("The key " + key + " is given twice.");
+      if (!value) {
+        return fail("Enter a value for " + key + (rotate ? ": a rotation replaces every value, so each key needs its value again (or remove the key to drop it)." : "."));
+      }
+      data[key] = value;
+    }
+    if (!Object.keys(data).length) return fail(rotate ? "A secret keeps at least one key: enter the value of each key you keep." : "Add at least one key and its value.");
+    const button = $("secret-save");
+    button.disabled = true;
+    let s;
+    try {
+      s = rotate ? await call("PUT", nsPath("secrets", name), { data }) : await call("POST", nsPath("secrets"), { name, data });
+    } catch (err) {
+      if (gen === state.view) fail("Could not " + (rotate ? "rotate " : "create ") + name + ": " + err.message);
+      return; // the values stay for another try
+    } finally {
+      button.disabled = false;
+    }
+    clearSecretValues();
+    if (gen !== state.view) return;
+    const keys = (s.keys || []).join(", ");
+    secretsSaved(rotate ? "Rotated " + s.name + " to version " + s.version + " (keys " + keys + "); the functions that use it roll to the new values."
+      : "Created " + s.name + " (version " + s.version + ", keys " + keys + ").");
+  }
+
+  // secretRefs shows the function's secret references by name (never a value), each marked
+  // when its secret or key does not exist.
+  async function secretRefs(fn, gen) {
+    const env = fn.secret_env || [], files = fn.secret_files || [], box = $("fn-secrets");
+    if (!env.length && !files.length) {
+      box.replaceChildren(el("p", { class: "muted" }, "None: the function uses no secret (secret_env, secret_files)."));
+      return;
+    }
+    const draw = (known) => {
+      const missing = (secret, key) => {
+        const s = known && known.get(secret);
+        if (!known) return null;
+        if (!s) return badge("no such secret", "phase-Failed");
+        if (key !== undefined && !s.keys.includes(key)) return badge("no key " + key, "phase-Failed");
+        return null;
+      };
+      const link = (secret) => el("a", { href: "#/secrets/" + encodeURIComponent(secret) }, secret);
+      const rows = [];
+      if (env.length) {
+        rows.push(["Environment", el("ul", {}, ...env.map((r) => el("li", { "data-secret-env": r.name },
+          el("code", {}, r.name), " ← ", link(r.secret), "/", el("code", {}, r.key), " ", missing(r.secret, r.key))))]);
+      }
+      if (files.length) {
+        rows.push(["Files", el("ul", {}, ...files.map((r) => el("li", { "data-secret-file": r.secret },
+          link(r.secret), " → ", el("code", {}, r.path || "/var/sless/secrets/" + r.secret),
+          r.path ? null : el("span", { class: "muted" }, " (default)"), " ", missing(r.secret))))]);
+      }
+      box.replaceChildren(el("dl", {}, ...definitions(rows)));
+    };
+    draw(null);
+    let list;
+    try {
+      list = await call("GET", nsPath("secrets"));
+    } catch (e) {
+      return; // the references alone
+    }
+    if (gen === state.view) draw(new Map((list.secrets || []).map((s) => [s.name, s])));
+  }
+
   function route() {
     leave();
     if (!state.token) return show("signin");
     if (!state.ns) return signIn(state.token);
+    const sec = location.hash.match(/^#\/secrets(?:\/([a-z0-9-]+))?$/);
+    if (sec) return secretsView(sec[1] || "");
     const m = location.hash.match(/^#\/fn\/([a-z0-9-]+)(?:\/([a-z]+)(?:\/([0-9a-f]{24}))?)?$/);
     if (m) functionView(m[1], TABS.includes(m[2]) ? m[2] : "overview", m[3] || "");
     else listView();
@@ -667,6 +919,12 @@
     $("signout").addEventListener("click", () => signOut());
     $("older").addEventListener("click", () => invocations({ name: state.fn }, state.view, true));
     $("invoke-send").addEventListener("click", invoke);
+    $("secret-form").addEventListener("submit", saveSecret);
+    $("secret-add-key").addEventListener("click", () => {
+      const row = secretKeyRow("");
+      $("secret-keys").append(row);
+      row.querySelector(".secret-key").focus();
+    });
     $("async-refresh").addEventListener("click", () => route());
     $("event").addEventListener("keydown", (e) => {
       if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) invoke();

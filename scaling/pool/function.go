@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -56,7 +57,8 @@ func (f *function) setSpec(spec Spec) {
 // sameRun reports whether processes started for a can serve b unchanged.
 func sameRun(a, b Spec) bool {
 	return a.Artifact.Hash == b.Artifact.Hash && a.Artifact.Dir == b.Artifact.Dir &&
-		slices.Equal(a.Artifact.Command, b.Artifact.Command) && maps.Equal(a.Env, b.Env) && a.Timeout == b.Timeout && a.MemoryMB == b.MemoryMB
+		slices.Equal(a.Artifact.Command, b.Artifact.Command) && maps.Equal(a.Env, b.Env) && a.Timeout == b.Timeout && a.MemoryMB == b.MemoryMB &&
+		maps.EqualFunc(a.Files, b.Files, func(x, y map[string][]byte) bool { return maps.EqualFunc(x, y, bytes.Equal) })
 }
 
 func (f *function) remove() {

@@ -37,6 +37,10 @@ type jailRoot struct {
 	Socket string
 	// TmpMB sizes /tmp and /dev/shm.
 	TmpMB int
+	// Files are directories of files (Spec.Files) mounted read-only on a tmpfs each,
+	// readable by UID only.
+	Files map[string]map[string][]byte
+	UID   int
 }
 
 // jailThread runs functions on one locked OS thread whose mount namespace holds the jails'
@@ -153,6 +157,11 @@ func (c *jailRoot) build(r string) error {
 			return err
 		}
 	}
+	for dir, files := range c.Files {
+		if err := mountFiles(r+dir, files, c.UID); err != nil {
+			return fmt.Errorf("files at %s: %w", dir, err)
+		}
+	}
 	if c.Socket != "" {
 		if err := os.MkdirAll(r+jailSocketDir, 0o755); err != nil {
 			return err
@@ -214,6 +223,32 @@ func bindLinked(r, path string) error {
 	}
 	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV)
 	return unix.Mount("", r+real, "", flags, "")
+}
+
+// mountFiles shows files in dir on a tmpfs of their own (memory only), the directory and
+// each file readable by uid alone, then makes it read-only.
+func mountFiles(dir string, files map[string][]byte, uid int) error {
+	size := 4096 * (len(files) + 1)
+	for _, data := range files {
+		size += len(data)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	opts := fmt.Sprintf("mode=0500,uid=%d,gid=%d,size=%d", uid, uid, size)
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
+		return err
+	}
+	for name, data := range files {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, data, 0o400); err != nil {
+			return err
+		}
+		if err := os.Chown(path, uid, uid); err != nil {
+			return err
+		}
+	}
+	return unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts)
 }
 
 // remove unmounts the root at r with everything below it and removes the directory.

@@ -115,7 +115,7 @@ func (p *Pool) jobCommand(ctx context.Context, spec Spec, uid int, env []string)
 	argv := command(art)
 	if p.jail != nil {
 		name := "job" + strconv.FormatInt(p.seq.Add(1), 10)
-		l := p.jail.launch(ctx, name, art.Dir, argv, uid, jailRoot{TmpMB: tmpMB(spec)}, jailEnv(env))
+		l := p.jail.launch(ctx, name, art.Dir, argv, uid, jailRoot{TmpMB: tmpMB(spec), Files: spec.Files, UID: uid}, jailEnv(env))
 		return l.cmd, l
 	}
 	cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)

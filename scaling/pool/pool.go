@@ -58,7 +58,16 @@ type Spec struct {
 	Disabled bool
 	// MemoryMB caps the memory of each sandboxed process (memory_mb); 0 = none.
 	MemoryMB int
+	// Files are shown to each process as read-only directories of files (directory → file
+	// name → content: a function's secret_files), on a tmpfs of its jail only, so they are
+	// never written to disk. Only a sandboxed pool can show them (Set refuses them
+	// otherwise).
+	Files map[string]map[string][]byte
 }
+
+// ErrFilesNeedSandbox refuses Spec.Files where functions run unjailed: their paths
+// (/var/sless/secrets/…) exist only inside a jail's own root.
+var ErrFilesNeedSandbox = errors.New("files (secret_files) are shown only to sandboxed functions, and this pool runs none: run sless dev as root on Linux with the sandbox on, or read the values through secret_env")
 
 // Options tunes a Pool; zero values take the documented defaults.
 type Options struct {
@@ -250,6 +259,9 @@ func (p *Pool) Dial(ctx context.Context, addr string) (net.Conn, error) {
 func (p *Pool) Set(key string, spec Spec) error {
 	if spec.Artifact == nil || len(spec.Artifact.Command) == 0 {
 		return fmt.Errorf("function %s: no artifact to run", key)
+	}
+	if len(spec.Files) > 0 && p.jail == nil {
+		return fmt.Errorf("function %s: %w", key, ErrFilesNeedSandbox)
 	}
 	spec.MaxProcs = max(spec.MaxProcs, 1)
 	spec.MinProcs = min(max(spec.MinProcs, 0), spec.MaxProcs)

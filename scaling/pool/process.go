@@ -151,7 +151,7 @@ func (pr *process) command() (cmd *exec.Cmd, jailed *launch, err error) {
 			return nil, nil, fmt.Errorf("socket directory: %w", err)
 		}
 		env := jailEnv(processEnv(pr.spec, jailSocketDir+"/"+filepath.Base(pr.sock)))
-		l := j.launch(context.Background(), pr.addr, art.Dir, argv, pr.fn.uid, jailRoot{Socket: dir, TmpMB: tmpMB(pr.spec)}, env)
+		l := j.launch(context.Background(), pr.addr, art.Dir, argv, pr.fn.uid, jailRoot{Socket: dir, TmpMB: tmpMB(pr.spec), Files: pr.spec.Files, UID: pr.fn.uid}, env)
 		return l.cmd, l, nil
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil {

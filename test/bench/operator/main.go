@@ -118,7 +118,7 @@ func run(n, workers int) error {
 		if err := c.Create(ctx, fn); err != nil {
 			return err
 		}
-		return c.Create(ctx, scaling.MakeDeployment(fn, "img", opts))
+		return c.Create(ctx, scaling.MakeDeployment(fn, "img", nil, opts))
 	}); err != nil {
 		return err
 	}
