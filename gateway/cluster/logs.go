@@ -14,10 +14,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling"
 )
 
@@ -31,12 +33,53 @@ import (
 const newPodsEvery = 2 * time.Second
 
 // Logs implements backend.Logs over pods/log.
+// What a function or its job printed is shown with the values of the function's secrets
+// masked (rules.SecretMasker, the current versions' values): the pods' own logs hold what
+// was printed, as a CI system's raw logs do.
 func (b *Backend) Logs(ctx context.Context, q backend.LogQuery, emit func(api.LogLine) error) error {
-	sel, ns, container, err := b.logPods(ctx, q)
+	sel, ns, container, code, err := b.logPods(ctx, q)
 	if err != nil {
 		return err
 	}
-	return b.readLogs(ctx, q, ns, sel, container, emit)
+	mask, err := b.secretMasker(ctx, ns, code)
+	if err != nil {
+		return err
+	}
+	return b.readLogs(ctx, q, ns, sel, container, func(l api.LogLine) error {
+		l.Line = mask.Mask(l.Line)
+		return emit(l)
+	})
+}
+
+// secretMasker masks the values of the secrets code references (nil code: none).
+func (b *Backend) secretMasker(ctx context.Context, ns string, code *v1alpha1.CodeSpec) (*rules.SecretMasker, error) {
+	if code == nil {
+		return nil, nil
+	}
+	names := map[string]bool{}
+	for _, e := range code.SecretEnv {
+		names[e.Secret] = true
+	}
+	for _, f := range code.SecretFiles {
+		names[f.Secret] = true
+	}
+	var values [][]byte
+	for name := range names {
+		var s corev1.Secret
+		err := b.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading secret %s/%s to mask its values in the logs: %w", ns, name, err)
+		}
+		if s.Labels[rules.SecretLabel] == "true" {
+			for _, v := range s.Data {
+				values = append(values, v)
+			}
+		}
+	}
+	return rules.NewSecretMasker(values), nil
 }
 
 // readLogs emits the lines of the selected pods as they stand, oldest first (the last q.Tail
@@ -80,23 +123,33 @@ func (b *Backend) readLogs(ctx context.Context, q backend.LogQuery, ns string, s
 	return b.follow(ctx, q, ns, sel, container, pods, read, emit)
 }
 
-// logPods names the pods of q's log: their selector, namespace and container.
-func (b *Backend) logPods(ctx context.Context, q backend.LogQuery) (labels.Selector, string, string, error) {
+// logPods names the pods of q's log: their selector, namespace and container, and the code
+// whose secrets they may print (nil for a build, which sees none).
+func (b *Backend) logPods(ctx context.Context, q backend.LogQuery) (labels.Selector, string, string, *v1alpha1.CodeSpec, error) {
 	switch q.Source {
 	case backend.LogJob:
-		if err := b.get(ctx, "job", q.Namespace, q.Name, &v1alpha1.FunctionJob{}); err != nil {
-			return nil, "", "", err
+		fj := &v1alpha1.FunctionJob{}
+		if err := b.get(ctx, "job", q.Namespace, q.Name, fj); err != nil {
+			return nil, "", "", nil, err
 		}
-		return labels.SelectorFromSet(labels.Set{scaling.LabelJob: q.Name}), q.Namespace, "", nil
+		code := &fj.Spec.CodeSpec
+		if ref := fj.Spec.FunctionRef; ref != nil {
+			fn := &v1alpha1.Function{}
+			if err := b.client.Get(ctx, client.ObjectKey{Namespace: q.Namespace, Name: ref.Name}, fn); err == nil {
+				code = &fn.Spec.CodeSpec
+			}
+		}
+		return labels.SelectorFromSet(labels.Set{scaling.LabelJob: q.Name}), q.Namespace, "", code, nil
 	}
-	if err := b.get(ctx, "function", q.Namespace, q.Name, &v1alpha1.Function{}); err != nil {
-		return nil, "", "", err
+	fn := &v1alpha1.Function{}
+	if err := b.get(ctx, "function", q.Namespace, q.Name, fn); err != nil {
+		return nil, "", "", nil, err
 	}
 	if q.Source == backend.LogBuild {
 		// Builds run in the platform namespace: the tenant's only by these labels.
-		return labels.SelectorFromSet(labels.Set{scaling.LabelFunctionNamespace: q.Namespace, scaling.LabelFunction: q.Name}), b.buildNamespace, "", nil
+		return labels.SelectorFromSet(labels.Set{scaling.LabelFunctionNamespace: q.Namespace, scaling.LabelFunction: q.Name}), b.buildNamespace, "", nil, nil
 	}
-	return labels.SelectorFromSet(labels.Set{scaling.LabelFunction: q.Name}), q.Namespace, scaling.FunctionContainer, nil
+	return labels.SelectorFromSet(labels.Set{scaling.LabelFunction: q.Name}), q.Namespace, scaling.FunctionContainer, &fn.Spec.CodeSpec, nil
 }
 
 // podsOf lists the pods selected, oldest first; latest keeps only the newest (a build's or

@@ -1,0 +1,105 @@
+package reconcilers_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/rules"
+)
+
+// apiSecret is a Secret as the secrets API writes it.
+func apiSecret(ns, name string, version int, data map[string]string) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+		Labels:      map[string]string{rules.SecretLabel: "true", "app.kubernetes.io/managed-by": "sless"},
+		Annotations: map[string]string{rules.SecretVersionAnnotation: fmt.Sprint(version)}}, StringData: data}
+	return s
+}
+
+// deployedMessage is the Deployed condition's reason and message.
+func deployedMessage(t *testing.T, fn *v1.Function) (string, string) {
+	got := &v1.Function{}
+	if err := get(t, client.ObjectKeyFromObject(fn), got); err != nil {
+		return "", err.Error()
+	}
+	c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionDeployed)
+	if c == nil || c.ObservedGeneration != got.Generation {
+		return "", "no Deployed condition for the current generation"
+	}
+	return c.Reason, c.Message
+}
+
+// TestSecretReferences: a reference to a missing secret or key, or to a Secret that is not
+// the secrets API's, is Deployed=False/SecretNotFound naming it, and the running Deployment
+// stays as it was; once the secret is there the pods get secretKeyRef, and a rotation (a new
+// version) changes the pod template's checksum, which rolls them.
+func TestSecretReferences(t *testing.T) {
+	ns := newNamespace(t)
+	fn := readyFunction(t, ns, "reads", "7")
+	key := client.ObjectKeyFromObject(fn)
+	dep := &appsv1.Deployment{}
+	if err := get(t, key, dep); err != nil {
+		t.Fatal(err)
+	}
+	before := dep.Spec.Template.DeepCopy()
+
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pull", Namespace: ns}, StringData: map[string]string{"password": "x"}})
+	update(t, fn, func() { fn.Spec.SecretEnv = []v1.SecretEnvVar{{Name: "DB_PASSWORD", Secret: "pull", Key: "password"}} })
+	eventually(t, "SecretNotFound for a Secret not the API's", func() error {
+		if reason, msg := deployedMessage(t, fn); reason != v1.ReasonSecretNotFound || !strings.Contains(msg, `secret "pull" does not exist`) {
+			return fmt.Errorf("%s: %s", reason, msg)
+		}
+		return nil
+	})
+	update(t, fn, func() { fn.Spec.SecretEnv = []v1.SecretEnvVar{{Name: "DB_PASSWORD", Secret: "db", Key: "password"}} })
+	create(t, apiSecret(ns, "db", 1, map[string]string{"user": "u"}))
+	eventually(t, "SecretNotFound naming the missing key", func() error {
+		if reason, msg := deployedMessage(t, fn); reason != v1.ReasonSecretNotFound || !strings.Contains(msg, `has no key "password"`) {
+			return fmt.Errorf("%s: %s", reason, msg)
+		}
+		return nil
+	})
+	if err := get(t, key, dep); err != nil || !equalTemplates(before, &dep.Spec.Template) {
+		t.Fatalf("the Deployment changed while a secret was missing: %v", err)
+	}
+
+	s := &corev1.Secret{}
+	if err := get(t, client.ObjectKey{Namespace: ns, Name: "db"}, s); err != nil {
+		t.Fatal(err)
+	}
+	update(t, s, func() { s.Data = map[string][]byte{"password": []byte("p1")} })
+	var sum string
+	eventually(t, "the Deployment reading the secret by reference", func() error {
+		_ = get(t, key, dep)
+		sum = dep.Spec.Template.Annotations[rules.SecretsChecksumAnnotation]
+		for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+			if e.Name == "DB_PASSWORD" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef.Name == "db" && e.Value == "" && sum != "" {
+				return nil
+			}
+		}
+		return fmt.Errorf("env %+v checksum %q", dep.Spec.Template.Spec.Containers[0].Env, sum)
+	})
+	update(t, s, func() {
+		s.Data = map[string][]byte{"password": []byte("p2")}
+		s.Annotations[rules.SecretVersionAnnotation] = "2"
+	})
+	eventually(t, "a rotation changing the pod template", func() error {
+		_ = get(t, key, dep)
+		if got := dep.Spec.Template.Annotations[rules.SecretsChecksumAnnotation]; got == sum || got == "" {
+			return fmt.Errorf("checksum %q, was %q", got, sum)
+		}
+		return nil
+	})
+}
+
+func equalTemplates(a, b *corev1.PodTemplateSpec) bool {
+	return a.Spec.Containers[0].Image == b.Spec.Containers[0].Image && len(a.Spec.Containers[0].Env) == len(b.Spec.Containers[0].Env) &&
+		len(a.Annotations) == len(b.Annotations)
+}
