@@ -187,3 +187,33 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestEventTriggerBrokerFromSecret: an event trigger's broker URL comes from the tenant's
+// secret broker_secret (key broker_secret_key) when there is one, as KEDA reads it in a
+// cluster; a missing key makes it inactive with a message naming it.
+func TestEventTriggerBrokerFromSecret(t *testing.T) {
+	url := testkit.AMQPURL(t)
+	d := startDev(t, devOptions{}) // no broker of sless dev's own
+	ctx := context.Background()
+	d.deploy("consumer", "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{})
+	if _, err := d.client.CreateSecret(ctx, d.ns, api.CreateSecret{Name: "broker", SecretFields: api.SecretFields{Data: map[string]string{"url": url}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "orders", TriggerFields: api.TriggerFields{
+		Type: ptr(api.TriggerEvent), Function: ptr("consumer"), Queue: ptr(d.ns + ".orders-" + randomHex(t)), BrokerSecret: ptr("broker"), BrokerSecretKey: ptr("url")}}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "the trigger active on the secret's broker", 30*time.Second, func() bool {
+		return must(d.client.GetTrigger(ctx, d.ns, "orders")).Status.Active
+	})
+	if _, err := d.client.UpdateSecret(ctx, d.ns, "broker", api.SecretFields{Data: map[string]string{"host": url}}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "inactive, naming the missing key", 30*time.Second, func() bool {
+		tr := must(d.client.GetTrigger(ctx, d.ns, "orders"))
+		return !tr.Status.Active && strings.Contains(tr.Status.Message, `has no key "url"`)
+	})
+	if tr := must(d.client.GetTrigger(ctx, d.ns, "orders")); strings.Contains(tr.Status.Message, url) {
+		t.Errorf("the trigger's status shows the broker URL: %s", tr.Status.Message)
+	}
+}

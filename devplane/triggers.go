@@ -20,6 +20,8 @@ type runnerConfig struct {
 	MaxAttempts, BackoffMs, PrewarmSeconds           int32
 	Host                                             string
 	Timeout                                          time.Duration
+	// BrokerURL is an event trigger's broker: its broker secret's value, or sless dev's own.
+	BrokerURL string
 }
 
 type runner struct {
@@ -95,12 +97,13 @@ func (b *Backend) reconcileTrigger(key string) error {
 		timeoutSec = fn.Spec.TimeoutSec
 	}
 	ns, name := splitKey(key)
-	active, msg := b.triggerState(spec, dep.host)
+	broker, brokerErr := b.brokerURL(ns, spec)
+	active, msg := b.triggerState(spec, dep.host, broker, brokerErr)
 	var cfg *runnerConfig
 	if active && spec.Type != api.TriggerHTTP {
 		cfg = &runnerConfig{Type: spec.Type, Schedule: spec.Schedule, Timezone: spec.Timezone, Queue: spec.Queue,
 			DeadLetterQueue: spec.DeadLetterQueue, MaxAttempts: spec.MaxAttempts, BackoffMs: spec.BackoffMs, Host: dep.host,
-			PrewarmSeconds: spec.PrewarmSeconds}
+			PrewarmSeconds: spec.PrewarmSeconds, BrokerURL: broker}
 		cfg.Timeout = rules.InvocationDeadline(timeoutSec)
 	}
 	ref := dispatcher.FunctionRef{Namespace: ns, Name: spec.Function}
@@ -119,13 +122,29 @@ func (b *Backend) reconcileTrigger(key string) error {
 	})
 }
 
+// brokerURL is an event trigger's broker: the value of broker_secret_key in the tenant's
+// secret broker_secret when that secret exists (as a cluster's KEDA reads it), else the one
+// sless dev was started with.
+func (b *Backend) brokerURL(ns string, spec api.TriggerSpec) (string, error) {
+	if spec.Type != api.TriggerEvent {
+		return "", nil
+	}
+	if _, ok := b.secrets.get(objectKey(ns, spec.BrokerSecret)); !ok {
+		return b.opts.AMQPURL, nil
+	}
+	v, err := b.secretValue(ns, spec.BrokerSecret, spec.BrokerSecretKey)
+	return string(v), err
+}
+
 // triggerState says whether a trigger can be active and, when not, why.
-func (b *Backend) triggerState(spec api.TriggerSpec, host string) (bool, string) {
+func (b *Backend) triggerState(spec api.TriggerSpec, host, broker string, brokerErr error) (bool, string) {
 	switch {
 	case !spec.Enabled:
 		return false, "enabled is false: frozen in place"
-	case spec.Type == api.TriggerEvent && b.opts.AMQPURL == "":
-		return false, "no AMQP broker configured: start sless dev with --amqp-url (or SLESS_AMQP_URL)"
+	case brokerErr != nil:
+		return false, "broker URL: " + brokerErr.Error()
+	case spec.Type == api.TriggerEvent && broker == "":
+		return false, fmt.Sprintf("no AMQP broker: create the secret %s with key %s holding the amqp:// URL, or start sless dev with --amqp-url (or SLESS_AMQP_URL)", spec.BrokerSecret, spec.BrokerSecretKey)
 	case host == "":
 		return false, fmt.Sprintf("waiting for function %q to be Ready", spec.Function)
 	}
@@ -232,7 +251,7 @@ func (b *Backend) runCron(ctx context.Context, key, trigger string, ref dispatch
 // and returns early only for configuration errors, which the trigger status then shows.
 func (b *Backend) runEvents(ctx context.Context, key, trigger string, ref dispatcher.FunctionRef, cfg runnerConfig) {
 	_, err := dispatcher.Run(ctx, dispatcher.Config{
-		URL: b.opts.AMQPURL, Queue: cfg.Queue, DeadLetterQueue: cfg.DeadLetterQueue, Function: ref, Trigger: trigger,
+		URL: cfg.BrokerURL, Queue: cfg.Queue, DeadLetterQueue: cfg.DeadLetterQueue, Function: ref, Trigger: trigger,
 		Retry:   dispatcher.RetryPolicy{MaxAttempts: int(cfg.MaxAttempts), Backoff: time.Duration(cfg.BackoffMs) * time.Millisecond},
 		Timeout: cfg.Timeout, Invoker: b.invoker(cfg.Host), Recorder: b.opts.Recorder, Logger: b.log,
 		ConnectionName: "sless dev " + key,

@@ -437,9 +437,9 @@ func (k *kubelet) pullWithBackoff(ctx context.Context, p *corev1.Pod, c *corev1.
 // the container's, the image's or container's working directory and command, and the
 // kubelet's mounts (hosts file, termination log, service account token).
 func (k *kubelet) containerSpec(ctx context.Context, p *corev1.Pod, c *corev1.Container, img *pulledImage, ip, dir, termPath string) (containerSpec, error) {
-	if len(c.VolumeMounts) > 0 {
-		// Loudly: a build Job's registry credentials, say, must not silently go missing.
-		return containerSpec{}, fmt.Errorf("volume mounts are not supported by the e2e kubelet (%s)", c.VolumeMounts[0].Name)
+	volumes, err := k.secretVolumes(ctx, p, c, dir)
+	if err != nil {
+		return containerSpec{}, err
 	}
 	uid, gid, err := imageUser(img.config.User)
 	if err != nil {
@@ -511,7 +511,59 @@ func (k *kubelet) containerSpec(ctx context.Context, p *corev1.Pod, c *corev1.Co
 	}
 	return containerSpec{Lower: img.rootfs, Argv: args, Env: env, UID: uid, GID: gid, Groups: groups, Dir: workdir,
 		Hostname: p.Name, ReadOnlyRoot: c.SecurityContext != nil && ptr.Deref(c.SecurityContext.ReadOnlyRootFilesystem, false),
-		Mounts: mounts}, nil
+		Mounts: append(mounts, volumes...)}, nil
+}
+
+// secretVolumes writes the container's Secret volumes as the kubelet does: a file per key
+// (or per item), its mode the volume's defaultMode (0644 when unset), owned by root and the
+// pod's fsGroup when it has one, shown read-only at the mount path. A missing Secret fails
+// the start, as a real kubelet keeps the pod in ContainerCreating. Any other kind of volume
+// fails loudly: a build Job's registry credentials, say, must not silently go missing.
+func (k *kubelet) secretVolumes(ctx context.Context, p *corev1.Pod, c *corev1.Container, dir string) ([]bindMount, error) {
+	var mounts []bindMount
+	for _, vm := range c.VolumeMounts {
+		i := slices.IndexFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == vm.Name })
+		if i < 0 || p.Spec.Volumes[i].Secret == nil {
+			return nil, fmt.Errorf("volume %s: only Secret volumes are supported by the e2e kubelet", vm.Name)
+		}
+		src := p.Spec.Volumes[i].Secret
+		s, err := k.cs.CoreV1().Secrets(p.Namespace).Get(ctx, src.SecretName, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("MountVolume.SetUp failed for volume %q: %w", vm.Name, err)
+		}
+		vdir := filepath.Join(dir, "volumes", vm.Name)
+		if err := os.RemoveAll(vdir); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(vdir, 0o755); err != nil {
+			return nil, err
+		}
+		gid := 0
+		if psc := p.Spec.SecurityContext; psc != nil && psc.FSGroup != nil {
+			gid = int(*psc.FSGroup)
+		}
+		items := src.Items
+		if len(items) == 0 {
+			for _, key := range slices.Sorted(maps.Keys(s.Data)) {
+				items = append(items, corev1.KeyToPath{Key: key, Path: key})
+			}
+		}
+		for _, it := range items {
+			mode := os.FileMode(ptr.Deref(it.Mode, ptr.Deref(src.DefaultMode, 0o644)))
+			path := filepath.Join(vdir, it.Path)
+			if err := os.WriteFile(path, s.Data[it.Key], mode); err != nil {
+				return nil, err
+			}
+			if err := os.Chmod(path, mode); err != nil { // past the umask
+				return nil, err
+			}
+			if err := os.Chown(path, 0, gid); err != nil {
+				return nil, err
+			}
+		}
+		mounts = append(mounts, bindMount{Source: vdir, Target: vm.MountPath, ReadOnly: true})
+	}
+	return mounts, nil
 }
 
 // podSecurity is the part of the pod's security context a container's may override.
