@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -96,5 +97,36 @@ func TestTriggerSettled(t *testing.T) {
 				t.Fatalf("triggerSettled = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestSecretRefState(t *testing.T) {
+	ctx := context.Background()
+	envNull, filesNull := types.ListNull(secretEnvType), types.ListNull(secretFileType)
+	emptyEnv, _ := types.ListValueFrom(ctx, secretEnvType, []secretEnvModel{})
+	if got, _ := secretEnvState(ctx, nil, envNull); !got.IsNull() {
+		t.Fatalf("no secret_env and none configured: %v, want null", got)
+	}
+	if got, _ := secretEnvState(ctx, nil, emptyEnv); !got.Equal(emptyEnv) {
+		t.Fatalf("no secret_env and [] configured: %v, want []", got)
+	}
+	files, _ := secretFilesState(ctx, []api.SecretFile{{Secret: "db"}, {Secret: "tls", Path: "/srv/tls"}}, filesNull)
+	var got []secretFileModel
+	files.ElementsAs(ctx, &got, false)
+	if len(got) != 2 || !got[0].Path.IsNull() || got[1].Path.ValueString() != "/srv/tls" {
+		t.Fatalf("secret_files state %v: want the default directory as null, a path as given", got)
+	}
+	// Removed from the configuration: both lists are sent empty, which removes the references.
+	env, sent, _ := secretRefFields(ctx, envNull, filesNull)
+	if env == nil || sent == nil || len(*env) != 0 || len(*sent) != 0 {
+		t.Fatalf("null lists send %v, %v; want [] and []", env, sent)
+	}
+	b, _ := json.Marshal(api.FunctionFields{SecretEnv: env, SecretFiles: sent})
+	if string(b) != `{"secret_env":[],"secret_files":[]}` {
+		t.Fatalf("request %s", b)
+	}
+	_, back, _ := secretRefFields(ctx, envNull, files)
+	if want := []api.SecretFile{{Secret: "db"}, {Secret: "tls", Path: "/srv/tls"}}; !slices.Equal(*back, want) {
+		t.Fatalf("secret_files sends %v, want %v", *back, want)
 	}
 }

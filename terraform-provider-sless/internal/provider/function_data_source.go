@@ -38,6 +38,7 @@ func (d *functionDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 	str := func(desc string) schema.StringAttribute {
 		return schema.StringAttribute{Computed: true, MarkdownDescription: desc}
 	}
+	refs := secretRefDataAttributes()
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Looks up a function of the tenant by name, e.g. one deployed by another configuration, to use its `url`.",
 		Attributes: map[string]schema.Attribute{
@@ -65,6 +66,8 @@ func (d *functionDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 			"image":                   str("Built image."),
 			"phase":                   str("Pending, Building, Ready or Failed."),
 			"ready":                   schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether the latest configuration is built and serving."},
+			"secret_env":              refs["secret_env"],
+			"secret_files":            refs["secret_files"],
 		},
 	}
 }

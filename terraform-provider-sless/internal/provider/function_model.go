@@ -27,6 +27,8 @@ type functionSettings struct {
 	AsyncBackoffMs     types.Int64  `tfsdk:"async_backoff_ms"`
 	AsyncDLQ           types.String `tfsdk:"async_dead_letter_queue"`
 	AsyncMaxJobs       types.Int64  `tfsdk:"async_max_jobs"`
+	SecretEnv          types.List   `tfsdk:"secret_env"`
+	SecretFiles        types.List   `tfsdk:"secret_files"`
 }
 
 // functionStatus is what the platform reports about a function.
@@ -40,6 +42,8 @@ type functionStatus struct {
 // so the server keeps its defaults.
 func (s functionSettings) fields(ctx context.Context) (api.FunctionFields, diag.Diagnostics) {
 	env, diags := envVars(ctx, s.EnvVars)
+	secretEnv, secretFiles, d := secretRefFields(ctx, s.SecretEnv, s.SecretFiles)
+	diags.Append(d...)
 	entrypoint := setString(s.Entrypoint)
 	if entrypoint == nil {
 		entrypoint = new(string)
@@ -58,6 +62,8 @@ func (s functionSettings) fields(ctx context.Context) (api.FunctionFields, diag.
 		// enabled and the dead-letter queue are always sent: unset means off and the default.
 		Async: &api.AsyncFields{Enabled: ptrTo(s.AsyncEnabled.ValueBool()), MaxAttempts: setInt32(s.AsyncMaxAttempts),
 			BackoffMs: setInt32(s.AsyncBackoffMs), DeadLetterQueue: ptrTo(s.AsyncDLQ.ValueString()), MaxJobs: setInt32(s.AsyncMaxJobs)},
+		SecretEnv:   secretEnv,
+		SecretFiles: secretFiles,
 	}, diags
 }
 
@@ -65,6 +71,10 @@ func (s functionSettings) fields(ctx context.Context) (api.FunctionFields, diag.
 // decides between null and an explicit zero.
 func functionSettingsFrom(ctx context.Context, fn api.Function, prior functionSettings) (functionSettings, diag.Diagnostics) {
 	env, diags := envState(ctx, fn.EnvVars, prior.EnvVars)
+	secretEnv, d := secretEnvState(ctx, fn.SecretEnv, prior.SecretEnv)
+	diags.Append(d...)
+	secretFiles, d := secretFilesState(ctx, fn.SecretFiles, prior.SecretFiles)
+	diags.Append(d...)
 	return functionSettings{
 		Runtime:            types.StringValue(fn.Runtime),
 		Entrypoint:         stringOrNull(fn.Entrypoint),
@@ -81,6 +91,8 @@ func functionSettingsFrom(ctx context.Context, fn api.Function, prior functionSe
 		AsyncBackoffMs:     types.Int64Value(int64(fn.Async.BackoffMs)),
 		AsyncDLQ:           stringOrNull(fn.Async.DeadLetterQueue),
 		AsyncMaxJobs:       types.Int64Value(int64(fn.Async.MaxJobs)),
+		SecretEnv:          secretEnv,
+		SecretFiles:        secretFiles,
 	}, diags
 }
 

@@ -54,6 +54,7 @@ type functionModel struct {
 func (r *functionResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	attrs := functionAttributes()
 	maps.Copy(attrs, codeSourceAttributes("function"))
+	maps.Copy(attrs, secretRefAttributes())
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "A function: source code the platform builds for a runtime and serves over HTTP at `url`, " +
 			"scaled to zero when idle. `apply` uploads the code, waits until the build is Ready and fails with the " +
@@ -76,7 +77,7 @@ func functionAttributes() map[string]schema.Attribute {
 		},
 		"env_vars": schema.MapAttribute{
 			ElementType: types.StringType, Optional: true,
-			MarkdownDescription: "Environment variables of the handler; names must not start with `SLESS_`. Changes apply in place without a rebuild.",
+			MarkdownDescription: "Environment variables of the handler; names must not start with `SLESS_` nor be one the platform or the runtime sets (" + quotedList(rules.ReservedEnvNames) + "). Changes apply in place without a rebuild.",
 			Validators:          []validator.Map{envCheck{}, mapvalidator.SizeAtMost(rules.MaxEnvVars)},
 		},
 		"memory_mb": serverDefaultInt64(fmt.Sprintf("Memory limit in MiB (%d-%d; server default %d).", rules.MinMemoryMB, rules.MaxMemoryMB, rules.DefaultMemoryMB), rules.MinMemoryMB, rules.MaxMemoryMB),

@@ -83,7 +83,7 @@ func checkInvoke(address, want string) resource.TestCheckFunc {
 	}
 }
 
-// checkGone asserts that destroy left no function, trigger or job on the server.
+// checkGone asserts that destroy left no function, trigger, job or secret on the server.
 func checkGone(d *slessDev, t *testing.T) resource.TestCheckFunc {
 	return func(*terraform.State) error {
 		c := d.client(t)
@@ -100,8 +100,12 @@ func checkGone(d *slessDev, t *testing.T) resource.TestCheckFunc {
 		if err != nil {
 			return err
 		}
-		if len(fns)+len(trs)+len(jobs) > 0 {
-			return fmt.Errorf("left behind: %d functions, %d triggers, %d jobs", len(fns), len(trs), len(jobs))
+		secrets, err := c.ListSecrets(ctx, c.namespace)
+		if err != nil {
+			return err
+		}
+		if len(fns)+len(trs)+len(jobs)+len(secrets) > 0 {
+			return fmt.Errorf("left behind: %d functions, %d triggers, %d jobs, %d secrets", len(fns), len(trs), len(jobs), len(secrets))
 		}
 		return nil
 	}

@@ -63,6 +63,9 @@ func TestMain(m *testing.M) {
 	os.Setenv("TF_CLI_CONFIG_FILE", cliConfig.Name())
 	code := m.Run()
 	os.Remove(cliConfig.Name())
+	if providerBinDir != "" {
+		os.RemoveAll(providerBinDir)
+	}
 	dev.stop()
 	os.Exit(code)
 }

@@ -19,7 +19,7 @@ import (
 // remote is how a resource type reaches its API object by name in a namespace: method
 // expressions of client.Client, bound only once the provider is configured.
 type remote[O any] struct {
-	kind string // "function", "trigger", "job"
+	kind string // "function", "trigger", "job", "secret"
 	get  func(c *client.Client, ctx context.Context, ns, name string) (O, error)
 	del  func(c *client.Client, ctx context.Context, ns, name string) error
 }
@@ -28,6 +28,7 @@ var (
 	functionRemote = remote[api.Function]{kind: "function", get: (*client.Client).GetFunction, del: (*client.Client).DeleteFunction}
 	triggerRemote  = remote[api.Trigger]{kind: "trigger", get: (*client.Client).GetTrigger, del: (*client.Client).DeleteTrigger}
 	jobRemote      = remote[api.Job]{kind: "job", get: (*client.Client).GetJob, del: (*client.Client).DeleteJob}
+	secretRemote   = remote[api.Secret]{kind: "secret", get: (*client.Client).GetSecret, del: (*client.Client).DeleteSecret}
 )
 
 // named is a resource model: its name attribute identifies the API object. The models get
@@ -67,7 +68,7 @@ func newResourceBase[M named, O any](rm remote[O], modelFrom func(context.Contex
 var _ = []interface {
 	resource.ResourceWithConfigure
 	resource.ResourceWithImportState
-}{(*functionResource)(nil), (*triggerResource)(nil), (*jobResource)(nil)}
+}{(*functionResource)(nil), (*triggerResource)(nil), (*jobResource)(nil), (*secretResource)(nil)}
 
 func (r *resourceBase[M, O]) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_" + r.remote.kind

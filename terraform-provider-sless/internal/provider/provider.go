@@ -1,5 +1,5 @@
-// Package provider is the sless Terraform provider: functions, triggers and jobs declared in
-// HCL and applied through the sless REST API (sless.dev/sless/gateway/client).
+// Package provider is the sless Terraform provider: functions, triggers, jobs and secrets
+// declared in HCL and applied through the sless REST API (sless.dev/sless/gateway/client).
 package provider
 
 import (
@@ -63,7 +63,7 @@ func (p *slessProvider) Metadata(_ context.Context, _ provider.MetadataRequest, 
 
 func (p *slessProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		MarkdownDescription: "Manages functions, triggers and jobs on a sless gateway (a cluster install or `sless dev`). " +
+		MarkdownDescription: "Manages functions, triggers, jobs and secrets on a sless gateway (a cluster install or `sless dev`). " +
 			"Objects live in the tenant namespace derived from the token's subject.",
 		Attributes: map[string]schema.Attribute{
 			"endpoint": schema.StringAttribute{
@@ -147,7 +147,7 @@ func connectProblem(endpoint string, err error) (summary, detail string) {
 }
 
 func (p *slessProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{NewFunctionResource, NewTriggerResource, NewJobResource}
+	return []func() resource.Resource{NewFunctionResource, NewTriggerResource, NewJobResource, NewSecretResource}
 }
 
 func (p *slessProvider) DataSources(context.Context) []func() datasource.DataSource {

@@ -2,14 +2,18 @@ package provider
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/rules"
@@ -88,5 +92,142 @@ func (envCheck) ValidateMap(ctx context.Context, req validator.MapRequest, resp 
 	}
 	if err := checkEnvNames(env); err != nil {
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid environment variable", err.Error())
+	}
+}
+
+// Secrets. Keys and variable names are checked by the rules the API applies; the values of
+// a secret are never part of a diagnostic (only their keys and sizes are).
+
+// checkBase64 reports why s is not standard base64, without repeating s.
+func checkBase64(s string) error {
+	if _, err := base64.StdEncoding.DecodeString(s); err != nil {
+		return fmt.Errorf("not standard base64 (%v); encode it with base64encode(...), or put text in data", err)
+	}
+	return nil
+}
+
+// checkSecretData reports what the API would refuse in a secret's data as a whole: a key in
+// both data and data_base64, no key at all, more than rules.MaxSecretKeys keys or
+// rules.MaxSecretBytes bytes of keys and (decoded) values. Each key's syntax and each
+// base64 value are checked by the attributes' own validators.
+func checkSecretData(data, dataBase64 map[string]string) error {
+	total := 0
+	for _, k := range slices.Sorted(maps.Keys(data)) {
+		total += len(k) + len(data[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(dataBase64)) {
+		if _, dup := data[k]; dup {
+			return fmt.Errorf("key %q is in data and in data_base64; give each key in one of them (data for text, data_base64 for binary values)", k)
+		}
+		v, err := base64.StdEncoding.DecodeString(dataBase64[k])
+		if err != nil {
+			v = nil // reported by data_base64's validator
+		}
+		total += len(k) + len(v)
+	}
+	switch n := len(data) + len(dataBase64); {
+	case n == 0:
+		return errors.New("a secret needs at least one key: set data = { KEY = \"value\" } or data_base64")
+	case n > rules.MaxSecretKeys:
+		return fmt.Errorf("%d keys in data and data_base64; a secret holds at most %d", n, rules.MaxSecretKeys)
+	}
+	if total > rules.MaxSecretBytes {
+		return fmt.Errorf("the secret holds %d bytes in keys and values; at most %d are allowed (keep large data in storage and the credentials to it here)", total, rules.MaxSecretBytes)
+	}
+	return nil
+}
+
+// checkSecretEnvNames reports the index of the first secret_env variable that is set
+// twice, in secret_env or also in env_vars (envVars), and why; -1 when none is.
+func checkSecretEnvNames(envVars map[string]string, names []string) (int, error) {
+	seen := map[string]bool{}
+	for i, name := range names {
+		if _, ok := envVars[name]; ok || seen[name] {
+			return i, fmt.Errorf("variable %q is set twice (in env_vars or secret_env); set it once", name)
+		}
+		seen[name] = true
+	}
+	return -1, nil
+}
+
+// checkSecretDirs reports the index of the first secret_files entry whose directory is the
+// same as, inside, or above an earlier entry's (one mount would hide the other), and why; -1
+// when they are apart. The directories are checked one by one by path's validator.
+func checkSecretDirs(files []api.SecretFile) (int, error) {
+	var dirs []string
+	for i, f := range files {
+		dir := rules.SecretFilePath(f.Secret, f.Path)
+		for _, d := range dirs {
+			if rules.SecretDirsOverlap(d, dir) {
+				return i, fmt.Errorf("%s overlaps %s of another entry; give each secret a directory of its own (path)", dir, d)
+			}
+		}
+		dirs = append(dirs, dir)
+	}
+	return -1, nil
+}
+
+// secretEnvCheck validates secret_env as a whole: no variable set twice, there or in
+// env_vars (each entry's fields have their own validators).
+type secretEnvCheck struct{}
+
+func (secretEnvCheck) Description(context.Context) string {
+	return "each variable set once, in env_vars or secret_env"
+}
+func (secretEnvCheck) MarkdownDescription(ctx context.Context) string {
+	return secretEnvCheck{}.Description(ctx)
+}
+
+func (secretEnvCheck) ValidateList(ctx context.Context, req validator.ListRequest, resp *validator.ListResponse) {
+	refs, ok := secretEnvRefs(ctx, req.ConfigValue)
+	if !ok {
+		return
+	}
+	var env types.Map
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("env_vars"), &env)...)
+	if env.IsUnknown() || resp.Diagnostics.HasError() {
+		return
+	}
+	names := make([]string, len(refs))
+	for i, r := range refs {
+		if r.Name.IsUnknown() {
+			return
+		}
+		names[i] = r.Name.ValueString()
+	}
+	envVars := map[string]string{}
+	for k := range env.Elements() {
+		envVars[k] = ""
+	}
+	if i, err := checkSecretEnvNames(envVars, names); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path.AtListIndex(i).AtName("name"), "Variable set twice", err.Error())
+	}
+}
+
+// secretDirsCheck validates secret_files as a whole: every secret in a directory of its
+// own.
+type secretDirsCheck struct{}
+
+func (secretDirsCheck) Description(context.Context) string {
+	return "every secret mounted in a directory of its own"
+}
+func (secretDirsCheck) MarkdownDescription(ctx context.Context) string {
+	return secretDirsCheck{}.Description(ctx)
+}
+
+func (secretDirsCheck) ValidateList(ctx context.Context, req validator.ListRequest, resp *validator.ListResponse) {
+	refs, ok := secretFileRefs(ctx, req.ConfigValue)
+	if !ok {
+		return
+	}
+	files := make([]api.SecretFile, len(refs))
+	for i, r := range refs {
+		if r.Secret.IsUnknown() || r.Path.IsUnknown() {
+			return
+		}
+		files[i] = api.SecretFile{Secret: r.Secret.ValueString(), Path: r.Path.ValueString()}
+	}
+	if i, err := checkSecretDirs(files); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path.AtListIndex(i).AtName("path"), "Secret directories overlap", err.Error())
 	}
 }

@@ -1,7 +1,8 @@
 // Command docgen writes the provider's Markdown documentation (docs/, in the Terraform
-// Registry layout) from the schemas themselves, with usage examples cut from
-// examples/terraform/main.tf, the configuration the offline-workflow test applies. Run it
-// from terraform-provider-sless/ after changing a schema: go run ./tools/docgen
+// Registry layout) from the schemas themselves, with usage examples cut from configurations
+// that tests apply: examples/terraform/main.tf (the offline-workflow test) and this module's
+// examples/secrets/main.tf (TestAccSecretExample). Run it from terraform-provider-sless/
+// after changing a schema: go run ./tools/docgen
 package main
 
 import (
@@ -10,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,18 +20,33 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	dsschema "github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	resschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	slessprovider "sless.dev/sless/terraform-provider-sless/internal/provider"
 )
 
+// defaultExamples are the configurations examples are cut from, relative to the module.
+var defaultExamples = []string{
+	filepath.Join("..", "examples", "terraform", "main.tf"),
+	filepath.Join("examples", "secrets", "main.tf"),
+}
+
 func main() {
 	out := flag.String("out", "docs", "directory to write the documentation to")
-	example := flag.String("example", filepath.Join("..", "examples", "terraform", "main.tf"), "configuration to cut usage examples from")
+	var examples []string
+	flag.Func("example", "configuration to cut usage examples from; repeatable (default: "+strings.Join(defaultExamples, ", ")+")", func(s string) error {
+		examples = append(examples, s)
+		return nil
+	})
 	flag.Parse()
-	if err := generate(*out, *example); err != nil {
+	if len(examples) == 0 {
+		examples = defaultExamples
+	}
+	if err := generate(*out, examples); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -53,10 +70,16 @@ type page struct {
 	importName                     string
 }
 
-func generate(outDir, examplePath string) error {
-	blocks, err := exampleBlocks(examplePath)
-	if err != nil {
-		return err
+func generate(outDir string, examplePaths []string) error {
+	blocks := map[string][]string{}
+	for _, p := range examplePaths {
+		b, err := exampleBlocks(p)
+		if err != nil {
+			return err
+		}
+		for key, list := range b {
+			blocks[key] = append(blocks[key], list...)
+		}
 	}
 	pages, err := pages(blocks)
 	if err != nil {
@@ -167,12 +190,38 @@ func render(p page) string {
 				kind += ", Sensitive"
 			}
 			fmt.Fprintf(&b, "- `%s` (%s) %s\n", name, kind, a.GetMarkdownDescription())
+			nested := nestedAttrs(a)
+			for _, n := range slices.Sorted(maps.Keys(nested)) {
+				fmt.Fprintf(&b, "  - `%s` (%s, %s) %s\n", n, typeName(nested[n].GetType()), presence(nested[n]), nested[n].GetMarkdownDescription())
+			}
 		}
 	}
 	if p.importName != "" {
 		fmt.Fprintf(&b, "\n## Import\n\nImport by name (or `namespace/name`) in the token's namespace:\n\n```shell\nterraform import %s.example <name>\n```\n", p.importName)
 	}
 	return b.String()
+}
+
+// nestedAttrs are the attributes of each object of a list nested attribute, or nil.
+func nestedAttrs(a attribute) map[string]attribute {
+	switch a := a.(type) {
+	case resschema.ListNestedAttribute:
+		return attrsOf(a.NestedObject.Attributes)
+	case dsschema.ListNestedAttribute:
+		return attrsOf(a.NestedObject.Attributes)
+	}
+	return nil
+}
+
+// presence is how a nested attribute is set: Required, Optional or Read-Only.
+func presence(a attribute) string {
+	switch {
+	case a.IsRequired():
+		return "Required"
+	case a.IsOptional():
+		return "Optional"
+	}
+	return "Read-Only"
 }
 
 func typeName(t attr.Type) string {
@@ -184,8 +233,13 @@ func typeName(t attr.Type) string {
 	case t.Equal(types.BoolType):
 		return "Boolean"
 	}
-	if m, ok := t.(types.MapType); ok {
-		return "Map of " + typeName(m.ElemType)
+	switch t := t.(type) {
+	case types.MapType:
+		return "Map of " + typeName(t.ElemType)
+	case types.ListType:
+		return "List of " + typeName(t.ElemType)
+	case types.ObjectType:
+		return "Object"
 	}
 	return t.String()
 }

@@ -11,7 +11,8 @@ import (
 // without `go run ./tools/docgen` fails here.
 func TestDocsUpToDate(t *testing.T) {
 	tmp := t.TempDir()
-	if err := generate(tmp, filepath.Join("..", "..", "..", "examples", "terraform", "main.tf")); err != nil {
+	examples := []string{filepath.Join("..", "..", "..", "examples", "terraform", "main.tf"), filepath.Join("..", "..", "examples", "secrets", "main.tf")}
+	if err := generate(tmp, examples); err != nil {
 		t.Fatal(err)
 	}
 	err := filepath.WalkDir(tmp, func(p string, d os.DirEntry, err error) error {
