@@ -2,9 +2,7 @@ package gateway
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -34,45 +32,17 @@ var secretResource = resource[api.Secret, api.SecretSpec, api.CreateSecret, api.
 	inUse: secretInUse,
 }
 
-// secretData decodes and checks a secret's new data: keys valid, each in one of data and
-// data_base64, at least one key, at most rules.MaxSecretKeys and rules.MaxSecretBytes in all
-// (413 beyond).
+// secretData is a secret's new data (rules.SecretData): 400 naming the field, 413 past the
+// size cap.
 func secretData(f api.SecretFields) (map[string][]byte, error) {
-	data := make(map[string][]byte, len(f.Data)+len(f.DataBase64))
-	for _, k := range slices.Sorted(maps.Keys(f.Data)) {
-		if err := rules.CheckSecretKey(k); err != nil {
-			return nil, invalid("data."+k, "%v", err)
-		}
-		data[k] = []byte(f.Data[k])
-	}
-	for _, k := range slices.Sorted(maps.Keys(f.DataBase64)) {
-		if err := rules.CheckSecretKey(k); err != nil {
-			return nil, invalid("data_base64."+k, "%v", err)
-		}
-		if _, dup := data[k]; dup {
-			return nil, invalid("data_base64."+k, "key %q is also in data; give each key in one of data (text) and data_base64 (binary)", k)
-		}
-		v, err := base64.StdEncoding.DecodeString(f.DataBase64[k])
-		if err != nil {
-			return nil, invalid("data_base64."+k, "not standard base64 (%v); encode the value with base64, or send text in data", err)
-		}
-		data[k] = v
-	}
+	data, err := rules.SecretData(f.Data, f.DataBase64)
 	switch {
-	case len(data) == 0:
-		return nil, invalid("data", "a secret needs at least one key: send {\"data\": {\"KEY\": \"value\"}}")
-	case len(data) > rules.MaxSecretKeys:
-		return nil, invalid("data", "%d keys; a secret holds at most %d", len(data), rules.MaxSecretKeys)
+	case err == nil:
+		return data, nil
+	case err.TooLarge:
+		return nil, &httpError{Code: http.StatusRequestEntityTooLarge, Field: err.Field, Msg: err.Reason}
 	}
-	total := 0
-	for k, v := range data {
-		total += len(k) + len(v)
-	}
-	if total > rules.MaxSecretBytes {
-		return nil, &httpError{Code: http.StatusRequestEntityTooLarge, Field: "data",
-			Msg: fmt.Sprintf("the secret holds %d bytes in keys and values; at most %d are allowed (keep large data in storage and the credentials to it here)", total, rules.MaxSecretBytes)}
-	}
-	return data, nil
+	return nil, invalid(err.Field, "%s", err.Reason)
 }
 
 // secretInUse refuses to delete a secret that a function or an event trigger of namespace

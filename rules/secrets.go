@@ -2,6 +2,7 @@ package rules
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"maps"
@@ -150,4 +151,56 @@ func (m *SecretMasker) Mask(s string) string {
 		return s
 	}
 	return m.r.Replace(s)
+}
+
+// SecretDataError is why a secret's data is refused: Field is the API field at fault
+// ("data", "data.<key>", "data_base64.<key>"); TooLarge marks the size cap. Its message
+// names keys and sizes, never a value.
+type SecretDataError struct {
+	Field, Reason string
+	TooLarge      bool
+}
+
+func (e *SecretDataError) Error() string { return e.Field + ": " + e.Reason }
+
+// SecretData is a secret's data from its text values (data) and binary ones (data_base64,
+// standard base64): each key valid and in one map only, 1 to MaxSecretKeys keys, at most
+// MaxSecretBytes of keys and decoded values. The API and the Terraform provider's plan both
+// take a secret's data through it.
+func SecretData(text, b64 map[string]string) (map[string][]byte, *SecretDataError) {
+	data := make(map[string][]byte, len(text)+len(b64))
+	for _, k := range slices.Sorted(maps.Keys(text)) {
+		if err := CheckSecretKey(k); err != nil {
+			return nil, &SecretDataError{Field: "data." + k, Reason: err.Error()}
+		}
+		data[k] = []byte(text[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(b64)) {
+		if err := CheckSecretKey(k); err != nil {
+			return nil, &SecretDataError{Field: "data_base64." + k, Reason: err.Error()}
+		}
+		if _, dup := data[k]; dup {
+			return nil, &SecretDataError{Field: "data_base64." + k, Reason: fmt.Sprintf("key %q is also in data; give each key in one of data (text) and data_base64 (binary)", k)}
+		}
+		v, err := base64.StdEncoding.DecodeString(b64[k])
+		if err != nil {
+			return nil, &SecretDataError{Field: "data_base64." + k, Reason: fmt.Sprintf("not standard base64 (%v); encode the value with base64, or send text in data", err)}
+		}
+		data[k] = v
+	}
+	switch {
+	case len(data) == 0:
+		return nil, &SecretDataError{Field: "data", Reason: "a secret needs at least one key in data or data_base64"}
+	case len(data) > MaxSecretKeys:
+		return nil, &SecretDataError{Field: "data", Reason: fmt.Sprintf("%d keys; a secret holds at most %d", len(data), MaxSecretKeys)}
+	}
+	total := 0
+	for k, v := range data {
+		total += len(k) + len(v)
+	}
+	if total > MaxSecretBytes {
+		return nil, &SecretDataError{Field: "data", TooLarge: true,
+			Reason: fmt.Sprintf("the secret holds %d bytes in keys and values; at most %d are allowed (keep large data in storage and the credentials to it here)", total, MaxSecretBytes)}
+	}
+	return data, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -106,33 +105,11 @@ func checkBase64(s string) error {
 	return nil
 }
 
-// checkSecretData reports what the API would refuse in a secret's data as a whole: a key in
-// both data and data_base64, no key at all, more than rules.MaxSecretKeys keys or
-// rules.MaxSecretBytes bytes of keys and (decoded) values. Each key's syntax and each
-// base64 value are checked by the attributes' own validators.
+// checkSecretData reports what the API would refuse in a secret's data as a whole
+// (rules.SecretData: the API's own check).
 func checkSecretData(data, dataBase64 map[string]string) error {
-	total := 0
-	for _, k := range slices.Sorted(maps.Keys(data)) {
-		total += len(k) + len(data[k])
-	}
-	for _, k := range slices.Sorted(maps.Keys(dataBase64)) {
-		if _, dup := data[k]; dup {
-			return fmt.Errorf("key %q is in data and in data_base64; give each key in one of them (data for text, data_base64 for binary values)", k)
-		}
-		v, err := base64.StdEncoding.DecodeString(dataBase64[k])
-		if err != nil {
-			v = nil // reported by data_base64's validator
-		}
-		total += len(k) + len(v)
-	}
-	switch n := len(data) + len(dataBase64); {
-	case n == 0:
-		return errors.New("a secret needs at least one key: set data = { KEY = \"value\" } or data_base64")
-	case n > rules.MaxSecretKeys:
-		return fmt.Errorf("%d keys in data and data_base64; a secret holds at most %d", n, rules.MaxSecretKeys)
-	}
-	if total > rules.MaxSecretBytes {
-		return fmt.Errorf("the secret holds %d bytes in keys and values; at most %d are allowed (keep large data in storage and the credentials to it here)", total, rules.MaxSecretBytes)
+	if _, err := rules.SecretData(data, dataBase64); err != nil {
+		return err
 	}
 	return nil
 }

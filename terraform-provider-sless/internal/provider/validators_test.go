@@ -160,7 +160,7 @@ func TestCheckSecretData(t *testing.T) {
 		{"binary", nil, map[string]string{"tls.key": b64(10)}, ""},
 		{"both maps", map[string]string{"user": "app"}, map[string]string{"cert": b64(3)}, ""},
 		{"no key", nil, map[string]string{}, "at least one key"},
-		{"key in both", map[string]string{"k": "x"}, map[string]string{"k": b64(1)}, `key "k" is in data and in data_base64`},
+		{"key in both", map[string]string{"k": "x"}, map[string]string{"k": b64(1)}, `key "k" is also in data`},
 		{"too many keys", many, nil, fmt.Sprintf("at most %d", rules.MaxSecretKeys)},
 		{"too large text", map[string]string{"k": strings.Repeat("x", rules.MaxSecretBytes)}, nil, "bytes in keys and values"},
 		// The decoded size counts, not the base64 text.
