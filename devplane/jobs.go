@@ -141,8 +141,8 @@ func (b *Backend) startJob(key string, spec api.JobSpec, run pool.Spec, mask *ru
 		defer cancel()
 		res := b.pool.RunJob(ctx, "job/"+key, run, spec.Event)
 		res.Result, res.Output = mask.Mask(res.Result), mask.Mask(res.Output)
-		if res.Err != nil {
-			res.Err = errors.New(mask.Mask(res.Err.Error()))
+		if res.Err != nil && mask.Mask(res.Err.Error()) != res.Err.Error() {
+			res.Err = errors.New(mask.Mask(res.Err.Error())) // only then: errors.Is still tells an interrupted run
 		}
 		done := now.Add(res.Duration)
 		fn := spec.Function

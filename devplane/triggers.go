@@ -193,7 +193,7 @@ func (m maskedInvoker) Invoke(ctx context.Context, c dispatcher.Call) (dispatche
 		if len(res.Body) > 0 {
 			res.Body = []byte(mask.Mask(string(res.Body)))
 		}
-		if err != nil {
+		if err != nil && mask.Mask(err.Error()) != err.Error() {
 			err = errors.New(mask.Mask(err.Error()))
 		}
 	}

@@ -25,7 +25,20 @@ import (
 	"sless.dev/sless/scaling"
 )
 
-const helloPython = `def handle(event, request=None):
+// helloPython greets; at path /secret it answers the secret it was given instead (a
+// variable and a file: TestSecretsJourney runs a copy of this shared build).
+const helloPython = `import os
+
+def handle(event, request=None):
+    if (request or {}).get("path") == "/secret":
+        v = os.environ.get("DB_PASSWORD", "")
+        try:
+            f = open("/var/sless/secrets/db/password").read()
+        except Exception as e:
+            f = type(e).__name__
+        if (request.get("query") or {}).get("print"):
+            print("connecting with " + v, flush=True)
+        return {"env": v, "file": f}
     return {"message": "hello, " + (event or {}).get("name", "world"), "method": (request or {}).get("method")}
 `
 
