@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/modfile"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -132,6 +133,11 @@ func Start() (*Env, error) {
 		CRDDirectoryPaths:     crds,
 		ErrorIfCRDPathMissing: true,
 		Scheme:                s,
+		// envtest's default 20 s for kube-apiserver to be ready is less than it takes while
+		// make test-e2e's own control plane and kaniko builds share the 2 cores (each
+		// attempt then timed out, 5 times over); readiness is polled, so an unloaded start
+		// is as quick as ever.
+		ControlPlaneStartTimeout: 2 * time.Minute,
 	}
 	// envtest's default service range is a /24; a cluster-sized one lets scale tests create
 	// thousands of function Services.
