@@ -484,12 +484,13 @@ func testShutdown(t *testing.T, art *Artifact) {
 // readiness probe sent while a slow module loads is held and answered once it has loaded —
 // not refused, which would cost a cold start a whole probe period.
 func TestReadinessWaitsForTheHandler(t *testing.T) {
-	// The handler's load says when it starts and ends (stderr); the wrapper listens before
-	// it loads the handler, so a probe sent once the load started must be answered only
-	// after it ended — however long the interpreter took to start on a loaded machine.
+	// The handler's load marks its start and end with files ($MARK.start, $MARK.end) — written
+	// before the load goes on, unlike stderr, whose copy into the test lags the process — so a
+	// probe sent once the load started must be answered only after the end mark exists,
+	// however long the interpreter took to start on a loaded machine.
 	for _, tc := range []struct{ runtime, file, code string }{
-		{"python3.11", "handler.py", "import sys, time\nprint('LOAD-START', file=sys.stderr, flush=True)\ntime.sleep(1.5)  # a heavy import\nprint('LOAD-END', file=sys.stderr, flush=True)\n\ndef handle(event):\n    return 'loaded'\n"},
-		{"nodejs20", "handler.js", "console.error('LOAD-START'); const end = Date.now() + 1500; while (Date.now() < end) {} // a heavy require\nconsole.error('LOAD-END');\nexports.handle = () => 'loaded';\n"},
+		{"python3.11", "handler.py", "import os, time\nopen(os.environ['MARK'] + '.start', 'w').close()\ntime.sleep(1.5)  # a heavy import\nopen(os.environ['MARK'] + '.end', 'w').close()\n\ndef handle(event):\n    return 'loaded'\n"},
+		{"nodejs20", "handler.js", "const fs = require('fs'); fs.writeFileSync(process.env.MARK + '.start', ''); const end = Date.now() + 1500; while (Date.now() < end) {} // a heavy require\nfs.writeFileSync(process.env.MARK + '.end', '');\nexports.handle = () => 'loaded';\n"},
 	} {
 		t.Run(tc.runtime, func(t *testing.T) {
 			dir := t.TempDir()
@@ -497,16 +498,18 @@ func TestReadinessWaitsForTheHandler(t *testing.T) {
 				t.Fatal(err)
 			}
 			art := buildHandler(t, dir, tc.runtime, "")
+			mark := filepath.Join(t.TempDir(), "load")
+			marked := func(what string) bool { _, err := os.Stat(mark + "." + what); return err == nil }
 			port := testkit.FreePort(t)
-			cmd := command(art, "PORT="+strconv.Itoa(port), "SLESS_HOST=127.0.0.1")
+			cmd := command(art, "PORT="+strconv.Itoa(port), "SLESS_HOST=127.0.0.1", "MARK="+mark)
 			stderr := &testkit.Buffer{}
 			cmd.Stderr = stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-			testkit.WaitFor(t, "the handler's load to start", 30*time.Second, func() bool { return strings.Contains(stderr.String(), "LOAD-START") })
-			if strings.Contains(stderr.String(), "LOAD-END") {
+			testkit.WaitFor(t, "the handler's load to start", 30*time.Second, func() bool { return marked("start") })
+			if marked("end") {
 				t.Skip("the load ended before it could be probed (a stalled machine); nothing to check")
 			}
 			url := fmt.Sprintf("http://127.0.0.1:%d%s", port, HealthPath)
@@ -515,8 +518,8 @@ func TestReadinessWaitsForTheHandler(t *testing.T) {
 				t.Fatalf("probe during the load: %v\n%s", err, stderr.String())
 			}
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK || !strings.Contains(stderr.String(), "LOAD-END") {
-				t.Fatalf("probe answered %d before the load ended:\n%s", resp.StatusCode, stderr.String())
+			if resp.StatusCode != http.StatusOK || !marked("end") {
+				t.Fatalf("probe answered %d before the load ended (end mark written: %v):\n%s", resp.StatusCode, marked("end"), stderr.String())
 			}
 		})
 	}

@@ -2,7 +2,6 @@ package devplane
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -173,31 +172,16 @@ func (b *Backend) noteTrigger(key string, change func(*api.TriggerStatus)) {
 	}
 }
 
-// invoker calls a deployed function through the pool, as the gateway's /fn/ would.
+// invoker calls a deployed function through the pool, as the gateway's /fn/ would, with the
+// values of its secrets masked in the answers the history and asynchronous results keep.
 func (b *Backend) invoker(host string) dispatcher.Invoker {
-	return maskedInvoker{b: b, host: host, inner: &dispatcher.HTTPInvoker{URL: "http://" + host + "/", Client: &http.Client{Transport: b.pool}}}
-}
-
-// maskedInvoker hides the values of the function's secrets in the answers the history and
-// asynchronous results keep.
-type maskedInvoker struct {
-	b     *Backend
-	host  string
-	inner dispatcher.Invoker
-}
-
-func (m maskedInvoker) Invoke(ctx context.Context, c dispatcher.Call) (dispatcher.Result, error) {
-	res, err := m.inner.Invoke(ctx, c)
-	fnKey, _ := m.b.keyOfHost(m.host)
-	if mask := m.b.maskOf(fnKey); mask != nil {
-		if len(res.Body) > 0 {
-			res.Body = []byte(mask.Mask(string(res.Body)))
-		}
-		if err != nil && mask.Mask(err.Error()) != err.Error() {
-			err = errors.New(mask.Mask(err.Error()))
-		}
+	return dispatcher.MaskingInvoker{
+		Inner: &dispatcher.HTTPInvoker{URL: "http://" + host + "/", Client: &http.Client{Transport: b.pool}},
+		Masker: func(context.Context) (*rules.SecretMasker, error) {
+			fnKey, _ := b.keyOfHost(host)
+			return b.maskOf(fnKey), nil
+		},
 	}
-	return res, err
 }
 
 // runCron fires at every tick of the schedule in its time zone, having woken the function

@@ -41,7 +41,7 @@ func (b *Backend) Logs(ctx context.Context, q backend.LogQuery, emit func(api.Lo
 	if err != nil {
 		return err
 	}
-	mask, err := b.secretMasker(ctx, ns, code)
+	mask, err := SecretMasker(ctx, b.client, ns, code)
 	if err != nil {
 		return err
 	}
@@ -51,8 +51,9 @@ func (b *Backend) Logs(ctx context.Context, q backend.LogQuery, emit func(api.Lo
 	})
 }
 
-// secretMasker masks the values of the secrets code references (nil code: none).
-func (b *Backend) secretMasker(ctx context.Context, ns string, code *v1alpha1.CodeSpec) (*rules.SecretMasker, error) {
+// SecretMasker masks the values of the sless secrets code references in namespace ns (nil
+// code: none); a referenced secret that does not exist masks nothing.
+func SecretMasker(ctx context.Context, c client.Reader, ns string, code *v1alpha1.CodeSpec) (*rules.SecretMasker, error) {
 	if code == nil {
 		return nil, nil
 	}
@@ -66,12 +67,12 @@ func (b *Backend) secretMasker(ctx context.Context, ns string, code *v1alpha1.Co
 	var values [][]byte
 	for name := range names {
 		var s corev1.Secret
-		err := b.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s)
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s)
 		if apierrors.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading secret %s/%s to mask its values in the logs: %w", ns, name, err)
+			return nil, fmt.Errorf("reading secret %s/%s to mask its values: %w", ns, name, err)
 		}
 		if s.Labels[rules.SecretLabel] == "true" {
 			for _, v := range s.Data {
