@@ -111,7 +111,7 @@ func TestAccSecret(t *testing.T) {
 			{
 				Config:      strings.Replace(secretConfig(src, "first-password"), `"tls.key" =`, `"password" =`, 1),
 				PlanOnly:    true,
-				ExpectError: regexp.MustCompile(`key\s+"password"\s+is\s+in\s+data\s+and\s+in\s+data_base64`),
+				ExpectError: regexp.MustCompile(`key\s+"password"\s+is\s+also\s+in\s+data;\s+give\s+each\s+key\s+in\s+one\s+of`),
 			},
 			{
 				Config: secretConfig(src, "first-password"),
