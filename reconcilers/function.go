@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,6 +49,8 @@ import (
 // +kubebuilder:rbac:groups=keda.sh,resources=scaledobjects,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
 
 // FunctionReconciler builds a Function's source into an image and renders the Deployment,
 // Service and HTTPScaledObject that run it.
@@ -264,7 +267,36 @@ func (r *FunctionReconciler) reconcileWorkloads(ctx context.Context, fn *v1.Func
 	if err := ensure(ctx, r.children, fn, scaling.MakeHTTPScaledObject(fn, paused, r.Options), &httpv1alpha1.HTTPScaledObject{}, nil); err != nil {
 		return err
 	}
+	if err := r.reconcileSecretReader(ctx, fn); err != nil {
+		return err
+	}
 	return r.syncScaledObjectPause(ctx, fn, paused)
+}
+
+// reconcileSecretReader lets fn's dispatchers read the secrets fn references
+// (scaling.MakeSecretReaderRole), and removes that access once it references none.
+func (r *FunctionReconciler) reconcileSecretReader(ctx context.Context, fn *v1.Function) error {
+	role := scaling.MakeSecretReaderRole(fn)
+	if role == nil {
+		key := types.NamespacedName{Namespace: fn.Namespace, Name: scaling.SecretReaderName(fn)}
+		for _, obj := range []client.Object{&rbacv1.RoleBinding{}, &rbacv1.Role{}, &corev1.ServiceAccount{}} {
+			err := r.Get(ctx, key, obj) // from the cache: nothing to delete costs no request
+			if err == nil {
+				err = r.Delete(ctx, obj)
+			}
+			if client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("removing %T %s, which read the secrets function %s no longer references: %w", obj, key, fn.Name, err)
+			}
+		}
+		return nil
+	}
+	if err := ensure(ctx, r.children, fn, scaling.MakeSecretReaderServiceAccount(fn), &corev1.ServiceAccount{}, nil); err != nil {
+		return err
+	}
+	if err := ensure(ctx, r.children, fn, role, &rbacv1.Role{}, nil); err != nil {
+		return err
+	}
+	return ensure(ctx, r.children, fn, scaling.MakeSecretReaderRoleBinding(fn, r.Options), &rbacv1.RoleBinding{}, nil)
 }
 
 // secretVersions reads the versions of the secrets fn references (the secrets API's
@@ -310,18 +342,6 @@ func secretVersions(ctx context.Context, c client.Reader, ns string, code *v1.Co
 // secretRefIndex indexes Functions by the secrets they reference, so a rotated secret wakes
 // exactly the functions that read it.
 const secretRefIndex = "spec.secretRefs"
-
-func secretNames(code *v1.CodeSpec) []string {
-	var names []string
-	for _, e := range code.SecretEnv {
-		names = append(names, e.Secret)
-	}
-	for _, f := range code.SecretFiles {
-		names = append(names, f.Secret)
-	}
-	slices.Sort(names)
-	return slices.Compact(names)
-}
 
 // secretUsers maps a Secret to the Functions of its namespace that reference it.
 func (r *FunctionReconciler) secretUsers(ctx context.Context, o client.Object) []reconcile.Request {

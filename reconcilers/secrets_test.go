@@ -2,17 +2,21 @@ package reconcilers_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/scaling"
 )
 
 // apiSecret is a Secret as the secrets API writes it.
@@ -94,6 +98,34 @@ func TestSecretReferences(t *testing.T) {
 		_ = get(t, key, dep)
 		if got := dep.Spec.Template.Annotations[rules.SecretsChecksumAnnotation]; got == sum || got == "" {
 			return fmt.Errorf("checksum %q, was %q", got, sum)
+		}
+		return nil
+	})
+
+	// The dispatchers' access: get on the referenced secret only, removed with the reference.
+	reader := client.ObjectKey{Namespace: ns, Name: scaling.SecretReaderName(fn)}
+	eventually(t, "a Role that may get the referenced secret only, bound to the dispatchers", func() error {
+		role, rb := &rbacv1.Role{}, &rbacv1.RoleBinding{}
+		if err := get(t, reader, role); err != nil {
+			return err
+		}
+		if err := get(t, reader, rb); err != nil {
+			return err
+		}
+		if len(role.Rules) != 1 || !slices.Equal(role.Rules[0].ResourceNames, []string{"db"}) || !slices.Equal(role.Rules[0].Verbs, []string{"get"}) {
+			return fmt.Errorf("role rules %+v", role.Rules)
+		}
+		if len(rb.Subjects) != 2 || rb.Subjects[1].Name != scaling.DispatcherServiceAccount {
+			return fmt.Errorf("binding subjects %+v", rb.Subjects)
+		}
+		return get(t, reader, &corev1.ServiceAccount{})
+	})
+	update(t, fn, func() { fn.Spec.SecretEnv = nil })
+	eventually(t, "the dispatchers' access removed with the last reference", func() error {
+		for _, obj := range []client.Object{&rbacv1.Role{}, &rbacv1.RoleBinding{}, &corev1.ServiceAccount{}} {
+			if err := get(t, reader, obj); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%T: %v", obj, err)
+			}
 		}
 		return nil
 	})

@@ -89,7 +89,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		return fmt.Errorf("index function jobs by function: %w", err)
 	}
 	if err := idx.IndexField(ctx, &v1.Function{}, secretRefIndex, func(o client.Object) []string {
-		return secretNames(&o.(*v1.Function).Spec.CodeSpec)
+		return o.(*v1.Function).Spec.SecretNames()
 	}); err != nil {
 		return fmt.Errorf("index functions by secret: %w", err)
 	}

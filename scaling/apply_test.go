@@ -44,7 +44,8 @@ func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: "sless-apply"},
 		Spec: v1.FunctionSpec{CodeSpec: v1.CodeSpec{
 			Runtime: v1.RuntimeGo123, TimeoutSeconds: 30, Env: map[string]string{"B": "2", "A": "1"},
-			Source: &v1.SourceRef{ContextKey: "contexts/sless-apply/hello/1.tar.gz", SHA256: sha},
+			SecretEnv: []v1.SecretEnvVar{{Name: "DB_PASSWORD", Secret: "db", Key: "password"}},
+			Source:    &v1.SourceRef{ContextKey: "contexts/sless-apply/hello/1.tar.gz", SHA256: sha},
 		}, Scale: v1.ScaleSpec{MaxReplicas: 3, ScaleDownPeriodSeconds: 30, Metric: v1.ScaleOnRequestRate, Target: 50}},
 	}
 	if err := c.Create(ctx, fn); err != nil {
@@ -82,6 +83,9 @@ func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 		scaling.MakeCronJob(cron, fn, opts),
 		build,
 		scaling.MakeRunJob(fj, &fn.Spec.CodeSpec, "registry/img:sha-1", opts),
+		scaling.MakeSecretReaderServiceAccount(fn),
+		scaling.MakeSecretReaderRole(fn),
+		scaling.MakeSecretReaderRoleBinding(fn, opts),
 	}
 	for _, o := range objs {
 		gvk, err := apiutil.GVKForObject(o, env.Scheme)

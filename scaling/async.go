@@ -51,5 +51,5 @@ func MakeAsyncScaledJob(fn *v1.Function, opts Options) *kedav1alpha1.ScaledJob {
 		{Name: "SLESS_AMQP_URL", ValueFrom: asyncSecretKey(opts, "SLESS_AMQP_URL")},
 		{Name: "SLESS_DATABASE_URL", ValueFrom: asyncSecretKey(opts, "SLESS_DATABASE_URL")},
 	}
-	return drainingScaledJob(asyncMeta(fn, opts), c, queue, 20, max(a.MaxJobs, 1), AsyncName(fn.Namespace, fn.Name))
+	return drainingScaledJob(asyncMeta(fn, opts), dispatcherPod(c, fn, DispatcherServiceAccount), queue, 20, max(a.MaxJobs, 1), AsyncName(fn.Namespace, fn.Name))
 }

@@ -1,9 +1,13 @@
 package scaling
 
 import (
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
@@ -67,5 +71,56 @@ func TestSecretReferencesRendered(t *testing.T) {
 	plain := MakeDeployment(testFunction(), "img", nil, testOptions()).Spec.Template
 	if len(plain.Annotations) != 0 || plain.Spec.SecurityContext != nil || len(plain.Spec.Volumes) != 0 {
 		t.Errorf("a function without secrets got %+v", plain)
+	}
+}
+
+// TestDispatchersReadOnlyReferencedSecrets: a function's dispatcher pods (event, cron, async)
+// mask its secrets, read as a ServiceAccount that the Role lets get exactly the referenced
+// names; without references they get no API credentials and no Role is rendered.
+func TestDispatchersReadOnlyReferencedSecrets(t *testing.T) {
+	opts := testOptions()
+	opts.AsyncSecret = "sless-async"
+	event := &v1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "sless-abc"},
+		Spec: v1.TriggerSpec{Type: v1.TriggerEvent, FunctionRef: v1.LocalObjectReference{Name: "hello"},
+			Event: &v1.EventSpec{Queue: "orders", BrokerSecretRef: v1.SecretKeyReference{Name: "amqp"}}}}
+	cron := &v1.Trigger{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "sless-abc"},
+		Spec: v1.TriggerSpec{Type: v1.TriggerCron, FunctionRef: v1.LocalObjectReference{Name: "hello"}, Cron: &v1.CronSpec{Schedule: "0 3 * * *"}}}
+	pods := func(fn *v1.Function) map[string]corev1.PodSpec {
+		return map[string]corev1.PodSpec{
+			"event": MakeScaledJob(event, fn, opts).Spec.JobTargetRef.Template.Spec,
+			"cron":  MakeCronJob(cron, fn, opts).Spec.JobTemplate.Spec.Template.Spec,
+			"async": MakeAsyncScaledJob(fn, opts).Spec.JobTargetRef.Template.Spec,
+		}
+	}
+	wantSA := map[string]string{"event": "sless-secrets-hello", "cron": "sless-secrets-hello", "async": DispatcherServiceAccount}
+	for kind, pod := range pods(testFunction(withSecrets)) {
+		args := pod.Containers[0].Args
+		if !slices.Contains(args, "--mask-secrets=db,tls") || pod.ServiceAccountName != wantSA[kind] || !*pod.AutomountServiceAccountToken {
+			t.Errorf("%s dispatcher: args %v, service account %q (token %v); want --mask-secrets=db,tls as %s", kind, args, pod.ServiceAccountName, *pod.AutomountServiceAccountToken, wantSA[kind])
+		}
+	}
+	for kind, pod := range pods(testFunction()) {
+		if slices.ContainsFunc(pod.Containers[0].Args, func(a string) bool { return strings.HasPrefix(a, "--mask-secrets") }) ||
+			pod.ServiceAccountName != "" || *pod.AutomountServiceAccountToken {
+			t.Errorf("%s dispatcher of a function without secrets: args %v, service account %q, token %v", kind, pod.Containers[0].Args, pod.ServiceAccountName, *pod.AutomountServiceAccountToken)
+		}
+	}
+
+	fn := testFunction(withSecrets)
+	role := MakeSecretReaderRole(fn)
+	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{"db", "tls"}}}
+	if role == nil || role.Namespace != "sless-abc" || !reflect.DeepEqual(role.Rules, want) || role.OwnerReferences[0].UID != fn.UID {
+		t.Fatalf("role %+v, want %+v in sless-abc owned by the function", role, want)
+	}
+	rb := MakeSecretReaderRoleBinding(fn, opts)
+	wantSubjects := []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "sless-abc", Name: "sless-secrets-hello"}, {Kind: "ServiceAccount", Namespace: opts.Build.Namespace, Name: DispatcherServiceAccount}}
+	if rb.RoleRef.Name != role.Name || rb.RoleRef.Kind != "Role" || !reflect.DeepEqual(rb.Subjects, wantSubjects) {
+		t.Errorf("role binding %+v, want %s bound to %+v", rb, role.Name, wantSubjects)
+	}
+	if sa := MakeSecretReaderServiceAccount(fn); sa.Name != role.Name || *sa.AutomountServiceAccountToken {
+		t.Errorf("service account %+v", sa)
+	}
+	if MakeSecretReaderRole(testFunction()) != nil {
+		t.Error("a function without secrets got a Role")
 	}
 }

@@ -53,6 +53,7 @@ func dispatcherContainer(trigger string, fn *v1.Function, opts Options, args ...
 		"--target-host="+rules.RoutingHost(fn.Namespace, fn.Name, opts.Domain),
 		"--timeout="+invocationTimeout(fn).String(),
 	)
+	args = append(args, maskFlag(fn)...)
 	c := corev1.Container{
 		Name:  "dispatcher",
 		Image: opts.SlessImage,
@@ -79,13 +80,19 @@ func dispatcherContainer(trigger string, fn *v1.Function, opts Options, args ...
 	return c
 }
 
-func dispatcherPod(c corev1.Container) corev1.PodTemplateSpec {
-	return corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+// dispatcherPod runs c for fn. A dispatcher of a function that references secrets reads them
+// as serviceAccount (MakeSecretReaderRole); any other gets no API credentials.
+func dispatcherPod(c corev1.Container, fn *v1.Function, serviceAccount string) corev1.PodTemplateSpec {
+	pod := corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 		Containers:                   []corev1.Container{c},
 		RestartPolicy:                corev1.RestartPolicyNever,
 		AutomountServiceAccountToken: ptr.To(false),
 		EnableServiceLinks:           ptr.To(false),
 	}}
+	if len(fn.Spec.SecretNames()) > 0 {
+		pod.Spec.ServiceAccountName, pod.Spec.AutomountServiceAccountToken = serviceAccount, ptr.To(true)
+	}
+	return pod
 }
 
 // drainArgs make `sless dispatcher` (with flags) consume queue until it is empty, retrying
@@ -101,15 +108,15 @@ func drainArgs(queue, dlq string, retry v1.RetryPolicy, flags ...string) []strin
 }
 
 // drainingScaledJob is a ScaledJob whose rabbitmq scaler, authenticated by the
-// TriggerAuthentication auth, starts Jobs of c while messages wait in queue: one per
+// TriggerAuthentication auth, starts Jobs of pod while messages wait in queue: one per
 // queueLength waiting, at most maxJobs at once.
-func drainingScaledJob(meta metav1.ObjectMeta, c corev1.Container, queue string, queueLength, maxJobs int32, auth string) *kedav1alpha1.ScaledJob {
+func drainingScaledJob(meta metav1.ObjectMeta, pod corev1.PodTemplateSpec, queue string, queueLength, maxJobs int32, auth string) *kedav1alpha1.ScaledJob {
 	return &kedav1alpha1.ScaledJob{
 		ObjectMeta: meta,
 		Spec: kedav1alpha1.ScaledJobSpec{
 			JobTargetRef: &batchv1.JobSpec{
 				BackoffLimit: ptr.To(int32(2)),
-				Template:     dispatcherPod(c),
+				Template:     pod,
 			},
 			PollingInterval:            ptr.To(int32(5)),
 			SuccessfulJobsHistoryLimit: ptr.To(int32(3)),
@@ -161,7 +168,7 @@ func MakeScaledJob(tr *v1.Trigger, fn *v1.Function, opts Options) *kedav1alpha1.
 	c.Env = append([]corev1.EnvVar{{Name: "SLESS_AMQP_URL", ValueFrom: &corev1.EnvVarSource{
 		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: secretKey(ref)},
 	}}}, c.Env...)
-	sj := drainingScaledJob(triggerMeta(tr, ScaledJobName(tr.Name)), c, e.Queue, e.QueueLength, e.MaxJobs, TriggerAuthenticationName(tr))
+	sj := drainingScaledJob(triggerMeta(tr, ScaledJobName(tr.Name)), dispatcherPod(c, fn, SecretReaderName(fn)), e.Queue, e.QueueLength, e.MaxJobs, TriggerAuthenticationName(tr))
 	if !tr.Spec.IsEnabled() {
 		sj.Annotations = map[string]string{AnnotationPaused: "true"}
 	}
@@ -191,7 +198,7 @@ func MakeCronJob(tr *v1.Trigger, fn *v1.Function, opts Options) *batchv1.CronJob
 				Spec: batchv1.JobSpec{
 					// The dispatcher retries by itself; a pod-level retry would double-fire.
 					BackoffLimit: ptr.To(int32(0)),
-					Template:     dispatcherPod(c),
+					Template:     dispatcherPod(c, fn, SecretReaderName(fn)),
 				},
 			},
 		},

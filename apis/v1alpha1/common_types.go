@@ -1,6 +1,10 @@
 package v1alpha1
 
-import "sless.dev/sless/rules"
+import (
+	"slices"
+
+	"sless.dev/sless/rules"
+)
 
 // Runtime names a language runtime. The enum below is the single list the API accepts;
 // buildkit maps each name to its wrapper, base image and entry file.
@@ -95,6 +99,19 @@ type CodeSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image,omitempty"`
+}
+
+// SecretNames lists the secrets the code references, sorted, each once.
+func (c *CodeSpec) SecretNames() []string {
+	var names []string
+	for _, e := range c.SecretEnv {
+		names = append(names, e.Secret)
+	}
+	for _, f := range c.SecretFiles {
+		names = append(names, f.Secret)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // SecretEnvVar sets the variable Name to the value of Key in the secret Secret.

@@ -1,20 +1,26 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/gateway"
+	"sless.dev/sless/gateway/cluster"
 	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/rules"
 )
 
 func init() { subcommands = append(subcommands, newDispatcherCmd) }
@@ -31,6 +37,7 @@ type dispatcherCommon struct {
 	function, trigger, targetURL, targetHost, databaseURL, logLevel string
 	retry                                                           dispatcher.RetryPolicy
 	timeout                                                         time.Duration
+	maskSecrets                                                     []string
 }
 
 func (c *dispatcherCommon) bind(fs *pflag.FlagSet) {
@@ -44,6 +51,7 @@ func (c *dispatcherCommon) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.retry.Backoff, "backoff", time.Second, "delay before the second attempt; doubles per attempt")
 	fs.DurationVar(&c.retry.MaxBackoff, "max-backoff", time.Minute, "cap on the delay between attempts")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "per-invocation timeout (the function's timeout plus a margin)")
+	fs.StringSliceVar(&c.maskSecrets, "mask-secrets", nil, "secrets of the function's namespace whose values are masked (***) in what is recorded: read through the Kubernetes API with the pod's service account, again every "+maskRefresh.String())
 }
 
 // dispatcherRuntime is what both modes run with; stop flushes traces and buffered history.
@@ -72,9 +80,21 @@ func (c *dispatcherCommon) start(cmd *cobra.Command, concurrency int) (*dispatch
 	if err != nil {
 		return nil, err
 	}
-	inv, err := dispatcher.NewHTTPInvoker(c.targetURL, c.targetHost, concurrency)
-	if err != nil {
+	var inv dispatcher.Invoker
+	if inv, err = dispatcher.NewHTTPInvoker(c.targetURL, c.targetHost, concurrency); err != nil {
 		return nil, err
+	}
+	if len(c.maskSecrets) > 0 {
+		cfg, err := ctrlconfig.GetConfig()
+		if err != nil {
+			return nil, &dispatcher.ConfigError{Field: "mask-secrets", Reason: "no Kubernetes API credentials to read the secrets with: " + err.Error(), Err: err}
+		}
+		kc, err := client.New(cfg, client.Options{})
+		if err != nil {
+			return nil, &dispatcher.ConfigError{Field: "mask-secrets", Reason: err.Error(), Err: err}
+		}
+		m := &secretMasker{c: kc, ns: fn.Namespace, names: c.maskSecrets}
+		inv = dispatcher.MaskingInvoker{Inner: inv, Masker: m.get}
 	}
 	stopTelemetry, err := gateway.SetupTelemetry(cmd.Context(), "sless-dispatcher")
 	if err != nil {
@@ -98,6 +118,34 @@ func (c *dispatcherCommon) start(cmd *cobra.Command, concurrency int) (*dispatch
 		shutdownWithin(10*time.Second, stopTelemetry, log, "telemetry export")
 	}
 	return rt, nil
+}
+
+// maskRefresh is how often a dispatcher reads the secrets it masks again: a rotated value is
+// masked within it, while the function's pods still roll to the new one.
+const maskRefresh = 5 * time.Second
+
+// secretMasker is the masker of a function's secrets, read at most every maskRefresh.
+type secretMasker struct {
+	c     client.Reader
+	ns    string
+	names []string
+	mu    sync.Mutex
+	mask  *rules.SecretMasker
+	read  time.Time
+}
+
+func (m *secretMasker) get(ctx context.Context) (*rules.SecretMasker, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.read.IsZero() && time.Since(m.read) < maskRefresh {
+		return m.mask, nil
+	}
+	mask, err := cluster.SecretMasker(ctx, m.c, m.ns, m.names)
+	if err != nil {
+		return nil, err
+	}
+	m.mask, m.read = mask, time.Now()
+	return mask, nil
 }
 
 func newDispatcherCmd() *cobra.Command {

@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -90,6 +91,8 @@ func newOperatorCmd() *cobra.Command {
 					&kedav1alpha1.ScaledObject{}: managed,
 					// Function and build pods carry the labels of their templates.
 					&corev1.Pod{}: managed,
+					// The identities through which dispatchers read a function's secrets.
+					&corev1.ServiceAccount{}: managed, &rbacv1.Role{}: managed, &rbacv1.RoleBinding{}: managed,
 					// The secrets API's Secrets only: functions reference no other.
 					&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{rules.SecretLabel: "true"})},
 				}},

@@ -41,7 +41,11 @@ func (b *Backend) Logs(ctx context.Context, q backend.LogQuery, emit func(api.Lo
 	if err != nil {
 		return err
 	}
-	mask, err := SecretMasker(ctx, b.client, ns, code)
+	var names []string
+	if code != nil {
+		names = code.SecretNames()
+	}
+	mask, err := SecretMasker(ctx, b.client, ns, names)
 	if err != nil {
 		return err
 	}
@@ -51,21 +55,11 @@ func (b *Backend) Logs(ctx context.Context, q backend.LogQuery, emit func(api.Lo
 	})
 }
 
-// SecretMasker masks the values of the sless secrets code references in namespace ns (nil
-// code: none); a referenced secret that does not exist masks nothing.
-func SecretMasker(ctx context.Context, c client.Reader, ns string, code *v1alpha1.CodeSpec) (*rules.SecretMasker, error) {
-	if code == nil {
-		return nil, nil
-	}
-	names := map[string]bool{}
-	for _, e := range code.SecretEnv {
-		names[e.Secret] = true
-	}
-	for _, f := range code.SecretFiles {
-		names[f.Secret] = true
-	}
+// SecretMasker masks the values of the sless secrets names (of namespace ns); a secret that
+// does not exist, or is not sless's, masks nothing.
+func SecretMasker(ctx context.Context, c client.Reader, ns string, names []string) (*rules.SecretMasker, error) {
 	var values [][]byte
-	for name := range names {
+	for _, name := range names {
 		var s corev1.Secret
 		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s)
 		if apierrors.IsNotFound(err) {

@@ -22,6 +22,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -45,7 +46,8 @@ func TestSecretsJourney(t *testing.T) {
 	}
 	fields := api.FunctionFields{Runtime: ptr.To("python3.11"), TimeoutSec: ptr.To(int32(30)), MinReplicas: ptr.To(int32(1)), MaxReplicas: ptr.To(int32(2)),
 		SecretEnv:   &[]api.SecretEnv{{Name: "DB_PASSWORD", Secret: "db", Key: "password"}},
-		SecretFiles: &[]api.SecretFile{{Secret: "db"}}}
+		SecretFiles: &[]api.SecretFile{{Secret: "db"}},
+		Async:       &api.AsyncFields{Enabled: ptr.To(true), MaxAttempts: ptr.To(int32(1))}}
 	deployHello(t, tn, "secretive", fields)
 	secretURL := g.gatewayURL + "/fn/" + tn.ns + "/secretive/secret"
 	read := func() (int, map[string]string) {
@@ -99,6 +101,7 @@ func TestSecretsJourney(t *testing.T) {
 		})
 	}
 	leaks(first)
+	asyncMasked(t, tn, "secretive", first)
 
 	// Rotation under load: every answer is 2xx, and the new value arrives.
 	var sent, bad, fresh atomic.Int64
@@ -162,6 +165,40 @@ func TestSecretsJourney(t *testing.T) {
 	})
 	if code, _ := read(); code != 200 {
 		t.Errorf("the running function answered %d while its new spec waits for a key", code)
+	}
+}
+
+// asyncMasked makes an asynchronous call of name's /secret and checks that the result the
+// dispatcher kept (through the Role the operator grants it on the function's secrets) holds
+// the value masked.
+func asyncMasked(t *testing.T, tn tenant, name, marker string) {
+	t.Helper()
+	ctx := context.Background()
+	waitFor(t, 2*time.Minute, "the operator to render the asynchronous dispatcher", func() bool {
+		var fn v1alpha1.Function
+		return g.client.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: name}, &fn) == nil &&
+			meta.IsStatusConditionTrue(fn.Status.Conditions, v1alpha1.ConditionAsync)
+	})
+	t.Cleanup(func() {
+		ch := amqpChannel(t)
+		_, _ = ch.QueueDelete(rules.AsyncQueue(tn.ns, name), false, false, false)
+		_, _ = ch.QueueDelete(rules.AsyncQueue(tn.ns, name)+".dlq", false, false, false)
+	})
+	id, err := callAsync(t, tn, name+"/secret", "masked-1", "{}", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inv api.AsyncInvocation
+	waitFor(t, 3*time.Minute, "the asynchronous call to finish", func() bool {
+		inv, err = tn.c.GetAsyncInvocation(ctx, tn.ns, id)
+		return err == nil && (inv.Status == "succeeded" || inv.Status == "failed")
+	})
+	var got map[string]string
+	if inv.Status != "succeeded" || json.Unmarshal([]byte(inv.Result), &got) != nil || got["env"] != rules.SecretMask || got["file"] != rules.SecretMask {
+		t.Errorf("asynchronous result %+v: want succeeded with both values masked", inv)
+	}
+	if strings.Contains(inv.Result+inv.Error, marker) {
+		t.Errorf("the asynchronous result holds the secret's value: %+v", inv)
 	}
 }
 
