@@ -313,10 +313,9 @@ func secretVersions(ctx context.Context, c client.Reader, ns string, code *v1.Co
 		if s, ok := secrets[name]; ok {
 			return s, ""
 		}
-		s := &corev1.Secret{}
-		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)
-		if err != nil || s.Labels[rules.SecretLabel] != "true" || !s.DeletionTimestamp.IsZero() {
-			return nil, fmt.Sprintf("secret %q does not exist in namespace %s: create it (sless secret create %s --from-literal KEY=value) or remove the reference", name, ns, name)
+		s, missing := slessSecret(ctx, c, ns, name)
+		if missing != "" {
+			return nil, missing
 		}
 		secrets[name] = s
 		versions[name], _ = strconv.ParseInt(s.Annotations[rules.SecretVersionAnnotation], 10, 64)
@@ -327,8 +326,8 @@ func secretVersions(ctx context.Context, c client.Reader, ns string, code *v1.Co
 		if missing != "" {
 			return nil, missing
 		}
-		if _, ok := s.Data[ref.Key]; !ok {
-			return nil, fmt.Sprintf("secret %q has no key %q (it has %s): add the key or change the reference of %s", ref.Secret, ref.Key, strings.Join(slices.Sorted(maps.Keys(s.Data)), ", "), ref.Name)
+		if missing := missingKey(s, ref.Key, "the reference of "+ref.Name); missing != "" {
+			return nil, missing
 		}
 	}
 	for _, ref := range code.SecretFiles {
@@ -337,6 +336,25 @@ func secretVersions(ctx context.Context, c client.Reader, ns string, code *v1.Co
 		}
 	}
 	return versions, ""
+}
+
+// slessSecret reads the secrets API's Secret name of namespace ns (labelled
+// rules.SecretLabel), or says it does not exist.
+func slessSecret(ctx context.Context, c client.Reader, ns, name string) (*corev1.Secret, string) {
+	s := &corev1.Secret{}
+	err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)
+	if err != nil || s.Labels[rules.SecretLabel] != "true" || !s.DeletionTimestamp.IsZero() {
+		return nil, fmt.Sprintf("secret %q does not exist in namespace %s: create it (sless secret create %s --from-literal KEY=value) or remove the reference", name, ns, name)
+	}
+	return s, ""
+}
+
+// missingKey says that s lacks key, which user (a reference) needs; "" when it has it.
+func missingKey(s *corev1.Secret, key, user string) string {
+	if _, ok := s.Data[key]; ok {
+		return ""
+	}
+	return fmt.Sprintf("secret %q has no key %q (it has %s): add the key or change %s", s.Name, key, strings.Join(slices.Sorted(maps.Keys(s.Data)), ", "), user)
 }
 
 // secretRefIndex indexes Functions by the secrets they reference, so a rotated secret wakes

@@ -53,6 +53,10 @@ type Config struct {
 // Function change wakes exactly its dependents; without it they wait for a resync.
 const functionRefIndex = "spec.functionRef.name"
 
+// brokerSecretIndex indexes event Triggers by their broker secret, so the secret's creation
+// or rotation wakes them.
+const brokerSecretIndex = "spec.event.brokerSecretRef.name"
+
 // specChanged lets through what the user changed (spec, labels, annotations, deletion, which
 // all bump the generation or metadata) but not the status writes a reconciler makes itself:
 // those would only cost another no-op reconcile.
@@ -87,6 +91,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		return nil
 	}); err != nil {
 		return fmt.Errorf("index function jobs by function: %w", err)
+	}
+	if err := idx.IndexField(ctx, &v1.Trigger{}, brokerSecretIndex, func(o client.Object) []string {
+		if e := o.(*v1.Trigger).Spec.Event; e != nil {
+			return []string{e.BrokerSecretRef.Name}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index triggers by broker secret: %w", err)
 	}
 	if err := idx.IndexField(ctx, &v1.Function{}, secretRefIndex, func(o client.Object) []string {
 		return o.(*v1.Function).Spec.SecretNames()

@@ -7,14 +7,17 @@ import (
 
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/rules"
@@ -81,6 +84,13 @@ func (r *TriggerReconciler) reconcileTrigger(ctx context.Context, tr *v1.Trigger
 			st.LastFireTime = live.Status.LastScheduleTime.DeepCopy()
 		}
 	case v1.TriggerEvent:
+		// The broker URL comes from a secret of the secrets API, as a function's secrets do:
+		// a trigger cannot make KEDA and the dispatcher read another Secret of its namespace.
+		if missing := r.brokerSecretMissing(ctx, tr); missing != "" {
+			st.Active = false
+			setCondition(tr, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSecretNotFound, missing)
+			return nil
+		}
 		if err := ensure(ctx, r.children, tr, scaling.MakeTriggerAuthentication(tr), &kedav1alpha1.TriggerAuthentication{}, nil); err != nil {
 			return r.fail(tr, err)
 		}
@@ -99,6 +109,29 @@ func (r *TriggerReconciler) reconcileTrigger(ctx context.Context, tr *v1.Trigger
 		setCondition(tr, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonDisabled, "enabled is false: frozen in place")
 	}
 	return r.prewarm(tr, fn, time.Now())
+}
+
+// brokerSecretMissing says which of an event trigger's broker secret and key does not exist.
+func (r *TriggerReconciler) brokerSecretMissing(ctx context.Context, tr *v1.Trigger) string {
+	ref := tr.Spec.Event.BrokerSecretRef
+	s, missing := slessSecret(ctx, r.Client, tr.Namespace, ref.Name)
+	if missing != "" {
+		return "broker_secret: " + missing
+	}
+	return missingKey(s, scaling.BrokerSecretKey(ref), "broker_secret_key")
+}
+
+// brokerUsers maps a Secret to the event Triggers of its namespace whose broker it holds.
+func (r *TriggerReconciler) brokerUsers(ctx context.Context, o client.Object) []reconcile.Request {
+	var trs v1.TriggerList
+	if err := r.List(ctx, &trs, client.InNamespace(o.GetNamespace()), client.MatchingFields{brokerSecretIndex: o.GetName()}); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(trs.Items))
+	for _, tr := range trs.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: tr.Namespace, Name: tr.Name}})
+	}
+	return reqs
 }
 
 func (r *TriggerReconciler) fail(tr *v1.Trigger, err error) error {
@@ -129,6 +162,7 @@ func (r *TriggerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&kedav1alpha1.ScaledJob{}, builder.WithPredicates(notCreated)).
 		Owns(&kedav1alpha1.TriggerAuthentication{}, builder.WithPredicates(notCreated)).
 		Watches(&v1.Function{}, handler.EnqueueRequestsFromMapFunc(dependents(r.Client, &v1.TriggerList{}))).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.brokerUsers)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
 		Named("trigger").
 		Complete(r)

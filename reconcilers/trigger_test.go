@@ -1,13 +1,17 @@
 package reconcilers_test
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	httpv1alpha1 "github.com/kedacore/http-add-on/operator/apis/http/v1alpha1"
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,6 +62,9 @@ func createTriggers(t *testing.T, ns, fn string, active bool, reason string) (cr
 	cron = newTrigger(ns, "tick", fn, v1.TriggerCron)
 	event = newTrigger(ns, "queue", fn, v1.TriggerEvent)
 	web = newTrigger(ns, "web", fn, v1.TriggerHTTP)
+	if active { // the event trigger's broker URL
+		create(t, apiSecret(ns, "amqp", 1, map[string]string{"host": "amqp://broker"}))
+	}
 	for _, tr := range []*v1.Trigger{cron, event, web} {
 		create(t, tr)
 		waitTrigger(t, tr, active, reason)
@@ -84,6 +91,17 @@ func TestTriggersCreatedBeforeTheFunctionStartByThemselves(t *testing.T) {
 	if cj.Spec.Schedule != "*/5 * * * *" || *cj.Spec.Suspend || !metav1.IsControlledBy(cj, cron) {
 		t.Errorf("cronjob = %+v owners %+v", cj.Spec, cj.OwnerReferences)
 	}
+	// The broker URL comes from a secret of the secrets API only, with the key named.
+	plain := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "amqp", Namespace: ns}, StringData: map[string]string{"host": "amqp://broker"}}
+	create(t, plain)
+	brokerMessage(t, event, `broker_secret: secret "amqp" does not exist`)
+	if err := env.Client.Delete(context.Background(), plain); err != nil {
+		t.Fatal(err)
+	}
+	broker := apiSecret(ns, "amqp", 1, map[string]string{"url": "amqp://broker"})
+	create(t, broker)
+	brokerMessage(t, event, `secret "amqp" has no key "host" (it has url): add the key or change broker_secret_key`)
+	update(t, broker, func() { broker.Data = map[string][]byte{"host": []byte("amqp://broker")} })
 	waitTrigger(t, event, true, "Active")
 	sj := &kedav1alpha1.ScaledJob{}
 	if err := get(t, client.ObjectKey{Namespace: ns, Name: scaling.ScaledJobName("queue")}, sj); err != nil {
@@ -99,6 +117,22 @@ func TestTriggersCreatedBeforeTheFunctionStartByThemselves(t *testing.T) {
 	if got.Status.URL != opts.GatewayURL+"/fn/"+ns+"/late" {
 		t.Errorf("http trigger url %q", got.Status.URL)
 	}
+}
+
+// brokerMessage waits for tr to be SecretNotFound with a message holding want.
+func brokerMessage(t *testing.T, tr *v1.Trigger, want string) {
+	t.Helper()
+	eventually(t, "trigger "+tr.Name+": "+want, func() error {
+		got := &v1.Trigger{}
+		if err := get(t, client.ObjectKeyFromObject(tr), got); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady)
+		if c == nil || c.Reason != v1.ReasonSecretNotFound || !strings.Contains(c.Message, want) || got.Status.Active {
+			return fmt.Errorf("ready condition %+v", c)
+		}
+		return nil
+	})
 }
 
 // TestEnabledFreezesInPlace: enabled=false pauses/suspends the very same objects (same UID),

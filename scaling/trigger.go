@@ -146,12 +146,13 @@ func MakeTriggerAuthentication(tr *v1.Trigger) *kedav1alpha1.TriggerAuthenticati
 	return &kedav1alpha1.TriggerAuthentication{
 		ObjectMeta: triggerMeta(tr, TriggerAuthenticationName(tr)),
 		Spec: kedav1alpha1.TriggerAuthenticationSpec{
-			SecretTargetRef: []kedav1alpha1.AuthSecretTargetRef{{Parameter: "host", Name: ref.Name, Key: secretKey(ref)}},
+			SecretTargetRef: []kedav1alpha1.AuthSecretTargetRef{{Parameter: "host", Name: ref.Name, Key: BrokerSecretKey(ref)}},
 		},
 	}
 }
 
-func secretKey(ref v1.SecretKeyReference) string {
+// BrokerSecretKey is the key of an event trigger's broker secret that holds the URL.
+func BrokerSecretKey(ref v1.SecretKeyReference) string {
 	if ref.Key != "" {
 		return ref.Key
 	}
@@ -166,7 +167,7 @@ func MakeScaledJob(tr *v1.Trigger, fn *v1.Function, opts Options) *kedav1alpha1.
 	c := dispatcherContainer(tr.Name, fn, opts, drainArgs(e.Queue, DeadLetterQueue(e), e.Retry)...)
 	ref := e.BrokerSecretRef
 	c.Env = append([]corev1.EnvVar{{Name: "SLESS_AMQP_URL", ValueFrom: &corev1.EnvVarSource{
-		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: secretKey(ref)},
+		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: BrokerSecretKey(ref)},
 	}}}, c.Env...)
 	sj := drainingScaledJob(triggerMeta(tr, ScaledJobName(tr.Name)), dispatcherPod(c, fn, SecretReaderName(fn)), e.Queue, e.QueueLength, e.MaxJobs, TriggerAuthenticationName(tr))
 	if !tr.Spec.IsEnabled() {

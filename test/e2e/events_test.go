@@ -33,17 +33,18 @@ def handle(event, request=None):
 
 const amqpURL = "amqp://guest:guest@127.0.0.1:5672/"
 
-// tenantSecrets gives the tenant's namespace the broker URL and the history database, as an
-// operator of the platform would.
+// tenantSecrets gives the tenant's namespace the broker URL, as its owner does through the
+// secrets API, and the history database, as an operator of the platform would.
 func tenantSecrets(t *testing.T, tn tenant) {
 	t.Helper()
-	for name, data := range map[string]map[string]string{
-		"broker": {"host": strings.Replace(amqpURL, "127.0.0.1", nodeIP, 1)}, "sless-history": {"url": g.podDatabaseURL()},
-	} {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tn.ns}, StringData: data}
-		if err := g.client.Create(context.Background(), s); err != nil {
-			t.Fatal(err)
-		}
+	ctx := context.Background()
+	if _, err := tn.c.CreateSecret(ctx, tn.ns, api.CreateSecret{Name: "broker", SecretFields: api.SecretFields{
+		Data: map[string]string{"host": strings.Replace(amqpURL, "127.0.0.1", nodeIP, 1)}}}); err != nil {
+		t.Fatal(err)
+	}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sless-history", Namespace: tn.ns}, StringData: map[string]string{"url": g.podDatabaseURL()}}
+	if err := g.client.Create(ctx, s); err != nil {
+		t.Fatal(err)
 	}
 }
 
