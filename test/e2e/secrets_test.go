@@ -20,8 +20,10 @@ import (
 	httpv1alpha1 "github.com/kedacore/http-add-on/operator/apis/http/v1alpha1"
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,19 +73,39 @@ func TestSecretsJourney(t *testing.T) {
 	leaks := func(marker string) {
 		t.Helper()
 		var objs []any
-		for _, l := range []client.ObjectList{&v1alpha1.FunctionList{}, &appsv1.DeploymentList{}, &appsv1.ReplicaSetList{}, &corev1.PodList{},
-			&corev1.ServiceList{}, &httpv1alpha1.HTTPScaledObjectList{}, &kedav1alpha1.ScaledObjectList{}, &eventsv1.EventList{}, &corev1.EventList{}} {
-			if err := g.client.List(ctx, l, client.InNamespace(tn.ns)); err != nil {
-				t.Fatal(err)
+		// The tenant's namespace, and the platform's, where its builds and its asynchronous
+		// dispatcher run.
+		for _, ns := range []string{tn.ns, "sless-system"} {
+			for _, l := range []client.ObjectList{&v1alpha1.FunctionList{}, &appsv1.DeploymentList{}, &appsv1.ReplicaSetList{}, &corev1.PodList{},
+				&corev1.ServiceList{}, &httpv1alpha1.HTTPScaledObjectList{}, &kedav1alpha1.ScaledObjectList{}, &kedav1alpha1.ScaledJobList{},
+				&kedav1alpha1.TriggerAuthenticationList{}, &batchv1.JobList{}, &batchv1.CronJobList{}, &corev1.ServiceAccountList{},
+				&rbacv1.RoleList{}, &rbacv1.RoleBindingList{}, &eventsv1.EventList{}, &corev1.EventList{}} {
+				if err := g.client.List(ctx, l, client.InNamespace(ns)); err != nil {
+					t.Fatal(err)
+				}
+				objs = append(objs, l)
 			}
-			objs = append(objs, l)
 		}
+		// What the API answers about the function and its invocations.
+		fn, err := tn.c.GetFunction(ctx, tn.ns, "secretive")
+		if err != nil {
+			t.Fatal(err)
+		}
+		history, err := tn.c.ListInvocations(ctx, tn.ns, "secretive", 100, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		async, err := tn.c.ListAsyncInvocations(ctx, tn.ns, "secretive", "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, fn, history, async)
 		out, err := yaml.Marshal(objs)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if strings.Contains(string(out), marker) {
-			t.Errorf("an object sless wrote in %s holds the secret's value", tn.ns)
+			t.Errorf("an object sless wrote, or an API answer, holds the secret's value")
 		}
 		if logs := logsText(t, tn, "secretive"); strings.Contains(logs, marker) {
 			t.Errorf("the logs API shows the value: %s", logs)
