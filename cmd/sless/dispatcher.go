@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -20,7 +18,6 @@ import (
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/cluster"
 	"sless.dev/sless/gateway/history"
-	"sless.dev/sless/rules"
 )
 
 func init() { subcommands = append(subcommands, newDispatcherCmd) }
@@ -93,8 +90,8 @@ func (c *dispatcherCommon) start(cmd *cobra.Command, concurrency int) (*dispatch
 		if err != nil {
 			return nil, &dispatcher.ConfigError{Field: "mask-secrets", Reason: err.Error(), Err: err}
 		}
-		m := &secretMasker{c: kc, ns: fn.Namespace, names: c.maskSecrets}
-		inv = dispatcher.MaskingInvoker{Inner: inv, Masker: m.get}
+		m := &cluster.SecretMaskSource{Client: kc, Namespace: fn.Namespace, Names: c.maskSecrets, Refresh: maskRefresh}
+		inv = dispatcher.MaskingInvoker{Inner: inv, Masker: m.Masker}
 	}
 	stopTelemetry, err := gateway.SetupTelemetry(cmd.Context(), "sless-dispatcher")
 	if err != nil {
@@ -121,32 +118,8 @@ func (c *dispatcherCommon) start(cmd *cobra.Command, concurrency int) (*dispatch
 }
 
 // maskRefresh is how often a dispatcher reads the secrets it masks again: a rotated value is
-// masked within it, while the function's pods still roll to the new one.
+// masked within it.
 const maskRefresh = 5 * time.Second
-
-// secretMasker is the masker of a function's secrets, read at most every maskRefresh.
-type secretMasker struct {
-	c     client.Reader
-	ns    string
-	names []string
-	mu    sync.Mutex
-	mask  *rules.SecretMasker
-	read  time.Time
-}
-
-func (m *secretMasker) get(ctx context.Context) (*rules.SecretMasker, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.read.IsZero() && time.Since(m.read) < maskRefresh {
-		return m.mask, nil
-	}
-	mask, err := cluster.SecretMasker(ctx, m.c, m.ns, m.names)
-	if err != nil {
-		return nil, err
-	}
-	m.mask, m.read = mask, time.Now()
-	return mask, nil
-}
 
 func newDispatcherCmd() *cobra.Command {
 	var (

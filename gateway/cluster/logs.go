@@ -55,9 +55,18 @@ func (b *Backend) Logs(ctx context.Context, q backend.LogQuery, emit func(api.Lo
 	})
 }
 
-// SecretMasker masks the values of the sless secrets names (of namespace ns); a secret that
-// does not exist, or is not sless's, masks nothing.
+// SecretMasker masks the values of the sless secrets names (of namespace ns).
 func SecretMasker(ctx context.Context, c client.Reader, ns string, names []string) (*rules.SecretMasker, error) {
+	values, err := secretValues(ctx, c, ns, names)
+	if err != nil {
+		return nil, err
+	}
+	return rules.NewSecretMasker(values), nil
+}
+
+// secretValues reads the values of the sless secrets names (of namespace ns); a secret that
+// does not exist, or is not sless's, has none.
+func secretValues(ctx context.Context, c client.Reader, ns string, names []string) ([][]byte, error) {
 	var values [][]byte
 	for _, name := range names {
 		var s corev1.Secret
@@ -74,7 +83,55 @@ func SecretMasker(ctx context.Context, c client.Reader, ns string, names []strin
 			}
 		}
 	}
-	return rules.NewSecretMasker(values), nil
+	return values, nil
+}
+
+// SecretMaskSource is the masker a dispatcher masks the answers it records with
+// (dispatcher.MaskingInvoker): the values of the sless secrets Names of Namespace, read
+// through Client at most every Refresh. It keeps masking values rotated away during its life
+// (a dispatcher pod's: one queue drain or one cron tick), as pods still draining may answer
+// with them.
+type SecretMaskSource struct {
+	Client    client.Reader
+	Namespace string
+	Names     []string
+	Refresh   time.Duration
+
+	mu   sync.Mutex
+	seen map[string]bool
+	mask *rules.SecretMasker
+	read time.Time
+}
+
+// Masker is the masker now; an error when the secrets cannot be read.
+func (m *SecretMaskSource) Masker(ctx context.Context) (*rules.SecretMasker, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.read.IsZero() && time.Since(m.read) < m.Refresh {
+		return m.mask, nil
+	}
+	values, err := secretValues(ctx, m.Client, m.Namespace, m.Names)
+	if err != nil {
+		return nil, err
+	}
+	if m.seen == nil {
+		m.seen = map[string]bool{}
+	}
+	grew := false
+	for _, v := range values {
+		if !m.seen[string(v)] {
+			m.seen[string(v)], grew = true, true
+		}
+	}
+	if grew {
+		all := make([][]byte, 0, len(m.seen))
+		for v := range m.seen {
+			all = append(all, []byte(v))
+		}
+		m.mask = rules.NewSecretMasker(all)
+	}
+	m.read = time.Now()
+	return m.mask, nil
 }
 
 // readLogs emits the lines of the selected pods as they stand, oldest first (the last q.Tail

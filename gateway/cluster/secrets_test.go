@@ -5,14 +5,21 @@ import (
 	"strings"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway/api"
 	sclient "sless.dev/sless/gateway/client"
+	"sless.dev/sless/gateway/cluster"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/scaling"
 )
 
 // TestSecretsAreLabelledSecrets: a secret is a Kubernetes Secret of the tenant's namespace
@@ -89,5 +96,67 @@ func TestSecretsAreLabelledSecrets(t *testing.T) {
 	// Another tenant sees none of it.
 	if _, err := h.tenant().c.ListSecrets(ctx, tn.ns); err == nil {
 		t.Error("another tenant listed this tenant's secrets")
+	}
+}
+
+// TestDispatcherMasksThroughItsRole: with the Role and RoleBinding the operator writes, a
+// function's dispatchers — its own ServiceAccount's token and the platform's
+// sless-dispatcher's — get exactly the referenced secrets (another Secret of the namespace is
+// forbidden); the mask source masks their values and, after a rotation, both the new value
+// and the one rotated away.
+func TestDispatcherMasksThroughItsRole(t *testing.T) {
+	ctx := context.Background()
+	opts := scaling.DefaultOptions()
+	const ns, first, second = "masking", "marker-91ab-first", "marker-91ab-second"
+	for _, name := range []string{ns, opts.Build.Namespace} {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	fn := &v1alpha1.Function{ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: ns, UID: "uid-reader"},
+		Spec: v1alpha1.FunctionSpec{CodeSpec: v1alpha1.CodeSpec{SecretEnv: []v1alpha1.SecretEnvVar{{Name: "DB_PASSWORD", Secret: "db", Key: "password"}}}}}
+	db := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns, Labels: map[string]string{rules.SecretLabel: "true"}},
+		Data: map[string][]byte{"password": []byte(first)}}
+	for _, o := range []client.Object{
+		db, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pull", Namespace: ns}, Data: map[string][]byte{"k": []byte("v")}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: scaling.DispatcherServiceAccount, Namespace: opts.Build.Namespace}},
+		scaling.MakeSecretReaderServiceAccount(fn), scaling.MakeSecretReaderRole(fn), scaling.MakeSecretReaderRoleBinding(fn, opts),
+	} {
+		if err := env.Client.Create(ctx, o); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	for _, sa := range []types.NamespacedName{{Namespace: ns, Name: scaling.SecretReaderName(fn)}, {Namespace: opts.Build.Namespace, Name: scaling.DispatcherServiceAccount}} {
+		tr, err := cs.CoreV1().ServiceAccounts(sa.Namespace).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		as, err := client.New(&rest.Config{Host: env.Config.Host, BearerToken: tr.Status.Token, TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}}, client.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := as.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pull"}, &corev1.Secret{}); !apierrors.IsForbidden(err) {
+			t.Errorf("%s read another Secret of the namespace: %v, want forbidden", sa, err)
+		}
+		if _, err := (&cluster.SecretMaskSource{Client: as, Namespace: ns, Names: []string{"pull"}}).Masker(ctx); err == nil {
+			t.Errorf("%s: a mask source of a Secret it may not read gave no error", sa)
+		}
+		src := &cluster.SecretMaskSource{Client: as, Namespace: ns, Names: []string{"db"}}
+		m, err := src.Masker(ctx)
+		if err != nil || m.Mask("pw="+first) != "pw="+rules.SecretMask {
+			t.Fatalf("%s: masker %v, error %v", sa, m, err)
+		}
+		db.Data["password"] = []byte(second)
+		if err := env.Client.Update(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+		if m, err = src.Masker(ctx); err != nil || m.Mask(first+" "+second) != rules.SecretMask+" "+rules.SecretMask {
+			t.Errorf("%s after a rotation: %q, %v; want both values masked", sa, m.Mask(first+" "+second), err)
+		}
+		db.Data["password"] = []byte(first)
+		if err := env.Client.Update(ctx, db); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
