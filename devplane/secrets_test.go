@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/test/testkit"
@@ -53,6 +57,10 @@ func (d *dev) readSecrets(name string) readerAnswer {
 // (mode 0400); no value is in any API answer or any file of the data directory; a rotation
 // restarts it with the new value; a missing key is a not-Ready message naming it.
 func TestSecretsReachOnlyTheFunction(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)))
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
 	d := startDev(t, devOptions{})
 	sandboxed, _ := d.backend.Pool().Isolation()
 	ctx := context.Background()
@@ -107,6 +115,15 @@ func TestSecretsReachOnlyTheFunction(t *testing.T) {
 	if strings.Contains(answers.String(), "marker-") {
 		t.Errorf("an API answer holds a value: %s", answers.String())
 	}
+	// What a reader of the traces sees: the spans of the calls above, none with a value.
+	if len(spans.Ended()) == 0 {
+		t.Error("no span recorded")
+	}
+	for _, sp := range spans.Ended() {
+		if text := spanText(sp); strings.Contains(text, "marker-") {
+			t.Errorf("span %s holds a value: %s", sp.Name(), text)
+		}
+	}
 
 	// Rotation: the function restarts with the new value.
 	s, err := d.client.UpdateSecret(ctx, d.ns, "db", api.SecretFields{Data: map[string]string{"password": rotated, "user": "app"}})
@@ -136,6 +153,22 @@ func TestSecretsReachOnlyTheFunction(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(d.dataDir, "secrets.key")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("secrets.key: %v %v, want mode 0600", fi, err)
 	}
+}
+
+// spanText is everything a span says: name, status, attributes and events.
+func spanText(sp sdktrace.ReadOnlySpan) string {
+	var b strings.Builder
+	b.WriteString(sp.Name() + " " + sp.Status().Description)
+	for _, a := range sp.Attributes() {
+		b.WriteString(" " + string(a.Key) + "=" + a.Value.Emit())
+	}
+	for _, e := range sp.Events() {
+		b.WriteString(" " + e.Name)
+		for _, a := range e.Attributes {
+			b.WriteString(" " + string(a.Key) + "=" + a.Value.Emit())
+		}
+	}
+	return b.String()
 }
 
 // TestSecretsSurviveARestart: the sealed secrets load again with the data directory's key.
