@@ -361,19 +361,6 @@ func missingKey(s *corev1.Secret, key, user string) string {
 // exactly the functions that read it.
 const secretRefIndex = "spec.secretRefs"
 
-// secretUsers maps a Secret to the Functions of its namespace that reference it.
-func (r *FunctionReconciler) secretUsers(ctx context.Context, o client.Object) []reconcile.Request {
-	var fns v1.FunctionList
-	if err := r.List(ctx, &fns, client.InNamespace(o.GetNamespace()), client.MatchingFields{secretRefIndex: o.GetName()}); err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(fns.Items))
-	for _, fn := range fns.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: fn.Namespace, Name: fn.Name}})
-	}
-	return reqs
-}
-
 // syncScaledObjectPause carries the paused-replicas annotation onto the ScaledObject the
 // add-on generates from the HTTPScaledObject (same name). The add-on (v0.15) copies
 // annotations only when it reconciles, which an annotation change does not trigger, and its
@@ -427,7 +414,7 @@ func (r *FunctionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&httpv1alpha1.HTTPScaledObject{}, builder.WithPredicates(notCreated)).
 		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(r.builds.owner(scaling.LabelFunction)), builder.WithPredicates(notCreated)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podFunction), builder.WithPredicates(podTroubleChanged)).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretUsers)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(referrers(r.Client, func() client.ObjectList { return &v1.FunctionList{} }, secretRefIndex))).
 		// The add-on merge-patches the HTTPScaledObject's annotations onto the ScaledObject it
 		// generates whenever it reconciles, from its own cache: a stale pass re-adds the paused
 		// annotation syncScaledObjectPause just removed. Its annotation changes wake the

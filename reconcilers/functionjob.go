@@ -213,7 +213,7 @@ func (r *FunctionJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1.FunctionJob{}, builder.WithPredicates(specChanged)).
 		Owns(&batchv1.Job{}, builder.WithPredicates(notCreated)).
 		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(r.builds.owner(scaling.LabelJob)), builder.WithPredicates(notCreated)).
-		Watches(&v1.Function{}, handler.EnqueueRequestsFromMapFunc(dependents(r.Client, &v1.FunctionJobList{}))).
+		Watches(&v1.Function{}, handler.EnqueueRequestsFromMapFunc(referrers(r.Client, func() client.ObjectList { return &v1.FunctionJobList{} }, functionRefIndex))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
 		Named("functionjob").
 		Complete(r)

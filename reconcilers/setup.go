@@ -7,12 +7,14 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-containerregistry/pkg/authn"
-
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -121,23 +123,21 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	return (&FunctionJobReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Config: cfg, builds: b, policy: res.policy}).SetupWithManager(mgr)
 }
 
-// dependents maps a Function to the requests of the objects of list's kind referencing it.
-func dependents(c client.Client, list client.ObjectList) func(context.Context, client.Object) []reconcile.Request {
-	return func(ctx context.Context, fn client.Object) []reconcile.Request {
-		if err := c.List(ctx, list, client.InNamespace(fn.GetNamespace()), client.MatchingFields{functionRefIndex: fn.GetName()}); err != nil {
+// referrers maps an object to the requests of the objects of newList's kind in its namespace
+// whose index field holds its name: a Function's triggers and jobs, a Secret's functions and
+// event triggers. A change to it wakes exactly those.
+func referrers(c client.Client, newList func() client.ObjectList, field string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		list := newList()
+		if err := c.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{field: o.GetName()}); err != nil {
 			return nil
 		}
 		var reqs []reconcile.Request
-		switch l := list.(type) {
-		case *v1.TriggerList:
-			for _, t := range l.Items {
-				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: t.Namespace, Name: t.Name}})
-			}
-		case *v1.FunctionJobList:
-			for _, j := range l.Items {
-				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: j.Namespace, Name: j.Name}})
-			}
-		}
+		_ = meta.EachListItem(list, func(item runtime.Object) error {
+			obj := item.(client.Object)
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}})
+			return nil
+		})
 		return reqs
 	}
 }

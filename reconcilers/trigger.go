@@ -11,13 +11,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/rules"
@@ -121,19 +119,6 @@ func (r *TriggerReconciler) brokerSecretMissing(ctx context.Context, tr *v1.Trig
 	return missingKey(s, scaling.BrokerSecretKey(ref), "broker_secret_key")
 }
 
-// brokerUsers maps a Secret to the event Triggers of its namespace whose broker it holds.
-func (r *TriggerReconciler) brokerUsers(ctx context.Context, o client.Object) []reconcile.Request {
-	var trs v1.TriggerList
-	if err := r.List(ctx, &trs, client.InNamespace(o.GetNamespace()), client.MatchingFields{brokerSecretIndex: o.GetName()}); err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(trs.Items))
-	for _, tr := range trs.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: tr.Namespace, Name: tr.Name}})
-	}
-	return reqs
-}
-
 func (r *TriggerReconciler) fail(tr *v1.Trigger, err error) error {
 	tr.Status.Active = false
 	setCondition(tr, &tr.Status.Conditions, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonRenderFailed, err.Error())
@@ -154,6 +139,8 @@ func phaseOf(fn *v1.Function) v1.FunctionPhase {
 	return fn.Status.Phase
 }
 
+func triggerList() client.ObjectList { return &v1.TriggerList{} }
+
 // SetupWithManager watches Triggers, their children, and the Functions they reference.
 func (r *TriggerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
@@ -161,8 +148,8 @@ func (r *TriggerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&batchv1.CronJob{}, builder.WithPredicates(notCreated)).
 		Owns(&kedav1alpha1.ScaledJob{}, builder.WithPredicates(notCreated)).
 		Owns(&kedav1alpha1.TriggerAuthentication{}, builder.WithPredicates(notCreated)).
-		Watches(&v1.Function{}, handler.EnqueueRequestsFromMapFunc(dependents(r.Client, &v1.TriggerList{}))).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.brokerUsers)).
+		Watches(&v1.Function{}, handler.EnqueueRequestsFromMapFunc(referrers(r.Client, triggerList, functionRefIndex))).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(referrers(r.Client, triggerList, brokerSecretIndex))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
 		Named("trigger").
 		Complete(r)
