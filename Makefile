@@ -51,16 +51,20 @@ config-image:
 
 ## generate: regenerate deepcopy code, CRDs and RBAC from the kubebuilder markers (into the
 ## Helm chart), then render config/default/sless.yaml from the chart: the chart is the one
-## install definition, config/default its kustomize form.
+## install definition, config/default its kustomize form. cmd/sless/deps.txt lists the
+## third-party packages of the binary on both image platforms: the Dockerfile compiles them in
+## a layer of their own.
 generate:
 	$(GO) tool controller-gen object paths=./apis/... crd paths=./apis/... output:crd:artifacts:config=config/crd/bases
 	$(GO) tool controller-gen rbac:roleName=sless-operator paths=./reconcilers/... output:rbac:artifacts:config=config/helm/sless/templates
 	cp config/crd/bases/*.yaml config/helm/sless/crds/
 	$(GO) test ./config -run '^TestHelmChartMatchesConfig$$' -count=1 -args -update
+	@set -euo pipefail; deps() { GOOS=linux GOARCH=$$1 CGO_ENABLED=0 $(GO) list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./cmd/sless | grep -v '^sless.dev/' | sort; }; \
+	comm -12 <(deps amd64) <(deps arm64) > cmd/sless/deps.txt
 
 ## verify-generated: fail when generated files are not what `make generate` produces.
 verify-generated: generate
-	@git diff --exit-code -- apis config || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code -- apis config cmd/sless/deps.txt || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
 
 ## lint: gofmt, go vet and staticcheck over every module.
 lint:

@@ -17,6 +17,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -26,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -385,10 +388,17 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx, span := tracer.Start(req.Context(), "local.invoke", trace.WithAttributes(attribute.String("sless.function", key)))
 	defer span.End()
+	var held *heldBody
+	if req.Body != nil && req.Body != http.NoBody {
+		held = &heldBody{ReadCloser: req.Body, held: true}
+		defer held.release()
+	}
 	for attempt := 1; ; attempt++ {
 		proc, cold, err := f.acquire(ctx)
 		if err != nil {
-			closeBody(req)
+			if held != nil {
+				_ = held.Close() // done on release
+			}
 			span.SetStatus(codes.Error, err.Error())
 			return nil, err
 		}
@@ -398,10 +408,19 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		u := *req.URL
 		u.Scheme, u.Host = "http", proc.addr
 		out.URL = &u
+		if held != nil {
+			out.Body = held
+		}
 		resp, err := p.transport.RoundTrip(out.WithContext(ctx))
 		if err != nil {
 			f.release(proc)
-			f.reapIfDead(proc, deathWait)
+			if listenerGone(err) {
+				// The socket refuses or is gone: the process is exiting (its exit may be
+				// processed later on a loaded machine), so no request may go to it again.
+				f.retire(proc)
+			} else {
+				f.reapIfDead(proc, deathWait)
+			}
 			var op *net.OpError
 			if attempt == 1 && errors.As(err, &op) && op.Op == "dial" && ctx.Err() == nil {
 				continue
@@ -416,9 +435,44 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
+// listenerGone reports a connection a process's socket refused or no longer has: its server
+// has closed, unlike a dial that timed out or found the backlog full.
+func listenerGone(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist)
+}
+
 // deathWait is how long a failed request waits to learn whether its process died, so that
 // the next request is not sent to a process that is still exiting.
 const deathWait = 200 * time.Millisecond
+
+// heldBody keeps a request's body open until the last attempt: the transport closes the body
+// on every error, even a dial's that read none of it, and the retry sends it again. A close
+// asked for meanwhile happens on release.
+type heldBody struct {
+	io.ReadCloser
+	mu           sync.Mutex
+	held, closed bool
+}
+
+func (b *heldBody) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held || b.closed {
+		b.closed = true
+		return nil
+	}
+	b.closed = true
+	return b.ReadCloser.Close()
+}
+
+func (b *heldBody) release() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.held = false
+	if b.closed {
+		_ = b.ReadCloser.Close()
+	}
+}
 
 func hostOnly(hostport string) string {
 	if h, _, err := net.SplitHostPort(hostport); err == nil {

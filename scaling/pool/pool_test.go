@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -168,6 +169,40 @@ func TestCrashMidRequestThenRecover(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("request after the crash: %d %s", code, body)
 	}
+}
+
+// TestGoneSocketIsRetriedOnANewProcess: a process whose socket is gone but whose exit has not
+// been seen (a crash on a loaded machine) serves no further request: the next one, which it
+// never received, goes to a new process instead of failing.
+func TestGoneSocketIsRetriedOnANewProcess(t *testing.T) {
+	h := newHarness(t)
+	if err := h.pool.Set("fn-g", Spec{Artifact: sharedArtifact(t), MaxProcs: 2, Target: 10, ScaleDown: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	code, first := h.call(t, "fn-g", `{"unlisten": true}`)
+	if code != http.StatusOK {
+		t.Fatalf("unlisten: %d %s", code, first)
+	}
+	// As when the process exits: its connections are gone, the next request dials.
+	h.pool.transport.CloseIdleConnections()
+	for i := range 2 {
+		code, body := h.call(t, "fn-g", `{}`)
+		if code != http.StatusOK {
+			t.Fatalf("request %d after the socket went: %d %s", i+1, code, body)
+		}
+		if pidOf(t, body) == pidOf(t, first) {
+			t.Fatalf("request %d went to the process without a socket (%s)", i+1, body)
+		}
+	}
+}
+
+func pidOf(t *testing.T, body string) int {
+	t.Helper()
+	var out struct{ PID int }
+	if err := json.Unmarshal([]byte(body), &out); err != nil || out.PID == 0 {
+		t.Fatalf("no pid in %q: %v", body, err)
+	}
+	return out.PID
 }
 
 func TestMinProcsStayWarmAndCrashIsReplaced(t *testing.T) {

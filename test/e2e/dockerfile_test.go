@@ -7,12 +7,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -68,11 +70,47 @@ func (g *ground) startPlatformBuild(ctx context.Context) error {
 	}
 	g.stops = append(g.stops, stopProxy)
 	base := registryDoor + "/distroless/static-debian12@" + g.standIns["distroless/static-debian12:nonroot"].String()
+	layers, err := kanikoLayerCache()
+	if err != nil {
+		return err
+	}
 	return g.startJob(ctx, "platform-dockerfile", g.kanikoImage, nil, []string{
 		"--context=s3://" + bucket + "/e2e/platform.tar.gz", "--dockerfile=Dockerfile", "--destination=" + registryDoor + "/sless/docker:e2e",
 		"--build-arg=GOPROXY=http://" + nodeIP + ":" + strconv.Itoa(goProxyPort), "--build-arg=BASE_IMAGE=" + base, "--build-arg=VERSION=e2e",
-		"--insecure-registry=" + registryDoor, "--registry-mirror=" + registryDoor, "--reproducible", "--cache=false", "--verbosity=warn",
-	})
+		"--insecure-registry=" + registryDoor, "--registry-mirror=" + registryDoor, "--reproducible", "--verbosity=warn",
+		"--cache=true", "--cache-repo=oci:/layer-cache/platform", "--cache-ttl=" + layerCacheTTL.String(),
+	}, map[string]string{"/layer-cache": layers})
+}
+
+// layerCacheTTL is how long a layer kaniko cached for the Dockerfile build stays in use.
+const layerCacheTTL = 72 * time.Hour
+
+// kanikoLayerCache is the host directory that keeps the Dockerfile build's layers from one run
+// to the next (kaniko --cache-repo as OCI layouts, one per layer): the layer that compiles
+// the third-party packages is reused while go.mod, go.sum and cmd/sless/deps.txt stay as they
+// are, as a CI's kaniko cache would be; the first run on a machine builds every layer.
+// Layers past their TTL, which kaniko no longer reads, are removed.
+func kanikoLayerCache() (string, error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cache, "sless-e2e", "kaniko-layers")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > layerCacheTTL {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return "", err
+			}
+		}
+	}
+	return dir, nil
 }
 
 // TestPlatformDockerfile waits for the build startPlatformBuild started, then runs the image
@@ -144,15 +182,16 @@ func serveModuleCache() (stop func(), err error) {
 // at hand), waits for it to complete and returns the tail of its pod's log.
 func runJob(t *testing.T, name, image string, command, args []string, within time.Duration) string {
 	t.Helper()
-	if err := g.startJob(context.Background(), name, image, command, args); err != nil {
+	if err := g.startJob(context.Background(), name, image, command, args, nil); err != nil {
 		t.Fatal(err)
 	}
 	out, _ := waitJob(t, name, within)
 	return out
 }
 
-// startJob creates the Job name running image with args in sless-system.
-func (g *ground) startJob(ctx context.Context, name, image string, command, args []string) error {
+// startJob creates the Job name running image with args in sless-system, with hostDirs
+// (mount path → host directory) mounted as hostPath volumes.
+func (g *ground) startJob(ctx context.Context, name, image string, command, args []string, hostDirs map[string]string) error {
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "sless-system"},
 		Spec: batchv1.JobSpec{BackoffLimit: ptr.To(int32(0)), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
@@ -162,6 +201,12 @@ func (g *ground) startJob(ctx context.Context, name, image string, command, args
 				EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "sless-s3"}}}},
 			}},
 		}}},
+	}
+	spec := &job.Spec.Template.Spec
+	for _, mountPath := range slices.Sorted(maps.Keys(hostDirs)) {
+		vol := fmt.Sprintf("host-%d", len(spec.Volumes))
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: hostDirs[mountPath], Type: ptr.To(corev1.HostPathDirectory)}}})
+		spec.Containers[0].VolumeMounts = append(spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: vol, MountPath: mountPath})
 	}
 	if err := g.client.Create(ctx, job); err != nil {
 		return fmt.Errorf("creating job %s: %w", name, err)

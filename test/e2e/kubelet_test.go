@@ -437,7 +437,7 @@ func (k *kubelet) pullWithBackoff(ctx context.Context, p *corev1.Pod, c *corev1.
 // the container's, the image's or container's working directory and command, and the
 // kubelet's mounts (hosts file, termination log, service account token).
 func (k *kubelet) containerSpec(ctx context.Context, p *corev1.Pod, c *corev1.Container, img *pulledImage, ip, dir, termPath string) (containerSpec, error) {
-	volumes, err := k.secretVolumes(ctx, p, c, dir)
+	volumes, err := k.volumes(ctx, p, c, dir)
 	if err != nil {
 		return containerSpec{}, err
 	}
@@ -514,17 +514,29 @@ func (k *kubelet) containerSpec(ctx context.Context, p *corev1.Pod, c *corev1.Co
 		Mounts: append(mounts, volumes...)}, nil
 }
 
-// secretVolumes writes the container's Secret volumes as the kubelet does: a file per key
-// (or per item), its mode the volume's defaultMode (0644 when unset), owned by root and the
-// pod's fsGroup when it has one, shown read-only at the mount path. A missing Secret fails
-// the start, as a real kubelet keeps the pod in ContainerCreating. Any other kind of volume
-// fails loudly: a build Job's registry credentials, say, must not silently go missing.
-func (k *kubelet) secretVolumes(ctx context.Context, p *corev1.Pod, c *corev1.Container, dir string) ([]bindMount, error) {
+// volumes mounts the container's volumes as the kubelet does. A Secret volume is a file per
+// key (or per item), its mode the volume's defaultMode (0644 when unset), owned by root and
+// the pod's fsGroup when it has one, shown read-only at the mount path; a missing Secret fails
+// the start, as a real kubelet keeps the pod in ContainerCreating. A hostPath volume of type
+// Directory is the host's directory, which must exist. Any other kind of volume fails loudly:
+// a build Job's registry credentials, say, must not silently go missing.
+func (k *kubelet) volumes(ctx context.Context, p *corev1.Pod, c *corev1.Container, dir string) ([]bindMount, error) {
 	var mounts []bindMount
 	for _, vm := range c.VolumeMounts {
 		i := slices.IndexFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == vm.Name })
+		if i >= 0 && p.Spec.Volumes[i].HostPath != nil {
+			hp := p.Spec.Volumes[i].HostPath
+			if ptr.Deref(hp.Type, "") != corev1.HostPathDirectory {
+				return nil, fmt.Errorf("volume %s: only hostPath volumes of type Directory are supported by the e2e kubelet", vm.Name)
+			}
+			if fi, err := os.Stat(hp.Path); err != nil || !fi.IsDir() {
+				return nil, fmt.Errorf("MountVolume.SetUp failed for volume %q: hostPath type check failed: %s is not a directory", vm.Name, hp.Path)
+			}
+			mounts = append(mounts, bindMount{Source: hp.Path, Target: vm.MountPath, ReadOnly: vm.ReadOnly})
+			continue
+		}
 		if i < 0 || p.Spec.Volumes[i].Secret == nil {
-			return nil, fmt.Errorf("volume %s: only Secret volumes are supported by the e2e kubelet", vm.Name)
+			return nil, fmt.Errorf("volume %s: only Secret and hostPath volumes are supported by the e2e kubelet", vm.Name)
 		}
 		src := p.Spec.Volumes[i].Secret
 		s, err := k.cs.CoreV1().Secrets(p.Namespace).Get(ctx, src.SecretName, metav1.GetOptions{})
