@@ -249,6 +249,7 @@ func TestPostgresRestart(t *testing.T) {
 	if err := s.pg.stop(); err != nil {
 		t.Fatal(err)
 	}
+	down := time.Now()
 	_, err := d.client.ListInvocations(context.Background(), d.ns, "ledger", 10, "")
 	var apiErr *client.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable {
@@ -259,7 +260,7 @@ func TestPostgresRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	started := time.Now()
-	wrote, err := historyResumed(db, d.ns, "ledger", started, time.Minute)
+	wrote, err := historyResumed(db, d.ns, "ledger", down, started, time.Minute)
 	if err != nil {
 		t.Errorf("no history written after PostgreSQL came back: %v", err)
 	}

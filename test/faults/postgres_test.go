@@ -158,27 +158,24 @@ func settledHistory(t *testing.T, dbURL, ns, fn string, want map[string]int, qui
 	return nil
 }
 
-// historyResumed waits until the history of ns/fn grows past what it held when the database
-// came back (nothing can be written while it is down), and returns how long that took after
-// since: when the writer, backing off, wrote again.
-func historyResumed(dbURL, ns, fn string, since time.Time, timeout time.Duration) (time.Duration, error) {
-	total := func() int {
-		counts, err := historyOf(dbURL, ns, fn)
+// historyResumed waits until the history of ns/fn holds a record of an invocation that started
+// after down, when the database stopped (only a writer that wrote again after the restart can
+// have put it there, however fast it caught up), and returns how long that took after up.
+func historyResumed(dbURL, ns, fn string, down, up time.Time, timeout time.Duration) (time.Duration, error) {
+	written := func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, dbURL)
 		if err != nil {
-			return -1
+			return false
 		}
-		n := 0
-		for _, c := range counts {
-			n += c
-		}
-		return n
+		defer c.Close(ctx)
+		var n int
+		err = c.QueryRow(ctx, `SELECT count(*) FROM invocations WHERE namespace = $1 AND function = $2 AND started_at > $3`, ns, fn, down).Scan(&n)
+		return err == nil && n > 0
 	}
-	base := total()
-	if base < 0 {
-		return 0, fmt.Errorf("count the history of %s/%s", ns, fn)
-	}
-	err := until(timeout, nil, func() bool { return total() > base })
-	return time.Since(since), err
+	err := until(timeout, nil, written)
+	return time.Since(up), err
 }
 
 // postgresBin is the directory of initdb and postgres: on PATH, or Debian's newest cluster
