@@ -20,6 +20,7 @@ import (
 	"sless.dev/sless/gateway/cluster"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling"
+	"sless.dev/sless/test/testenv"
 )
 
 // TestSecretsAreLabelledSecrets: a secret is a Kubernetes Secret of the tenant's namespace
@@ -105,6 +106,7 @@ func TestSecretsAreLabelledSecrets(t *testing.T) {
 // forbidden); the mask source masks their values and, after a rotation, both the new value
 // and the one rotated away.
 func TestDispatcherMasksThroughItsRole(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	opts := scaling.DefaultOptions()
 	const ns, first, second = "masking", "marker-91ab-first", "marker-91ab-second"
