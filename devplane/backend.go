@@ -309,8 +309,9 @@ func (b *Backend) reconcile(item string) error {
 	return nil
 }
 
-// Transport carries /fn/ requests to the process pool; the Host names the function.
-func (b *Backend) Transport() http.RoundTripper { return b.pool }
+// Transport carries /fn/ requests to the process pool; the Host names a revision (or a
+// function, whose traffic then picks one).
+func (b *Backend) Transport() http.RoundTripper { return revisionRouter{b} }
 
 // Pool exposes the process pool (process counts and addresses, for tests and benchmarks).
 func (b *Backend) Pool() *pool.Pool { return b.pool }
@@ -328,17 +329,21 @@ func (b *Backend) Route(ns, name string) (backend.Route, error) {
 func (b *Backend) rebuildRoutes() {
 	b.depMu.Lock()
 	defer b.depMu.Unlock()
-	routes := routesOf(b.store.snapshot(), func(key string) string { return b.deployed[key].host })
+	routes := routesOf(b.store.snapshot(), func(r *functionRecord) []backend.RouteTarget {
+		return b.targetsOf(r, b.deployed[objectKey(r.Namespace, r.Name)])
+	})
 	b.routes.Store(&routes)
 }
 
-// routesOf is the route of every function in snap, deployed under hostOf(key) ("" while it
-// is not). Asynchronous calls are taken as soon as async is on: sless dev drains them itself.
-func routesOf(snap *snapshot, hostOf func(key string) string) map[string]backend.Route {
+// routesOf is the route of every function in snap, to the revisions targetsOf says.
+// Asynchronous calls are taken as soon as async is on: sless dev drains them itself.
+func routesOf(snap *snapshot, targetsOf func(*functionRecord) []backend.RouteTarget) map[string]backend.Route {
 	gates := httpGates(snap)
 	routes := make(map[string]backend.Route, len(snap.functions))
 	for key, fn := range snap.functions {
-		routes[key] = backend.RouteOf(hostOf(key), fn.Spec.TimeoutSec, gates[key], fn.Spec.Async.Enabled, fn.Spec.Async.MaxAttempts)
+		r := backend.RouteOf("", fn.Spec.TimeoutSec, gates[key], fn.Spec.Async.Enabled, fn.Spec.Async.MaxAttempts)
+		r.Targets = targetsOf(fn)
+		routes[key] = r
 	}
 	return routes
 }
@@ -361,12 +366,6 @@ func httpGates(snap *snapshot) map[string]rules.Gate {
 
 func (b *Backend) routingHost(ns, name string) string {
 	return rules.RoutingHost(ns, name, b.opts.Domain)
-}
-
-// keyOfHost is the function key a routing host names.
-func (b *Backend) keyOfHost(host string) (string, bool) {
-	name, ns, ok := strings.Cut(strings.TrimSuffix(host, "."+b.opts.Domain), ".")
-	return objectKey(ns, name), ok
 }
 
 func (b *Backend) functionURL(ns, name string) string {
@@ -394,7 +393,7 @@ func exists(kind, ns, name string) error {
 }
 
 func functionOf(r *functionRecord) api.Function {
-	st := r.Status
+	st := r.Status.FunctionStatus
 	st.Ready, st.Message = rules.FunctionView(st.Phase, st.Message, r.Generation, r.ObservedGeneration)
 	return api.Function{Name: r.Name, Namespace: r.Namespace, CreatedAt: r.CreatedAt, FunctionSpec: cloneFunctionSpec(r.Spec), Status: st}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -65,36 +64,55 @@ func (b *Backend) reconcileFunction(key string) error {
 		return b.setSteps(key, gen, nil, rules.Step{Name: rules.StepBuilt, State: rules.StepWaiting, Reason: "AwaitingSource",
 			Message: "waiting for source: upload a zip to POST /v1/namespaces/" + fn.Namespace + "/functions/" + fn.Name + "/upload"})
 	}
-	art, built, err := b.artifact(ctx, fn.Namespace, fn.Runtime, fn.Source, logKey(backend.LogBuild, fn.Namespace, fn.Name), func() {
-		_ = b.setSteps(key, gen, nil, rules.Step{Name: rules.StepBuilt, State: rules.StepBuilding, Reason: "Building", Message: "building " + short(fn.Source.SHA256)})
+	rev, err := b.currentRevision(key)
+	if err != nil {
+		return err
+	}
+	settle := func() error { return b.settleRevisions(ctx, key, gate.Disabled) }
+	art, built, err := b.artifact(ctx, fn.Namespace, rev.Config.Runtime, rev.Config.Source, logKey(backend.LogBuild, fn.Namespace, fn.Name), func() {
+		_ = b.setSteps(key, gen, nil, rules.Step{Name: rules.StepBuilt, State: rules.StepBuilding, Reason: "Building", Message: "building " + short(rev.Config.Source.SHA256)})
 	})
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
-		b.log.Warn("Warning: build failed", "function", key, "error", err)
+		b.log.Warn("Warning: build failed", "function", key, "revision", rev.Name, "error", err)
 		now := time.Now().UTC()
 		failed := rules.Step{Name: rules.StepBuilt, State: rules.StepFailed, Reason: "BuildFailed", Message: "build failed; see last_build_error"}
 		if retryable(err) {
 			failed.Reason, failed.Message = "BuildError", "build failed for a reason outside the source (see last_build_error); retrying"
+		} else if merr := b.markRevision(key, rev.Name, api.RevisionStatus{Phase: api.RevisionFailed, Message: "build failed: " + firstLine(err.Error())}); merr != nil {
+			return merr
 		}
 		serr := b.setSteps(key, gen, func(st *api.FunctionStatus) {
 			st.LastBuildError, st.LastBuildTime = truncate(err.Error(), maxBuildError), &now
 		}, failed)
+		// The revisions that serve keep serving, as a Deployment's old pods do.
 		if retryable(err) {
-			return err
+			return errors.Join(err, settle())
 		}
-		return serr // the previous build, if any, keeps serving, as a Deployment would
+		return errors.Join(serr, settle())
 	}
-	env, files, err := b.secretInputs(fn.Namespace, fn.FunctionSpec)
-	if err != nil {
-		// The previous deployment, if any, keeps serving (as a Deployment whose new pods
-		// cannot start does); the status names what is missing.
-		return b.setSteps(key, gen, nil, done(rules.StepBuilt), rules.Step{Name: rules.StepDeployed, State: rules.StepFailed, Reason: "SecretNotFound", Message: err.Error()})
-	}
-	if err := b.deploy(key, fn, art, gate.Disabled, env, files); err != nil {
-		if errors.Is(err, pool.ErrFilesNeedSandbox) {
-			return b.setSteps(key, gen, nil, done(rules.StepBuilt), rules.Step{Name: rules.StepDeployed, State: rules.StepFailed, Reason: "SandboxRequired", Message: err.Error()})
+	if err := b.startRevision(key, fn, rev, art, gate.Disabled); err != nil {
+		step := rules.Step{Name: rules.StepDeployed, State: rules.StepFailed, Reason: "DeployFailed", Message: err.Error()}
+		var missing *missingSecretError
+		switch {
+		case errors.As(err, &missing):
+			// Retried when the secret appears (a secret's change reconciles its functions).
+			step.Reason = "SecretNotFound"
+			return errors.Join(b.setSteps(key, gen, nil, done(rules.StepBuilt), step), settle())
+		case errors.Is(err, pool.ErrFilesNeedSandbox):
+			step.Reason = "SandboxRequired"
+			if merr := b.markRevision(key, rev.Name, api.RevisionStatus{Phase: api.RevisionFailed, Message: err.Error()}); merr != nil {
+				return merr
+			}
+			return errors.Join(b.setSteps(key, gen, nil, done(rules.StepBuilt), step), settle())
 		}
-		_ = b.setSteps(key, gen, nil, done(rules.StepBuilt), rules.Step{Name: rules.StepDeployed, State: rules.StepFailed, Reason: "DeployFailed", Message: err.Error()})
+		_ = b.setSteps(key, gen, nil, done(rules.StepBuilt), step)
+		return errors.Join(err, settle())
+	}
+	if err := b.markRevision(key, rev.Name, api.RevisionStatus{Phase: api.RevisionReady, Image: "local:" + short(art.Hash)}); err != nil {
+		return err
+	}
+	if err := settle(); err != nil {
 		return err
 	}
 	b.setAsyncRunner(key, fn, b.routingHost(fn.Namespace, fn.Name))
@@ -107,6 +125,13 @@ func (b *Backend) reconcileFunction(key string) error {
 	}, done(rules.StepBuilt), done(rules.StepDeployed), done(rules.StepHealthy))
 }
 
+// firstLine is the first line of a build error, for a revision's message (the whole
+// output is in last_build_error).
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return truncate(line, 200)
+}
+
 // retryable reports a build failure that is not the source's fault: anything but the
 // compiler's or installer's own error, and a full disk even when a tool reports it.
 func retryable(err error) bool {
@@ -114,69 +139,47 @@ func retryable(err error) bool {
 	return !errors.As(err, &be) || errors.Is(err, syscall.ENOSPC) || strings.Contains(err.Error(), "no space left on device")
 }
 
-// deploy hands the build to the pool under the function's routing host.
-// secretEnv and files are the function's resolved secret_env and secret_files.
-func (b *Backend) deploy(key string, fn api.Function, art *buildkit.Artifact, disabled bool, secretEnv map[string]string, files map[string]map[string][]byte) error {
-	host := b.routingHost(fn.Namespace, fn.Name)
-	env := fn.EnvVars
-	if len(secretEnv) > 0 {
-		env = maps.Clone(fn.EnvVars)
-		if env == nil {
-			env = map[string]string{}
-		}
-		maps.Copy(env, secretEnv)
-	}
-	spec := pool.Spec{
-		Artifact: art, Env: env, Files: files, Timeout: time.Duration(fn.TimeoutSec) * time.Second,
-		MinProcs: int(fn.MinReplicas), MaxProcs: int(fn.MaxReplicas), Target: int(fn.ScalingTarget),
-		ScaleDown: time.Duration(fn.ScaleDownPeriodSec) * time.Second, Disabled: disabled, MemoryMB: int(fn.MemoryMB),
-	}
-	if spec.ScaleDown <= 0 {
-		spec.ScaleDown = rules.DefaultScaleDownSeconds * time.Second
-	}
-	if err := b.pool.Set(host, spec); err != nil {
-		return fmt.Errorf("starting function %s: %w", key, err)
-	}
-	var values [][]byte
-	for _, v := range secretEnv {
-		values = append(values, []byte(v))
-	}
-	for _, dir := range files {
-		for _, v := range dir {
-			values = append(values, v)
-		}
-	}
-	b.depMu.Lock()
-	b.deployed[key] = deployment{host: host, spec: spec, mask: rules.NewSecretMasker(values)}
-	b.depMu.Unlock()
-	b.rebuildRoutes()
-	return nil
-}
-
-// deployment is a function the pool serves: its routing host and how it runs (jobs of the
-// function run the same build).
+// deployment is a function in the pool: the host its triggers and asynchronous calls use
+// (revisionRouter picks a revision per call) and its revisions that run, by name.
 type deployment struct {
-	host string
-	spec pool.Spec
-	// mask hides the values of the function's secrets in what it prints and answers.
+	host      string
+	revisions map[string]running
+	// mask hides the values of its revisions' secrets in what they print and answer.
 	mask *rules.SecretMasker
 }
 
+// deployment is what runs of function key; ok while a revision of it serves.
 func (b *Backend) deployment(key string) (deployment, bool) {
 	b.depMu.Lock()
 	defer b.depMu.Unlock()
-	d, ok := b.deployed[key]
-	return d, ok
+	d := b.deployed[key]
+	return d, len(d.revisions) > 0
 }
 
+// latestSpec is how the function's latest ready revision runs (a job of the function runs
+// that build), and whether one does.
+func (b *Backend) latestSpec(key string) (pool.Spec, bool) {
+	r, ok := b.store.snapshot().functions[key]
+	if !ok {
+		return pool.Spec{}, false
+	}
+	d, _ := b.deployment(key)
+	run, ok := d.revisions[r.Status.LatestReadyRevision]
+	return run.spec, ok
+}
+
+// undeploy takes every revision of function key out of the pool.
 func (b *Backend) undeploy(key string) {
+	ns, _ := splitKey(key)
 	b.depMu.Lock()
-	d, ok := b.deployed[key]
+	d := b.deployed[key]
 	delete(b.deployed, key)
 	b.depMu.Unlock()
 	b.runners.set(b.ctx, asyncRunnerKey(key), nil, nil)
-	if ok {
-		b.pool.Remove(d.host)
+	for name := range d.revisions {
+		b.pool.Remove(rules.RevisionHost(ns, name, b.opts.Domain))
+	}
+	if len(d.revisions) > 0 {
 		b.rebuildRoutes()
 	}
 }
@@ -187,7 +190,7 @@ const startFailedPrefix = "the last start of the function process failed: "
 // noteStart shows a failed cold start (e.g. a Python import error, which no build step
 // catches) in the function's status message, and clears it once a start succeeds.
 func (b *Backend) noteStart(host string, err error) {
-	key, ok := b.keyOfHost(host)
+	key, _, ok := b.keyOfHost(host)
 	if !ok {
 		return
 	}
@@ -260,7 +263,7 @@ func (b *Backend) setFunctionStatus(key string, gen int64, change func(*api.Func
 		if r.Generation < gen {
 			return false
 		}
-		change(&r.Status)
+		change(&r.Status.FunctionStatus)
 		r.ObservedGeneration = gen
 		return true
 	})

@@ -99,7 +99,8 @@ func (b *Backend) reconcileJob(key string) error {
 			*s = api.JobStatus{Phase: api.JobPending, ObservedRunID: spec.RunID, Error: fmt.Sprintf("waiting for function %q to be Ready", spec.Function)}
 		})
 	}
-	return b.startJob(key, spec, dep.spec, dep.mask)
+	run, _ := b.latestSpec(fnKey)
+	return b.startJob(key, spec, run, dep.mask)
 }
 
 // runSelfContained builds the job's own uploaded code (cached by tenant and content hash

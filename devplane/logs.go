@@ -240,20 +240,20 @@ func (b *Backend) Logs(ctx context.Context, q backend.LogQuery, emit func(api.Lo
 
 // onOutput files a line a function's process or a job run printed under its object.
 func (b *Backend) onOutput(l pool.Line) {
-	var key, fnKey string
+	var key, fnKey, rev string
 	if job, ok := strings.CutPrefix(l.Function, "job/"); ok {
 		ns, name := splitKey(job)
 		key = logKey(backend.LogJob, ns, name)
 		if r, ok := b.store.snapshot().jobs[job]; ok && r.Spec.Function != "" {
 			fnKey = objectKey(ns, r.Spec.Function)
 		}
-	} else if fn, ok := b.keyOfHost(l.Function); ok {
+	} else if fn, r, ok := b.keyOfHost(l.Function); ok {
 		ns, name := splitKey(fn)
-		key, fnKey = logKey(backend.LogFunction, ns, name), fn
+		key, fnKey, rev = logKey(backend.LogFunction, ns, name), fn, r
 	} else {
 		return
 	}
-	b.logs.append(key, api.LogLine{Time: l.Time.UTC(), Instance: l.Instance, Stream: l.Stream, Line: b.maskOf(fnKey).Mask(l.Text)})
+	b.logs.append(key, api.LogLine{Time: l.Time.UTC(), Instance: l.Instance, Revision: rev, Stream: l.Stream, Line: b.maskOf(fnKey).Mask(l.Text)})
 }
 
 // maskOf is the masker of the function's secret values as deployed (nil: none).

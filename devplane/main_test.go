@@ -227,7 +227,7 @@ func (d *dev) invoke(name, body string) (int, string) {
 }
 
 func (d *dev) stats(name string) pool.Stats {
-	return d.backend.Pool().Stats(name + "." + d.ns + ".fn.sless.local")
+	return d.backend.Stats(d.ns, name)
 }
 
 func (d *dev) invocations(name string) []api.Invocation {

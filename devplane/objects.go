@@ -23,7 +23,10 @@ type kindOps[S, T, O any] struct {
 	// initial is the status of a new object.
 	initial T
 	// check applies the kind's own rules to a new spec (old is nil at create).
-	check func(b *Backend, ns string, old *S, spec S) error
+	check func(b *Backend, ns string, old *record[S, T], spec S) error
+	// written, when set, completes a record about to be written with a new spec (a
+	// function's new revision is made with the change that makes it).
+	written func(*record[S, T])
 	// affected lists the keys of other objects to reconcile when an object of this kind
 	// changes (the function an http trigger gates, for instance).
 	affected func(ns string, spec S) []string
@@ -32,11 +35,19 @@ type kindOps[S, T, O any] struct {
 }
 
 var (
-	functionKind = kindOps[api.FunctionSpec, api.FunctionStatus, api.Function]{table: functions, view: functionOf,
-		initial: api.FunctionStatus{Phase: api.PhasePending}, kick: (*Backend).kickFunction,
-		check: func(_ *Backend, _ string, _ *api.FunctionSpec, spec api.FunctionSpec) error {
-			return runtimeHere(spec.Runtime)
-		}}
+	functionKind = kindOps[api.FunctionSpec, functionStatus, api.Function]{table: functions, view: functionOf,
+		initial: functionStatus{FunctionStatus: api.FunctionStatus{Phase: api.PhasePending}}, kick: (*Backend).kickFunction,
+		check: func(_ *Backend, _ string, old *functionRecord, spec api.FunctionSpec) error {
+			if err := runtimeHere(spec.Runtime); err != nil {
+				return err
+			}
+			var revs []api.Revision
+			if old != nil {
+				revs = old.Status.Revisions
+			}
+			return checkTraffic(revs, spec)
+		},
+		written: func(r *functionRecord) { newRevision(r) }}
 	triggerKind = kindOps[api.TriggerSpec, api.TriggerStatus, api.Trigger]{table: triggers, view: triggerOf,
 		check: checkTrigger, kick: (*Backend).kickTrigger,
 		affected: func(ns string, spec api.TriggerSpec) []string {
@@ -44,7 +55,7 @@ var (
 		}}
 	jobKind = kindOps[api.JobSpec, api.JobStatus, api.Job]{table: jobs, view: jobOf,
 		initial: api.JobStatus{Phase: api.JobPending}, kick: (*Backend).kickJob,
-		check: func(_ *Backend, _ string, _ *api.JobSpec, spec api.JobSpec) error { return runtimeHere(spec.Runtime) }}
+		check: func(_ *Backend, _ string, _ *jobRecord, spec api.JobSpec) error { return runtimeHere(spec.Runtime) }}
 )
 
 // runtimeHere refuses a runtime whose interpreter this machine lacks ("" is none: a job of
@@ -64,8 +75,8 @@ func runtimeHere(runtime string) error {
 }
 
 // checkTrigger keeps a trigger's type.
-func checkTrigger(_ *Backend, _ string, old *api.TriggerSpec, spec api.TriggerSpec) error {
-	if old != nil && spec.Type != old.Type {
+func checkTrigger(_ *Backend, _ string, old *triggerRecord, spec api.TriggerSpec) error {
+	if old != nil && spec.Type != old.Spec.Type {
 		return &backend.InvalidError{Field: "type", Reason: rules.TriggerTypeImmutable}
 	}
 	return nil
@@ -78,7 +89,7 @@ type objects[S, T, O any] struct {
 }
 
 func (b *Backend) Functions() backend.Store[api.Function, api.FunctionSpec] {
-	return objects[api.FunctionSpec, api.FunctionStatus, api.Function]{b, functionKind}
+	return objects[api.FunctionSpec, functionStatus, api.Function]{b, functionKind}
 }
 
 func (b *Backend) Triggers() backend.Store[api.Trigger, api.TriggerSpec] {
@@ -135,6 +146,9 @@ func (o objects[S, T, O]) Create(_ context.Context, ns, name string, spec S) (O,
 		}
 		tx.claim(k.kind + " quota of " + ns) // creates in one namespace are counted one after another
 		created = &record[S, T]{meta: newMeta(ns, name), Spec: k.clone(spec), Status: k.initial}
+		if k.written != nil {
+			k.written(created)
+		}
 		tx.putNamespace(b.store.root, ns)
 		return put(tx, b.store.root, k.table, key, created)
 	})
@@ -164,12 +178,15 @@ func (o objects[S, T, O]) Update(_ context.Context, ns, name string, mutate func
 			return nil // no change, no new generation (like an API server)
 		}
 		if k.check != nil {
-			if err := k.check(b, ns, &old.Spec, spec); err != nil {
+			if err := k.check(b, ns, old, spec); err != nil {
 				return err
 			}
 		}
 		after = k.copyRecord(old)
 		after.Spec, after.Generation = spec, old.Generation+1
+		if k.written != nil {
+			k.written(after)
+		}
 		return put(tx, b.store.root, k.table, key, after)
 	})
 	if err != nil {

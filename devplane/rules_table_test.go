@@ -6,6 +6,7 @@ import (
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/rules/rulestest"
 )
 
@@ -14,7 +15,7 @@ import (
 func TestReadinessTable(t *testing.T) {
 	rulestest.RunReadiness(t, func(t *testing.T, row rulestest.Readiness) rulestest.View {
 		r := &functionRecord{meta: meta{Namespace: "team-a", Name: "hello", Generation: row.Generation}, ObservedGeneration: row.ObservedGeneration}
-		markSteps(&r.Status, row.Steps...)
+		markSteps(&r.Status.FunctionStatus, row.Steps...)
 		st := functionOf(r).Status
 		return rulestest.View{Ready: st.Ready, Phase: st.Phase, Message: st.Message}
 	})
@@ -33,6 +34,8 @@ func TestRouteTable(t *testing.T) {
 			snap.triggers[fmt.Sprint("team-a/http-", i)] = &triggerRecord{meta: meta{Namespace: "team-a"},
 				Spec: api.TriggerSpec{Type: api.TriggerHTTP, Function: "hello", Enabled: h.Enabled, RequireAuth: h.RequireAuth}}
 		}
-		return routesOf(snap, func(string) string { return row.Host })[key]
+		return routesOf(snap, func(*functionRecord) []backend.RouteTarget {
+			return []backend.RouteTarget{{ResolvedTarget: rules.ResolvedTarget{Revision: "hello-1", Latest: true, Percent: 100}, Host: row.Host}}
+		})[key]
 	})
 }

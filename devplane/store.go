@@ -50,7 +50,7 @@ type record[S, T any] struct {
 }
 
 type (
-	functionRecord = record[api.FunctionSpec, api.FunctionStatus]
+	functionRecord = record[api.FunctionSpec, functionStatus]
 	triggerRecord  = record[api.TriggerSpec, api.TriggerStatus]
 	jobRecord      = record[api.JobSpec, api.JobStatus]
 )
@@ -89,7 +89,7 @@ func (t table[S, T]) copyRecord(r *record[S, T]) *record[S, T] {
 }
 
 var (
-	functions = table[api.FunctionSpec, api.FunctionStatus]{kind: "function",
+	functions = table[api.FunctionSpec, functionStatus]{kind: "function",
 		of: func(s *snapshot) *map[string]*functionRecord { return &s.functions }, clone: cloneFunctionSpec}
 	triggers = table[api.TriggerSpec, api.TriggerStatus]{kind: "trigger",
 		of: func(s *snapshot) *map[string]*triggerRecord { return &s.triggers }, clone: func(s api.TriggerSpec) api.TriggerSpec { return s }}

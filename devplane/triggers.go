@@ -176,9 +176,9 @@ func (b *Backend) noteTrigger(key string, change func(*api.TriggerStatus)) {
 // values of its secrets masked in the answers the history and asynchronous results keep.
 func (b *Backend) invoker(host string) dispatcher.Invoker {
 	return dispatcher.MaskingInvoker{
-		Inner: &dispatcher.HTTPInvoker{URL: "http://" + host + "/", Client: &http.Client{Transport: b.pool}},
+		Inner: &dispatcher.HTTPInvoker{URL: "http://" + host + "/", Client: &http.Client{Transport: revisionRouter{b}}},
 		Masker: func(context.Context) (*rules.SecretMasker, error) {
-			fnKey, _ := b.keyOfHost(host)
+			fnKey, _, _ := b.keyOfHost(host)
 			return b.maskOf(fnKey), nil
 		},
 	}
@@ -212,7 +212,7 @@ func (b *Backend) runCron(ctx context.Context, key, trigger string, ref dispatch
 				return
 			case <-time.After(time.Until(from)):
 			}
-			go dispatcher.Warm(ctx, &http.Client{Transport: b.pool}, "http://"+cfg.Host, "", 0, until, b.log.With("trigger", key))
+			go dispatcher.Warm(ctx, &http.Client{Transport: revisionRouter{b}}, "http://"+cfg.Host, "", 0, until, b.log.With("trigger", key))
 		}
 		select {
 		case <-ctx.Done():

@@ -20,6 +20,7 @@ func statusOf(err error) (int, string) {
 		cf *backend.ConflictError
 		iv *backend.InvalidError
 		qe *backend.QuotaError
+		ue *backend.UnsupportedError
 	)
 	switch {
 	case errors.As(err, &qe):
@@ -30,6 +31,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusConflict, ""
 	case errors.As(err, &iv):
 		return http.StatusBadRequest, iv.Field
+	case errors.As(err, &ue):
+		return http.StatusNotImplemented, ""
 	}
 	return 0, ""
 }

@@ -8,6 +8,7 @@ import (
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
+	"sless.dev/sless/rules"
 )
 
 // The handlers decode and validate a request, call the Backend and answer with the wire
@@ -43,8 +44,8 @@ type resource[O, S, C, F any] struct {
 	// base splits a create body into the spec it starts from (the kind's defaults) and the
 	// fields then applied to that spec as an update's are.
 	base func(C) (S, F, error)
-	// apply changes a spec of namespace ns by an update body and validates the result.
-	apply func(ns string, spec *S, f F) error
+	// apply changes the spec of object name in namespace ns by an update body and validates the result.
+	apply func(ns, name string, spec *S, f F) error
 	// inUse, when set, refuses a delete (a ConflictError naming what still uses the object).
 	inUse func(ctx context.Context, b backend.Backend, ns, name string) error
 }
@@ -60,10 +61,13 @@ var (
 			}
 			return defaultFunctionSpec(), req.FunctionFields, nil
 		},
-		apply: func(ns string, spec *api.FunctionSpec, f api.FunctionFields) error {
+		apply: func(ns, name string, spec *api.FunctionSpec, f api.FunctionFields) error {
 			applyFunctionFields(spec, f)
 			if err := validateFunctionSpec(*spec); err != nil {
 				return err
+			}
+			if err := rules.CheckTraffic(name, spec.Traffic); err != nil {
+				return invalid(err.Field, "%s", err.Reason)
 			}
 			if err := validSecretRefs(*spec); err != nil {
 				return err
@@ -82,7 +86,7 @@ var (
 			return defaultTriggerSpec(*req.Type), req.TriggerFields, nil
 		},
 		// {"enabled": false} freezes a trigger in place.
-		apply: func(ns string, spec *api.TriggerSpec, f api.TriggerFields) error {
+		apply: func(ns, _ string, spec *api.TriggerSpec, f api.TriggerFields) error {
 			if err := applyTriggerFields(spec, f); err != nil {
 				return err
 			}
@@ -98,7 +102,7 @@ var (
 		name:  func(req api.CreateJob) string { return req.Name },
 		base:  func(req api.CreateJob) (api.JobSpec, api.JobFields, error) { return api.JobSpec{}, req.JobFields, nil },
 		// raising run_id runs the job again.
-		apply: func(_ string, spec *api.JobSpec, f api.JobFields) error {
+		apply: func(_, _ string, spec *api.JobSpec, f api.JobFields) error {
 			applyJobFields(spec, f)
 			return validateJobSpec(*spec)
 		},
@@ -139,7 +143,7 @@ func route[O, S, C, F any](s *Server, g *echo.Group, path, updateMethod string, 
 		if err != nil {
 			return err
 		}
-		if err := r.apply(c.Param("ns"), &spec, fields); err != nil {
+		if err := r.apply(c.Param("ns"), name, &spec, fields); err != nil {
 			return err
 		}
 		obj, err := r.store(s.cfg.Backend).Create(c.Request().Context(), c.Param("ns"), name, spec)
@@ -157,7 +161,7 @@ func route[O, S, C, F any](s *Server, g *echo.Group, path, updateMethod string, 
 		if err := decodeBody(c, &req); err != nil {
 			return err
 		}
-		obj, err := r.store(s.cfg.Backend).Update(c.Request().Context(), c.Param("ns"), name, func(spec *S) error { return r.apply(c.Param("ns"), spec, req) })
+		obj, err := r.store(s.cfg.Backend).Update(c.Request().Context(), c.Param("ns"), name, func(spec *S) error { return r.apply(c.Param("ns"), name, spec, req) })
 		if err != nil {
 			return err
 		}

@@ -31,7 +31,7 @@ func invocationsOf(p history.Page) api.Invocations {
 		out.Invocations[i] = api.Invocation{
 			ID: r.ID, Function: r.Function, Trigger: r.Trigger, Kind: string(r.Kind), Start: r.Start,
 			DurationMs: float64(r.Duration.Microseconds()) / 1000, Status: r.Status, HTTPStatus: r.HTTPStatus,
-			Error: r.Error, TraceID: r.TraceID, ColdStart: r.ColdStart,
+			Error: r.Error, TraceID: r.TraceID, ColdStart: r.ColdStart, Revision: r.Revision,
 		}
 	}
 	return out

@@ -285,6 +285,15 @@ func TestValidationErrors(t *testing.T) {
 		{"job with neither", "POST", "/jobs", `{"name":"j"}`, 400, "function"},
 		{"job negative run", "POST", "/jobs", `{"name":"j","function":"f","run_id":-1}`, 400, "run_id"},
 		{"job event not JSON", "POST", "/jobs", `{"name":"j","function":"f","event":}`, 400, ""},
+		{"traffic not summing to 100", "PUT", "/functions/f", `{"traffic":[{"latest":true,"percent":90}]}`, 400, "traffic"},
+		{"traffic empty", "PUT", "/functions/f", `{"traffic":[]}`, 400, "traffic"},
+		{"traffic of another function", "PUT", "/functions/f", `{"traffic":[{"revision":"g-1","percent":100}]}`, 400, "traffic[0].revision"},
+		{"traffic revision and latest", "PUT", "/functions/f", `{"traffic":[{"revision":"f-1","latest":true,"percent":100}]}`, 400, "traffic[0].revision"},
+		{"traffic duplicate tag", "PUT", "/functions/f", `{"traffic":[{"latest":true,"percent":50,"tag":"a"},{"revision":"f-1","percent":50,"tag":"a"}]}`, 400, "traffic[1].tag"},
+		{"traffic bad tag", "POST", "/functions", `{"name":"x","runtime":"go1.23","traffic":[{"latest":true,"percent":100,"tag":"Canary"}]}`, 400, "traffic[0].tag"},
+		{"traffic percent out of range", "PUT", "/functions/f", `{"traffic":[{"latest":true,"percent":101},{"revision":"f-1","percent":-1}]}`, 400, "traffic[0].percent"},
+		{"revision history limit zero", "PUT", "/functions/f", `{"revision_history_limit":0}`, 400, "revision_history_limit"},
+		{"revision history limit too high", "PUT", "/functions/f", `{"revision_history_limit":101}`, 400, "revision_history_limit"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -364,7 +373,7 @@ func TestOpenAPIServed(t *testing.T) {
 		if r.Method == "echo_route_not_found" || (!strings.HasPrefix(r.Path, "/v1/namespaces") && r.Path != "/v1/whoami") {
 			continue
 		}
-		path := strings.NewReplacer(":ns", "{ns}", ":name", "{name}", ":id", "{id}").Replace(r.Path)
+		path := strings.NewReplacer(":ns", "{ns}", ":name", "{name}", ":id", "{id}", ":rev", "{rev}").Replace(r.Path)
 		if _, ok := doc.Paths[path][strings.ToLower(r.Method)]; !ok {
 			t.Errorf("openapi.yaml does not document %s %s", r.Method, path)
 		}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,6 +105,8 @@ type target struct {
 	// start is when the gateway got the request; coldStart is what the backend said.
 	start     time.Time
 	coldStart bool
+	// revision is the function's revision the call went to ("" when it has none).
+	revision string
 }
 
 type targetKey struct{}
@@ -191,6 +194,9 @@ func (p *fnProxy) modifyResponse(resp *http.Response) error {
 	if t.body.expired() {
 		return errBodyTimeout
 	}
+	if t.revision != "" {
+		resp.Header.Set(rules.HeaderRevision, t.revision) // the function's own value is not believed
+	}
 	// The backend's value comes first; one a function sent after it is not believed.
 	t.coldStart = resp.Header.Get(rules.HeaderBackendColdStart) == "true"
 	resp.Header.Del(rules.HeaderBackendColdStart)
@@ -263,13 +269,19 @@ func (p *fnProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "functions cannot serve workers on the console's origin; serve it from the function's own host")
 		return
 	}
-	p.serve(w, r, ns, name, rest)
+	p.serve(w, r, ns, name, rest, "")
 }
 
 // serveHost serves a request to a function host: the whole path is the function's, on an
-// origin of its own.
-func (p *fnProxy) serveHost(w http.ResponseWriter, r *http.Request, ns, name string) {
-	p.serve(w, r, ns, name, r.URL.EscapedPath())
+// origin of its own. A label that names no function may be a tag host, <tag>-<function>.
+func (p *fnProxy) serveHost(w http.ResponseWriter, r *http.Request, ns, label string) {
+	name, tag := label, ""
+	if _, err := p.router.Route(ns, label); err != nil {
+		if t, fn, ok := rules.SplitTagHost(label); ok {
+			name, tag = fn, t
+		}
+	}
+	p.serve(w, r, ns, name, r.URL.EscapedPath(), tag)
 }
 
 // workerFetch reports a browser fetching a service worker or a script for the gateway's own
@@ -285,7 +297,8 @@ func workerFetch(r *http.Request) bool {
 	return false
 }
 
-func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest string) {
+// serve calls the function ns/name (the revision of tag when set, from a tag host).
+func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest, tag string) {
 	start := time.Now()
 	route, err := p.router.Route(ns, name)
 	if err != nil {
@@ -298,6 +311,10 @@ func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest s
 		return
 	}
 	id, code, msg := p.refuse(r, ns, name, route)
+	var host, revision string
+	if code == 0 {
+		host, revision, code, msg = p.pick(r, ns, name, route, tag, id)
+	}
 	if code != 0 {
 		if code == http.StatusServiceUnavailable {
 			w.Header().Set("Retry-After", strconv.Itoa(int(p.cfg.RetryAfter.Seconds())))
@@ -330,8 +347,8 @@ func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest s
 	if bodyLimit <= 0 {
 		bodyLimit = rules.MaxTimeout
 	}
-	t := &target{fn: key, host: route.Host, path: path, rawPath: rest, identity: id,
-		body: rebound(w, r, bodyLimit), start: start}
+	t := &target{fn: key, host: host, path: path, rawPath: rest, identity: id,
+		body: rebound(w, r, bodyLimit), start: start, revision: revision}
 	ctx := context.WithValue(r.Context(), targetKey{}, t)
 	if route.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -342,7 +359,7 @@ func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest s
 	if !ok {
 		sw = &statusWriter{ResponseWriter: w}
 	}
-	defer func() { p.record(ctx, ns, name, start, sw.status, t.coldStart) }()
+	defer func() { p.record(ctx, t, ns, name, sw.status) }()
 	p.rp.ServeHTTP(sw, r.WithContext(ctx))
 }
 
@@ -361,13 +378,51 @@ func (p *fnProxy) refuse(r *http.Request, ns, name string, route backend.Route) 
 		}
 		id = &caller
 	}
-	switch {
-	case route.Disabled:
+	if route.Disabled {
 		return nil, http.StatusServiceUnavailable, fmt.Sprintf("function %s/%s is disabled: its http trigger is off", ns, name)
-	case route.Host == "":
-		return nil, http.StatusServiceUnavailable, fmt.Sprintf("function %s/%s is not deployed yet; retry when its phase is Ready", ns, name)
 	}
 	return id, 0, ""
+}
+
+// pick chooses where a call goes: the revision of a tag (a tag host or X-Sless-Tag), a
+// revision by name (X-Sless-Revision, for a caller of the function's own tenant only), else
+// one by the traffic's weights (sticky per X-Sless-Revision-Key when sent). A function
+// without revisions goes to its route's host. It answers an error status and message
+// instead when none can be called.
+func (p *fnProxy) pick(r *http.Request, ns, name string, route backend.Route, tag string, id *Identity) (host, revision string, code int, msg string) {
+	if tag == "" {
+		tag = r.Header.Get(rules.HeaderTag)
+	}
+	i := -1
+	switch rev := r.Header.Get(rules.HeaderRevision); {
+	case tag != "":
+		if i = slices.IndexFunc(route.Targets, func(t backend.RouteTarget) bool { return t.Tag == tag }); i < 0 {
+			return "", "", http.StatusNotFound, fmt.Sprintf("function %s/%s has no tag %q; tags are set in its traffic", ns, name, tag)
+		}
+	case rev != "":
+		if id == nil {
+			caller, err := authenticateRequest(p.auth, r)
+			if err != nil {
+				return "", "", http.StatusUnauthorized, rules.HeaderRevision + " is for callers of the function's own tenant: " + err.Error()
+			}
+			if err := allowNamespace(caller, ns); err != nil {
+				return "", "", http.StatusForbidden, err.Error()
+			}
+		}
+		if i = slices.IndexFunc(route.Targets, func(t backend.RouteTarget) bool { return t.Revision == rev }); i < 0 {
+			return "", "", http.StatusNotFound, fmt.Sprintf("revision %q of function %s/%s is not serving: give it traffic or a tag first", rev, ns, name)
+		}
+	case len(route.Targets) > 0:
+		i = rules.PickTarget(route.Targets, func(t *backend.RouteTarget) int32 { return t.Percent }, r.Header.Get(rules.HeaderRevisionKey))
+	}
+	host = route.Host
+	if i >= 0 {
+		host, revision = route.Targets[i].Host, route.Targets[i].Revision
+	}
+	if host == "" {
+		return "", "", http.StatusServiceUnavailable, fmt.Sprintf("function %s/%s is not deployed yet; retry when its phase is Ready", ns, name)
+	}
+	return host, revision, 0, ""
 }
 
 // proxyError answers a failed forward: 504 for the function's timeout, nothing for a client
@@ -375,6 +430,9 @@ func (p *fnProxy) refuse(r *http.Request, ns, name string, route backend.Route) 
 func (p *fnProxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	ctx := r.Context()
 	t := ctx.Value(targetKey{}).(*target)
+	if t.revision != "" {
+		w.Header().Set(rules.HeaderRevision, t.revision)
+	}
 	switch {
 	case errors.Is(err, errBodyTimeout) || t.body.expired():
 		writeError(w, http.StatusRequestTimeout, "the request body did not arrive in time")
@@ -397,7 +455,7 @@ func (p *fnProxy) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 const statusClientClosed = history.HTTPClientClosed
 
 // record sends the invocation to the history, off the request path (Recorder never blocks).
-func (p *fnProxy) record(ctx context.Context, ns, name string, start time.Time, status int, coldStart bool) {
+func (p *fnProxy) record(ctx context.Context, t *target, ns, name string, status int) {
 	if p.rec == nil {
 		return
 	}
@@ -408,8 +466,8 @@ func (p *fnProxy) record(ctx context.Context, ns, name string, start time.Time, 
 	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
 		traceID = sc.TraceID().String()
 	}
-	rec := history.HTTPRecord(ns, name, start, time.Since(start), status, traceID)
-	rec.ColdStart = coldStart
+	rec := history.HTTPRecord(ns, name, t.start, time.Since(t.start), status, traceID)
+	rec.ColdStart, rec.Revision = t.coldStart, t.revision
 	p.rec.Record(rec)
 }
 

@@ -21,7 +21,7 @@ var secretResource = resource[api.Secret, api.SecretSpec, api.CreateSecret, api.
 	base: func(req api.CreateSecret) (api.SecretSpec, api.SecretFields, error) {
 		return api.SecretSpec{}, req.SecretFields, nil
 	},
-	apply: func(_ string, spec *api.SecretSpec, f api.SecretFields) error {
+	apply: func(_, _ string, spec *api.SecretSpec, f api.SecretFields) error {
 		data, err := secretData(f)
 		if err != nil {
 			return err

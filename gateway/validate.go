@@ -108,7 +108,8 @@ func validEntrypoint(field, runtime, ep string) error {
 func defaultFunctionSpec() api.FunctionSpec {
 	return api.FunctionSpec{MemoryMB: rules.DefaultMemoryMB, MaxReplicas: rules.DefaultMaxReplicas,
 		ScaleDownPeriodSec: rules.DefaultScaleDownSeconds, ScalingMetric: rules.DefaultScalingMetric, ScalingTarget: rules.DefaultScalingTarget,
-		Async: api.AsyncPolicy{MaxAttempts: rules.DefaultMaxAttempts, BackoffMs: rules.DefaultBackoffMillis, MaxJobs: rules.DefaultAsyncJobs}}
+		Async:   api.AsyncPolicy{MaxAttempts: rules.DefaultMaxAttempts, BackoffMs: rules.DefaultBackoffMillis, MaxJobs: rules.DefaultAsyncJobs},
+		Traffic: rules.DefaultTraffic(), RevisionHistoryLimit: rules.DefaultRevisionHistoryLimit}
 }
 
 // applyFunctionFields sets the sent fields of f on spec.
@@ -126,6 +127,14 @@ func applyFunctionFields(spec *api.FunctionSpec, f api.FunctionFields) {
 	setIf(&spec.Image, f.Image)
 	setIf(&spec.SecretEnv, f.SecretEnv)
 	setIf(&spec.SecretFiles, f.SecretFiles)
+	setIf(&spec.Traffic, f.Traffic)
+	setIf(&spec.RevisionHistoryLimit, f.RevisionHistoryLimit)
+	if spec.Traffic == nil { // stored before functions had revisions
+		spec.Traffic = rules.DefaultTraffic()
+	}
+	if spec.RevisionHistoryLimit == 0 && f.RevisionHistoryLimit == nil {
+		spec.RevisionHistoryLimit = rules.DefaultRevisionHistoryLimit
+	}
 	if a := f.Async; a != nil {
 		setIf(&spec.Async.Enabled, a.Enabled)
 		setIf(&spec.Async.MaxAttempts, a.MaxAttempts)
@@ -166,6 +175,7 @@ func validateFunctionSpec(s api.FunctionSpec) error {
 		inRange("async.backoff_ms", int64(s.Async.BackoffMs), 0, rules.MaxBackoffMillis),
 		validQueue("async.dead_letter_queue", s.Async.DeadLetterQueue, false),
 		inRange("async.max_jobs", int64(s.Async.MaxJobs), 1, rules.MaxAsyncJobs),
+		inRange("revision_history_limit", int64(s.RevisionHistoryLimit), 1, rules.MaxRevisionHistoryLimit),
 	}
 	for _, err := range checks {
 		if err != nil {

@@ -52,27 +52,27 @@ func TestQueuesAreTheTenants(t *testing.T) {
 	}{
 		{"async dead letters of another tenant", "async.dead_letter_queue", func() error {
 			spec := defaultFunctionSpec()
-			return functionResource.apply(ns, &spec, api.FunctionFields{Runtime: str("go1.25"), Async: &api.AsyncFields{DeadLetterQueue: str("sless-victim.async.f")}})
+			return functionResource.apply(ns, "f", &spec, api.FunctionFields{Runtime: str("go1.25"), Async: &api.AsyncFields{DeadLetterQueue: str("sless-victim.async.f")}})
 		}},
 		{"async dead letters that only share the prefix's letters", "async.dead_letter_queue", func() error {
 			spec := defaultFunctionSpec()
-			return functionResource.apply(ns, &spec, api.FunctionFields{Runtime: str("go1.25"), Async: &api.AsyncFields{DeadLetterQueue: str(ns + "x.dlq")}})
+			return functionResource.apply(ns, "f", &spec, api.FunctionFields{Runtime: str("go1.25"), Async: &api.AsyncFields{DeadLetterQueue: str(ns + "x.dlq")}})
 		}},
 		{"event queue of another tenant", "queue", func() error {
 			spec := defaultTriggerSpec(api.TriggerEvent)
-			return triggerResource.apply(ns, &spec, api.TriggerFields{Function: str("f"), Queue: str("orders"), BrokerSecret: str("amqp")})
+			return triggerResource.apply(ns, "t", &spec, api.TriggerFields{Function: str("f"), Queue: str("orders"), BrokerSecret: str("amqp")})
 		}},
 		{"event dead letters of another tenant", "dead_letter_queue", func() error {
 			spec := defaultTriggerSpec(api.TriggerEvent)
-			return triggerResource.apply(ns, &spec, api.TriggerFields{Function: str("f"), Queue: str(ns + ".orders"), BrokerSecret: str("amqp"), DeadLetterQueue: str("shared.dlq")})
+			return triggerResource.apply(ns, "t", &spec, api.TriggerFields{Function: str("f"), Queue: str(ns + ".orders"), BrokerSecret: str("amqp"), DeadLetterQueue: str("shared.dlq")})
 		}},
 		{"the tenant's own queues", "", func() error {
 			spec := defaultTriggerSpec(api.TriggerEvent)
-			if err := triggerResource.apply(ns, &spec, api.TriggerFields{Function: str("f"), Queue: str(ns + ".orders"), BrokerSecret: str("amqp"), DeadLetterQueue: str(ns + ".orders.dlq")}); err != nil {
+			if err := triggerResource.apply(ns, "t", &spec, api.TriggerFields{Function: str("f"), Queue: str(ns + ".orders"), BrokerSecret: str("amqp"), DeadLetterQueue: str(ns + ".orders.dlq")}); err != nil {
 				return err
 			}
 			fn := defaultFunctionSpec()
-			return functionResource.apply(ns, &fn, api.FunctionFields{Runtime: str("go1.25"), Async: &api.AsyncFields{DeadLetterQueue: str(ns + ".failed")}})
+			return functionResource.apply(ns, "f", &fn, api.FunctionFields{Runtime: str("go1.25"), Async: &api.AsyncFields{DeadLetterQueue: str(ns + ".failed")}})
 		}},
 	} {
 		err := tc.apply()

@@ -32,6 +32,9 @@ type deployFlags struct {
 	memoryMB                  int32
 	wait, async               bool
 	waitTimeout               time.Duration
+	// noTraffic keeps the traffic where it is; tag gives the new revision a route.
+	noTraffic bool
+	tag       string
 }
 
 func newDeployCmd() *cobra.Command {
@@ -68,11 +71,17 @@ Left out of the zip (as by terraform's sless_function): ` + strings.Join(sourcez
 then what .slessignore lists, in .dockerignore's syntax: one pattern a line, from the
 folder's root, with * ? [...] and ** for any number of folders; !pattern takes a path back;
 # starts a comment. A symbolic link that is not left out is an error. Dependencies are
-installed by the build from go.mod, requirements.txt or package.json.`,
+installed by the build from go.mod, requirements.txt or package.json.
+
+Each deploy that changes what runs makes a new revision (sless revisions). --no-traffic keeps
+the calls on the revisions that serve now; --tag canary gives the new revision the tag canary
+(X-Sless-Tag: canary, or the host canary-<function>.<namespace>.<functions domain>) to try it
+before sless traffic moves calls to it.`,
 		Example: `  sless deploy
   sless deploy ./hello --env GREETING=hi --timeout 30s
   sless deploy --name api --runtime python3.12
-  sless deploy --secret-env DB_PASSWORD=db/password --secret-file tls`,
+  sless deploy --secret-env DB_PASSWORD=db/password --secret-file tls
+  sless deploy --no-traffic --tag canary`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := "."
@@ -99,6 +108,8 @@ func (f *deployFlags) bind(cmd *cobra.Command) {
 	fs.BoolVar(&f.async, "async", false, "take asynchronous calls (sless invoke --async, Prefer: respond-async); --async=false turns them off")
 	fs.BoolVar(&f.wait, "wait", true, "wait until Ready, streaming the build; --wait=false returns after the upload")
 	fs.DurationVar(&f.waitTimeout, "wait-timeout", 10*time.Minute, "how long to wait for Ready")
+	fs.BoolVar(&f.noTraffic, "no-traffic", false, "the new revision gets no traffic: what follows latest stays on the revision latest is now")
+	fs.StringVar(&f.tag, "tag", "", "give the new revision this tag (a route of its own, no share of the calls)")
 	_ = cmd.RegisterFlagCompletionFunc("runtime", cobra.FixedCompletions(
 		append([]string{"go", "python", "node"}, buildkit.RuntimeNames()...), cobra.ShellCompDirectiveNoFileComp))
 }
@@ -191,7 +202,7 @@ func runDeploy(cmd *cobra.Command, f deployFlags, dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := ensureFunction(ctx, s, progress, name, abs, fields); err != nil {
+	if err := ensureFunction(ctx, s, progress, name, abs, fields, f); err != nil {
 		return err
 	}
 	since := time.Now()
@@ -219,10 +230,26 @@ func runDeploy(cmd *cobra.Command, f deployFlags, dir string) error {
 // ensureFunction creates the function, or updates the fields the flags set on an existing
 // one. Without --runtime a new function's runtime is the one dir's sless.yaml names, else
 // the one detected from its files; an existing function keeps its own.
-func ensureFunction(ctx context.Context, s *session, progress io.Writer, name, dir string, fields api.FunctionFields) error {
+func ensureFunction(ctx context.Context, s *session, progress io.Writer, name, dir string, fields api.FunctionFields, f deployFlags) error {
 	existing, err := s.c.GetFunction(ctx, s.ns, name)
+	if err == nil && (f.noTraffic || f.tag != "") {
+		traffic, perr := pinTraffic(existing.Traffic, existing.Status.LatestReadyRevision, f.noTraffic, f.tag)
+		if perr != nil {
+			return perr
+		}
+		fields.Traffic = &traffic
+	}
 	switch {
+	case client.IsNotFound(err) && f.noTraffic:
+		return usageErrorf("--no-traffic: function %s does not exist yet, so there is no revision to keep the traffic on; deploy it once without --no-traffic", name)
 	case client.IsNotFound(err):
+		if f.tag != "" {
+			traffic, perr := pinTraffic(rules.DefaultTraffic(), "", false, f.tag)
+			if perr != nil {
+				return perr
+			}
+			fields.Traffic = &traffic
+		}
 		if fields.Runtime == nil {
 			rt, err := newRuntime(dir)
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/rules"
+	"sless.dev/sless/test/testkit"
 )
 
 // cliRunner runs this test binary as the sless CLI (TestMain's SLESS_TEST_AS_CLI) in a
@@ -396,6 +399,56 @@ func TestCLIJourney(t *testing.T) {
 		mustContain(t, "failed run", r.stderr, "asked to fail")
 		cli.fails(exitUsage, "--event is not JSON", work, "jobs", "run", "echo-job", "--event", "{")
 		cli.fails(1, "`sless ls jobs` lists them", work, "jobs", "run", "nope")
+	})
+
+	t.Run("revisions", func(t *testing.T) {
+		cli := cli.at(t)
+		dir := filepath.Join(work, "canary")
+		cli.ok(work, nil, "init", "canary", "--runtime", "python")
+		cli.ok(dir, nil, "deploy")
+		call := func(header ...string) (string, string) {
+			req, _ := http.NewRequest(http.MethodPost, endpoint+"/fn/"+ns+"/canary", strings.NewReader(`{"name":"x"}`))
+			for i := 0; i+1 < len(header); i += 2 {
+				req.Header.Set(header[i], header[i+1])
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.Header.Get(rules.HeaderRevision), string(b)
+		}
+		handler := filepath.Join(dir, "handler.py")
+		src, _ := os.ReadFile(handler)
+		if err := os.WriteFile(handler, []byte(strings.Replace(string(src), `f"hello, {name}"`, `f"bonjour, {name}"`, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := cli.ok(dir, nil, "deploy", "--no-traffic", "--tag", "beta")
+		mustContain(t, "deploy --no-traffic", r.stdout, "function canary is Ready")
+		if rev, body := call(); rev != "canary-1" || !strings.Contains(body, "hello, x") {
+			t.Fatalf("after --no-traffic the call went to %s: %s", rev, body)
+		}
+		if rev, body := call(rules.HeaderTag, "beta"); rev != "canary-2" || !strings.Contains(body, "bonjour, x") {
+			t.Fatalf("the tag beta reached %s: %s", rev, body)
+		}
+		r = cli.ok(work, nil, "revisions", "canary")
+		mustMatch(t, "revisions", r.stdout, `canary-1\s+ready\s+100%\s+-`)
+		mustMatch(t, "revisions", r.stdout, `canary-2\s+ready\s+0%\s+beta`)
+		revs := decodeJSON[[]api.Revision](t, cli.ok(work, nil, "revisions", "canary", "-o", "json").stdout)
+		if len(revs) != 2 || revs[1].Tags[0] != "beta" {
+			t.Fatalf("revisions -o json: %+v", revs)
+		}
+		mustContain(t, "traffic", cli.ok(work, nil, "traffic", "canary", "latest=100").stdout, "function canary: traffic latest 100%")
+		testkit.WaitFor(t, "canary-2 to take the calls", 10*time.Second, func() bool { rev, _ := call(); return rev == "canary-2" })
+		cli.fails(1, "percents sum to 90", work, "traffic", "canary", "canary-1=40", "latest=50")
+		cli.fails(1, "canary-9 does not exist", work, "traffic", "canary", "canary-9=100")
+		cli.fails(exitUsage, "want <revision|latest>=<percent>", work, "traffic", "canary", "canary-1")
+		mustContain(t, "rollback", cli.ok(work, nil, "rollback", "canary").stdout, "function canary: all traffic on canary-1")
+		testkit.WaitFor(t, "canary-1 to take the calls back", 10*time.Second, func() bool { rev, _ := call(); return rev == "canary-1" })
+		mustContain(t, "bare ls", cli.ok(work, nil, "ls").stdout, "canary", "hello")
+		mustContain(t, "bare rm", cli.ok(work, nil, "rm", "canary").stdout, "function canary deleted")
+		cli.fails(1, "function canary", work, "rm", "canary")
 	})
 
 	t.Run("rm", func(t *testing.T) {

@@ -341,13 +341,19 @@ func init() {
 
 func newLsCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:               "ls " + kindChoices("plural", "|", "|"),
-		Short:             "List the " + kindChoices("plural", ", ", " or ") + " of your namespace",
-		Args:              cobra.ExactArgs(1),
+		Use:               "ls [" + kindChoices("plural", "|", "|") + "]",
+		Short:             "List the " + kindChoices("plural", ", ", " or ") + " of your namespace (functions when no kind is given)",
+		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completeKinds,
 	}
 	out := bindOutput(cmd, formatTable, formatJSON, formatYAML)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error { return runGet(cmd, out, args[0], "") }
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		kind := "functions"
+		if len(args) == 1 {
+			kind = args[0]
+		}
+		return runGet(cmd, out, kind, "")
+	}
 	return cliCommand(cmd)
 }
 
@@ -441,11 +447,19 @@ func runDescribe(cmd *cobra.Command, out *outputFlag, kindName, name string) err
 
 func newRmCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:               "rm " + kindChoices("singular", "|", "|") + " <name>...",
-		Short:             "Delete objects (a function with everything it owns: its builds, logs and instances; a secret nothing references)",
-		Args:              cobra.MinimumNArgs(2),
+		Use:   "rm [" + kindChoices("singular", "|", "|") + "] <name>...",
+		Short: "Delete objects (a function with everything it owns: its builds, logs and instances; a secret nothing references); names alone are functions",
+		Example: `  sless rm hello
+  sless rm trigger nightly`,
+		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: completeKindThenNames,
-		RunE:              func(cmd *cobra.Command, args []string) error { return runRm(cmd, args[0], args[1:]) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// A first word that is no kind's name starts a list of functions.
+			if _, err := kindNamed(args[0]); err != nil || len(args) == 1 {
+				return runRm(cmd, "function", args)
+			}
+			return runRm(cmd, args[0], args[1:])
+		},
 	}
 	return cliCommand(cmd)
 }

@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"slices"
 	"time"
 
@@ -84,6 +85,96 @@ type FunctionSpec struct {
 	// reference: the function object holds names, never values.
 	SecretEnv   []SecretEnv  `json:"secret_env,omitempty"`
 	SecretFiles []SecretFile `json:"secret_files,omitempty"`
+	// Traffic splits the function's calls between its revisions (default: all to the
+	// newest ready one).
+	Traffic []TrafficTarget `json:"traffic"`
+	// RevisionHistoryLimit is how many revisions without traffic or a tag are kept; older
+	// ones are deleted.
+	RevisionHistoryLimit int32 `json:"revision_history_limit"`
+}
+
+// TrafficTarget is one entry of a function's traffic (rules.TrafficTarget).
+type TrafficTarget = rules.TrafficTarget
+
+// ResolvedTarget is a traffic entry with latest resolved to a revision name.
+type ResolvedTarget = rules.ResolvedTarget
+
+// Revision phases.
+const (
+	RevisionBuilding = rules.RevisionBuilding
+	RevisionReady    = rules.RevisionReady
+	RevisionFailed   = rules.RevisionFailed
+)
+
+// Revision is an immutable snapshot of what a function runs, named <function>-<n>. Every
+// change to what runs (source or image, runtime, entrypoint, env, secret references,
+// memory, timeout) makes a new one; scaling settings apply to all of them.
+type Revision struct {
+	Name      string         `json:"name"`
+	Namespace string         `json:"namespace"`
+	Function  string         `json:"function"`
+	Number    int64          `json:"number"`
+	CreatedAt time.Time      `json:"created_at"`
+	Config    RevisionConfig `json:"config"`
+	Status    RevisionStatus `json:"status"`
+	// Percent is the share of the function's calls it gets now; Tags the routes of its own.
+	Percent int32    `json:"percent"`
+	Tags    []string `json:"tags"`
+}
+
+// RevisionConfig is what a revision runs.
+type RevisionConfig struct {
+	Runtime     string            `json:"runtime"`
+	Entrypoint  string            `json:"entrypoint,omitempty"`
+	EnvVars     map[string]string `json:"env_vars,omitempty"`
+	MemoryMB    int32             `json:"memory_mb,omitempty"`
+	TimeoutSec  int32             `json:"timeout_sec"`
+	Image       string            `json:"image,omitempty"`
+	Source      *Source           `json:"source,omitempty"`
+	SecretEnv   []SecretEnv       `json:"secret_env,omitempty"`
+	SecretFiles []SecretFile      `json:"secret_files,omitempty"`
+}
+
+// SameRevisionConfig reports whether two configurations run the same: the same source by
+// content hash (a new upload of the same code is not a change), the rest equal.
+func SameRevisionConfig(a, b RevisionConfig) bool {
+	if (a.Source == nil) != (b.Source == nil) || a.Source != nil && a.Source.SHA256 != b.Source.SHA256 {
+		return false
+	}
+	a.Source, b.Source = nil, nil
+	x, errA := json.Marshal(a)
+	y, errB := json.Marshal(b)
+	return errA == nil && errB == nil && string(x) == string(y)
+}
+
+// RevisionConfigOf is the part of a function's spec a revision snapshots.
+func RevisionConfigOf(s FunctionSpec) RevisionConfig {
+	c := RevisionConfig{Runtime: s.Runtime, Entrypoint: s.Entrypoint, EnvVars: maps.Clone(s.EnvVars), MemoryMB: s.MemoryMB,
+		TimeoutSec: s.TimeoutSec, Image: s.Image, SecretEnv: slices.Clone(s.SecretEnv), SecretFiles: slices.Clone(s.SecretFiles)}
+	if s.Source != nil {
+		src := *s.Source
+		c.Source = &src
+	}
+	return c
+}
+
+// RevisionStatus is where a revision's build and start stand: Phase building, ready or
+// failed (Message says why); Image is what it runs once built.
+type RevisionStatus struct {
+	Phase   string `json:"phase"`
+	Message string `json:"message,omitempty"`
+	Image   string `json:"image,omitempty"`
+}
+
+// RevisionList answers GET .../functions/{name}/revisions, oldest first.
+type RevisionList struct {
+	Revisions []Revision `json:"revisions"`
+}
+
+// Rollback is the body of POST .../functions/{name}/rollback: To is the revision that gets
+// all traffic; empty, the newest ready revision older than the newest one with traffic now.
+type Rollback struct {
+	To string `json:"to,omitempty"`
 }
 
 // SecretEnv sets the variable Name to the value of Key in the secret Secret.
@@ -140,6 +231,11 @@ type FunctionStatus struct {
 	Image          string     `json:"image,omitempty"`
 	LastBuildTime  *time.Time `json:"last_build_time,omitempty"`
 	LastBuildError string     `json:"last_build_error,omitempty"`
+	// LatestCreatedRevision is the newest revision, LatestReadyRevision the newest that can
+	// serve ("latest" in traffic); Traffic is the function's traffic with latest resolved.
+	LatestCreatedRevision string           `json:"latest_created_revision,omitempty"`
+	LatestReadyRevision   string           `json:"latest_ready_revision,omitempty"`
+	Traffic               []ResolvedTarget `json:"traffic,omitempty"`
 }
 
 // FunctionFields are the settable fields of a function; nil fields are not sent. EnvVars
@@ -160,6 +256,9 @@ type FunctionFields struct {
 	// SecretEnv and SecretFiles replace the whole list when sent ([] clears it).
 	SecretEnv   *[]SecretEnv  `json:"secret_env,omitempty"`
 	SecretFiles *[]SecretFile `json:"secret_files,omitempty"`
+	// Traffic replaces the whole list when sent.
+	Traffic              *[]TrafficTarget `json:"traffic,omitempty"`
+	RevisionHistoryLimit *int32           `json:"revision_history_limit,omitempty"`
 }
 
 // CreateFunction is the body of POST /v1/namespaces/{ns}/functions.
@@ -372,6 +471,8 @@ type Invocation struct {
 	TraceID    string    `json:"trace_id,omitempty"`
 	// ColdStart: the invocation waited for an instance to start.
 	ColdStart bool `json:"cold_start"`
+	// Revision is the function's revision that served it, where known.
+	Revision string `json:"revision,omitempty"`
 }
 
 // Invocations is one page of invocations, newest first; pass Next as ?before= for the next
@@ -428,8 +529,10 @@ type (
 // function's instance, a build or a job run printed.
 type LogLine struct {
 	Time time.Time `json:"time"`
-	// Instance is the process or pod that printed it.
+	// Instance is the process or pod that printed it; Revision the function's revision it
+	// runs, where known.
 	Instance string `json:"instance,omitempty"`
+	Revision string `json:"revision,omitempty"`
 	// Stream is "stdout" or "stderr"; "" where the platform cannot tell them apart.
 	Stream string `json:"stream,omitempty"`
 	Line   string `json:"line"`

@@ -29,8 +29,21 @@ type Backend interface {
 	// Secrets keeps values write-only: its objects carry names, keys and versions, and an
 	// Update's mutate is handed an empty spec (the new data replaces the old whole).
 	Secrets() Store[api.Secret, api.SecretSpec]
+	// Revisions lists a function's revisions, oldest first (NotFoundError for a function
+	// that does not exist).
+	Revisions(ctx context.Context, ns, function string) ([]api.Revision, error)
 	Router
 	Logs
+}
+
+// UnsupportedError says a control plane does not offer a feature (the gateway answers
+// 501).
+type UnsupportedError struct {
+	Feature, Plane string
+}
+
+func (e *UnsupportedError) Error() string {
+	return fmt.Sprintf("%s is not available on the %s control plane yet", e.Feature, e.Plane)
 }
 
 // Logs reads what functions, their builds and job runs printed.
@@ -93,6 +106,17 @@ type Route struct {
 	// AsyncAttempts is how many attempts an asynchronous invocation gets; 0 when the
 	// function takes none.
 	AsyncAttempts int
+	// Targets is the function's traffic by revision (rules.ResolveTraffic) with the host
+	// each runs under; when set, every call goes to one of them (rules.PickTarget) and Host
+	// is not used.
+	Targets []RouteTarget
+}
+
+// RouteTarget is one entry of a function's resolved traffic.
+type RouteTarget struct {
+	rules.ResolvedTarget
+	// Host is where the revision runs; "" while it does not.
+	Host string
 }
 
 // RouteOf is what /fn/ does with a function, the one rule both control planes route by:

@@ -198,6 +198,23 @@ func (c *Client) DeleteFunction(ctx context.Context, ns, name string) error {
 	return c.do(ctx, http.MethodDelete, nsPath(ns, "functions", name), nil, nil, nil)
 }
 
+// ListRevisions returns a function's revisions, oldest first, with their traffic.
+func (c *Client) ListRevisions(ctx context.Context, ns, name string) ([]api.Revision, error) {
+	out, err := call[api.RevisionList](ctx, c, http.MethodGet, nsPath(ns, "functions", name, "revisions"), nil, nil)
+	return out.Revisions, err
+}
+
+// GetRevision returns one revision of a function.
+func (c *Client) GetRevision(ctx context.Context, ns, name, rev string) (api.Revision, error) {
+	return call[api.Revision](ctx, c, http.MethodGet, nsPath(ns, "functions", name, "revisions", rev), nil, nil)
+}
+
+// Rollback sends all of a function's traffic to revision to ("": the revision that served
+// before the newest one serving now).
+func (c *Client) Rollback(ctx context.Context, ns, name, to string) (api.Function, error) {
+	return call[api.Function](ctx, c, http.MethodPost, nsPath(ns, "functions", name, "rollback"), nil, api.Rollback{To: to})
+}
+
 // UploadSource uploads a zip of the function's code; a build starts.
 func (c *Client) UploadSource(ctx context.Context, ns, name string, zip io.Reader) (api.Function, error) {
 	return call[api.Function](ctx, c, http.MethodPost, nsPath(ns, "functions", name, "upload"), nil, zip)

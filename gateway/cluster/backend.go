@@ -196,7 +196,8 @@ type kind[T any, PT objectPtr[T], L any, PL listPtr[L], S, O any] struct {
 	items func(*L) []T
 	view  func(*T) O
 	spec  func(O) S
-	apply func(*T, S)
+	// apply writes a spec into an object; an error refuses the spec.
+	apply func(*T, S) error
 	// selector, when set, is the label every object of the kind carries: others of the same
 	// API kind (a namespace's other Secrets) are not the API's, so they are neither listed
 	// nor found.
@@ -226,18 +227,18 @@ type listPtr[L any] interface {
 var (
 	functionKind = kind[v1alpha1.Function, *v1alpha1.Function, v1alpha1.FunctionList, *v1alpha1.FunctionList, api.FunctionSpec, api.Function]{
 		name: "function", items: func(l *v1alpha1.FunctionList) []v1alpha1.Function { return l.Items }, view: functionOf,
-		spec: func(f api.Function) api.FunctionSpec { return f.FunctionSpec }, apply: func(o *v1alpha1.Function, s api.FunctionSpec) { applyFunctionSpec(&o.Spec, s) }}
+		spec: func(f api.Function) api.FunctionSpec { return f.FunctionSpec }, apply: func(o *v1alpha1.Function, s api.FunctionSpec) error { return applyFunctionSpec(&o.Spec, s) }}
 	triggerKind = kind[v1alpha1.Trigger, *v1alpha1.Trigger, v1alpha1.TriggerList, *v1alpha1.TriggerList, api.TriggerSpec, api.Trigger]{
 		name: "trigger", items: func(l *v1alpha1.TriggerList) []v1alpha1.Trigger { return l.Items }, view: triggerOf,
-		spec: func(t api.Trigger) api.TriggerSpec { return t.TriggerSpec }, apply: func(o *v1alpha1.Trigger, s api.TriggerSpec) { applyTriggerSpec(&o.Spec, s) }}
+		spec: func(t api.Trigger) api.TriggerSpec { return t.TriggerSpec }, apply: func(o *v1alpha1.Trigger, s api.TriggerSpec) error { applyTriggerSpec(&o.Spec, s); return nil }}
 	jobKind = kind[v1alpha1.FunctionJob, *v1alpha1.FunctionJob, v1alpha1.FunctionJobList, *v1alpha1.FunctionJobList, api.JobSpec, api.Job]{
 		name: "job", items: func(l *v1alpha1.FunctionJobList) []v1alpha1.FunctionJob { return l.Items }, view: jobOf,
-		spec: func(j api.Job) api.JobSpec { return j.JobSpec }, apply: func(o *v1alpha1.FunctionJob, s api.JobSpec) { applyJobSpec(&o.Spec, s) }}
+		spec: func(j api.Job) api.JobSpec { return j.JobSpec }, apply: func(o *v1alpha1.FunctionJob, s api.JobSpec) error { applyJobSpec(&o.Spec, s); return nil }}
 	// A secret is a Kubernetes Secret labelled as the API's; its view has no values, so an
 	// update starts from empty data (the new data replaces the old whole).
 	secretKind = kind[corev1.Secret, *corev1.Secret, corev1.SecretList, *corev1.SecretList, api.SecretSpec, api.Secret]{
 		name: "secret", items: func(l *corev1.SecretList) []corev1.Secret { return l.Items }, view: secretOf,
-		spec: func(api.Secret) api.SecretSpec { return api.SecretSpec{} }, apply: applySecretData,
+		spec: func(api.Secret) api.SecretSpec { return api.SecretSpec{} }, apply: func(o *corev1.Secret, s api.SecretSpec) error { applySecretData(o, s); return nil },
 		selector: map[string]string{rules.SecretLabel: "true"}}
 )
 
@@ -257,6 +258,12 @@ func (b *Backend) Triggers() backend.Store[api.Trigger, api.TriggerSpec] {
 
 func (b *Backend) Secrets() backend.Store[api.Secret, api.SecretSpec] {
 	return store[corev1.Secret, *corev1.Secret, corev1.SecretList, *corev1.SecretList, api.SecretSpec, api.Secret]{b, secretKind}
+}
+
+// Revisions: the cluster control plane has no revisions yet; every Function runs its one
+// current configuration.
+func (b *Backend) Revisions(context.Context, string, string) ([]api.Revision, error) {
+	return nil, &backend.UnsupportedError{Feature: "revisions", Plane: "cluster"}
 }
 
 func (b *Backend) Jobs() backend.Store[api.Job, api.JobSpec] {
@@ -303,9 +310,11 @@ func (s store[T, PT, L, PL, S, O]) Create(ctx context.Context, ns, name string, 
 	var obj T
 	PT(&obj).SetNamespace(ns)
 	PT(&obj).SetName(name)
-	s.k.apply(&obj, spec)
+	var zero O
+	if err := s.k.apply(&obj, spec); err != nil {
+		return zero, err
+	}
 	if err := s.b.create(ctx, s.k.name, PT(&obj)); err != nil {
-		var zero O
 		return zero, err
 	}
 	return s.k.view(&obj), nil
@@ -321,8 +330,7 @@ func (s store[T, PT, L, PL, S, O]) Update(ctx context.Context, ns, name string, 
 		if err := mutate(&spec); err != nil {
 			return err
 		}
-		s.k.apply(&obj, spec)
-		return nil
+		return s.k.apply(&obj, spec)
 	})
 	if err != nil {
 		var zero O

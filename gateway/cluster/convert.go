@@ -14,6 +14,7 @@ import (
 
 	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/rules"
 )
 
@@ -33,6 +34,7 @@ func functionOf(fn *v1alpha1.Function) api.Function {
 			Async: api.AsyncPolicy{Enabled: s.Async.Enabled, MaxAttempts: s.Async.Retry.MaxAttempts,
 				BackoffMs: s.Async.Retry.BackoffMillis, DeadLetterQueue: s.Async.DeadLetterQueue, MaxJobs: s.Async.MaxJobs},
 			SecretEnv: secretEnvOf(s.SecretEnv), SecretFiles: secretFilesOf(s.SecretFiles),
+			Traffic: rules.DefaultTraffic(), RevisionHistoryLimit: rules.DefaultRevisionHistoryLimit,
 		},
 		Status: api.FunctionStatus{
 			Phase: string(fn.Status.Phase), URL: fn.Status.URL, Image: fn.Status.Image,
@@ -43,7 +45,12 @@ func functionOf(fn *v1alpha1.Function) api.Function {
 	return out
 }
 
-func applyFunctionSpec(dst *v1alpha1.FunctionSpec, s api.FunctionSpec) {
+// applyFunctionSpec refuses traffic other than the default (and a revision history limit):
+// the cluster runs one configuration of a function, so a split could not be honoured.
+func applyFunctionSpec(dst *v1alpha1.FunctionSpec, s api.FunctionSpec) error {
+	if !slices.Equal(s.Traffic, rules.DefaultTraffic()) || s.RevisionHistoryLimit != rules.DefaultRevisionHistoryLimit {
+		return &backend.UnsupportedError{Feature: "traffic splitting between revisions (traffic, revision_history_limit)", Plane: "cluster"}
+	}
 	applyCode(&dst.CodeSpec, s.Runtime, s.Entrypoint, s.EnvVars, s.MemoryMB, s.TimeoutSec, s.Image)
 	dst.Source = sourceRef(s.Source)
 	dst.Scale.MinReplicas, dst.Scale.MaxReplicas = s.MinReplicas, s.MaxReplicas
@@ -59,6 +66,7 @@ func applyFunctionSpec(dst *v1alpha1.FunctionSpec, s api.FunctionSpec) {
 	for _, f := range s.SecretFiles {
 		dst.SecretFiles = append(dst.SecretFiles, v1alpha1.SecretFilesMount{Secret: f.Secret, Path: f.Path})
 	}
+	return nil
 }
 
 func secretEnvOf(refs []v1alpha1.SecretEnvVar) []api.SecretEnv {

@@ -45,6 +45,8 @@ type Record struct {
 	TraceID    string        `json:"traceId,omitempty"`
 	// ColdStart: the invocation waited for an instance to start.
 	ColdStart bool `json:"coldStart,omitempty"`
+	// Revision is the function's revision that served it ("" when not known).
+	Revision string `json:"revision,omitempty"`
 }
 
 // HTTPClientClosed is the status recorded for a caller that disconnected (nginx's 499).
@@ -151,5 +153,6 @@ func sanitize(r Record) Record {
 	r.Status = cleanText(r.Status, 16)
 	r.Error = cleanText(r.Error, maxErrorLen)
 	r.TraceID = cleanText(r.TraceID, 64)
+	r.Revision = cleanText(r.Revision, 253)
 	return r
 }

@@ -282,7 +282,7 @@ func (p *Postgres) writeOnce(batch []Record) {
 	}
 }
 
-var copyColumns = []string{"namespace", "function", "trigger", "kind", "started_at", "duration_us", "status", "http_status", "error", "trace_id", "cold_start"}
+var copyColumns = []string{"namespace", "function", "trigger", "kind", "started_at", "duration_us", "status", "http_status", "error", "trace_id", "cold_start", "revision"}
 
 func (p *Postgres) write(batch []Record) error {
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.WriteTimeout)
@@ -294,7 +294,7 @@ func (p *Postgres) write(batch []Record) error {
 		pgx.CopyFromSlice(len(batch), func(i int) ([]any, error) {
 			r := batch[i]
 			return []any{r.Namespace, r.Function, r.Trigger, string(r.Kind), r.Start, r.Duration.Microseconds(),
-				r.Status, int32(r.HTTPStatus), r.Error, r.TraceID, r.ColdStart}, nil
+				r.Status, int32(r.HTTPStatus), r.Error, r.TraceID, r.ColdStart, r.Revision}, nil
 		}))
 	if err != nil {
 		return fmt.Errorf("copy %d invocation records: %w", len(batch), err)
@@ -339,7 +339,7 @@ func (p *Postgres) List(ctx context.Context, q Query) (Page, error) {
 		var durationUS int64
 		var httpStatus int32
 		err := row.Scan(&r.ID, &r.Namespace, &r.Function, &r.Trigger, &kind, &r.Start, &durationUS,
-			&r.Status, &httpStatus, &r.Error, &r.TraceID, &r.ColdStart)
+			&r.Status, &httpStatus, &r.Error, &r.TraceID, &r.ColdStart, &r.Revision)
 		r.Kind, r.Duration, r.HTTPStatus = Kind(kind), time.Duration(durationUS)*time.Microsecond, int(httpStatus)
 		r.Start = r.Start.UTC()
 		return r, err
@@ -417,7 +417,7 @@ func (p *Postgres) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 // than the limit to know whether a next page exists.
 func listSQL(q Query, after cursor) (string, []any) {
 	var b strings.Builder
-	b.WriteString(`SELECT id, namespace, function, trigger, kind, started_at, duration_us, status, http_status, error, trace_id, cold_start
+	b.WriteString(`SELECT id, namespace, function, trigger, kind, started_at, duration_us, status, http_status, error, trace_id, cold_start, revision
 		FROM invocations WHERE namespace = $1`)
 	args := []any{q.Namespace}
 	if q.Function != "" {

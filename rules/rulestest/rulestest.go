@@ -5,6 +5,7 @@ package rulestest
 import (
 	_ "embed"
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -133,7 +134,12 @@ func RunRoutes(t *testing.T, clusterOnly bool, route func(t *testing.T, row Rout
 		t.Run(row.Name, func(t *testing.T) {
 			w := row.Want
 			want := backend.Route{Host: w.Host, Timeout: time.Duration(w.TimeoutSec) * time.Second, RequireAuth: w.RequireAuth, Disabled: w.Disabled, AsyncAttempts: w.AsyncAttempts}
-			if got := route(t, row); got != want {
+			got := route(t, row)
+			// A plane with revisions routes by Targets: one target at 100 % is the row's host.
+			if len(got.Targets) == 1 && got.Targets[0].Percent == 100 {
+				got.Host, got.Targets = got.Targets[0].Host, nil
+			}
+			if !reflect.DeepEqual(got, want) {
 				t.Errorf("got %+v, want %+v", got, want)
 			}
 		})

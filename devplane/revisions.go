@@ -1,0 +1,385 @@
+package devplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"sless.dev/sless/buildkit"
+	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend"
+	"sless.dev/sless/rules"
+	"sless.dev/sless/scaling/pool"
+)
+
+// Revisions in sless dev: a function's record keeps its revisions in its status (the
+// configuration each runs, never changed once made, and its phase). Every revision that
+// serves (traffic or a tag) and the latest created one is its own pool entry under
+// rules.RevisionHost; /fn/ picks one per call (gateway), and calls to the function's host
+// (triggers, asynchronous calls, jobs' wake-ups) are picked the same way by revisionRouter.
+
+// functionStatus is a function's status as sless dev keeps it: the API's, its revisions
+// oldest first, and the last revision number given (numbers are never reused).
+type functionStatus struct {
+	api.FunctionStatus
+	Revisions    []api.Revision `json:"revisions,omitempty"`
+	LastRevision int64          `json:"last_revision,omitempty"`
+}
+
+// idleGrace is how long a revision that lost its traffic stays in the pool, so the calls
+// already routed to it are answered.
+const idleGrace = 5 * time.Second
+
+// running is a revision in the pool.
+type running struct {
+	spec   pool.Spec
+	values [][]byte // its secret values, masked in what the function prints
+	// idleSince is when it stopped serving (zero while it serves).
+	idleSince time.Time
+}
+
+// trafficOf is a function's traffic; functions stored before revisions have none.
+func trafficOf(spec api.FunctionSpec) []api.TrafficTarget {
+	if len(spec.Traffic) == 0 {
+		return rules.DefaultTraffic()
+	}
+	return spec.Traffic
+}
+
+func revisionStates(revs []api.Revision) []rules.RevisionState {
+	out := make([]rules.RevisionState, len(revs))
+	for i, r := range revs {
+		out[i] = rules.RevisionState{Name: r.Name, Number: r.Number, Phase: r.Status.Phase}
+	}
+	return out
+}
+
+// newRevision gives r a new revision when what it runs changed (and it has source to run),
+// and reports whether it did. It runs in the write that changes the spec, so every such
+// change makes its own revision, however soon the next one follows.
+func newRevision(r *functionRecord) bool {
+	if r.Spec.Source == nil || r.Spec.Image != "" {
+		return false
+	}
+	cfg := api.RevisionConfigOf(r.Spec)
+	if n := len(r.Status.Revisions); n > 0 && api.SameRevisionConfig(r.Status.Revisions[n-1].Config, cfg) {
+		return false
+	}
+	r.Status.LastRevision++
+	rev := api.Revision{Name: rules.RevisionName(r.Name, r.Status.LastRevision), Namespace: r.Namespace, Function: r.Name,
+		Number: r.Status.LastRevision, CreatedAt: time.Now().UTC().Truncate(time.Second), Config: cfg,
+		Status: api.RevisionStatus{Phase: api.RevisionBuilding}}
+	r.Status.Revisions = append(slices.Clone(r.Status.Revisions), rev)
+	r.Status.LatestCreatedRevision = rev.Name
+	return true
+}
+
+// currentRevision is the revision of the function's current configuration (made here for a
+// function stored before revisions).
+func (b *Backend) currentRevision(key string) (api.Revision, error) {
+	err := setStatus(b, functions, key, newRevision)
+	r, ok := b.store.snapshot().functions[key]
+	if err != nil || !ok || len(r.Status.Revisions) == 0 {
+		return api.Revision{}, errors.Join(err, fmt.Errorf("function %s has no revision", key))
+	}
+	return r.Status.Revisions[len(r.Status.Revisions)-1], nil
+}
+
+// markRevision sets a revision's status (a revision's configuration is never changed).
+func (b *Backend) markRevision(key, name string, st api.RevisionStatus) error {
+	return setStatus(b, functions, key, func(r *functionRecord) bool {
+		i := slices.IndexFunc(r.Status.Revisions, func(rev api.Revision) bool { return rev.Name == name })
+		if i < 0 || r.Status.Revisions[i].Status == st {
+			return false
+		}
+		r.Status.Revisions = slices.Clone(r.Status.Revisions)
+		r.Status.Revisions[i].Status = st
+		return true
+	})
+}
+
+// revisionSpec is how a revision runs in the pool: its own configuration, the function's
+// current scaling settings (they are not part of a revision).
+func revisionSpec(fn api.FunctionSpec, c api.RevisionConfig, art *buildkit.Artifact, disabled bool, secretEnv map[string]string, files map[string]map[string][]byte) pool.Spec {
+	env := c.EnvVars
+	if len(secretEnv) > 0 {
+		env = maps.Clone(c.EnvVars)
+		if env == nil {
+			env = map[string]string{}
+		}
+		maps.Copy(env, secretEnv)
+	}
+	spec := pool.Spec{
+		Artifact: art, Env: env, Files: files, Timeout: time.Duration(c.TimeoutSec) * time.Second,
+		MinProcs: int(fn.MinReplicas), MaxProcs: int(fn.MaxReplicas), Target: int(fn.ScalingTarget),
+		ScaleDown: time.Duration(fn.ScaleDownPeriodSec) * time.Second, Disabled: disabled, MemoryMB: int(c.MemoryMB),
+	}
+	if spec.ScaleDown <= 0 {
+		spec.ScaleDown = rules.DefaultScaleDownSeconds * time.Second
+	}
+	return spec
+}
+
+// startRevision puts a built revision into the pool (or updates its entry when its secrets'
+// values or the function's scaling changed).
+func (b *Backend) startRevision(key string, fn api.Function, rev api.Revision, art *buildkit.Artifact, disabled bool) error {
+	env, files, err := b.secretInputs(fn.Namespace, api.FunctionSpec{SecretEnv: rev.Config.SecretEnv, SecretFiles: rev.Config.SecretFiles})
+	if err != nil {
+		return err
+	}
+	spec := revisionSpec(fn.FunctionSpec, rev.Config, art, disabled, env, files)
+	b.depMu.Lock()
+	cur, ok := b.deployed[key].revisions[rev.Name]
+	b.depMu.Unlock()
+	if ok && equalSpec(cur.spec, spec) {
+		b.setRunning(key, rev.Name, &cur)
+		return nil
+	}
+	if err := b.pool.Set(rules.RevisionHost(fn.Namespace, rev.Name, b.opts.Domain), spec); err != nil {
+		return fmt.Errorf("starting revision %s of function %s: %w", rev.Name, key, err)
+	}
+	var values [][]byte
+	for _, v := range env {
+		values = append(values, []byte(v))
+	}
+	for _, dir := range files {
+		for _, v := range dir {
+			values = append(values, v)
+		}
+	}
+	b.setRunning(key, rev.Name, &running{spec: spec, values: values})
+	return nil
+}
+
+// equalSpec compares two pool specs by what the pool runs.
+func equalSpec(a, b pool.Spec) bool {
+	return a.Artifact == b.Artifact && maps.Equal(a.Env, b.Env) && equalJSON(a.Files, b.Files) && a.Timeout == b.Timeout &&
+		a.MinProcs == b.MinProcs && a.MaxProcs == b.MaxProcs && a.Target == b.Target && a.ScaleDown == b.ScaleDown &&
+		a.Disabled == b.Disabled && a.MemoryMB == b.MemoryMB
+}
+
+// setRunning records a revision in the pool as serving (nil: removed).
+func (b *Backend) setRunning(key, rev string, r *running) {
+	b.depMu.Lock()
+	defer b.depMu.Unlock()
+	d := b.deployed[key]
+	d.revisions = maps.Clone(d.revisions)
+	if d.revisions == nil {
+		d.revisions = map[string]running{}
+	}
+	if r == nil {
+		delete(d.revisions, rev)
+	} else {
+		r.idleSince = time.Time{}
+		d.revisions[rev] = *r
+	}
+	b.deployed[key] = b.withMask(key, d)
+}
+
+// withMask completes d after its revisions changed: the host triggers call while one runs
+// and the masker of every running revision's secret values.
+func (b *Backend) withMask(key string, d deployment) deployment {
+	d.host = ""
+	if len(d.revisions) > 0 {
+		d.host = b.routingHost(splitKey(key))
+	}
+	var values [][]byte
+	for _, r := range d.revisions {
+		values = append(values, r.values...)
+	}
+	d.mask = rules.NewSecretMasker(values)
+	return d
+}
+
+// settleRevisions runs what the function's traffic needs: every serving revision and the
+// latest ready one are started (their builds are found by content hash), the others leave
+// the pool idleGrace after they stopped serving; revisions beyond revision_history_limit
+// are deleted; the status shows the resolved traffic. An error means "retry later".
+func (b *Backend) settleRevisions(ctx context.Context, key string, disabled bool) error {
+	r, ok := b.store.snapshot().functions[key]
+	if !ok {
+		return nil
+	}
+	fn := functionOf(r)
+	states := revisionStates(r.Status.Revisions)
+	latestReady := rules.LatestReady(states)
+	resolved := rules.ResolveTraffic(trafficOf(r.Spec), latestReady)
+	need := map[string]bool{latestReady: latestReady != ""}
+	var errs []error
+	for _, rev := range r.Status.Revisions {
+		if rev.Status.Phase != api.RevisionReady || !(need[rev.Name] || rules.Serving(resolved, rev.Name)) {
+			continue
+		}
+		need[rev.Name] = true
+		art, _, err := b.artifact(ctx, fn.Namespace, rev.Config.Runtime, rev.Config.Source, logKey(backend.LogBuild, fn.Namespace, fn.Name), func() {})
+		if err == nil {
+			err = b.startRevision(key, fn, rev, art, disabled)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("revision %s: %w", rev.Name, err))
+		}
+	}
+	b.retireIdle(key, need)
+	gone := rules.RevisionsToDelete(states, resolved, int(max(r.Spec.RevisionHistoryLimit, 1)))
+	if r.Spec.RevisionHistoryLimit == 0 {
+		gone = rules.RevisionsToDelete(states, resolved, rules.DefaultRevisionHistoryLimit)
+	}
+	err := setStatus(b, functions, key, func(r *functionRecord) bool {
+		r.Status.Revisions = slices.DeleteFunc(slices.Clone(r.Status.Revisions), func(rev api.Revision) bool { return slices.Contains(gone, rev.Name) })
+		r.Status.LatestReadyRevision, r.Status.Traffic = latestReady, resolved
+		if n := len(r.Status.Revisions); n > 0 {
+			r.Status.LatestCreatedRevision = r.Status.Revisions[n-1].Name
+		}
+		return true
+	})
+	b.rebuildRoutes()
+	return errors.Join(append(errs, err)...)
+}
+
+// retireIdle takes revisions that do not serve out of the pool once idle for idleGrace.
+func (b *Backend) retireIdle(key string, need map[string]bool) {
+	ns, _ := splitKey(key)
+	now := time.Now()
+	var remove []string
+	b.depMu.Lock()
+	d := b.deployed[key]
+	d.revisions = maps.Clone(d.revisions)
+	for name, run := range d.revisions {
+		switch {
+		case need[name]:
+		case run.idleSince.IsZero():
+			run.idleSince = now
+			d.revisions[name] = run
+			b.queue.AddAfter("function/"+key, idleGrace)
+		case now.Sub(run.idleSince) >= idleGrace:
+			delete(d.revisions, name)
+			remove = append(remove, name)
+		default:
+			b.queue.AddAfter("function/"+key, idleGrace-now.Sub(run.idleSince))
+		}
+	}
+	if d.revisions != nil {
+		b.deployed[key] = b.withMask(key, d)
+	}
+	b.depMu.Unlock()
+	for _, name := range remove {
+		b.pool.Remove(rules.RevisionHost(ns, name, b.opts.Domain))
+	}
+}
+
+// Revisions lists a function's revisions with their share of its traffic.
+func (b *Backend) Revisions(_ context.Context, ns, function string) ([]api.Revision, error) {
+	r, ok := b.store.snapshot().functions[objectKey(ns, function)]
+	if !ok {
+		return nil, notFound("function", ns, function)
+	}
+	out := slices.Clone(r.Status.Revisions)
+	for i := range out {
+		out[i].Percent, out[i].Tags = rules.Shares(r.Status.Traffic, out[i].Name)
+		if out[i].Tags == nil {
+			out[i].Tags = []string{}
+		}
+	}
+	return out, nil
+}
+
+// checkTraffic refuses traffic naming a revision the function does not have or one that
+// failed.
+func checkTraffic(revs []api.Revision, spec api.FunctionSpec) error {
+	if err := rules.CheckTrafficRevisions(spec.Traffic, revisionStates(revs)); err != nil {
+		return &backend.InvalidError{Field: err.Field, Reason: err.Reason}
+	}
+	return nil
+}
+
+// targetsOf is a function's /fn/ targets: its resolved traffic, each with the pool host of
+// its revision while that runs.
+func (b *Backend) targetsOf(r *functionRecord, d deployment) []backend.RouteTarget {
+	resolved := r.Status.Traffic
+	if len(resolved) == 0 {
+		resolved = rules.ResolveTraffic(trafficOf(r.Spec), r.Status.LatestReadyRevision)
+	}
+	out := make([]backend.RouteTarget, len(resolved))
+	for i, t := range resolved {
+		out[i].ResolvedTarget = t
+		if _, ok := d.revisions[t.Revision]; ok && t.Revision != "" {
+			out[i].Host = rules.RevisionHost(r.Namespace, t.Revision, b.opts.Domain)
+		}
+	}
+	return out
+}
+
+// revisionRouter is the transport of calls from inside sless dev (triggers, asynchronous
+// calls, the gateway's /fn/): a call for a function's host goes to one of its revisions by
+// its traffic's weights, one for a revision's host straight to the pool. Every answer names
+// the revision in X-Sless-Revision.
+type revisionRouter struct{ b *Backend }
+
+func (t revisionRouter) RoundTrip(req *http.Request) (*http.Response, error) {
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	key, rev, ok := t.b.keyOfHost(host)
+	if ok && rev == "" {
+		route, err := t.b.Route(splitKey(key))
+		if err != nil {
+			closeBody(req)
+			return nil, err
+		}
+		i := rules.PickTarget(route.Targets, func(t *backend.RouteTarget) int32 { return t.Percent }, "")
+		if i < 0 || route.Targets[i].Host == "" {
+			closeBody(req)
+			return nil, fmt.Errorf("%w: function %s has no revision serving", pool.ErrUnknown, key)
+		}
+		out := req.Clone(req.Context())
+		out.Host, out.URL.Host = route.Targets[i].Host, route.Targets[i].Host
+		req, rev = out, route.Targets[i].Revision
+	}
+	resp, err := t.b.pool.RoundTrip(req)
+	if err == nil && rev != "" {
+		resp.Header.Set(rules.HeaderRevision, rev)
+	}
+	return resp, err
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
+
+// keyOfHost is the function key a routing host (<name>.<ns>.<domain>) or a revision's pool
+// host (rules.RevisionHost) names, with the revision for the latter.
+func (b *Backend) keyOfHost(host string) (key, revision string, ok bool) {
+	labels, ok := strings.CutSuffix(host, "."+b.opts.Domain)
+	if !ok {
+		return "", "", false
+	}
+	parts := strings.Split(labels, ".")
+	switch {
+	case len(parts) == 2:
+		return objectKey(parts[1], parts[0]), "", true
+	case len(parts) == 3 && parts[2] == rules.RevisionHostLabel:
+		fn, _, ok := rules.RevisionOf(parts[0])
+		return objectKey(parts[1], fn), parts[0], ok
+	}
+	return "", "", false
+}
+
+// Stats sums the processes of every running revision of a function (tests and benchmarks).
+func (b *Backend) Stats(ns, name string) pool.Stats {
+	d, _ := b.deployment(objectKey(ns, name))
+	var s pool.Stats
+	for rev := range d.revisions {
+		r := b.pool.Stats(rules.RevisionHost(ns, rev, b.opts.Domain))
+		s.Processes, s.Ready, s.InFlight = s.Processes+r.Processes, s.Ready+r.Ready, s.InFlight+r.InFlight
+		s.PIDs, s.Addrs = append(s.PIDs, r.PIDs...), append(s.Addrs, r.Addrs...)
+	}
+	return s
+}
