@@ -26,6 +26,8 @@ resource "sless_function" "hello" {
   timeout_sec  = 30 # leave unset (null) or 0 for no limit
   min_replicas = 0  # scale to zero when idle
   max_replicas = 3
+  # Each change to what runs is a revision hello-<n>. To try one on a slice of the calls:
+  # traffic = [{ revision = "hello-1", percent = 90 }, { latest = true, percent = 10, tag = "canary" }]
 }
 
 # Public HTTP entry; `enabled = false` freezes the function in place (calls get 503).
@@ -69,6 +71,16 @@ resource "sless_job" "report" {
 # Another configuration can look the function up by name.
 data "sless_function" "hello" {
   name = sless_function.hello.name
+}
+
+# The function's revisions (hello-1, hello-2, ...), each with its share of the calls and tags.
+data "sless_function_revisions" "hello" {
+  function   = sless_function.hello.name
+  depends_on = [sless_function.hello]
+}
+
+output "revisions" {
+  value = [for r in data.sless_function_revisions.hello.revisions : "${r.name} ${r.phase} ${r.percent}%"]
 }
 
 output "url" {

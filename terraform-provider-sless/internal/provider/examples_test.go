@@ -136,6 +136,9 @@ func TestAccExampleWithDevOverrides(t *testing.T) {
 	}
 	mustRun("apply", "-auto-approve", "-input=false", "-no-color")
 	outputs := cli.outputs()
+	if outputs["revisions"] != "[hello-1 ready 100%]" {
+		t.Errorf("revisions output %q, want [hello-1 ready 100%%]", outputs["revisions"])
+	}
 	if outputs["phase"] != "Ready" {
 		t.Errorf("phase output %q, want Ready", outputs["phase"])
 	}

@@ -66,8 +66,18 @@ func (d *functionDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 			"image":                   str("Built image."),
 			"phase":                   str("Pending, Building, Ready or Failed."),
 			"ready":                   schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether the latest configuration is built and serving."},
-			"secret_env":              refs["secret_env"],
-			"secret_files":            refs["secret_files"],
+			"latest_created_revision": str("The newest revision."),
+			"latest_ready_revision":   str("The newest revision that can serve."),
+			"revision_history_limit":  computed("Revisions kept without traffic or a tag."),
+			"traffic": schema.ListNestedAttribute{
+				Computed: true, MarkdownDescription: "How calls split between its revisions: `{ revision, latest, percent, tag }`.",
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"revision": str("A revision name (null for latest)."), "latest": schema.BoolAttribute{Computed: true, MarkdownDescription: "Follows the newest ready revision."},
+					"percent": computed("Share of the calls."), "tag": str("Route of its own."),
+				}},
+			},
+			"secret_env":   refs["secret_env"],
+			"secret_files": refs["secret_files"],
 		},
 	}
 }

@@ -29,13 +29,17 @@ type functionSettings struct {
 	AsyncMaxJobs       types.Int64  `tfsdk:"async_max_jobs"`
 	SecretEnv          types.List   `tfsdk:"secret_env"`
 	SecretFiles        types.List   `tfsdk:"secret_files"`
+	Traffic            types.List   `tfsdk:"traffic"`
+	RevisionHistory    types.Int64  `tfsdk:"revision_history_limit"`
 }
 
 // functionStatus is what the platform reports about a function.
 type functionStatus struct {
-	URL   types.String `tfsdk:"url"`
-	Image types.String `tfsdk:"image"`
-	Phase types.String `tfsdk:"phase"`
+	URL                   types.String `tfsdk:"url"`
+	Image                 types.String `tfsdk:"image"`
+	Phase                 types.String `tfsdk:"phase"`
+	LatestCreatedRevision types.String `tfsdk:"latest_created_revision"`
+	LatestReadyRevision   types.String `tfsdk:"latest_ready_revision"`
 }
 
 // fields is the API request for s; unknown values (computed, not configured) are not sent,
@@ -43,6 +47,8 @@ type functionStatus struct {
 func (s functionSettings) fields(ctx context.Context) (api.FunctionFields, diag.Diagnostics) {
 	env, diags := envVars(ctx, s.EnvVars)
 	secretEnv, secretFiles, d := secretRefFields(ctx, s.SecretEnv, s.SecretFiles)
+	diags.Append(d...)
+	traffic, d := trafficFields(ctx, s.Traffic)
 	diags.Append(d...)
 	entrypoint := setString(s.Entrypoint)
 	if entrypoint == nil {
@@ -62,8 +68,10 @@ func (s functionSettings) fields(ctx context.Context) (api.FunctionFields, diag.
 		// enabled and the dead-letter queue are always sent: unset means off and the default.
 		Async: &api.AsyncFields{Enabled: ptrTo(s.AsyncEnabled.ValueBool()), MaxAttempts: setInt32(s.AsyncMaxAttempts),
 			BackoffMs: setInt32(s.AsyncBackoffMs), DeadLetterQueue: ptrTo(s.AsyncDLQ.ValueString()), MaxJobs: setInt32(s.AsyncMaxJobs)},
-		SecretEnv:   secretEnv,
-		SecretFiles: secretFiles,
+		SecretEnv:            secretEnv,
+		SecretFiles:          secretFiles,
+		Traffic:              traffic,
+		RevisionHistoryLimit: setInt32(s.RevisionHistory),
 	}, diags
 }
 
@@ -74,6 +82,8 @@ func functionSettingsFrom(ctx context.Context, fn api.Function, prior functionSe
 	secretEnv, d := secretEnvState(ctx, fn.SecretEnv, prior.SecretEnv)
 	diags.Append(d...)
 	secretFiles, d := secretFilesState(ctx, fn.SecretFiles, prior.SecretFiles)
+	diags.Append(d...)
+	traffic, d := trafficState(ctx, fn.Traffic)
 	diags.Append(d...)
 	return functionSettings{
 		Runtime:            types.StringValue(fn.Runtime),
@@ -93,14 +103,18 @@ func functionSettingsFrom(ctx context.Context, fn api.Function, prior functionSe
 		AsyncMaxJobs:       types.Int64Value(int64(fn.Async.MaxJobs)),
 		SecretEnv:          secretEnv,
 		SecretFiles:        secretFiles,
+		Traffic:            traffic,
+		RevisionHistory:    types.Int64Value(int64(fn.RevisionHistoryLimit)),
 	}, diags
 }
 
 func functionStatusFrom(fn api.Function) functionStatus {
 	return functionStatus{
-		URL:   types.StringValue(fn.Status.URL),
-		Image: types.StringValue(fn.Status.Image),
-		Phase: types.StringValue(fn.Status.Phase),
+		URL:                   types.StringValue(fn.Status.URL),
+		Image:                 types.StringValue(fn.Status.Image),
+		Phase:                 types.StringValue(fn.Status.Phase),
+		LatestCreatedRevision: types.StringValue(fn.Status.LatestCreatedRevision),
+		LatestReadyRevision:   types.StringValue(fn.Status.LatestReadyRevision),
 	}
 }
 

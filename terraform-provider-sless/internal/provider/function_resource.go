@@ -109,6 +109,11 @@ func functionAttributes() map[string]schema.Attribute {
 		"url":               computedString("URL that invokes the function (`<endpoint>/fn/<namespace>/<name>`)."),
 		"image":             computedString("Built image (or local artifact under `sless dev`)."),
 		"phase":             computedString("Pending, Building, Ready or Failed."),
+		"traffic":           trafficAttribute(),
+		"revision_history_limit": serverDefaultInt64(fmt.Sprintf("Revisions kept without traffic or a tag; older ones are deleted (1-%d; server default %d).",
+			rules.MaxRevisionHistoryLimit, rules.DefaultRevisionHistoryLimit), 1, rules.MaxRevisionHistoryLimit),
+		"latest_created_revision": computedString("The newest revision, `<name>-<n>`: each change to what runs (code, runtime, entrypoint, env, secrets, memory, timeout) makes one."),
+		"latest_ready_revision":   computedString("The newest revision that can serve: what `latest = true` in `traffic` sends calls to."),
 	})
 	return attrs
 }
@@ -132,6 +137,8 @@ func (r *functionResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 	}
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("image"), types.StringUnknown())...)
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("phase"), types.StringUnknown())...)
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("latest_created_revision"), types.StringUnknown())...)
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("latest_ready_revision"), types.StringUnknown())...)
 }
 
 func (r *functionResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {

@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"sless.dev/sless/buildkit/sourcezip"
+	"sless.dev/sless/rules"
 )
 
 // goHandler is a Go handler answering with version and the GREETING variable.
@@ -124,6 +127,7 @@ func TestAccFunction(t *testing.T) {
 	}
 	v1Hash := hashOf()
 	const addr = "sless_function.test"
+	rolledBack := functionConfig("acc-fn", src, "canary", `traffic = [{ revision = "acc-fn-3", percent = 100 }]`)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: protoV6Providers,
 		CheckDestroy:             checkGone(d, t),
@@ -198,7 +202,27 @@ func TestAccFunction(t *testing.T) {
 				},
 			},
 			{
-				Config:            functionConfig("acc-fn", src, "world"),
+				// A canary: the new environment is a revision (acc-fn-4) with half the calls
+				// and a tag; acc-fn-3 keeps the other half.
+				Config: functionConfig("acc-fn", src, "canary", `traffic = [{ revision = "acc-fn-3", percent = 50 }, { latest = true, percent = 50, tag = "canary" }]`) + revisionsData,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("latest_ready_revision"), knownvalue.StringExact("acc-fn-4")),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("latest_created_revision"), knownvalue.StringExact("acc-fn-4")),
+					statecheck.ExpectKnownValue("data.sless_function_revisions.test", tfjsonpath.New("revisions").AtSliceIndex(3).AtMapKey("tags"),
+						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("canary")})),
+				},
+				Check: checkSplit(addr, map[string]string{"v2 world": "acc-fn-3", "v2 canary": "acc-fn-4"}),
+			},
+			{
+				// Rolled back by changing traffic: every call on acc-fn-3 again, nothing rebuilt.
+				Config: rolledBack,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("latest_ready_revision"), knownvalue.StringExact("acc-fn-4")),
+				},
+				Check: checkSplit(addr, map[string]string{"v2 world": "acc-fn-3"}),
+			},
+			{
+				Config:            rolledBack,
 				ResourceName:      addr,
 				ImportState:       true,
 				ImportStateId:     "acc-fn",
@@ -207,11 +231,45 @@ func TestAccFunction(t *testing.T) {
 				ImportStateVerifyIgnore: []string{"source_dir", "source_hash"},
 			},
 			{
-				Config:   functionConfig("acc-fn", src, "world"),
+				Config:   rolledBack,
 				PlanOnly: true, // steady state: nothing to do
 			},
 		},
 	})
+}
+
+// revisionsData reads sless_function.test's revisions.
+const revisionsData = `
+data "sless_function_revisions" "test" {
+  function = sless_function.test.name
+  depends_on = [sless_function.test]
+}
+`
+
+// checkSplit calls the function's url 60 times and wants every answer to be one of the
+// bodies in want, each from its revision (X-Sless-Revision), and each body at least once.
+func checkSplit(address string, want map[string]string) resource.TestCheckFunc {
+	return func(s *terraform.State) error {
+		url := s.RootModule().Resources[address].Primary.Attributes["url"]
+		seen := map[string]int{}
+		for range 60 {
+			resp, err := http.Post(url, "application/json", strings.NewReader(`{}`))
+			if err != nil {
+				return err
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			rev, ok := want[string(body)]
+			if resp.StatusCode != 200 || !ok || resp.Header.Get(rules.HeaderRevision) != rev {
+				return fmt.Errorf("call: %d %q from %q, want one of %v", resp.StatusCode, body, resp.Header.Get(rules.HeaderRevision), want)
+			}
+			seen[string(body)]++
+		}
+		if len(seen) != len(want) {
+			return fmt.Errorf("answers %v, want each of %v", seen, want)
+		}
+		return nil
+	}
 }
 
 func TestAccFunctionBuildError(t *testing.T) {

@@ -151,7 +151,7 @@ func (p *slessProvider) Resources(context.Context) []func() resource.Resource {
 }
 
 func (p *slessProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return []func() datasource.DataSource{NewFunctionDataSource}
+	return []func() datasource.DataSource{NewFunctionDataSource, NewRevisionsDataSource}
 }
 
 // clientFrom type-asserts the provider data handed to resources and data sources; nil data
