@@ -48,6 +48,9 @@ type Options struct {
 	// Recorder receives cron, event, asynchronous and job invocations (the gateway records
 	// /fn/ calls).
 	Recorder history.Recorder
+	// History reads invocations back: a rollout judges each step by the new revision's
+	// calls there. Without it a rollout holds at its first step.
+	History history.Reader
 	// AsyncStore keeps asynchronous invocations; default files under DataDir/async/records.
 	AsyncStore history.AsyncStore
 	// Builder builds uploads; its Logger defaults to Logger.

@@ -112,7 +112,7 @@ func startDev(t testing.TB, o devOptions) *dev {
 		o.buildDir = buildDir
 	}
 	b, err := devplane.New(devplane.Options{DataDir: o.dataDir, BuildDir: o.buildDir, Artifacts: arts, GatewayURL: endpoint, RetryMax: o.retryMax,
-		AMQPURL: o.amqpURL, Recorder: o.recorder, Logger: log, MaxPerNamespace: o.maxPerNamespace, AsyncStore: o.asyncStore,
+		AMQPURL: o.amqpURL, Recorder: o.recorder, History: o.recorder, Logger: log, MaxPerNamespace: o.maxPerNamespace, AsyncStore: o.asyncStore,
 		Pool: pool.Options{Tick: 50 * time.Millisecond, StopGrace: 2 * time.Second, Sandbox: pool.SandboxOptions{Off: o.noSandbox}}})
 	if err != nil {
 		t.Fatal(err)

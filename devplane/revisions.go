@@ -208,7 +208,8 @@ func (b *Backend) settleRevisions(ctx context.Context, key string, disabled bool
 	fn := functionOf(r)
 	states := revisionStates(r.Status.Revisions)
 	latestReady := rules.LatestReady(states)
-	resolved := rules.ResolveTraffic(trafficOf(r.Spec), latestReady)
+	rollout := b.rolloutOf(ctx, r, latestReady)
+	resolved := rules.ApplyRollout(rules.ResolveTraffic(trafficOf(r.Spec), rules.LatestDuringRollout(latestReady, rollout)), rollout)
 	need := map[string]bool{latestReady: latestReady != ""}
 	var errs []error
 	for _, rev := range r.Status.Revisions {
@@ -231,7 +232,7 @@ func (b *Backend) settleRevisions(ctx context.Context, key string, disabled bool
 	}
 	err := setStatus(b, functions, key, func(r *functionRecord) bool {
 		r.Status.Revisions = slices.DeleteFunc(slices.Clone(r.Status.Revisions), func(rev api.Revision) bool { return slices.Contains(gone, rev.Name) })
-		r.Status.LatestReadyRevision, r.Status.Traffic = latestReady, resolved
+		r.Status.LatestReadyRevision, r.Status.Traffic, r.Status.Rollout = latestReady, resolved, rollout
 		if n := len(r.Status.Revisions); n > 0 {
 			r.Status.LatestCreatedRevision = r.Status.Revisions[n-1].Name
 		}
@@ -239,6 +240,46 @@ func (b *Backend) settleRevisions(ctx context.Context, key string, disabled bool
 	})
 	b.rebuildRoutes()
 	return errors.Join(append(errs, err)...)
+}
+
+// rolloutCheck is how often a rollout in progress is judged.
+const rolloutCheck = time.Second
+
+// rolloutOf is where the function's rollout stands now (nil without a policy): a revision
+// that just became ready starts one from the revision that served before; one in progress
+// is judged by its calls in the invocation history (rules.AdvanceRollout) and checked
+// again in rolloutCheck.
+func (b *Backend) rolloutOf(ctx context.Context, r *functionRecord, latestReady string) *rules.RolloutState {
+	p, st := r.Spec.Rollout, r.Status.Rollout
+	if p == nil {
+		return nil
+	}
+	key, now := objectKey(r.Namespace, r.Name), time.Now().UTC()
+	if latestReady != "" && latestReady != r.Status.LatestReadyRevision && r.Status.LatestReadyRevision != "" && (st == nil || st.Revision != latestReady) {
+		previous := r.Status.LatestReadyRevision
+		if st != nil && st.Phase != rules.RolloutComplete {
+			previous = st.Previous // the one that served before that rollout
+		}
+		next := rules.StartRollout(*p, latestReady, previous, now)
+		st = &next
+	} else if st != nil && st.Phase == rules.RolloutProgressing {
+		next := *st
+		if b.opts.History == nil {
+			next.Message = "holding: sless dev was started without an invocation history to judge the rollout by"
+		} else if sum, err := b.opts.History.RevisionOutcomes(ctx, r.Namespace, r.Name, st.Revision, st.StepStarted); err != nil {
+			next.Message = "holding: the invocation history is unavailable: " + err.Error()
+		} else {
+			next = rules.AdvanceRollout(*p, *st, sum.Count, sum.Errors, now)
+		}
+		if next.Phase == rules.RolloutRolledBack {
+			b.log.Warn("Warning: rollout rolled back", "function", key, "revision", next.Revision, "reason", next.Message)
+		}
+		st = &next
+	}
+	if st != nil && st.Phase == rules.RolloutProgressing {
+		b.queue.AddAfter("function/"+key, rolloutCheck)
+	}
+	return st
 }
 
 // retireIdle takes revisions that do not serve out of the pool once idle for idleGrace.

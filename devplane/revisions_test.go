@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"strings"
@@ -257,4 +258,105 @@ func TestRevisionsTrafficAndRollback(t *testing.T) {
 		// ver-1 tagged, one idle kept (the newest), the latest serving.
 		return strings.Join(names, " ") == "ver-1 ver-5 ver-6"
 	})
+}
+
+// flaky fails every other call with a 500.
+var flaky = map[string]string{"handler.py": `import os
+
+calls = 0
+
+
+def handle(event, request=None):
+    global calls
+    calls += 1
+    if calls % 2:
+        return {"statusCode": 500, "body": "boom"}
+    return {"version": os.environ.get("VERSION", "")}
+`}
+
+// TestHealthGatedRollout: with a rollout policy a new ready revision takes latest's traffic
+// in steps judged by its own calls in the invocation history: a healthy one reaches 100 %;
+// one failing half its calls is rolled back after its first step, the status says why with
+// the measured rate, and its failed calls stay within that step's share.
+func TestHealthGatedRollout(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{})
+	ctx := context.Background()
+	policy := api.Rollout{Steps: []int32{10, 50, 100}, IntervalSec: 1, MaxErrorRate: 0.05, MinRequests: 20}
+	d.deploy("ro", "python3.12", versioned, api.FunctionFields{EnvVars: &map[string]string{"VERSION": "1"}, Rollout: &policy})
+
+	// load calls the function until stop, counting answers by revision and failures.
+	load := func(stop *atomic.Bool) (func() (map[string]int, int), func()) {
+		var mu sync.Mutex
+		byRev, failed := map[string]int{}, 0
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				for !stop.Load() {
+					code, rev, _ := d.call("ro", nil)
+					mu.Lock()
+					byRev[rev]++
+					if code != 200 {
+						failed++
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		return func() (map[string]int, int) { mu.Lock(); defer mu.Unlock(); return maps.Clone(byRev), failed }, wg.Wait
+	}
+
+	// A healthy revision goes 10 → 50 → 100 %.
+	var stop atomic.Bool
+	counts, wait := load(&stop)
+	d.update("ro", api.FunctionFields{EnvVars: &map[string]string{"VERSION": "2"}})
+	seen := map[int32]bool{}
+	testkit.WaitFor(t, "the healthy rollout to complete", 60*time.Second, func() bool {
+		fn, err := d.client.GetFunction(ctx, d.ns, "ro")
+		if err != nil || fn.Status.Rollout == nil {
+			return false
+		}
+		seen[fn.Status.Rollout.Percent] = true
+		return fn.Status.Rollout.Phase == api.RolloutComplete && fn.Status.Rollout.Revision == "ro-2"
+	})
+	stop.Store(true)
+	wait()
+	if byRev, failed := counts(); failed != 0 || byRev["ro-1"] == 0 || byRev["ro-2"] == 0 {
+		t.Fatalf("healthy rollout: answers %v, %d failed", byRev, failed)
+	}
+	if !seen[10] && !seen[50] {
+		t.Fatalf("the rollout showed no intermediate step: %v", seen)
+	}
+	d.waitTraffic("ro", "ro-2", 100)
+
+	// A revision failing half its calls is rolled back at its first step.
+	if _, err := d.client.UploadSource(ctx, d.ns, "ro", strings.NewReader(string(testkit.Zip(t, flaky)))); err != nil {
+		t.Fatal(err)
+	}
+	stop.Store(false)
+	counts, wait = load(&stop)
+	var fn api.Function
+	testkit.WaitFor(t, "the flaky revision to be rolled back", 60*time.Second, func() bool {
+		var err error
+		fn, err = d.client.GetFunction(ctx, d.ns, "ro")
+		return err == nil && fn.Status.Rollout != nil && fn.Status.Rollout.Revision == "ro-3" && fn.Status.Rollout.Phase == api.RolloutRolledBack
+	})
+	time.Sleep(500 * time.Millisecond)
+	stop.Store(true)
+	wait()
+	byRev, failed := counts()
+	ro := fn.Status.Rollout
+	if ro.Percent != 10 || !strings.Contains(ro.Message, "error rate") || !strings.Contains(ro.Message, "above 0.05 at 10 %") {
+		t.Fatalf("rolled back status: %+v", ro)
+	}
+	total := byRev["ro-2"] + byRev["ro-3"]
+	if failed > byRev["ro-3"] || float64(byRev["ro-3"]) > 0.25*float64(total)+10 {
+		t.Fatalf("ro-3 took %d of %d calls (%d failed); a 10 %% step should bound it", byRev["ro-3"], total, failed)
+	}
+	t.Logf("rolled back: %s; ro-3 served %d of %d calls, %d failed", ro.Message, byRev["ro-3"], total, failed)
+	for range 20 {
+		if code, rev, _ := d.call("ro", nil); code != 200 || rev != "ro-2" {
+			t.Fatalf("after the rollback: %d from %s", code, rev)
+		}
+	}
 }

@@ -99,6 +99,12 @@ var (
 
 func cloneFunctionSpec(s api.FunctionSpec) api.FunctionSpec {
 	s.EnvVars = maps.Clone(s.EnvVars)
+	s.Traffic = slices.Clone(s.Traffic)
+	if s.Rollout != nil {
+		r := *s.Rollout
+		r.Steps = slices.Clone(r.Steps)
+		s.Rollout = &r
+	}
 	if s.Source != nil {
 		src := *s.Source
 		s.Source = &src

@@ -69,6 +69,11 @@ var (
 			if err := rules.CheckTraffic(name, spec.Traffic); err != nil {
 				return invalid(err.Field, "%s", err.Reason)
 			}
+			if spec.Rollout != nil {
+				if err := rules.CheckRollout(*spec.Rollout); err != nil {
+					return invalid(err.Field, "%s", err.Reason)
+				}
+			}
 			if err := validSecretRefs(*spec); err != nil {
 				return err
 			}

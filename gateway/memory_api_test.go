@@ -293,6 +293,9 @@ func TestValidationErrors(t *testing.T) {
 		{"traffic bad tag", "POST", "/functions", `{"name":"x","runtime":"go1.23","traffic":[{"latest":true,"percent":100,"tag":"Canary"}]}`, 400, "traffic[0].tag"},
 		{"traffic percent out of range", "PUT", "/functions/f", `{"traffic":[{"latest":true,"percent":101},{"revision":"f-1","percent":-1}]}`, 400, "traffic[0].percent"},
 		{"revision history limit zero", "PUT", "/functions/f", `{"revision_history_limit":0}`, 400, "revision_history_limit"},
+		{"rollout not ending at 100", "PUT", "/functions/f", `{"rollout":{"steps":[10,50],"interval_sec":60,"max_error_rate":0.05,"min_requests":20}}`, 400, "rollout.steps"},
+		{"rollout rate above 1", "PUT", "/functions/f", `{"rollout":{"steps":[100],"interval_sec":60,"max_error_rate":5,"min_requests":20}}`, 400, "rollout.max_error_rate"},
+		{"rollout unknown field", "PUT", "/functions/f", `{"rollout":{"steps":[100],"every":60}}`, 400, "every"},
 		{"revision history limit too high", "PUT", "/functions/f", `{"revision_history_limit":101}`, 400, "revision_history_limit"},
 	}
 	for _, tc := range cases {

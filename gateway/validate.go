@@ -129,6 +129,12 @@ func applyFunctionFields(spec *api.FunctionSpec, f api.FunctionFields) {
 	setIf(&spec.SecretFiles, f.SecretFiles)
 	setIf(&spec.Traffic, f.Traffic)
 	setIf(&spec.RevisionHistoryLimit, f.RevisionHistoryLimit)
+	if r := f.Rollout; r != nil {
+		spec.Rollout = nil
+		if len(r.Steps) > 0 {
+			spec.Rollout = &api.Rollout{Steps: slices.Clone(r.Steps), IntervalSec: r.IntervalSec, MaxErrorRate: r.MaxErrorRate, MinRequests: r.MinRequests}
+		}
+	}
 	if spec.Traffic == nil { // stored before functions had revisions
 		spec.Traffic = rules.DefaultTraffic()
 	}

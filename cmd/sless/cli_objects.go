@@ -225,6 +225,11 @@ func describeFunction(ctx context.Context, s *session, f api.Function) (any, fun
 			if f.Source != nil {
 				fl.add("Source", "sha256:"+f.Source.SHA256)
 			}
+			fl.add("Revisions", fmt.Sprintf("latest created %s, latest ready %s", f.Status.LatestCreatedRevision, f.Status.LatestReadyRevision))
+			fl.add("Traffic", describeTraffic(f.Status.Traffic))
+			if ro := f.Status.Rollout; ro != nil {
+				fl.add("Rollout", ro.Phase+": "+ro.Message)
+			}
 		})
 		if err != nil {
 			return err

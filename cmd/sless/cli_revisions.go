@@ -93,7 +93,7 @@ the calls unless it has one.`,
 		if err != nil {
 			return s.objectErr(err, "function", args[0])
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "function %s: traffic %s\n", args[0], describeTraffic(fn.Traffic))
+		fmt.Fprintf(cmd.OutOrStdout(), "function %s: traffic %s\n", args[0], describeTraffic(rules.ResolveTraffic(fn.Traffic, "")))
 		return nil
 	}
 	return cliCommand(cmd)
@@ -143,13 +143,17 @@ func parseTraffic(shares, tags []string) ([]api.TrafficTarget, error) {
 	return out, nil
 }
 
-// describeTraffic prints traffic as "hello-3 90%, latest 10% tag canary".
-func describeTraffic(traffic []api.TrafficTarget) string {
+// describeTraffic prints a function's traffic: "hello-3 90%, latest 10% tag canary", with
+// latest named by its revision once resolved ("hello-4 (latest) 10%").
+func describeTraffic(resolved []api.ResolvedTarget) string {
 	var parts []string
-	for _, t := range traffic {
+	for _, t := range resolved {
 		rev := t.Revision
-		if t.Latest {
+		switch {
+		case t.Latest && rev == "":
 			rev = "latest"
+		case t.Latest:
+			rev += " (latest)"
 		}
 		p := fmt.Sprintf("%s %d%%", rev, t.Percent)
 		if t.Tag != "" {

@@ -119,7 +119,7 @@ func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 		return fmt.Errorf("--listen %s: %w", f.listen, err)
 	}
 	endpoint := "http://" + ln.Addr().String()
-	opts := devplane.Options{DataDir: dataDir, Artifacts: artifacts, GatewayURL: endpoint, AMQPURL: f.amqpURL, Recorder: rec, Logger: log, MaxBuilds: f.maxBuilds}
+	opts := devplane.Options{DataDir: dataDir, Artifacts: artifacts, GatewayURL: endpoint, AMQPURL: f.amqpURL, Recorder: rec, History: reader, Logger: log, MaxBuilds: f.maxBuilds}
 	if pg, ok := reader.(*history.Postgres); ok {
 		opts.AsyncStore = pg
 	}

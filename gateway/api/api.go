@@ -91,7 +91,22 @@ type FunctionSpec struct {
 	// RevisionHistoryLimit is how many revisions without traffic or a tag are kept; older
 	// ones are deleted.
 	RevisionHistoryLimit int32 `json:"revision_history_limit"`
+	// Rollout, when set, moves latest's share to a new ready revision in health-gated steps.
+	Rollout *Rollout `json:"rollout,omitempty"`
 }
+
+// Rollout is a function's health-gated rollout policy (rules.Rollout).
+type Rollout = rules.Rollout
+
+// RolloutState is where a function's rollout stands (rules.RolloutState).
+type RolloutState = rules.RolloutState
+
+// Rollout phases.
+const (
+	RolloutProgressing = rules.RolloutProgressing
+	RolloutComplete    = rules.RolloutComplete
+	RolloutRolledBack  = rules.RolloutRolledBack
+)
 
 // TrafficTarget is one entry of a function's traffic (rules.TrafficTarget).
 type TrafficTarget = rules.TrafficTarget
@@ -236,6 +251,8 @@ type FunctionStatus struct {
 	LatestCreatedRevision string           `json:"latest_created_revision,omitempty"`
 	LatestReadyRevision   string           `json:"latest_ready_revision,omitempty"`
 	Traffic               []ResolvedTarget `json:"traffic,omitempty"`
+	// Rollout is the last rollout of a new revision, while its policy is set.
+	Rollout *RolloutState `json:"rollout,omitempty"`
 }
 
 // FunctionFields are the settable fields of a function; nil fields are not sent. EnvVars
@@ -259,6 +276,8 @@ type FunctionFields struct {
 	// Traffic replaces the whole list when sent.
 	Traffic              *[]TrafficTarget `json:"traffic,omitempty"`
 	RevisionHistoryLimit *int32           `json:"revision_history_limit,omitempty"`
+	// Rollout replaces the policy when sent; one without steps ({}) removes it.
+	Rollout *Rollout `json:"rollout,omitempty"`
 }
 
 // CreateFunction is the body of POST /v1/namespaces/{ns}/functions.

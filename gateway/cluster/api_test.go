@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -47,6 +48,21 @@ func TestFunctionCRUD(t *testing.T) {
 	list, err := tn.c.ListFunctions(ctx, tn.ns)
 	if err != nil || len(list) != 1 || list[0].Name != "hello" {
 		t.Fatalf("list = %+v, %v", list, err)
+	}
+
+	// Revisions are sless dev's only, for now: a split, a rollout or the revision endpoints
+	// are a clear 501, and nothing changes.
+	var ae *client.Error
+	_, err = tn.c.UpdateFunction(ctx, tn.ns, "hello", api.FunctionFields{MemoryMB: ptr(int32(512)),
+		Traffic: &[]api.TrafficTarget{{Revision: "hello-1", Percent: 50}, {Latest: true, Percent: 50}}})
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusNotImplemented || !strings.Contains(ae.Message, "cluster control plane") {
+		t.Fatalf("traffic on the cluster: %v, want 501", err)
+	}
+	if _, err := tn.c.ListRevisions(ctx, tn.ns, "hello"); !errors.As(err, &ae) || ae.StatusCode != http.StatusNotImplemented {
+		t.Fatalf("revisions on the cluster: %v, want 501", err)
+	}
+	if got, _ := tn.c.GetFunction(ctx, tn.ns, "hello"); got.MemoryMB != 256 || len(got.Traffic) != 1 || !got.Traffic[0].Latest {
+		t.Fatalf("after a refused update: %+v", got.FunctionSpec)
 	}
 
 	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "hello", FunctionFields: api.FunctionFields{Runtime: ptr("go1.23")}}); !client.IsConflict(err) {

@@ -45,11 +45,13 @@ func functionOf(fn *v1alpha1.Function) api.Function {
 	return out
 }
 
-// applyFunctionSpec refuses traffic other than the default (and a revision history limit):
-// the cluster runs one configuration of a function, so a split could not be honoured.
+// applyFunctionSpec refuses traffic other than the default, a revision history limit and a
+// rollout (unset is the default): the cluster runs one configuration of a function, so a
+// split could not be honoured.
 func applyFunctionSpec(dst *v1alpha1.FunctionSpec, s api.FunctionSpec) error {
-	if !slices.Equal(s.Traffic, rules.DefaultTraffic()) || s.RevisionHistoryLimit != rules.DefaultRevisionHistoryLimit {
-		return &backend.UnsupportedError{Feature: "traffic splitting between revisions (traffic, revision_history_limit)", Plane: "cluster"}
+	if len(s.Traffic) > 0 && !slices.Equal(s.Traffic, rules.DefaultTraffic()) ||
+		s.RevisionHistoryLimit != 0 && s.RevisionHistoryLimit != rules.DefaultRevisionHistoryLimit || s.Rollout != nil {
+		return &backend.UnsupportedError{Feature: "revisions (traffic, revision_history_limit, rollout)", Plane: "cluster"}
 	}
 	applyCode(&dst.CodeSpec, s.Runtime, s.Entrypoint, s.EnvVars, s.MemoryMB, s.TimeoutSec, s.Image)
 	dst.Source = sourceRef(s.Source)

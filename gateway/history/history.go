@@ -80,6 +80,9 @@ type Recorder interface {
 type Reader interface {
 	List(ctx context.Context, q Query) (Page, error)
 	Stats(ctx context.Context, q StatsQuery) (Stats, error)
+	// RevisionOutcomes counts the invocations a revision of a function started since a time
+	// and how many did not succeed (Count and Errors of the Summary), for a rollout's gate.
+	RevisionOutcomes(ctx context.Context, ns, function, revision string, since time.Time) (Summary, error)
 }
 
 // Query selects one page. Function is optional; Before is the Next cursor of the previous page

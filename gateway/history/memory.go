@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 )
 
 // DefaultMemoryCapacity is the number of records Memory keeps when NewMemory gets 0.
@@ -68,6 +69,22 @@ func (m *Memory) List(_ context.Context, q Query) (Page, error) {
 		return cmp.Compare(b.ID, a.ID)
 	})
 	return page(match, q.Limit), nil
+}
+
+// RevisionOutcomes counts a revision's invocations since a time among the records kept.
+func (m *Memory) RevisionOutcomes(_ context.Context, ns, function, revision string, since time.Time) (Summary, error) {
+	var s Summary
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.ring {
+		if r.Namespace == ns && r.Function == function && r.Revision == revision && !r.Start.Before(since) {
+			s.Count++
+			if r.Status != StatusSucceeded {
+				s.Errors++
+			}
+		}
+	}
+	return s, nil
 }
 
 // Stats summarizes q's invocations among the records kept: only the newest capacity, so on

@@ -371,6 +371,21 @@ func statsSQL(q StatsQuery, start, end time.Time) (string, []any) {
 }
 
 // Stats summarizes q's invocations per bucket of its window in one query.
+// RevisionOutcomes counts a revision's invocations since a time (the index on namespace,
+// function and start serves it).
+func (p *Postgres) RevisionOutcomes(ctx context.Context, ns, function, revision string, since time.Time) (Summary, error) {
+	if err := p.readable(ctx); err != nil {
+		return Summary{}, err
+	}
+	var s Summary
+	err := p.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status <> 'succeeded') FROM invocations
+		WHERE namespace = $1 AND function = $2 AND started_at >= $3 AND revision = $4`, ns, function, since, revision).Scan(&s.Count, &s.Errors)
+	if err != nil {
+		return Summary{}, &UnavailableError{Err: fmt.Errorf("outcomes of revision %s of %s/%s: %w", revision, ns, function, err)}
+	}
+	return s, nil
+}
+
 func (p *Postgres) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 	q, start, end, err := q.bounds()
 	if err != nil {

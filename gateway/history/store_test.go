@@ -190,3 +190,26 @@ func TestPostgresAfterClose(t *testing.T) {
 		t.Fatalf("Record after Close dropped %d, want 1 counted drop", p.Dropped())
 	}
 }
+
+// TestRevisionOutcomesContract: both stores count one revision's calls since a time, and
+// the ones that did not succeed, and nothing of other revisions, functions or earlier calls.
+func TestRevisionOutcomesContract(t *testing.T) {
+	for name, open := range contractStores(8) {
+		t.Run(name, func(t *testing.T) {
+			rec, rd, settle := open(t)
+			base := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+			for i, st := range []string{StatusSucceeded, StatusFailed, StatusTimeout, StatusSucceeded} {
+				rec.Record(Record{Namespace: "ns", Function: "f", Revision: "f-2", Kind: KindHTTP, Start: base.Add(time.Duration(i) * time.Second), Status: st})
+			}
+			rec.Record(Record{Namespace: "ns", Function: "f", Revision: "f-2", Kind: KindHTTP, Start: base.Add(-time.Second), Status: StatusFailed})
+			rec.Record(Record{Namespace: "ns", Function: "f", Revision: "f-1", Kind: KindHTTP, Start: base, Status: StatusFailed})
+			rec.Record(Record{Namespace: "ns", Function: "g", Revision: "f-2", Kind: KindHTTP, Start: base, Status: StatusFailed})
+			rec.Record(Record{Namespace: "other", Function: "f", Revision: "f-2", Kind: KindHTTP, Start: base, Status: StatusFailed})
+			settle()
+			s, err := rd.RevisionOutcomes(context.Background(), "ns", "f", "f-2", base)
+			if err != nil || s.Count != 4 || s.Errors != 2 {
+				t.Fatalf("got %+v, %v; want 4 calls, 2 failed", s, err)
+			}
+		})
+	}
+}
