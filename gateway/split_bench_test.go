@@ -25,7 +25,7 @@ type routeBackend struct {
 }
 
 func (b routeBackend) Route(string, string) (backend.Route, error) { return b.route, nil }
-func (b routeBackend) Transport() http.RoundTripper              { return b.transport }
+func (b routeBackend) Transport() http.RoundTripper                { return b.transport }
 
 // BenchmarkRevisionSplit measures the /fn/ hop of a function with one revision against the
 // same function split 50/50 between two, in one process through the same client and
