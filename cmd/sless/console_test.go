@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"io"
@@ -13,7 +14,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/test/browser"
+	"sless.dev/sless/test/testkit"
 )
 
 var consoleURLRE = regexp.MustCompile(`(?m)^  console\s+(\S+)$`)
@@ -108,6 +111,36 @@ func TestConsoleOnDevInChromium(t *testing.T) {
 		t.Fatalf("build status %q", phase)
 	}
 	p.Screenshot("build-failed")
+
+	// Revisions: a new environment is talker-2 with all the traffic; the rollback button
+	// sends every call back to talker-1.
+	if _, err := d.c.UpdateFunction(context.Background(), d.ns, "talker", api.FunctionFields{EnvVars: &map[string]string{"V": "2"}}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "talker-2 ready", time.Minute, func() bool {
+		fn, err := d.c.GetFunction(context.Background(), d.ns, "talker")
+		return err == nil && fn.Status.Ready && fn.Status.LatestReadyRevision == "talker-2"
+	})
+	p.Do("open the revisions tab", chromedp.Navigate(endpoint+"/console/#/fn/talker/revisions"), chromedp.WaitVisible(chromedp.CSS(`tr[data-revision-row="talker-1"]`)))
+	row := func(rev string) string { return p.Text(`tr[data-revision-row="` + rev + `"]`) }
+	if r1, r2 := row("talker-1"), row("talker-2"); !strings.Contains(r1, "ready") || !strings.Contains(r1, "0%") || !strings.Contains(r2, "100%") {
+		t.Fatalf("revision rows: %q / %q", r1, r2)
+	}
+	p.Screenshot("revisions")
+	p.Do("roll back", chromedp.Click(chromedp.ID("rollback")))
+	p.Wait("talker-1 with all traffic", `(document.querySelector('tr[data-revision-row="talker-1"]') || {}).textContent.includes("100%")`)
+	if line := p.Text("#traffic-line"); !strings.Contains(line, "talker-1 100%") {
+		t.Fatalf("traffic line after the rollback: %q", line)
+	}
+	resp, err := http.Post(d.endpoint+"/fn/"+d.ns+"/talker", "application/json", strings.NewReader(`{"say": "x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if rev := resp.Header.Get(rules.HeaderRevision); rev != "talker-1" {
+		t.Fatalf("after the console's rollback a call went to %q", rev)
+	}
+	p.Screenshot("rolled-back")
 }
 
 func post(t *testing.T, url, body string) {

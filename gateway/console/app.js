@@ -8,7 +8,7 @@
   const $ = (id) => document.getElementById(id);
   const hl = window.slessHighlight;
   const charts = window.slessChart;
-  const TABS = ["overview", "invoke", "logs", "source", "invocations", "async"];
+  const TABS = ["overview", "invoke", "logs", "source", "invocations", "async", "revisions"];
   const MAX_LOG_LINES = 5000; // the oldest lines leave the page beyond this
   const MAX_BODY_CHARS = 256 * 1024; // an invoke answer is shown up to this
   const POLL_MS = 2000; // status while a build is pending or running; asynchronous invocations until final
@@ -223,7 +223,7 @@
     if (gen !== state.view) return;
     $("fn-phase").replaceChildren(phaseBadge(fn));
     $("tab-" + tab).hidden = false;
-    ({ overview, invoke: invokeTab, logs: logsTab, source, invocations, async: asyncTab })[tab](fn, gen, arg);
+    ({ overview, invoke: invokeTab, logs: logsTab, source, invocations, async: asyncTab, revisions: revisionsTab })[tab](fn, gen, arg);
   }
 
   function overview(fn, gen) {
@@ -345,6 +345,56 @@
     return el("tr", { "data-trigger-row": t.name },
       el("td", {}, t.name), el("td", {}, badge(t.type, "kind-" + t.type)), el("td", {}, detail),
       el("td", { class: t.enabled ? "state-on" : "state-off" }, t.enabled ? "enabled" : "disabled"), el("td", {}, button));
+  }
+
+  // The revisions tab: each revision of the function newest first, its share of the traffic
+  // and tags, and the rollback: all traffic to one revision in one step.
+  async function revisionsTab(fn, gen) {
+    $("revisions-error").textContent = "";
+    $("traffic-line").textContent = "Traffic: " + (fn.status.traffic || []).map((t) =>
+      (t.revision || "latest") + (t.latest && t.revision ? " (latest)" : "") + " " + t.percent + "%" + (t.tag ? " tag " + t.tag : "")).join(", ");
+    const ro = fn.status.rollout;
+    $("rollout-line").textContent = ro ? "Rollout " + ro.phase.replace("_", " ") + ": " + ro.message : "";
+    $("rollback").onclick = () => rollback(fn.name, "");
+    let list;
+    try {
+      list = await call("GET", nsPath("functions", fn.name, "revisions"));
+    } catch (e) {
+      if (gen === state.view) $("revisions-error").textContent = "Could not list revisions: " + e.message;
+      return;
+    }
+    if (gen !== state.view) return;
+    $("revision-rows").replaceChildren(...list.revisions.slice().reverse().map((r) => revisionRow(fn.name, r)));
+  }
+
+  function revisionRow(name, r) {
+    const src = r.config.source ? "sha256:" + r.config.source.sha256.slice(0, 12) : r.config.image || "";
+    const button = r.status.phase === "ready" && r.percent < 100
+      ? el("button", { "data-revision": r.name, onclick: () => rollback(name, r.name) }, "Send all traffic here") : null;
+    return el("tr", { "data-revision-row": r.name },
+      el("td", {}, r.name), el("td", {}, badge(r.status.phase, "revision-" + r.status.phase)), el("td", {}, r.percent + "%"),
+      el("td", {}, r.tags.join(", ")), el("td", {}, src), el("td", {}, new Date(r.created_at).toLocaleString()),
+      el("td", {}, r.status.message || ""), el("td", {}, button));
+  }
+
+  // rollback sends all traffic to revision to ("": the server's default) and redraws once the
+  // revisions show it (the route changes right after the answer).
+  async function rollback(name, to) {
+    const gen = state.view;
+    let fn;
+    try {
+      fn = await call("POST", nsPath("functions", name, "rollback"), to ? { to } : {});
+    } catch (e) {
+      $("revisions-error").textContent = "Could not roll back: " + e.message;
+      return;
+    }
+    const target = fn.traffic[0].revision;
+    for (let i = 0; i < 40 && gen === state.view; i++) {
+      const list = await call("GET", nsPath("functions", name, "revisions")).catch(() => null);
+      if (list && list.revisions.some((r) => r.name === target && r.percent === 100)) break;
+      await new Promise((done) => setTimeout(done, 100));
+    }
+    if (gen === state.view) route();
   }
 
   async function toggle(t, button) {
