@@ -108,6 +108,9 @@ func TestAsyncInvocationsInTheDataDir(t *testing.T) {
 		if r.Kind == api.KindAsync && r.Status == history.StatusFailed {
 			asyncRecords++
 		}
+		if r.Kind == api.KindAsync && r.Revision != "worker-1" { // the async runner follows the traffic
+			t.Fatalf("an async attempt's record names revision %q, want worker-1: %+v", r.Revision, r)
+		}
 	}
 	if asyncRecords != 10 {
 		t.Fatalf("want 10 failed attempts (5 invocations × 2) in the history, got %d", asyncRecords)

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/rules"
 )
 
 // call is one way of invoking a function with a timeout and recording the attempt; event and
@@ -53,6 +54,9 @@ func (c call) invoke(ctx, ictx context.Context, req Call) (Result, error) {
 	if _, off := c.recorder.(discard); !off { // no history: no record (its trace id is a string to build)
 		r := c.record
 		r.Start, r.Duration, r.HTTPStatus, r.TraceID, r.ColdStart, r.Status = start, time.Since(start), res.Status, traceIDOf(ctx), res.ColdStart, status
+		if fn, _, ok := rules.RevisionOf(res.Revision); ok && fn == r.Function { // only a revision of the function called
+			r.Revision = res.Revision
+		}
 		if err != nil {
 			r.Error = err.Error()
 		}

@@ -37,8 +37,11 @@ type Call struct {
 // for an instance to start (the interceptor's, or the dev pool's, cold-start header), and
 // with Call.KeepBody the body.
 type Result struct {
-	Status      int
-	ColdStart   bool
+	Status    int
+	ColdStart bool
+	// Revision is the function's revision that answered, as the backend names it
+	// (X-Sless-Revision; sless dev's router sets it), "" when it does not.
+	Revision    string
 	Body        []byte
 	Truncated   bool
 	ContentType string
@@ -118,7 +121,7 @@ func (i *HTTPInvoker) Invoke(ctx context.Context, c Call) (Result, error) {
 		return Result{}, fmt.Errorf("invoke %s: %w", i.URL, err)
 	}
 	defer resp.Body.Close()
-	res := Result{Status: resp.StatusCode, ColdStart: resp.Header.Get(rules.HeaderBackendColdStart) == "true"}
+	res := Result{Status: resp.StatusCode, ColdStart: resp.Header.Get(rules.HeaderBackendColdStart) == "true", Revision: resp.Header.Get(rules.HeaderRevision)}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		if c.KeepBody {
 			res.Body, _ = io.ReadAll(io.LimitReader(resp.Body, history.MaxAsyncResult+1))
