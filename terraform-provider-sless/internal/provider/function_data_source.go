@@ -69,6 +69,15 @@ func (d *functionDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 			"latest_created_revision": str("The newest revision."),
 			"latest_ready_revision":   str("The newest revision that can serve."),
 			"revision_history_limit":  computed("Revisions kept without traffic or a tag."),
+			"rollout": schema.SingleNestedAttribute{
+				Computed: true, MarkdownDescription: "The health-gated rollout policy (null: none).",
+				Attributes: map[string]schema.Attribute{
+					"steps":          schema.ListAttribute{ElementType: types.Int64Type, Computed: true, MarkdownDescription: "Rising percents."},
+					"interval_sec":   computed("Seconds each step is held."),
+					"max_error_rate": schema.Float64Attribute{Computed: true, MarkdownDescription: "Highest share of failed calls."},
+					"min_requests":   computed("Calls a step needs before its rate counts."),
+				},
+			},
 			"traffic": schema.ListNestedAttribute{
 				Computed: true, MarkdownDescription: "How calls split between its revisions: `{ revision, latest, percent, tag }`.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{

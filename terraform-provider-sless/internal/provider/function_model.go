@@ -31,6 +31,7 @@ type functionSettings struct {
 	SecretFiles        types.List   `tfsdk:"secret_files"`
 	Traffic            types.List   `tfsdk:"traffic"`
 	RevisionHistory    types.Int64  `tfsdk:"revision_history_limit"`
+	Rollout            types.Object `tfsdk:"rollout"`
 }
 
 // functionStatus is what the platform reports about a function.
@@ -49,6 +50,8 @@ func (s functionSettings) fields(ctx context.Context) (api.FunctionFields, diag.
 	secretEnv, secretFiles, d := secretRefFields(ctx, s.SecretEnv, s.SecretFiles)
 	diags.Append(d...)
 	traffic, d := trafficFields(ctx, s.Traffic)
+	diags.Append(d...)
+	rollout, d := rolloutFields(ctx, s.Rollout)
 	diags.Append(d...)
 	entrypoint := setString(s.Entrypoint)
 	if entrypoint == nil {
@@ -72,6 +75,7 @@ func (s functionSettings) fields(ctx context.Context) (api.FunctionFields, diag.
 		SecretFiles:          secretFiles,
 		Traffic:              traffic,
 		RevisionHistoryLimit: setInt32(s.RevisionHistory),
+		Rollout:              rollout,
 	}, diags
 }
 
@@ -84,6 +88,8 @@ func functionSettingsFrom(ctx context.Context, fn api.Function, prior functionSe
 	secretFiles, d := secretFilesState(ctx, fn.SecretFiles, prior.SecretFiles)
 	diags.Append(d...)
 	traffic, d := trafficState(ctx, fn.Traffic)
+	diags.Append(d...)
+	rollout, d := rolloutState(ctx, fn.Rollout)
 	diags.Append(d...)
 	return functionSettings{
 		Runtime:            types.StringValue(fn.Runtime),
@@ -105,6 +111,7 @@ func functionSettingsFrom(ctx context.Context, fn api.Function, prior functionSe
 		SecretFiles:        secretFiles,
 		Traffic:            traffic,
 		RevisionHistory:    types.Int64Value(int64(fn.RevisionHistoryLimit)),
+		Rollout:            rollout,
 	}, diags
 }
 

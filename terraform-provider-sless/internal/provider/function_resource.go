@@ -110,6 +110,7 @@ func functionAttributes() map[string]schema.Attribute {
 		"image":             computedString("Built image (or local artifact under `sless dev`)."),
 		"phase":             computedString("Pending, Building, Ready or Failed."),
 		"traffic":           trafficAttribute(),
+		"rollout":           rolloutAttribute(),
 		"revision_history_limit": serverDefaultInt64(fmt.Sprintf("Revisions kept without traffic or a tag; older ones are deleted (1-%d; server default %d).",
 			rules.MaxRevisionHistoryLimit, rules.DefaultRevisionHistoryLimit), 1, rules.MaxRevisionHistoryLimit),
 		"latest_created_revision": computedString("The newest revision, `<name>-<n>`: each change to what runs (code, runtime, entrypoint, env, secrets, memory, timeout) makes one."),

@@ -202,6 +202,26 @@ func TestAccFunction(t *testing.T) {
 				},
 			},
 			{
+				// A rollout policy is a setting: no revision, kept by the API as sent.
+				Config: functionConfig("acc-fn", src, "world", `rollout = { steps = [10, 50, 100], interval_sec = 60, max_error_rate = 0.05, min_requests = 20 }`),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("rollout").AtMapKey("steps"),
+						knownvalue.ListExact([]knownvalue.Check{knownvalue.Int64Exact(10), knownvalue.Int64Exact(50), knownvalue.Int64Exact(100)})),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("latest_created_revision"), knownvalue.StringExact("acc-fn-3")),
+				},
+				Check: func(*terraform.State) error {
+					c := d.client(t)
+					fn, err := c.GetFunction(context.Background(), c.namespace, "acc-fn")
+					if err != nil {
+						return err
+					}
+					if r := fn.Rollout; r == nil || r.IntervalSec != 60 || r.MaxErrorRate != 0.05 || r.MinRequests != 20 {
+						return fmt.Errorf("the API has rollout %+v", r)
+					}
+					return nil
+				},
+			},
+			{
 				// A canary: the new environment is a revision (acc-fn-4) with half the calls
 				// and a tag; acc-fn-3 keeps the other half.
 				Config: functionConfig("acc-fn", src, "canary", `traffic = [{ revision = "acc-fn-3", percent = 50 }, { latest = true, percent = 50, tag = "canary" }]`) + revisionsData,

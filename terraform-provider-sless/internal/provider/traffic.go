@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/rules"
@@ -78,6 +79,66 @@ func trafficState(ctx context.Context, traffic []api.TrafficTarget) (types.List,
 		}
 	}
 	return types.ListValueFrom(ctx, trafficType, out)
+}
+
+// rolloutModel is the rollout policy block.
+type rolloutModel struct {
+	Steps        []types.Int64 `tfsdk:"steps"`
+	IntervalSec  types.Int64   `tfsdk:"interval_sec"`
+	MaxErrorRate types.Float64 `tfsdk:"max_error_rate"`
+	MinRequests  types.Int64   `tfsdk:"min_requests"`
+}
+
+var rolloutType = types.ObjectType{AttrTypes: map[string]attr.Type{
+	"steps": types.ListType{ElemType: types.Int64Type}, "interval_sec": types.Int64Type, "max_error_rate": types.Float64Type, "min_requests": types.Int64Type}}
+
+// rolloutAttribute is the resource's rollout policy.
+func rolloutAttribute() schema.Attribute {
+	return schema.SingleNestedAttribute{
+		Optional: true,
+		MarkdownDescription: "A health-gated rollout: when a new revision becomes ready it gets `steps[0]` percent of what follows latest, " +
+			"then the next step after each `interval_sec` in which its own calls (at least `min_requests`, from the invocation history) " +
+			"failed at most `max_error_rate` (5xx, timeouts, crashes); above it the previous revision takes the share back at once and " +
+			"the rollout stops, with the measured rate in the function's status (`sless describe function`). Unset: a new revision " +
+			"takes latest's share at once. `sless dev` only for now.",
+		Attributes: map[string]schema.Attribute{
+			"steps": schema.ListAttribute{ElementType: types.Int64Type, Required: true, MarkdownDescription: "Rising percents, the last 100, e.g. `[10, 50, 100]`.",
+				Validators: []validator.List{listvalidator.SizeBetween(1, rules.MaxRolloutSteps)}},
+			"interval_sec":   schema.Int64Attribute{Required: true, MarkdownDescription: "Seconds each step is held (1-86400)."},
+			"max_error_rate": schema.Float64Attribute{Required: true, MarkdownDescription: "Highest share of failed calls a step may see, 0-1 (0.05 is 5 %)."},
+			"min_requests":   schema.Int64Attribute{Required: true, MarkdownDescription: "Calls a step needs before its rate counts; a step with fewer is held."},
+		},
+	}
+}
+
+// rolloutFields is the API's rollout for the configured block: {} (no steps) removes a
+// policy the function has.
+func rolloutFields(ctx context.Context, v types.Object) (*api.Rollout, diag.Diagnostics) {
+	if v.IsUnknown() {
+		return nil, nil
+	}
+	if v.IsNull() {
+		return &api.Rollout{}, nil
+	}
+	var m rolloutModel
+	diags := v.As(ctx, &m, basetypes.ObjectAsOptions{})
+	r := &api.Rollout{IntervalSec: int32(m.IntervalSec.ValueInt64()), MaxErrorRate: m.MaxErrorRate.ValueFloat64(), MinRequests: int32(m.MinRequests.ValueInt64())}
+	for _, s := range m.Steps {
+		r.Steps = append(r.Steps, int32(s.ValueInt64()))
+	}
+	return r, diags
+}
+
+// rolloutState maps the API's rollout policy back (null when none).
+func rolloutState(ctx context.Context, r *api.Rollout) (types.Object, diag.Diagnostics) {
+	if r == nil {
+		return types.ObjectNull(rolloutType.AttrTypes), nil
+	}
+	m := rolloutModel{IntervalSec: types.Int64Value(int64(r.IntervalSec)), MaxErrorRate: types.Float64Value(r.MaxErrorRate), MinRequests: types.Int64Value(int64(r.MinRequests))}
+	for _, s := range r.Steps {
+		m.Steps = append(m.Steps, types.Int64Value(int64(s)))
+	}
+	return types.ObjectValueFrom(ctx, rolloutType.AttrTypes, m)
 }
 
 var _ datasource.DataSourceWithConfigure = (*revisionsDataSource)(nil)
