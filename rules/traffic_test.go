@@ -205,3 +205,20 @@ func FuzzRevisionOf(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSplitTagHost: whatever a Host header's first label holds, a split it accepts is a valid
+// tag and function name that join back to the label.
+func FuzzSplitTagHost(f *testing.F) {
+	for _, s := range []string{"canary-hello", "v2-my-fn", "-", "a-", "Canary-x", "a--b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, label string) {
+		tag, fn, ok := SplitTagHost(label)
+		if !ok {
+			return
+		}
+		if CheckTag(tag) != nil || CheckName(fn) != nil || tag+"-"+fn != label {
+			t.Fatalf("SplitTagHost(%q) = %q, %q", label, tag, fn)
+		}
+	})
+}
