@@ -104,7 +104,9 @@ func (c *dispatcherCommon) start(cmd *cobra.Command, concurrency int) (*dispatch
 	}
 	// One consumer records at most its own message rate: a short buffer (two COPY batches)
 	// keeps the ring of pending records from costing the pod 1.5 MB of the gateway's 8192.
-	store, err := history.OpenPostgres(c.databaseURL, history.PostgresOptions{Logger: log, BufferSize: 1024})
+	// While the database takes writes but slower than the burst (a loaded disk), the consumer
+	// waits for room instead of dropping: it slows down, the history stays whole.
+	store, err := history.OpenPostgres(c.databaseURL, history.PostgresOptions{Logger: log, BufferSize: 1024, FullWait: time.Second})
 	if err != nil {
 		rt.stop()
 		return nil, &dispatcher.ConfigError{Field: "database-url", Reason: err.Error(), Err: err}

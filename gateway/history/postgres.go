@@ -22,6 +22,10 @@ import (
 type PostgresOptions struct {
 	// BufferSize bounds the records waiting to be written; beyond it Record drops. Default 8192.
 	BufferSize int
+	// FullWait, when set, is how long Record waits for room in a full buffer while the
+	// database takes writes (a burst the writer is catching up with) before it drops; with
+	// the database failing it drops at once. 0: never waits (the gateway's request path).
+	FullWait time.Duration
 	// BatchSize is the most records written by one COPY. Default 500.
 	BatchSize int
 	// FlushInterval is the longest a record waits for its batch to fill. Default 200ms.
@@ -82,6 +86,8 @@ type Postgres struct {
 
 	migrateMu sync.Mutex
 	migrated  atomic.Bool
+	// failing is set while the last write failed: a full buffer then drops at once.
+	failing atomic.Bool
 
 	dropped, written atomic.Uint64
 	droppedMetric    metric.Int64Counter
@@ -146,7 +152,7 @@ func (p *Postgres) Migrate(ctx context.Context) error {
 }
 
 // Record queues r for the writer, or drops and counts it when the buffer is full or the store
-// is closed. It never blocks.
+// is closed. It blocks only with FullWait, at most that long, while the writer succeeds.
 func (p *Postgres) Record(r Record) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -154,11 +160,22 @@ func (p *Postgres) Record(r Record) {
 		p.drop(1, dropClosed)
 		return
 	}
+	r = sanitize(r)
 	select {
-	case p.buf <- sanitize(r):
+	case p.buf <- r:
+		return
 	default:
-		p.drop(1, dropBufferFull)
 	}
+	if p.opts.FullWait > 0 && !p.failing.Load() {
+		t := time.NewTimer(p.opts.FullWait)
+		defer t.Stop()
+		select {
+		case p.buf <- r:
+			return
+		case <-t.C:
+		}
+	}
+	p.drop(1, dropBufferFull)
 }
 
 // Dropped is the number of records dropped since the store was opened.
@@ -228,6 +245,7 @@ func (p *Postgres) run() {
 func (p *Postgres) flush(batch []Record, failures int) ([]Record, int) {
 	for attempt := 1; ; attempt++ {
 		err := p.write(batch)
+		p.failing.Store(err != nil)
 		if err == nil {
 			return batch[:0], 0
 		}

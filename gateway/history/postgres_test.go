@@ -150,3 +150,35 @@ func TestPostgresStartsWithDatabaseDown(t *testing.T) {
 		t.Fatalf("List = %+v, %v; want the late job record", pg, err)
 	}
 }
+
+// TestPostgresFullWait: with FullWait a burst larger than the buffer waits for the writer
+// while the database takes writes, so nothing is dropped; once writes fail, a full buffer
+// drops at once again (an outage never holds the caller).
+func TestPostgresFullWait(t *testing.T) {
+	dsn := newDatabase(t)
+	proxy := testkit.NewLink(t, pgtest.Addr(t))
+	p := openTestStore(t, pgtest.Via(t, dsn, proxy.Addr()), PostgresOptions{BufferSize: 16, BatchSize: 8, FlushInterval: 5 * time.Millisecond,
+		WriteTimeout: 300 * time.Millisecond, FullWait: 2 * time.Second})
+	for range 2000 {
+		p.Record(Record{Namespace: "ns", Function: "burst", Kind: KindEvent, Start: time.Now(), Status: StatusSucceeded})
+	}
+	testkit.WaitFor(t, "the burst written", 20*time.Second, func() bool { return p.Written() == 2000 })
+	if p.Dropped() != 0 {
+		t.Fatalf("%d records of a burst dropped while the database took writes", p.Dropped())
+	}
+	proxy.Cut()
+	testkit.WaitFor(t, "the writer to see the outage", 20*time.Second, func() bool {
+		p.Record(Record{Namespace: "ns", Function: "during", Kind: KindEvent, Start: time.Now(), Status: StatusSucceeded})
+		return p.Dropped() > 0
+	})
+	var worst time.Duration
+	for range 200 {
+		t0 := time.Now()
+		p.Record(Record{Namespace: "ns", Function: "during", Kind: KindEvent, Start: t0, Status: StatusSucceeded})
+		worst = max(worst, time.Since(t0))
+	}
+	if worst > 500*time.Millisecond {
+		t.Fatalf("Record waited %s with the database failing", worst)
+	}
+	proxy.Restore(t)
+}
