@@ -226,10 +226,11 @@ func (b *Backend) settleRevisions(ctx context.Context, key string, disabled bool
 		}
 	}
 	b.retireIdle(key, need)
-	gone := rules.RevisionsToDelete(states, resolved, int(max(r.Spec.RevisionHistoryLimit, 1)))
-	if r.Spec.RevisionHistoryLimit == 0 {
-		gone = rules.RevisionsToDelete(states, resolved, rules.DefaultRevisionHistoryLimit)
+	limit := int(r.Spec.RevisionHistoryLimit)
+	if limit == 0 { // stored before functions had revisions
+		limit = rules.DefaultRevisionHistoryLimit
 	}
+	gone := rules.RevisionsToDelete(states, resolved, limit)
 	err := setStatus(b, functions, key, func(r *functionRecord) bool {
 		r.Status.Revisions = slices.DeleteFunc(slices.Clone(r.Status.Revisions), func(rev api.Revision) bool { return slices.Contains(gone, rev.Name) })
 		r.Status.LatestReadyRevision, r.Status.Traffic, r.Status.Rollout = latestReady, resolved, rollout
