@@ -71,6 +71,9 @@ func TestConsoleOnDevInChromium(t *testing.T) {
 	if status, cold := p.Text("#invoke-status"), p.Text("#invoke-cold"); status != "200 OK" || cold != "no" {
 		t.Fatalf("second call: status %q, cold start %q; want a warm 200", status, cold)
 	}
+	if rev := p.Text("#invoke-revision"); rev != "talker-1" {
+		t.Fatalf("the invoke panel shows revision %q, want talker-1", rev)
+	}
 
 	p.Do("open the logs tab", chromedp.Click(chromedp.CSS(`#fn-tabs a[data-tab="logs"]`)))
 	p.Wait("the panel's lines", `[...document.querySelectorAll("#logs .log-line")].some((l) => l.textContent.includes("echo again"))`)

@@ -465,6 +465,7 @@
     const cold = resp.headers.get("X-Sless-Cold-Start");
     $("invoke-cold").dataset.cold = cold || "";
     $("invoke-cold").textContent = cold === "true" ? "yes: waited for an instance to start" : cold === "false" ? "no" : "not reported";
+    $("invoke-revision").textContent = resp.headers.get("X-Sless-Revision") || "—";
     const type = resp.headers.get("Content-Type") || "";
     $("invoke-type").textContent = type || "—";
     $("invoke-body").textContent = shown(body, type);
