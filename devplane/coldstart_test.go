@@ -47,8 +47,8 @@ func TestColdStartsAreVisible(t *testing.T) {
 	defer resp.Body.Close()
 	metrics, _ := io.ReadAll(resp.Body)
 	for _, want := range []string{
-		`sless_cold_starts_total{function="cold",namespace="` + d.ns + `"} 1`,
-		`sless_cold_start_duration_seconds_count{function="cold",namespace="` + d.ns + `"} 1`,
+		`sless_cold_starts_total{function="cold",namespace="` + d.ns + `",revision="cold-1"} 1`,
+		`sless_cold_start_duration_seconds_count{function="cold",namespace="` + d.ns + `",revision="cold-1"} 1`,
 	} {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("/metrics lacks %s", want)

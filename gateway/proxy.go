@@ -87,7 +87,8 @@ type fnProxy struct {
 	callbackHosts []string
 	rejected      prometheus.Counter
 	// coldStarts counts invocations that waited for an instance, coldStartTime how long
-	// until the function's response began (by namespace and function).
+	// until the function's response began (by namespace, function and revision: "" where the
+	// control plane has none).
 	coldStarts    *prometheus.CounterVec
 	coldStartTime *prometheus.HistogramVec
 	// lastErrLog is the Unix second of the last forwarding-failure log line.
@@ -203,8 +204,8 @@ func (p *fnProxy) modifyResponse(resp *http.Response) error {
 	resp.Header.Set(rules.HeaderColdStart, strconv.FormatBool(t.coldStart))
 	if t.coldStart && p.coldStarts != nil {
 		ns, name, _ := strings.Cut(t.fn, "/")
-		p.coldStarts.WithLabelValues(ns, name).Inc()
-		p.coldStartTime.WithLabelValues(ns, name).Observe(time.Since(t.start).Seconds())
+		p.coldStarts.WithLabelValues(ns, name, t.revision).Inc()
+		p.coldStartTime.WithLabelValues(ns, name, t.revision).Observe(time.Since(t.start).Seconds())
 	}
 	return nil
 }

@@ -56,11 +56,11 @@ func newMetrics(reg prometheus.Registerer, held func() int64, rec history.Record
 		}),
 		coldStarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sless_cold_starts_total", Help: "/fn/ calls answered through the gateway that waited for an instance of the function to start. Event, cron and asynchronous invocations (the dispatcher's) are not counted: their cold starts are in the invocation history (cold_start).",
-		}, []string{"namespace", "function"}),
+		}, []string{"namespace", "function", "revision"}),
 		coldStartTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sless_cold_start_duration_seconds", Help: "Time to first byte of a cold /fn/ call: from the request to the function's response headers, so the wait for an instance plus the handler's own time until it answers (the backend reports only whether the call was cold, not how long the start took).",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2, 3, 5, 10, 30, 60},
-		}, []string{"namespace", "function"}),
+		}, []string{"namespace", "function", "revision"}),
 	}
 	cs := []prometheus.Collector{m.requests, m.duration, m.rejected, m.coldStarts, m.coldStartTime,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
