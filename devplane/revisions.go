@@ -367,8 +367,13 @@ func (t revisionRouter) RoundTrip(req *http.Request) (*http.Response, error) {
 	if host == "" {
 		host = req.URL.Host
 	}
+	// A revision's host (every /fn/ call: the gateway picked and names the revision itself)
+	// goes to the pool without parsing.
+	if strings.HasSuffix(strings.TrimSuffix(host, t.b.opts.Domain), "."+rules.RevisionHostLabel+".") {
+		return t.b.pool.RoundTrip(req)
+	}
 	key, rev, ok := t.b.keyOfHost(host)
-	if ok && rev == "" {
+	if ok {
 		route, err := t.b.Route(splitKey(key))
 		if err != nil {
 			closeBody(req)
