@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,8 +40,8 @@ type Call struct {
 type Result struct {
 	Status    int
 	ColdStart bool
-	// Revision is the function's revision that answered, as the backend names it
-	// (X-Sless-Revision; sless dev's router sets it), "" when it does not.
+	// Revision is the function's revision that answered: the target picked, else as the
+	// backend names it (X-Sless-Revision; sless dev's router sets it), "" when it does not.
 	Revision    string
 	Body        []byte
 	Truncated   bool
@@ -62,14 +63,35 @@ func (e *FunctionError) Error() string {
 
 const errorBodyLen = 1024
 
-// HTTPInvoker POSTs the event to URL. In a cluster URL is the KEDA HTTP interceptor and Host
-// the function's routing host (<name>.<ns>.fn.<domain>), so the interceptor holds the request
-// through a cold start; through the gateway URL is http://gateway/fn/<ns>/<name> and Host
-// empty.
+// HTTPInvoker POSTs the event to URL. In a cluster URL is the KEDA HTTP interceptor and
+// Targets the function's revisions by its traffic (each call picks one as the gateway
+// does, rules.PickTarget), so the interceptor holds the request through a cold start of
+// the revision picked; Host, without Targets, is the one host every call goes to (sless
+// dev's pool routes a function's host by its traffic). Through the gateway URL is
+// http://gateway/fn/<ns>/<name> and both are empty.
 type HTTPInvoker struct {
-	URL    string
-	Host   string
-	Client *http.Client
+	URL     string
+	Host    string
+	Targets []Target
+	Client  *http.Client
+}
+
+// Target is a revision a dispatcher calls: Percent of the calls go to Host, the revision's
+// routing host (rules.RevisionHost).
+type Target struct {
+	Revision, Host string
+	Percent        int32
+}
+
+// ParseTarget reads a --target flag, <revision host>=<percent>.
+func ParseTarget(s string) (Target, error) {
+	host, p, ok := strings.Cut(s, "=")
+	rev, _, _ := strings.Cut(host, ".")
+	percent, err := strconv.ParseInt(p, 10, 32)
+	if _, _, isRev := rules.RevisionOf(rev); !ok || err != nil || percent < 0 || percent > 100 || !isRev {
+		return Target{}, &ConfigError{Field: "target", Reason: fmt.Sprintf("%q is not <revision host>=<percent> (e.g. hello-3.ns.rev.fn.sless.local=50)", s)}
+	}
+	return Target{Revision: rev, Host: host, Percent: int32(percent)}, nil
 }
 
 // NewHTTPInvoker validates target and returns an invoker whose connection pool keeps
@@ -113,7 +135,10 @@ func (i *HTTPInvoker) Invoke(ctx context.Context, c Call) (Result, error) {
 		return Result{}, fmt.Errorf("build request to %s: %w", i.URL, err)
 	}
 	req.Header = c.Header
-	if i.Host != "" {
+	revision := ""
+	if n := rules.PickTarget(i.Targets, func(t *Target) int32 { return t.Percent }, ""); n >= 0 {
+		req.Host, revision = i.Targets[n].Host, i.Targets[n].Revision
+	} else if i.Host != "" {
 		req.Host = i.Host
 	}
 	resp, err := i.Client.Do(req)
@@ -121,7 +146,7 @@ func (i *HTTPInvoker) Invoke(ctx context.Context, c Call) (Result, error) {
 		return Result{}, fmt.Errorf("invoke %s: %w", i.URL, err)
 	}
 	defer resp.Body.Close()
-	res := Result{Status: resp.StatusCode, ColdStart: resp.Header.Get(rules.HeaderBackendColdStart) == "true", Revision: resp.Header.Get(rules.HeaderRevision)}
+	res := Result{Status: resp.StatusCode, ColdStart: resp.Header.Get(rules.HeaderBackendColdStart) == "true", Revision: cmp.Or(revision, resp.Header.Get(rules.HeaderRevision))}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		if c.KeepBody {
 			res.Body, _ = io.ReadAll(io.LimitReader(resp.Body, history.MaxAsyncResult+1))

@@ -215,3 +215,56 @@ func TestHTTPInvoker(t *testing.T) {
 		}
 	})
 }
+
+// TestHTTPInvokerTargets: with the function's revisions as targets each call goes to one of
+// them by weight, with its host, and records that revision whatever the function answers in
+// X-Sless-Revision.
+func TestHTTPInvokerTargets(t *testing.T) {
+	var mu sync.Mutex
+	hosts := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hosts[r.Host]++
+		mu.Unlock()
+		w.Header().Set("X-Sless-Revision", "forged-9")
+	}))
+	defer srv.Close()
+	inv, err := dispatcher.NewHTTPInvoker(srv.URL, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"hello-1.ns.rev.fn.test=75", "hello-2.ns.rev.fn.test=25"} {
+		target, err := dispatcher.ParseTarget(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv.Targets = append(inv.Targets, target)
+	}
+	revs := map[string]int{}
+	for range 400 {
+		res, err := inv.Invoke(context.Background(), dispatcher.Call{Body: []byte("{}")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs[res.Revision]++
+	}
+	// 400 draws at 25 %: 100 expected, the 99.9 % bound is about ±29.
+	if revs["hello-1"]+revs["hello-2"] != 400 || revs["hello-2"] < 70 || revs["hello-2"] > 130 {
+		t.Errorf("revisions %v", revs)
+	}
+	if hosts["hello-1.ns.rev.fn.test"] != revs["hello-1"] || hosts["hello-2.ns.rev.fn.test"] != revs["hello-2"] {
+		t.Errorf("hosts %v for revisions %v", hosts, revs)
+	}
+}
+
+func TestParseTarget(t *testing.T) {
+	for _, bad := range []string{"", "hello-1.ns.rev.fn.test", "hello.ns.fn.test=50", "hello-1.ns.rev.fn.test=101", "hello-1.ns.rev.fn.test=-1", "hello-1.ns=x"} {
+		if _, err := dispatcher.ParseTarget(bad); err == nil || !strings.Contains(err.Error(), "<revision host>=<percent>") {
+			t.Errorf("ParseTarget(%q) = %v", bad, err)
+		}
+	}
+	got, err := dispatcher.ParseTarget("fn-a-12.ns.rev.d=40")
+	if err != nil || got != (dispatcher.Target{Revision: "fn-a-12", Host: "fn-a-12.ns.rev.d", Percent: 40}) {
+		t.Errorf("ParseTarget = %+v, %v", got, err)
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -40,6 +41,8 @@ import (
 // +kubebuilder:rbac:groups=sless.dev,resources=functions;triggers;functionjobs,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=sless.dev,resources=functions/status;triggers/status;functionjobs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=sless.dev,resources=functions/finalizers;triggers/finalizers;functionjobs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=sless.dev,resources=revisions,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=sless.dev,resources=revisions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
@@ -95,6 +98,18 @@ type retryAfter time.Duration
 
 func (r retryAfter) Error() string { return "retry after " + time.Duration(r).String() }
 
+// sooner is the more urgent of two reconcile outcomes: an error, else the shorter retryAfter.
+func sooner(a, b error) error {
+	var wa, wb retryAfter
+	switch {
+	case a == nil || errors.As(a, &wa) && errors.As(b, &wb) && wb < wa:
+		return b
+	case b == nil || errors.As(b, &wb):
+		return a
+	}
+	return b
+}
+
 // result is what a reconcile that ended with err asks of the controller.
 func result(err error) (ctrl.Result, error) {
 	var wait retryAfter
@@ -116,30 +131,33 @@ func (r *FunctionReconciler) reconcileFunction(ctx context.Context, fn *v1.Funct
 		st.MarkCondition(gen, v1.ConditionBuilt, metav1.ConditionFalse, v1.ReasonBuildError, err.Error())
 		return err
 	}
+	missing, werr := r.reconcileRevisions(ctx, fn)
+	if werr != nil && !errors.As(werr, &wait) {
+		st.MarkCondition(gen, v1.ConditionDeployed, metav1.ConditionFalse, v1.ReasonDeployFailed, werr.Error())
+		return werr
+	}
+	err = sooner(err, werr)
 	if st.Image == "" {
 		st.MarkCondition(gen, v1.ConditionDeployed, metav1.ConditionFalse, v1.ReasonNoImage, "no image built yet")
 		st.MarkCondition(gen, v1.ConditionHealthy, metav1.ConditionUnknown, v1.ReasonNotDeployed, "nothing runs yet")
 		return err
 	}
-	versions, missing := r.secretVersions(ctx, fn)
 	if missing != "" {
-		// The Deployment is left as it is: pods already running keep serving, and no pod
-		// is rendered that could not start.
+		// The revision's objects are left as they are: pods already running keep serving,
+		// and no pod is rendered that could not start.
 		st.MarkCondition(gen, v1.ConditionDeployed, metav1.ConditionFalse, v1.ReasonSecretNotFound, missing)
 		return err
 	}
-	switch werr := r.reconcileWorkloads(ctx, fn, versions); {
-	case werr != nil:
-		st.MarkCondition(gen, v1.ConditionDeployed, metav1.ConditionFalse, v1.ReasonDeployFailed, werr.Error())
-		return werr
-	default:
-		st.MarkCondition(gen, v1.ConditionDeployed, metav1.ConditionTrue, v1.ReasonDeployed, "Deployment, Service and HTTPScaledObject are up to date")
-		// Built and deployed, but pods that cannot run their image are never a silent Ready.
-		if reason, msg := r.podTrouble(ctx, fn); reason != "" {
-			st.MarkCondition(gen, v1.ConditionHealthy, metav1.ConditionFalse, reason, msg)
-		} else {
-			st.MarkCondition(gen, v1.ConditionHealthy, metav1.ConditionTrue, v1.ReasonPodsHealthy, "no pod reports a pull error or a crash loop")
-		}
+	if serr := r.reconcileSecretReader(ctx, fn); serr != nil {
+		st.MarkCondition(gen, v1.ConditionDeployed, metav1.ConditionFalse, v1.ReasonDeployFailed, serr.Error())
+		return serr
+	}
+	st.MarkCondition(gen, v1.ConditionDeployed, metav1.ConditionTrue, v1.ReasonDeployed, "every serving revision's Deployment, Service and HTTPScaledObject are up to date")
+	// Built and deployed, but pods that cannot run their image are never a silent Ready.
+	if reason, msg := r.podTrouble(ctx, fn); reason != "" {
+		st.MarkCondition(gen, v1.ConditionHealthy, metav1.ConditionFalse, reason, msg)
+	} else {
+		st.MarkCondition(gen, v1.ConditionHealthy, metav1.ConditionTrue, v1.ReasonPodsHealthy, "no pod reports a pull error or a crash loop")
 	}
 	if aerr := r.reconcileAsync(ctx, fn); aerr != nil {
 		return aerr
@@ -245,34 +263,6 @@ func finishedAt(job *batchv1.Job) *metav1.Time {
 	return &now
 }
 
-// reconcileWorkloads renders and applies the Deployment, Service and HTTPScaledObject.
-func (r *FunctionReconciler) reconcileWorkloads(ctx context.Context, fn *v1.Function, secretVersions map[string]int64) error {
-	paused, err := r.httpPaused(ctx, fn)
-	if err != nil {
-		return err
-	}
-	// KEDA and the HPA own replicas once they first scale; until then (a function at zero
-	// that never had a request) sless keeps the value it created the Deployment with.
-	if err := ensure(ctx, r.children, fn, scaling.MakeDeployment(fn, fn.Status.Image, secretVersions, r.Options), &appsv1.Deployment{},
-		func(desired *appsv1.Deployment, owns func(...string) bool) {
-			if !owns("spec", "replicas") {
-				desired.Spec.Replicas = nil
-			}
-		}); err != nil {
-		return err
-	}
-	if err := ensure(ctx, r.children, fn, scaling.MakeService(fn), &corev1.Service{}, nil); err != nil {
-		return err
-	}
-	if err := ensure(ctx, r.children, fn, scaling.MakeHTTPScaledObject(fn, paused, r.Options), &httpv1alpha1.HTTPScaledObject{}, nil); err != nil {
-		return err
-	}
-	if err := r.reconcileSecretReader(ctx, fn); err != nil {
-		return err
-	}
-	return r.syncScaledObjectPause(ctx, fn, paused)
-}
-
 // reconcileSecretReader lets fn's dispatchers read the secrets fn references
 // (scaling.MakeSecretReaderRole), and removes that access once it references none.
 func (r *FunctionReconciler) reconcileSecretReader(ctx context.Context, fn *v1.Function) error {
@@ -299,13 +289,9 @@ func (r *FunctionReconciler) reconcileSecretReader(ctx context.Context, fn *v1.F
 	return ensure(ctx, r.children, fn, scaling.MakeSecretReaderRoleBinding(fn, r.Options), &rbacv1.RoleBinding{}, nil)
 }
 
-// secretVersions reads the versions of the secrets fn references (the secrets API's
+// secretVersions reads the versions of the secrets code references (the secrets API's
 // Secrets only, labelled rules.SecretLabel: a tenant cannot hand its function another Secret
 // of its namespace), or says which secret or key is missing.
-func (r *FunctionReconciler) secretVersions(ctx context.Context, fn *v1.Function) (map[string]int64, string) {
-	return secretVersions(ctx, r.Client, fn.Namespace, &fn.Spec.CodeSpec)
-}
-
 func secretVersions(ctx context.Context, c client.Reader, ns string, code *v1.CodeSpec) (map[string]int64, string) {
 	versions := map[string]int64{}
 	secrets := map[string]*corev1.Secret{}
@@ -366,14 +352,14 @@ const secretRefIndex = "spec.secretRefs"
 // annotations only when it reconciles, which an annotation change does not trigger, and its
 // merge patch never removes one: without this a disabled http trigger would not pause KEDA
 // and a re-enabled one would stay paused (found by test/e2e on the real add-on).
-func (r *FunctionReconciler) syncScaledObjectPause(ctx context.Context, fn *v1.Function, paused bool) error {
+func (r *FunctionReconciler) syncScaledObjectPause(ctx context.Context, key types.NamespacedName, paused bool) error {
 	so := &kedav1alpha1.ScaledObject{}
-	err := r.Get(ctx, client.ObjectKeyFromObject(fn), so)
+	err := r.Get(ctx, key, so)
 	if apierrors.IsNotFound(err) {
 		return nil // the add-on creates it with the HTTPScaledObject's annotations
 	}
 	if err != nil {
-		return fmt.Errorf("getting ScaledObject %s/%s: %w", fn.Namespace, fn.Name, err)
+		return fmt.Errorf("getting ScaledObject %s: %w", key, err)
 	}
 	value, has := so.Annotations[scaling.AnnotationPausedReplicas]
 	if paused == (has && value == "0") && (paused || !has) {
@@ -388,7 +374,7 @@ func (r *FunctionReconciler) syncScaledObjectPause(ctx context.Context, fn *v1.F
 		return err
 	}
 	if err := r.Patch(ctx, so, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return fmt.Errorf("setting paused=%t on ScaledObject %s/%s: %w", paused, fn.Namespace, fn.Name, err)
+		return fmt.Errorf("setting paused=%t on ScaledObject %s: %w", paused, key, err)
 	}
 	return nil
 }
@@ -403,23 +389,29 @@ func (r *FunctionReconciler) httpPaused(ctx context.Context, fn *v1.Function) (b
 	return scaling.HTTPGate(triggers.Items).Disabled, nil
 }
 
-// SetupWithManager watches Functions, their children, their build Jobs (by label: they live
-// in another namespace), their pods' troubles and their http Triggers (which pause the
-// HTTPScaledObject).
+// SetupWithManager watches Functions, their revisions and what runs them, their build Jobs
+// (by label: they live in another namespace), their pods' troubles and their http Triggers
+// (which pause the HTTPScaledObjects).
 func (r *FunctionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.Function{}, builder.WithPredicates(specChanged)).
-		Owns(&appsv1.Deployment{}, builder.WithPredicates(notCreated)).
-		Owns(&corev1.Service{}, builder.WithPredicates(notCreated)).
-		Owns(&httpv1alpha1.HTTPScaledObject{}, builder.WithPredicates(notCreated)).
+		// Revisions change only by the reconciler's own writes; a deletion by hand is news.
+		Owns(&v1.Revision{}, builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(event.CreateEvent) bool { return false },
+			UpdateFunc: func(event.UpdateEvent) bool { return false },
+		})).
+		// A revision's objects are owned by the revision, labelled with the function.
+		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(labelledFunction), builder.WithPredicates(notCreated)).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(labelledFunction), builder.WithPredicates(notCreated)).
+		Watches(&httpv1alpha1.HTTPScaledObject{}, handler.EnqueueRequestsFromMapFunc(labelledFunction), builder.WithPredicates(notCreated)).
 		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(r.builds.owner(scaling.LabelFunction)), builder.WithPredicates(notCreated)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podFunction), builder.WithPredicates(podTroubleChanged)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(referrers(r.Client, func() client.ObjectList { return &v1.FunctionList{} }, secretRefIndex))).
 		// The add-on merge-patches the HTTPScaledObject's annotations onto the ScaledObject it
 		// generates whenever it reconciles, from its own cache: a stale pass re-adds the paused
 		// annotation syncScaledObjectPause just removed. Its annotation changes wake the
-		// Function (same namespace and name) to set it right again.
-		Watches(&kedav1alpha1.ScaledObject{}, &handler.EnqueueRequestForObject{},
+		// Function (the add-on copies the HTTPScaledObject's labels) to set it right again.
+		Watches(&kedav1alpha1.ScaledObject{}, handler.EnqueueRequestsFromMapFunc(labelledFunction),
 			builder.WithPredicates(notCreated, predicate.AnnotationChangedPredicate{})).
 		Watches(&v1.Trigger{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			t := o.(*v1.Trigger)
@@ -428,6 +420,16 @@ func (r *FunctionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
 		Named("function").
 		Complete(r)
+}
+
+// labelledFunction maps a revision's object (labelled with its revision and function) to
+// the Function.
+func labelledFunction(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[scaling.LabelRevision] == "" || l[scaling.LabelFunction] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: l[scaling.LabelFunction]}}}
 }
 
 // owner maps a build Job to the object of kind label it builds, identified by its labels,

@@ -57,14 +57,33 @@ func TestFunctionBuildsThenDeploys(t *testing.T) {
 		}
 	}
 
-	key := client.ObjectKey{Namespace: ns, Name: "hello"}
+	// The first revision snapshots the spec and owns what runs it, under its own host.
+	key := revisionKey(got, 1)
+	rev := &v1.Revision{}
+	if err := get(t, key, rev); err != nil {
+		t.Fatal(err)
+	}
+	if !metav1.IsControlledBy(rev, got) || rev.Spec.Function != "hello" || rev.Spec.Number != 1 || rev.Spec.Source.SHA256 != sha("a") ||
+		rev.Status.Phase != "ready" || rev.Status.Image != wantImage || !rev.Status.Serving {
+		t.Errorf("revision %+v owners %+v", rev, rev.OwnerReferences)
+	}
+	st := got.Status
+	if st.LatestCreatedRevision != "hello-1" || st.LatestReadyRevision != "hello-1" || st.LastRevisionNumber != 1 ||
+		len(st.Traffic) != 1 || st.Traffic[0] != (v1.ResolvedTrafficTarget{Revision: "hello-1", Latest: true, Percent: 100}) {
+		t.Errorf("revisions in status: %+v", st)
+	}
 	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &httpv1alpha1.HTTPScaledObject{}} {
 		if err := get(t, key, obj); err != nil {
 			t.Fatalf("%T: %v", obj, err)
 		}
-		if !metav1.IsControlledBy(obj, got) {
-			t.Errorf("%T is not controlled by the function: %+v", obj, obj.GetOwnerReferences())
+		if !metav1.IsControlledBy(obj, rev) {
+			t.Errorf("%T is not controlled by the revision: %+v", obj, obj.GetOwnerReferences())
 		}
+	}
+	hso := &httpv1alpha1.HTTPScaledObject{}
+	_ = get(t, key, hso)
+	if hso.Spec.Hosts[0] != "hello-1."+ns+".rev."+opts.Domain {
+		t.Errorf("revision host %v", hso.Spec.Hosts)
 	}
 	dep := &appsv1.Deployment{}
 	_ = get(t, key, dep)
@@ -96,10 +115,14 @@ func functionEvents(t *testing.T, fn *v1.Function) []string {
 func TestSteadyStateMakesNoWrites(t *testing.T) {
 	ns := newNamespace(t)
 	fn := readyFunction(t, ns, "steady", "b")
-	key := client.ObjectKeyFromObject(fn)
+	key := revisionKey(fn, 1)
 	versions := func() string {
 		var b bytes.Buffer
-		for _, obj := range []client.Object{&v1.Function{}, &appsv1.Deployment{}, &corev1.Service{}, &httpv1alpha1.HTTPScaledObject{}} {
+		for _, obj := range []client.Object{&v1.Function{}, &v1.Revision{}, &appsv1.Deployment{}, &corev1.Service{}, &httpv1alpha1.HTTPScaledObject{}} {
+			key := key
+			if _, ok := obj.(*v1.Function); ok {
+				key = client.ObjectKeyFromObject(fn)
+			}
 			if err := get(t, key, obj); err != nil {
 				t.Fatal(err)
 			}
@@ -237,31 +260,17 @@ func TestPodThatCannotPullIsNotReady(t *testing.T) {
 	waitFunction(t, fn, v1.FunctionReady)
 }
 
-func TestEnvChangeRollsDeploymentWithoutRebuild(t *testing.T) {
+// TestRevisionPerChangeWithoutRebuild: a scaling change alone keeps the revision and
+// reaches its HTTPScaledObject; an env change makes the next revision (same image, no
+// build), which gets the traffic and its own objects, while the previous one's go once
+// it has none; a re-upload of the same source makes no revision.
+func TestRevisionPerChangeWithoutRebuild(t *testing.T) {
 	ns := newNamespace(t)
 	fn := readyFunction(t, ns, "envy", "e")
-	update(t, fn, func() {
-		fn.Spec.Env = map[string]string{"GREETING": "bonjour", "EXTRA": "1"}
-		fn.Spec.Scale.MaxReplicas = 7
-	})
-	key := client.ObjectKeyFromObject(fn)
-	eventually(t, "deployment env updated", func() error {
-		dep := &appsv1.Deployment{}
-		if err := get(t, key, dep); err != nil {
-			return err
-		}
-		env := map[string]string{}
-		for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
-			env[e.Name] = e.Value
-		}
-		if env["GREETING"] != "bonjour" || env["EXTRA"] != "1" {
-			return fmt.Errorf("env %v", env)
-		}
-		return nil
-	})
-	eventually(t, "HTTPScaledObject max updated", func() error {
+	update(t, fn, func() { fn.Spec.Scale.MaxReplicas = 7 })
+	eventually(t, "HTTPScaledObject max updated in place", func() error {
 		h := &httpv1alpha1.HTTPScaledObject{}
-		if err := get(t, key, h); err != nil {
+		if err := get(t, revisionKey(fn, 1), h); err != nil {
 			return err
 		}
 		if *h.Spec.Replicas.Max != 7 {
@@ -269,24 +278,66 @@ func TestEnvChangeRollsDeploymentWithoutRebuild(t *testing.T) {
 		}
 		return nil
 	})
-	// Removing a variable must reach the Deployment too (a derivative comparison alone misses it).
-	update(t, fn, func() { fn.Spec.Env = map[string]string{"GREETING": "bonjour"} })
-	eventually(t, "removed variable gone", func() error {
+	if err := isNotFound(get(t, revisionKey(fn, 2), &v1.Revision{})); err != nil {
+		t.Errorf("a scaling change made a revision: %v", err)
+	}
+	update(t, fn, func() { fn.Spec.Env = map[string]string{"GREETING": "bonjour", "EXTRA": "1"} })
+	envOf := func(key client.ObjectKey) (map[string]string, error) {
 		dep := &appsv1.Deployment{}
-		_ = get(t, key, dep)
+		if err := get(t, key, dep); err != nil {
+			return nil, err
+		}
+		env := map[string]string{}
 		for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
-			if e.Name == "EXTRA" {
-				return fmt.Errorf("EXTRA still set")
+			env[e.Name] = e.Value
+		}
+		return env, nil
+	}
+	eventually(t, "revision 2 running the new env and serving", func() error {
+		env, err := envOf(revisionKey(fn, 2))
+		if err != nil {
+			return err
+		}
+		if env["GREETING"] != "bonjour" || env["EXTRA"] != "1" || env["SLESS_REVISION"] != "envy-2" {
+			return fmt.Errorf("env %v", env)
+		}
+		got := &v1.Function{}
+		_ = get(t, client.ObjectKeyFromObject(fn), got)
+		if len(got.Status.Traffic) != 1 || got.Status.Traffic[0].Revision != "envy-2" {
+			return fmt.Errorf("traffic %+v", got.Status.Traffic)
+		}
+		return nil
+	})
+	h := &httpv1alpha1.HTTPScaledObject{}
+	if err := get(t, revisionKey(fn, 2), h); err != nil || *h.Spec.Replicas.Max != 7 {
+		t.Errorf("revision 2's HTTPScaledObject %v: the function's scaling applies to every revision", err)
+	}
+	eventually(t, "revision 1's objects gone once it has no traffic", func() error {
+		for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &httpv1alpha1.HTTPScaledObject{}} {
+			if err := isNotFound(get(t, revisionKey(fn, 1), obj)); err != nil {
+				return fmt.Errorf("%T: %w", obj, err)
 			}
 		}
 		return nil
 	})
-	// The same source uploaded again (same hash) does not rebuild either.
+	rev := &v1.Revision{}
+	if err := get(t, revisionKey(fn, 1), rev); err != nil || rev.Status.Serving || rev.Status.Phase != "ready" {
+		t.Errorf("revision 1 kept in history, not serving: %+v %v", rev.Status, err)
+	}
+	// A revision is never edited.
+	rev.Spec.Env = map[string]string{"GREETING": "edited"}
+	if err := env.Client.Update(context.Background(), rev); err == nil || !strings.Contains(err.Error(), "a revision is never edited") {
+		t.Errorf("editing a revision: %v", err)
+	}
+	// The same source uploaded again (same hash) neither rebuilds nor makes a revision.
 	update(t, fn, func() { fn.Spec.Source.ContextKey = "contexts/" + ns + "/envy/2.tar.gz" })
 	waitFunction(t, fn, v1.FunctionReady)
 	time.Sleep(500 * time.Millisecond)
 	if n := len(buildJobs(t, ns, "envy", scaling.LabelFunction)); n != 1 {
 		t.Errorf("%d build jobs, want 1", n)
+	}
+	if err := isNotFound(get(t, revisionKey(fn, 3), &v1.Revision{})); err != nil {
+		t.Errorf("a re-upload of the same source made a revision: %v", err)
 	}
 }
 
@@ -294,14 +345,18 @@ func TestEnvChangeRollsDeploymentWithoutRebuild(t *testing.T) {
 func TestKEDAOwnsReplicas(t *testing.T) {
 	ns := newNamespace(t)
 	fn := readyFunction(t, ns, "scaled", "f")
-	key := client.ObjectKeyFromObject(fn)
+	key := revisionKey(fn, 1)
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	update(t, dep, func() { dep.Spec.Replicas = ptr.To[int32](3) })     // what KEDA's HPA would do
-	update(t, fn, func() { fn.Spec.Env = map[string]string{"X": "y"} }) // forces a Deployment update
-	eventually(t, "env applied with replicas kept", func() error {
+	var image string
+	update(t, dep, func() {
+		dep.Spec.Replicas = ptr.To[int32](3) // what KEDA's HPA would do
+		image = dep.Spec.Template.Spec.Containers[0].Image
+		dep.Spec.Template.Spec.Containers[0].Image = "example.com/other:1" // forces an apply
+	})
+	eventually(t, "image taken back with replicas kept", func() error {
 		_ = get(t, key, dep)
-		if dep.Spec.Template.Spec.Containers[0].Env[0].Name != "X" {
-			return fmt.Errorf("env not applied yet")
+		if dep.Spec.Template.Spec.Containers[0].Image != image {
+			return fmt.Errorf("image not taken back yet")
 		}
 		if *dep.Spec.Replicas != 3 {
 			return fmt.Errorf("replicas reset to %d", *dep.Spec.Replicas)
@@ -317,7 +372,7 @@ func TestKEDAOwnsReplicas(t *testing.T) {
 func TestEditedChildIsTakenBack(t *testing.T) {
 	ns := newNamespace(t)
 	fn := readyFunction(t, ns, "edited", "9")
-	key := client.ObjectKeyFromObject(fn)
+	key := revisionKey(fn, 1)
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	if err := get(t, key, dep); err != nil {
 		t.Fatal(err)
@@ -327,12 +382,11 @@ func TestEditedChildIsTakenBack(t *testing.T) {
 		t.Fatalf("a function at min 0 created with %d replicas", *dep.Spec.Replicas)
 	}
 	update(t, dep, func() { dep.Spec.Template.Spec.Containers[0].Image = "example.com/other:1" })
-	update(t, fn, func() { fn.Spec.Env = map[string]string{"AFTER": "edit"} })
-	eventually(t, "the image taken back and the env applied", func() error {
+	update(t, fn, func() { fn.Spec.Scale.MaxReplicas = 3 }) // a reconcile that applies the revision's objects again
+	eventually(t, "the image taken back", func() error {
 		_ = get(t, key, dep)
-		c := dep.Spec.Template.Spec.Containers[0]
-		if c.Image != image || len(c.Env) == 0 || c.Env[0].Name != "AFTER" {
-			return fmt.Errorf("image %s env %v", c.Image, c.Env)
+		if c := dep.Spec.Template.Spec.Containers[0]; c.Image != image {
+			return fmt.Errorf("image %s", c.Image)
 		}
 		return nil
 	})
@@ -347,9 +401,14 @@ func TestEditedChildIsTakenBack(t *testing.T) {
 func TestScaledObjectPauseIsKeptRight(t *testing.T) {
 	ns := newNamespace(t)
 	fn := readyFunction(t, ns, "unpaused", "8")
+	rev := &v1.Revision{}
+	if err := get(t, revisionKey(fn, 1), rev); err != nil {
+		t.Fatal(err)
+	}
 	so := &kedav1alpha1.ScaledObject{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fn.Name},
-		Spec: kedav1alpha1.ScaledObjectSpec{ScaleTargetRef: &kedav1alpha1.ScaleTarget{Name: fn.Name},
+		// Named and labelled as the add-on generates it from the revision's HTTPScaledObject.
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rev.Name, Labels: scaling.RevisionLabels(rev)},
+		Spec: kedav1alpha1.ScaledObjectSpec{ScaleTargetRef: &kedav1alpha1.ScaleTarget{Name: rev.Name},
 			Triggers: []kedav1alpha1.ScaleTriggers{{Type: "external", Metadata: map[string]string{"scalerAddress": "scaler:9090"}}}},
 	}
 	create(t, so) // as the add-on generates it

@@ -3,6 +3,7 @@ package reconcilers_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	"strings"
@@ -77,10 +78,11 @@ func builtCondition(t *testing.T, fn *v1.Function) *metav1.Condition {
 	return c
 }
 
+// deploymentImage is the image the Deployment of fn's latest ready revision runs.
 func deploymentImage(t *testing.T, fn *v1.Function) string {
 	t.Helper()
 	dep := &appsv1.Deployment{}
-	if err := get(t, client.ObjectKeyFromObject(fn), dep); err != nil {
+	if err := get(t, client.ObjectKey{Namespace: fn.Namespace, Name: fn.Status.LatestReadyRevision}, dep); err != nil {
 		t.Fatal(err)
 	}
 	return dep.Spec.Template.Spec.Containers[0].Image
@@ -109,7 +111,7 @@ func TestPrebuiltTagResolvesToDigest(t *testing.T) {
 	// Steady state: a reconcile (woken by a Deployment change) asks no registry, writes nothing.
 	time.Sleep(time.Second)
 	calls, version := registryCalls(repo), got.ResourceVersion
-	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fn.Name}}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: got.Status.LatestReadyRevision}}
 	update(t, dep, func() { metav1.SetMetaDataAnnotation(&dep.ObjectMeta, "touched", "yes") })
 	time.Sleep(2 * time.Second)
 	if err := get(t, client.ObjectKeyFromObject(fn), got); err != nil {
@@ -162,8 +164,8 @@ func TestMissingTagIsNotReadyUntilPushed(t *testing.T) {
 	if got.Status.Image != "" {
 		t.Errorf("status.image %q for an image that cannot be fetched", got.Status.Image)
 	}
-	if err := get(t, client.ObjectKeyFromObject(fn), &appsv1.Deployment{}); isNotFound(err) != nil {
-		t.Errorf("a Deployment for an image that cannot be fetched: %v", err)
+	if n := len(deployments(t, ns)); n != 0 {
+		t.Errorf("%d Deployments for an image that cannot be fetched", n)
 	}
 	want := pushImage(t, repo+":1")
 	// No spec change: only the timed retry can notice.
@@ -237,8 +239,8 @@ func TestImageOnDisallowedRegistryIsRefusedUnasked(t *testing.T) {
 	if got.Status.Image != "" {
 		t.Errorf("status.image %q", got.Status.Image)
 	}
-	if err := get(t, client.ObjectKeyFromObject(fn), &appsv1.Deployment{}); isNotFound(err) != nil {
-		t.Errorf("a Deployment for a refused image: %v", err)
+	if n := len(deployments(t, ns)); n != 0 {
+		t.Errorf("%d Deployments for a refused image", n)
 	}
 
 	fj := createJob(t, ns, "ssrf-job", v1.FunctionJobSpec{CodeSpec: v1.CodeSpec{Runtime: v1.RuntimeGo123, Image: spec}, RunID: 1})
@@ -316,8 +318,9 @@ func TestRedirectToInternalServiceIsRefused(t *testing.T) {
 }
 
 // TestRefusedImageAlreadyRunningIsStopped: a status.image recorded before the policy refused
-// it (another tenant's image, resolved by an operator without the policy) does not keep
-// running: it is cleared and the Deployment deleted.
+// it (another tenant's image, resolved by an operator without the policy) never runs: it is
+// cleared, the revision of the refused spec fails, and only the revision that was ready
+// before (its own image) keeps serving.
 func TestRefusedImageAlreadyRunningIsStopped(t *testing.T) {
 	victim, attacker := newNamespace(t), newNamespace(t)
 	digest := pushImage(t, victim+"/private:1")
@@ -334,7 +337,29 @@ func TestRefusedImageAlreadyRunningIsStopped(t *testing.T) {
 	if c := builtCondition(t, got); c.Reason != v1.ReasonImageNotAllowed || got.Status.Image != "" {
 		t.Errorf("Built %+v, status.image %q, want %s and no image", c, got.Status.Image, v1.ReasonImageNotAllowed)
 	}
-	eventually(t, "the Deployment deleted", func() error {
-		return isNotFound(get(t, client.ObjectKeyFromObject(fn), &appsv1.Deployment{}))
+	eventually(t, "the refused spec's revision failed", func() error {
+		rev := &v1.Revision{}
+		if err := get(t, revisionKey(fn, 2), rev); err != nil {
+			return err
+		}
+		if rev.Status.Phase != "failed" || !strings.Contains(rev.Status.Message, "is not allowed") {
+			return fmt.Errorf("revision 2 %+v", rev.Status)
+		}
+		return nil
 	})
+	for _, d := range deployments(t, attacker) {
+		if img := d.Spec.Template.Spec.Containers[0].Image; img != "ko.local/legacy:1" {
+			t.Errorf("Deployment %s runs %s", d.Name, img)
+		}
+	}
+}
+
+// deployments lists the Deployments of namespace ns.
+func deployments(t *testing.T, ns string) []appsv1.Deployment {
+	t.Helper()
+	var l appsv1.DeploymentList
+	if err := env.Client.List(context.Background(), &l, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
 }

@@ -24,27 +24,34 @@ type warmers struct {
 	log    *slog.Logger
 
 	mu    sync.Mutex
-	until map[types.UID]time.Time // the end of each trigger's warming under way
+	until map[warmKey]time.Time // the end of each trigger's warming of a host under way
+}
+
+// warmKey is one trigger's warming of one revision host.
+type warmKey struct {
+	uid  types.UID
+	host string
 }
 
 func newWarmers(ctx context.Context, interceptorURL string, log *slog.Logger) *warmers {
-	return &warmers{ctx: ctx, client: &http.Client{Timeout: 2 * time.Minute}, url: interceptorURL, log: log, until: map[types.UID]time.Time{}}
+	return &warmers{ctx: ctx, client: &http.Client{Timeout: 2 * time.Minute}, url: interceptorURL, log: log, until: map[warmKey]time.Time{}}
 }
 
 // keep warms host until until for trigger uid, unless a warming that lasts as long runs.
 func (w *warmers) keep(uid types.UID, host string, until time.Time) {
+	key := warmKey{uid, host}
 	w.mu.Lock()
-	if !w.until[uid].Before(until) {
+	if !w.until[key].Before(until) {
 		w.mu.Unlock()
 		return
 	}
-	w.until[uid] = until
+	w.until[key] = until
 	w.mu.Unlock()
 	go func() {
 		dispatcher.Warm(w.ctx, w.client, w.url, host, dispatcher.WarmHold, until, w.log.With("host", host))
 		w.mu.Lock()
-		if w.until[uid].Equal(until) {
-			delete(w.until, uid)
+		if w.until[key].Equal(until) {
+			delete(w.until, key)
 		}
 		w.mu.Unlock()
 	}()
@@ -65,6 +72,11 @@ func (r *TriggerReconciler) prewarm(tr *v1.Trigger, fn *v1.Function, now time.Ti
 	if now.Before(from) {
 		return retryAfter(from.Sub(now))
 	}
-	r.warm.keep(tr.UID, fn.Status.RoutingHost, until)
+	// Every revision the tick may land on (the dispatcher picks by the same traffic).
+	for _, t := range fn.Status.Traffic {
+		if t.Revision != "" && t.Percent > 0 {
+			r.warm.keep(tr.UID, rules.RevisionHost(fn.Namespace, t.Revision, r.Options.Domain), until)
+		}
+	}
 	return retryAfter(next.Sub(now) + time.Second)
 }

@@ -47,7 +47,7 @@ func deployedMessage(t *testing.T, fn *v1.Function) (string, string) {
 func TestSecretReferences(t *testing.T) {
 	ns := newNamespace(t)
 	fn := readyFunction(t, ns, "reads", "7")
-	key := client.ObjectKeyFromObject(fn)
+	key := revisionKey(fn, 1)
 	dep := &appsv1.Deployment{}
 	if err := get(t, key, dep); err != nil {
 		t.Fatal(err)
@@ -73,6 +73,18 @@ func TestSecretReferences(t *testing.T) {
 	if err := get(t, key, dep); err != nil || !equalTemplates(before, &dep.Spec.Template) {
 		t.Fatalf("the Deployment changed while a secret was missing: %v", err)
 	}
+	// The revisions waiting for the secret never took the traffic.
+	for n, phase := range map[int64]string{2: "failed", 3: "building"} {
+		rev := &v1.Revision{}
+		if err := get(t, revisionKey(fn, n), rev); err != nil || string(rev.Status.Phase) != phase {
+			t.Errorf("revision %d: %+v %v, want %s", n, rev.Status, err, phase)
+		}
+	}
+	got := &v1.Function{}
+	if err := get(t, client.ObjectKeyFromObject(fn), got); err != nil || len(got.Status.Traffic) != 1 || got.Status.Traffic[0].Revision != "reads-1" {
+		t.Errorf("traffic %+v (%v) while revision 3 waits for its secret", got.Status.Traffic, err)
+	}
+	key = revisionKey(fn, 3)
 
 	s := &corev1.Secret{}
 	if err := get(t, client.ObjectKey{Namespace: ns, Name: "db"}, s); err != nil {

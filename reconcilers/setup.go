@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/scaling"
 )
 
@@ -49,6 +51,14 @@ type Config struct {
 	// anonymous unless the operator has a Docker config). Registries listed in
 	// Options.Build.InsecureRegistries are asked over plain HTTP.
 	Keychain authn.Keychain
+	// History is the invocation history health-gated rollouts are judged by; nil holds
+	// every rollout at its step.
+	History RevisionOutcomes
+}
+
+// RevisionOutcomes counts a revision's calls and failures since a time (history.Reader).
+type RevisionOutcomes interface {
+	RevisionOutcomes(ctx context.Context, ns, function, revision string, since time.Time) (history.Summary, error)
 }
 
 // functionRefIndex indexes Triggers and FunctionJobs by the Function they reference, so a

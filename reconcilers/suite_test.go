@@ -28,7 +28,9 @@ import (
 
 	v1 "sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/reconcilers"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling"
 	"sless.dev/sless/test/testenv"
 )
@@ -113,6 +115,7 @@ func TestMain(m *testing.M) {
 		if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opts.Build.Namespace}}); err != nil {
 			panic(err)
 		}
+		*reconcilers.RetireGrace = 2 * time.Second // set before the reconcilers run
 		if err := startManager(); err != nil {
 			panic(err)
 		}
@@ -145,7 +148,8 @@ func startManager() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := reconcilers.Config{Options: opts, Artifacts: artifacts,
 		SkipTagResolution: reconcilers.DefaultSkipTagResolution, AllowedRegistries: reconcilers.DefaultAllowedRegistries,
-		Keychain: authn.NewMultiKeychain()} // anonymous
+		Keychain: authn.NewMultiKeychain(), // anonymous
+		History:  invocations}
 	if err := reconcilers.Setup(ctx, mgr, cfg); err != nil {
 		cancel()
 		return err
@@ -159,6 +163,14 @@ func startManager() error {
 	}()
 	stopMgr = func() { cancel(); <-done }
 	return nil
+}
+
+// invocations is the history rollouts are judged by: tests record the calls they pretend.
+var invocations = history.NewMemory(10000)
+
+// revisionKey names fn's n-th revision and the objects that run it.
+func revisionKey(fn *v1.Function, n int64) client.ObjectKey {
+	return client.ObjectKey{Namespace: fn.Namespace, Name: rules.RevisionName(fn.Name, n)}
 }
 
 // newNamespace gives each test its own tenant namespace.

@@ -143,7 +143,7 @@ func TestEnabledFreezesInPlace(t *testing.T) {
 	cron, event, web := createTriggers(t, ns, "toggle", true, "Active")
 	cjKey := client.ObjectKey{Namespace: ns, Name: scaling.CronJobName("tick")}
 	sjKey := client.ObjectKey{Namespace: ns, Name: scaling.ScaledJobName("queue")}
-	hsoKey := client.ObjectKey{Namespace: ns, Name: "toggle"}
+	hsoKey := client.ObjectKey{Namespace: ns, Name: "toggle-1"}
 	cj, sj, hso := &batchv1.CronJob{}, &kedav1alpha1.ScaledJob{}, &httpv1alpha1.HTTPScaledObject{}
 	for key, obj := range map[client.ObjectKey]client.Object{cjKey: cj, sjKey: sj, hsoKey: hso} {
 		if err := get(t, key, obj); err != nil {
@@ -184,12 +184,12 @@ func TestEnabledFreezesInPlace(t *testing.T) {
 }
 
 // TestCronPrewarm: a cron trigger with prewarmSeconds makes the operator request the
-// function's health path through the interceptor, with its routing host, before the tick;
-// one without does not.
+// function's health path through the interceptor, with the routing host of each revision
+// that has its traffic, before the tick; one without does not.
 func TestCronPrewarm(t *testing.T) {
 	ns := newNamespace(t)
 	warm := readyFunction(t, ns, "warm", "e")
-	cold := readyFunction(t, ns, "cold", "f")
+	readyFunction(t, ns, "cold", "f")
 	for _, tr := range []*v1.Trigger{newTrigger(ns, "warm-tick", "warm", v1.TriggerCron), newTrigger(ns, "cold-tick", "cold", v1.TriggerCron)} {
 		tr.Spec.Cron.Schedule = "* * * * *"
 		if tr.Name == "warm-tick" {
@@ -197,14 +197,15 @@ func TestCronPrewarm(t *testing.T) {
 		}
 		create(t, tr)
 	}
+	warmHost, coldHost := "warm-1."+ns+".rev."+opts.Domain, "cold-1."+ns+".rev."+opts.Domain
 	eventually(t, "a pre-warm request for "+warm.Name, func() error {
-		if _, ok := warmed.Load(warm.Status.RoutingHost + "/healthz"); !ok {
-			return fmt.Errorf("no request with host %s", warm.Status.RoutingHost)
+		if _, ok := warmed.Load(warmHost + "/healthz"); !ok {
+			return fmt.Errorf("no request with host %s", warmHost)
 		}
 		return nil
 	})
 	time.Sleep(3 * time.Second)
-	if _, ok := warmed.Load(cold.Status.RoutingHost + "/healthz"); ok {
+	if _, ok := warmed.Load(coldHost + "/healthz"); ok {
 		t.Error("a trigger without prewarmSeconds warmed its function")
 	}
 }

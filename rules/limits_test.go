@@ -115,6 +115,22 @@ var crdMarkers = map[string]any{
 	"triggers spec.event.maxJobs default":                 rules.DefaultEventJobs,
 	"triggers spec.event.maxJobs minimum":                 1,
 	"triggers spec.event.maxJobs maximum":                 rules.MaxEventJobs,
+	"functions spec.traffic maxItems":                     rules.MaxTrafficTargets,
+	"functions spec.traffic.percent minimum":              0,
+	"functions spec.traffic.percent maximum":              100,
+	"functions spec.traffic.revision maxLength":           rules.MaxNameLength,
+	"functions spec.traffic.tag maxLength":                rules.MaxTagLength,
+	"functions spec.revisionHistoryLimit default":         rules.DefaultRevisionHistoryLimit,
+	"functions spec.revisionHistoryLimit minimum":         0,
+	"functions spec.revisionHistoryLimit maximum":         rules.MaxRevisionHistoryLimit,
+	"functions spec.rollout.steps minItems":               1,
+	"functions spec.rollout.steps maxItems":               rules.MaxRolloutSteps,
+	"functions spec.rollout.intervalSeconds minimum":      1,
+	"functions spec.rollout.intervalSeconds maximum":      rules.MaxRolloutIntervalSec,
+	"functions spec.rollout.minRequests minimum":          0,
+	"revisions spec.function minLength":                   1,
+	"revisions spec.function maxLength":                   rules.MaxNameLength,
+	"revisions spec.number minimum":                       1,
 	"* status.conditions.message maxLength":               32768,
 	"* status.conditions.observedGeneration minimum":      0,
 	"* status.conditions.reason maxLength":                1024,
@@ -122,11 +138,21 @@ var crdMarkers = map[string]any{
 	"* status.conditions.type maxLength":                  316,
 }
 
+// A revision snapshots the code spec a self-contained FunctionJob has too (without its run
+// and function reference): the same markers.
+func init() {
+	for key, v := range crdMarkers {
+		if rest, ok := strings.CutPrefix(key, "functionjobs spec."); ok && !strings.HasPrefix(rest, "runID") && !strings.HasPrefix(rest, "functionRef") {
+			crdMarkers["revisions spec."+rest] = v
+		}
+	}
+}
+
 // TestCRDMarkersMatch: every limit and default in every CRD says what the rules say, and
 // none is left out of crdMarkers.
 func TestCRDMarkersMatch(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "config", "crd", "bases", "sless.dev_*.yaml"))
-	if err != nil || len(files) != 3 {
+	if err != nil || len(files) != 4 {
 		t.Fatalf("CRDs: %v %v", files, err)
 	}
 	seen := map[string]bool{}

@@ -74,10 +74,15 @@ func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rev := scaling.MakeRevision(fn, 1)
+	rev.UID, rev.Status.Image = "rev-uid-1", "registry/img:sha-1" // children's owner references need a UID
+	asCreated := rev.DeepCopy()
+	asCreated.UID = ""
 	objs := []client.Object{
-		scaling.MakeDeployment(fn, "registry/img:sha-1", nil, opts),
-		scaling.MakeService(fn),
-		scaling.MakeHTTPScaledObject(fn, true, opts),
+		asCreated,
+		scaling.MakeDeployment(fn, rev, nil, opts),
+		scaling.MakeService(rev),
+		scaling.MakeHTTPScaledObject(fn, rev, true, opts),
 		scaling.MakeScaledJob(event, fn, opts),
 		scaling.MakeTriggerAuthentication(event),
 		scaling.MakeCronJob(cron, fn, opts),

@@ -50,6 +50,17 @@ func functionMeta(fn *v1.Function, name string) metav1.ObjectMeta {
 	return ownedMeta(fn, "Function", name, FunctionLabels(fn))
 }
 
+// RevisionLabels select a revision's pods and children.
+func RevisionLabels(rev *v1.Revision) map[string]string {
+	return map[string]string{LabelManagedBy: managedBy, LabelFunction: rev.Spec.Function, LabelRevision: rev.Name}
+}
+
+// revisionMeta names a child of rev: the revision's name, controlled by it, so deleting a
+// revision deletes what runs it.
+func revisionMeta(rev *v1.Revision) metav1.ObjectMeta {
+	return ownedMeta(rev, "Revision", rev.Name, RevisionLabels(rev))
+}
+
 // sortedEnv renders env in key order so equal specs give byte-equal pod templates (no
 // spurious rollouts), followed by the platform's own variables.
 func sortedEnv(user map[string]string, platform ...corev1.EnvVar) []corev1.EnvVar {
@@ -153,14 +164,17 @@ func functionPodSpec(c corev1.Container, code *v1.CodeSpec, namespace string, op
 // preStopSeconds is how long a function pod being deleted goes on serving before SIGTERM.
 const preStopSeconds = 2
 
-// MakeDeployment renders the Deployment running fn's image. Replicas start at the minimum;
-// KEDA owns them afterwards (the reconciler keeps the live value when updating).
-// secretVersions are the versions of the secrets fn references: their checksum on the pod
-// template rolls the pods when one is rotated.
-func MakeDeployment(fn *v1.Function, image string, secretVersions map[string]int64, opts Options) *appsv1.Deployment {
-	c := functionContainer(&fn.Spec.CodeSpec, image,
+// MakeDeployment renders the Deployment running revision rev of fn: the revision's image
+// and code settings, the function's scaling. Replicas start at the minimum; KEDA owns them
+// afterwards (the reconciler keeps the live value when updating). secretVersions are the
+// versions of the secrets rev references: their checksum on the pod template rolls the pods
+// when one is rotated.
+func MakeDeployment(fn *v1.Function, rev *v1.Revision, secretVersions map[string]int64, opts Options) *appsv1.Deployment {
+	code := &rev.Spec.CodeSpec
+	c := functionContainer(code, rev.Status.Image,
 		corev1.EnvVar{Name: "SLESS_FUNCTION", Value: fn.Name},
-		corev1.EnvVar{Name: "SLESS_NAMESPACE", Value: fn.Namespace})
+		corev1.EnvVar{Name: "SLESS_NAMESPACE", Value: fn.Namespace},
+		corev1.EnvVar{Name: "SLESS_REVISION", Value: rev.Name})
 	c.Ports = []corev1.ContainerPort{{Name: portName, ContainerPort: port, Protocol: corev1.ProtocolTCP}}
 	c.ReadinessProbe = &corev1.Probe{
 		ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: buildkit.HealthPath, Port: intstr.FromString(portName)}},
@@ -171,14 +185,14 @@ func MakeDeployment(fn *v1.Function, image string, secretVersions map[string]int
 	// and until the slice says the pod is terminating a new request may still be sent to it
 	// (a closed port: a 502). SIGTERM (graceful drain) comes after the sleep.
 	c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: preStopSeconds}}}
-	pod := functionPodSpec(c, &fn.Spec.CodeSpec, fn.Namespace, opts)
+	pod := functionPodSpec(c, code, fn.Namespace, opts)
 	// In-flight requests may run for the whole timeout; give them that long to finish.
-	if t := int64(fn.Spec.TimeoutSeconds) + 5; fn.Spec.TimeoutSeconds > 0 && t > 30 {
+	if t := int64(code.TimeoutSeconds) + 5; code.TimeoutSeconds > 0 && t > 30 {
 		pod.TerminationGracePeriodSeconds = ptr.To(t)
 	}
-	labels := FunctionLabels(fn)
+	labels := RevisionLabels(rev)
 	return &appsv1.Deployment{
-		ObjectMeta: functionMeta(fn, fn.Name),
+		ObjectMeta: revisionMeta(rev),
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(fn.Spec.Scale.MinReplicas),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -197,12 +211,12 @@ func secretsAnnotation(versions map[string]int64) map[string]string {
 	return nil
 }
 
-// MakeService renders the ClusterIP Service the interceptor forwards to.
-func MakeService(fn *v1.Function) *corev1.Service {
+// MakeService renders the ClusterIP Service the interceptor forwards a revision's calls to.
+func MakeService(rev *v1.Revision) *corev1.Service {
 	return &corev1.Service{
-		ObjectMeta: functionMeta(fn, fn.Name),
+		ObjectMeta: revisionMeta(rev),
 		Spec: corev1.ServiceSpec{
-			Selector: FunctionLabels(fn),
+			Selector: RevisionLabels(rev),
 			Ports: []corev1.ServicePort{{
 				Name: portName, Port: port, TargetPort: intstr.FromString(portName), Protocol: corev1.ProtocolTCP,
 			}},
@@ -210,9 +224,10 @@ func MakeService(fn *v1.Function) *corev1.Service {
 	}
 }
 
-// MakeHTTPScaledObject renders the add-on object that routes fn's host to its Service and
-// scales its Deployment from zero. paused freezes the function at zero replicas in place.
-func MakeHTTPScaledObject(fn *v1.Function, paused bool, opts Options) *httpv1alpha1.HTTPScaledObject {
+// MakeHTTPScaledObject renders the add-on object that routes revision rev's host
+// (rules.RevisionHost) to its Service and scales its Deployment from zero, by fn's scaling:
+// each revision scales on its own. paused freezes it at zero replicas in place.
+func MakeHTTPScaledObject(fn *v1.Function, rev *v1.Revision, paused bool, opts Options) *httpv1alpha1.HTTPScaledObject {
 	s := fn.Spec.Scale
 	metric := &httpv1alpha1.ScalingMetricSpec{}
 	if s.Metric == v1.ScaleOnRequestRate {
@@ -225,15 +240,15 @@ func MakeHTTPScaledObject(fn *v1.Function, paused bool, opts Options) *httpv1alp
 		metric.Concurrency = &httpv1alpha1.ConcurrencyMetricSpec{TargetValue: int(s.Target)}
 	}
 	responseHeader := noLimit
-	if d := rules.InvocationDeadline(fn.Spec.TimeoutSeconds); d > 0 {
+	if d := rules.InvocationDeadline(rev.Spec.TimeoutSeconds); d > 0 {
 		responseHeader = d
 	}
 	hso := &httpv1alpha1.HTTPScaledObject{
-		ObjectMeta: functionMeta(fn, fn.Name),
+		ObjectMeta: revisionMeta(rev),
 		Spec: httpv1alpha1.HTTPScaledObjectSpec{
-			Hosts: []string{rules.RoutingHost(fn.Namespace, fn.Name, opts.Domain)},
+			Hosts: []string{rules.RevisionHost(rev.Namespace, rev.Name, opts.Domain)},
 			ScaleTargetRef: httpv1alpha1.ScaleTargetRef{
-				Name: fn.Name, Kind: "Deployment", APIVersion: "apps/v1", Service: fn.Name, Port: port,
+				Name: rev.Name, Kind: "Deployment", APIVersion: "apps/v1", Service: rev.Name, Port: port,
 			},
 			Replicas:       &httpv1alpha1.ReplicaStruct{Min: ptr.To(s.MinReplicas), Max: ptr.To(s.MaxReplicas)},
 			CooldownPeriod: ptr.To(s.ScaleDownPeriodSeconds),

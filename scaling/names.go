@@ -11,6 +11,7 @@ import (
 const (
 	LabelManagedBy         = "app.kubernetes.io/managed-by"
 	LabelFunction          = "sless.dev/function"
+	LabelRevision          = "sless.dev/revision"
 	LabelFunctionNamespace = "sless.dev/function-namespace"
 	LabelTrigger           = "sless.dev/trigger"
 	LabelJob               = "sless.dev/job"

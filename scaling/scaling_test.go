@@ -49,6 +49,13 @@ func testFunction(mut ...func(*v1.Function)) *v1.Function {
 	}, mut)
 }
 
+// testRevision is fn's first revision, built into image.
+func testRevision(fn *v1.Function, image string) *v1.Revision {
+	rev := MakeRevision(fn, 1)
+	rev.UID, rev.Status.Image = "rev-uid-1", image
+	return rev
+}
+
 func envMap(env []corev1.EnvVar) map[string]string {
 	m := map[string]string{}
 	for _, e := range env {
@@ -65,7 +72,7 @@ func TestMakeDeployment(t *testing.T) {
 		"env sorted, user keys first": {
 			fn: testFunction(),
 			check: func(t *testing.T, fn *v1.Function) {
-				d := MakeDeployment(fn, "reg/img:sha-1", nil, testOptions())
+				d := MakeDeployment(fn, testRevision(fn, "reg/img:sha-1"), nil, testOptions())
 				env := d.Spec.Template.Spec.Containers[0].Env
 				var names []string
 				for _, e := range env[:3] {
@@ -83,7 +90,7 @@ func TestMakeDeployment(t *testing.T) {
 		"memory limit from memoryMB, readiness on /healthz": {
 			fn: testFunction(),
 			check: func(t *testing.T, fn *v1.Function) {
-				c := MakeDeployment(fn, "img", nil, testOptions()).Spec.Template.Spec.Containers[0]
+				c := MakeDeployment(fn, testRevision(fn, "img"), nil, testOptions()).Spec.Template.Spec.Containers[0]
 				if got := c.Resources.Limits.Memory().String(); got != "256Mi" {
 					t.Errorf("memory limit = %s", got)
 				}
@@ -98,21 +105,21 @@ func TestMakeDeployment(t *testing.T) {
 		"image change changes the pod template (rollout)": {
 			fn: testFunction(),
 			check: func(t *testing.T, fn *v1.Function) {
-				a := MakeDeployment(fn, "img:1", nil, testOptions())
-				b := MakeDeployment(fn, "img:2", nil, testOptions())
+				a := MakeDeployment(fn, testRevision(fn, "img:1"), nil, testOptions())
+				b := MakeDeployment(fn, testRevision(fn, "img:2"), nil, testOptions())
 				if a.Spec.Template.Spec.Containers[0].Image == b.Spec.Template.Spec.Containers[0].Image {
 					t.Error("image not in the pod template")
 				}
 			},
 		},
-		"min replicas as initial replicas, owner reference to the function": {
+		"min replicas as initial replicas, owner reference to the revision": {
 			fn: testFunction(func(f *v1.Function) { f.Spec.Scale.MinReplicas = 2 }),
 			check: func(t *testing.T, fn *v1.Function) {
-				d := MakeDeployment(fn, "img", nil, testOptions())
+				d := MakeDeployment(fn, testRevision(fn, "img"), nil, testOptions())
 				if *d.Spec.Replicas != 2 {
 					t.Errorf("replicas = %d", *d.Spec.Replicas)
 				}
-				if len(d.OwnerReferences) != 1 || d.OwnerReferences[0].Kind != "Function" || !*d.OwnerReferences[0].Controller {
+				if len(d.OwnerReferences) != 1 || d.OwnerReferences[0].Kind != "Revision" || d.OwnerReferences[0].Name != "hello-1" || !*d.OwnerReferences[0].Controller {
 					t.Errorf("owner refs = %+v", d.OwnerReferences)
 				}
 			},
@@ -120,7 +127,7 @@ func TestMakeDeployment(t *testing.T) {
 		"long timeout extends the grace period, entrypoint passed": {
 			fn: testFunction(func(f *v1.Function) { f.Spec.TimeoutSeconds = 120; f.Spec.Entrypoint = "main.run" }),
 			check: func(t *testing.T, fn *v1.Function) {
-				d := MakeDeployment(fn, "img", nil, testOptions())
+				d := MakeDeployment(fn, testRevision(fn, "img"), nil, testOptions())
 				if *d.Spec.Template.Spec.TerminationGracePeriodSeconds != 125 {
 					t.Errorf("grace = %d", *d.Spec.Template.Spec.TerminationGracePeriodSeconds)
 				}
@@ -138,9 +145,9 @@ func TestMakeDeployment(t *testing.T) {
 
 func TestMakeDeploymentIsDeterministic(t *testing.T) {
 	fn := testFunction()
-	a := MakeDeployment(fn, "img", nil, testOptions())
+	a := MakeDeployment(fn, testRevision(fn, "img"), nil, testOptions())
 	for range 20 {
-		b := MakeDeployment(fn, "img", nil, testOptions())
+		b := MakeDeployment(fn, testRevision(fn, "img"), nil, testOptions())
 		if !equalEnv(a.Spec.Template.Spec.Containers[0].Env, b.Spec.Template.Spec.Containers[0].Env) {
 			t.Fatal("env order differs between renders of the same function")
 		}
@@ -168,12 +175,12 @@ func TestMakeHTTPScaledObject(t *testing.T) {
 		"host, target, replicas, cooldown, concurrency": {
 			fn: testFunction(),
 			check: func(t *testing.T, fn *v1.Function, paused bool) {
-				h := MakeHTTPScaledObject(fn, paused, testOptions())
-				if h.Spec.Hosts[0] != "hello.sless-abc.fn.sless.local" {
+				h := MakeHTTPScaledObject(fn, testRevision(fn, ""), paused, testOptions())
+				if h.Spec.Hosts[0] != "hello-1.sless-abc.rev.fn.sless.local" {
 					t.Errorf("host = %v", h.Spec.Hosts)
 				}
 				r := h.Spec.ScaleTargetRef
-				if r.Name != "hello" || r.Service != "hello" || r.Port != 8080 || r.Kind != "Deployment" {
+				if r.Name != "hello-1" || r.Service != "hello-1" || r.Port != 8080 || r.Kind != "Deployment" {
 					t.Errorf("target = %+v", r)
 				}
 				if *h.Spec.Replicas.Min != 0 || *h.Spec.Replicas.Max != 5 || *h.Spec.CooldownPeriod != 60 {
@@ -193,7 +200,7 @@ func TestMakeHTTPScaledObject(t *testing.T) {
 		"request rate and timeout": {
 			fn: testFunction(func(f *v1.Function) { f.Spec.Scale.Metric = v1.ScaleOnRequestRate; f.Spec.TimeoutSeconds = 30 }),
 			check: func(t *testing.T, fn *v1.Function, paused bool) {
-				h := MakeHTTPScaledObject(fn, paused, testOptions())
+				h := MakeHTTPScaledObject(fn, testRevision(fn, ""), paused, testOptions())
 				if h.Spec.ScalingMetric.Rate == nil || h.Spec.ScalingMetric.Rate.TargetValue != 10 || h.Spec.ScalingMetric.Concurrency != nil {
 					t.Errorf("metric = %+v", h.Spec.ScalingMetric)
 				}
@@ -205,7 +212,7 @@ func TestMakeHTTPScaledObject(t *testing.T) {
 		"paused pins zero replicas": {
 			fn: testFunction(), paused: true,
 			check: func(t *testing.T, fn *v1.Function, paused bool) {
-				h := MakeHTTPScaledObject(fn, paused, testOptions())
+				h := MakeHTTPScaledObject(fn, testRevision(fn, ""), paused, testOptions())
 				if h.Annotations[AnnotationPausedReplicas] != "0" {
 					t.Errorf("annotations = %v", h.Annotations)
 				}
@@ -548,7 +555,7 @@ func TestPullSecretOnlyForOwnImages(t *testing.T) {
 			fn := testFunction(func(f *v1.Function) { f.Namespace = c.ns })
 			fj := &v1.FunctionJob{ObjectMeta: metav1.ObjectMeta{Name: "report", Namespace: c.ns}, Spec: v1.FunctionJobSpec{RunID: 1}}
 			for kind, pod := range map[string]corev1.PodSpec{
-				"deployment": MakeDeployment(fn, c.image, nil, opts).Spec.Template.Spec,
+				"deployment": MakeDeployment(fn, testRevision(fn, c.image), nil, opts).Spec.Template.Spec,
 				"run job":    MakeRunJob(fj, &fn.Spec.CodeSpec, c.image, opts).Spec.Template.Spec,
 			} {
 				got := len(pod.ImagePullSecrets) == 1 && pod.ImagePullSecrets[0].Name == "registry-pull"
@@ -559,7 +566,7 @@ func TestPullSecretOnlyForOwnImages(t *testing.T) {
 		})
 	}
 	opts.ImagePullSecret = ""
-	if s := MakeDeployment(testFunction(), reg+"/sless-abc/hello:1", nil, opts).Spec.Template.Spec.ImagePullSecrets; len(s) != 0 {
+	if s := MakeDeployment(testFunction(), testRevision(testFunction(), reg+"/sless-abc/hello:1"), nil, opts).Spec.Template.Spec.ImagePullSecrets; len(s) != 0 {
 		t.Errorf("no --image-pull-secret: %v", s)
 	}
 }

@@ -30,7 +30,7 @@ func withSecrets(fn *v1.Function) {
 func TestSecretReferencesRendered(t *testing.T) {
 	fn := testFunction(withSecrets)
 	pods := map[string]corev1.PodTemplateSpec{
-		"deployment": MakeDeployment(fn, "img", map[string]int64{"db": 1, "tls": 4}, testOptions()).Spec.Template,
+		"deployment": MakeDeployment(fn, testRevision(fn, "img"), map[string]int64{"db": 1, "tls": 4}, testOptions()).Spec.Template,
 		"run job":    MakeRunJob(testJob(), &fn.Spec.CodeSpec, "img", testOptions()).Spec.Template,
 	}
 	for name, tmpl := range pods {
@@ -63,12 +63,12 @@ func TestSecretReferencesRendered(t *testing.T) {
 		})
 	}
 	sum := func(versions map[string]int64) string {
-		return MakeDeployment(fn, "img", versions, testOptions()).Spec.Template.Annotations[rules.SecretsChecksumAnnotation]
+		return MakeDeployment(fn, testRevision(fn, "img"), versions, testOptions()).Spec.Template.Annotations[rules.SecretsChecksumAnnotation]
 	}
 	if a, b := sum(map[string]int64{"db": 1, "tls": 4}), sum(map[string]int64{"db": 2, "tls": 4}); a == "" || a == b {
 		t.Errorf("checksums %q and %q: a rotation must change the pod template", a, b)
 	}
-	plain := MakeDeployment(testFunction(), "img", nil, testOptions()).Spec.Template
+	plain := MakeDeployment(testFunction(), testRevision(testFunction(), "img"), nil, testOptions()).Spec.Template
 	if len(plain.Annotations) != 0 || plain.Spec.SecurityContext != nil || len(plain.Spec.Volumes) != 0 {
 		t.Errorf("a function without secrets got %+v", plain)
 	}

@@ -50,9 +50,9 @@ func dispatcherContainer(trigger string, fn *v1.Function, opts Options, args ...
 		"--function="+fn.Namespace+"/"+fn.Name,
 		"--trigger="+trigger,
 		"--target-url="+opts.InterceptorURL,
-		"--target-host="+rules.RoutingHost(fn.Namespace, fn.Name, opts.Domain),
 		"--timeout="+invocationTimeout(fn).String(),
 	)
+	args = append(args, targetArgs(fn, opts)...)
 	args = append(args, maskFlag(fn)...)
 	c := corev1.Container{
 		Name:  "dispatcher",
@@ -78,6 +78,23 @@ func dispatcherContainer(trigger string, fn *v1.Function, opts Options, args ...
 		}})
 	}
 	return c
+}
+
+// targetArgs point a dispatcher at fn's revisions by its resolved traffic (--target <revision
+// host>=<percent>), picked per call as the gateway picks: a change of traffic re-renders the
+// dispatcher. A function without a ready revision yet is addressed by its own host, which
+// nothing serves until one is (the call fails and is retried like any failed call).
+func targetArgs(fn *v1.Function, opts Options) []string {
+	var args []string
+	for _, t := range fn.Status.Traffic {
+		if t.Revision != "" && t.Percent > 0 {
+			args = append(args, "--target="+rules.RevisionHost(fn.Namespace, t.Revision, opts.Domain)+"="+strconv.Itoa(int(t.Percent)))
+		}
+	}
+	if len(args) == 0 {
+		return []string{"--target-host=" + rules.RoutingHost(fn.Namespace, fn.Name, opts.Domain)}
+	}
+	return args
 }
 
 // dispatcherPod runs c for fn. A dispatcher of a function that references secrets reads them

@@ -77,6 +77,61 @@ type FunctionSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Async AsyncSpec `json:"async,omitempty"`
+
+	// Traffic splits the function's calls between its revisions; empty sends all of them
+	// to the newest ready revision (rules.DefaultTraffic).
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	Traffic []TrafficTarget `json:"traffic,omitempty"`
+
+	// RevisionHistoryLimit is how many revisions without traffic or a tag are kept; older
+	// ones are deleted with their objects.
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	RevisionHistoryLimit int32 `json:"revisionHistoryLimit,omitempty"`
+
+	// Rollout, when set, moves latest's share to a new ready revision in steps gated by its
+	// own error rate in the invocation history.
+	// +optional
+	Rollout *RolloutSpec `json:"rollout,omitempty"`
+}
+
+// TrafficTarget is one entry of a function's traffic (rules.TrafficTarget).
+// +kubebuilder:validation:XValidation:rule="has(self.revision) != (has(self.latest) && self.latest)",message="set either revision or latest: true"
+type TrafficTarget struct {
+	// Revision names one of the function's revisions, <function>-<n>.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Revision string `json:"revision,omitempty"`
+	// Latest follows the newest ready revision.
+	// +optional
+	Latest bool `json:"latest,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	Percent int32 `json:"percent"`
+	// Tag gives the revision a route of its own (X-Sless-Tag, <tag>-<function>.<ns>.<domain>).
+	// +optional
+	// +kubebuilder:validation:MaxLength=20
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9]*$`
+	Tag string `json:"tag,omitempty"`
+}
+
+// RolloutSpec is a health-gated rollout policy (rules.Rollout).
+type RolloutSpec struct {
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=10
+	Steps []int32 `json:"steps"`
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	IntervalSeconds int32 `json:"intervalSeconds"`
+	// MaxErrorRate is a decimal from 0 to 1, e.g. "0.05".
+	// +kubebuilder:validation:Pattern=`^(0(\.[0-9]+)?|1(\.0+)?)$`
+	MaxErrorRate string `json:"maxErrorRate"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MinRequests int32 `json:"minRequests,omitempty"`
 }
 
 // AsyncSpec governs a function's asynchronous invocations.
@@ -145,6 +200,53 @@ type FunctionStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// LastRevisionNumber is the number of the newest revision ever created; numbers are
+	// never reused.
+	// +optional
+	LastRevisionNumber int64 `json:"lastRevisionNumber,omitempty"`
+
+	// +optional
+	LatestCreatedRevision string `json:"latestCreatedRevision,omitempty"`
+
+	// +optional
+	LatestReadyRevision string `json:"latestReadyRevision,omitempty"`
+
+	// Traffic is spec.traffic with latest resolved (and a rollout applied): what the gateway
+	// routes by.
+	// +optional
+	Traffic []ResolvedTrafficTarget `json:"traffic,omitempty"`
+
+	// Rollout is where the health-gated rollout stands.
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
+}
+
+// ResolvedTrafficTarget is a traffic entry with latest resolved (rules.ResolvedTarget).
+type ResolvedTrafficTarget struct {
+	// +optional
+	Revision string `json:"revision,omitempty"`
+	// +optional
+	Latest  bool  `json:"latest,omitempty"`
+	Percent int32 `json:"percent"`
+	// +optional
+	Tag string `json:"tag,omitempty"`
+}
+
+// RolloutStatus is where a rollout stands (rules.RolloutState).
+type RolloutStatus struct {
+	Revision    string      `json:"revision"`
+	Previous    string      `json:"previous"`
+	Phase       string      `json:"phase"`
+	Step        int32       `json:"step"`
+	Percent     int32       `json:"percent"`
+	StepStarted metav1.Time `json:"stepStarted"`
+	// +optional
+	Requests int64 `json:"requests,omitempty"`
+	// +optional
+	Errors int64 `json:"errors,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // Function is a unit of user code run on demand and scaled to zero when idle.

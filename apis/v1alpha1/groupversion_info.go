@@ -21,7 +21,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &Function{}, &FunctionList{}, &Trigger{}, &TriggerList{}, &FunctionJob{}, &FunctionJobList{})
+	s.AddKnownTypes(GroupVersion, &Function{}, &FunctionList{}, &Trigger{}, &TriggerList{}, &FunctionJob{}, &FunctionJobList{}, &Revision{}, &RevisionList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

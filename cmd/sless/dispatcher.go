@@ -34,7 +34,7 @@ type dispatcherCommon struct {
 	function, trigger, targetURL, targetHost, databaseURL, logLevel string
 	retry                                                           dispatcher.RetryPolicy
 	timeout                                                         time.Duration
-	maskSecrets                                                     []string
+	maskSecrets, targets                                            []string
 }
 
 func (c *dispatcherCommon) bind(fs *pflag.FlagSet) {
@@ -42,6 +42,7 @@ func (c *dispatcherCommon) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.trigger, "trigger", "", "trigger name, recorded in the invocation history")
 	fs.StringVar(&c.targetURL, "target-url", "", "URL invocations are POSTed to: the KEDA HTTP interceptor, or http://<gateway>/fn/<ns>/<name> (required; the gateway removes the X-Sless-* trigger headers, as it does from any caller)")
 	fs.StringVar(&c.targetHost, "target-host", "", "Host header for the target, e.g. <name>.<ns>.fn.sless.local when the target is the interceptor")
+	fs.StringArrayVar(&c.targets, "target", nil, "a revision the calls go to through the interceptor and its share, <revision host>=<percent> (repeatable; replaces --target-host): the operator renders the function's traffic")
 	fs.StringVar(&c.databaseURL, "database-url", "", "PostgreSQL URL for the invocation history (none: not recorded)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.IntVar(&c.retry.MaxAttempts, "max-attempts", 3, "attempts per message or tick, the first included")
@@ -77,10 +78,18 @@ func (c *dispatcherCommon) start(cmd *cobra.Command, concurrency int) (*dispatch
 	if err != nil {
 		return nil, err
 	}
-	var inv dispatcher.Invoker
-	if inv, err = dispatcher.NewHTTPInvoker(c.targetURL, c.targetHost, concurrency); err != nil {
+	httpInv, err := dispatcher.NewHTTPInvoker(c.targetURL, c.targetHost, concurrency)
+	if err != nil {
 		return nil, err
 	}
+	for _, t := range c.targets {
+		target, err := dispatcher.ParseTarget(t)
+		if err != nil {
+			return nil, err
+		}
+		httpInv.Targets = append(httpInv.Targets, target)
+	}
+	var inv dispatcher.Invoker = httpInv
 	if len(c.maskSecrets) > 0 {
 		cfg, err := ctrlconfig.GetConfig()
 		if err != nil {

@@ -41,6 +41,7 @@ func newOperatorCmd() *cobra.Command {
 		metricsAddr, probeAddr         string
 		leaderElect                    bool
 		leaderElectionNamespace, level string
+		databaseURL                    string
 	)
 	cmd := &cobra.Command{
 		Use:   "operator",
@@ -110,8 +111,17 @@ func newOperatorCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := reconcilers.Setup(cmd.Context(), mgr, reconcilers.Config{Options: opts, Artifacts: artifacts, Workers: workers,
-				SkipTagResolution: skipTagResolution, AllowedRegistries: allowedRegistries}); err != nil {
+			rc := reconcilers.Config{Options: opts, Artifacts: artifacts, Workers: workers,
+				SkipTagResolution: skipTagResolution, AllowedRegistries: allowedRegistries}
+			if databaseURL != "" {
+				hist, err := openHistory(cmd.Context(), databaseURL, logger)
+				if err != nil {
+					return err
+				}
+				defer func() { _ = hist.Close(context.Background()) }()
+				rc.History = hist
+			}
+			if err := reconcilers.Setup(cmd.Context(), mgr, rc); err != nil {
 				return err
 			}
 			logger.Info("operator starting", "version", version, "leaderElection", leaderElect)
@@ -130,6 +140,7 @@ func newOperatorCmd() *cobra.Command {
 	fs.StringVar(&opts.InterceptorURL, "interceptor-url", opts.InterceptorURL, "KEDA HTTP interceptor proxy that dispatcher jobs invoke through")
 	fs.StringVar(&opts.SlessImage, "sless-image", opts.SlessImage, "image of this binary, run by ScaledJobs and CronJobs (default: the image of the operator's own pod, POD_NAME/POD_NAMESPACE)")
 	fs.StringVar(&opts.AsyncSecret, "async-secret", os.Getenv("SLESS_ASYNC_SECRET"), "Secret in the build namespace with SLESS_AMQP_URL and SLESS_DATABASE_URL: functions with async enabled get a dispatcher ScaledJob there (env SLESS_ASYNC_SECRET); empty: no asynchronous invocations")
+	fs.StringVar(&databaseURL, "database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL of the invocation history health-gated rollouts are judged by (env SLESS_DATABASE_URL); empty: rollouts hold at their step")
 	fs.StringVar(&opts.HistorySecret, "history-secret", opts.HistorySecret, "Secret (key url) in tenant namespaces with the PostgreSQL URL dispatcher pods record to")
 	fs.DurationVar(&opts.ColdStartTimeout, "cold-start-timeout", opts.ColdStartTimeout, "how long the interceptor holds a request for a function at zero")
 	fs.StringVar(&opts.ImagePullSecret, "image-pull-secret", opts.ImagePullSecret, "pull Secret attached to function pods whose image is their namespace's own in --registry (<registry>/<namespace>/…)")

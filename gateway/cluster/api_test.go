@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
+	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
 )
@@ -50,19 +52,43 @@ func TestFunctionCRUD(t *testing.T) {
 		t.Fatalf("list = %+v, %v", list, err)
 	}
 
-	// Revisions are sless dev's only, for now: a split, a rollout or the revision endpoints
-	// are a clear 501, and nothing changes.
+	// Traffic naming a revision the function does not have is a 400 naming the field, and
+	// nothing changes.
 	var ae *client.Error
-	_, err = tn.c.UpdateFunction(ctx, tn.ns, "hello", api.FunctionFields{MemoryMB: ptr(int32(512)),
-		Traffic: &[]api.TrafficTarget{{Revision: "hello-1", Percent: 50}, {Latest: true, Percent: 50}}})
-	if !errors.As(err, &ae) || ae.StatusCode != http.StatusNotImplemented || !strings.Contains(ae.Message, "cluster control plane") {
-		t.Fatalf("traffic on the cluster: %v, want 501", err)
+	split := []api.TrafficTarget{{Revision: "hello-1", Percent: 50}, {Latest: true, Percent: 50, Tag: "canary"}}
+	_, err = tn.c.UpdateFunction(ctx, tn.ns, "hello", api.FunctionFields{MemoryMB: ptr(int32(512)), Traffic: &split})
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusBadRequest || !strings.Contains(ae.Message, "traffic[0].revision") {
+		t.Fatalf("traffic naming no revision: %v, want 400 naming traffic[0].revision", err)
 	}
-	if _, err := tn.c.ListRevisions(ctx, tn.ns, "hello"); !errors.As(err, &ae) || ae.StatusCode != http.StatusNotImplemented {
-		t.Fatalf("revisions on the cluster: %v, want 501", err)
-	}
-	if got, _ := tn.c.GetFunction(ctx, tn.ns, "hello"); got.MemoryMB != 256 || len(got.Traffic) != 1 || !got.Traffic[0].Latest {
+	if got, _ := tn.c.GetFunction(ctx, tn.ns, "hello"); got.MemoryMB != 256 || len(got.Traffic) != 1 || !got.Traffic[0].Latest || got.RevisionHistoryLimit != 10 {
 		t.Fatalf("after a refused update: %+v", got.FunctionSpec)
+	}
+	// The operator's revisions (made here as it would): listed, and a split may name them.
+	addRevision(t, tn.ns, "hello", 1, v1alpha1.RevisionPhase(api.RevisionReady))
+	addRevision(t, tn.ns, "hello", 2, v1alpha1.RevisionPhase(api.RevisionFailed))
+	rollout := api.Rollout{Steps: []int32{10, 100}, IntervalSec: 30, MaxErrorRate: 0.05, MinRequests: 20}
+	fn, err = tn.c.UpdateFunction(ctx, tn.ns, "hello", api.FunctionFields{Traffic: &split, Rollout: &rollout, RevisionHistoryLimit: ptr(int32(5))})
+	if err != nil || !slices.Equal(fn.Traffic, split) || fn.Rollout == nil || fn.Rollout.MaxErrorRate != 0.05 || fn.RevisionHistoryLimit != 5 {
+		t.Fatalf("split stored: %+v, %v", fn.FunctionSpec, err)
+	}
+	failed := []api.TrafficTarget{{Revision: "hello-2", Percent: 100}}
+	if _, err := tn.c.UpdateFunction(ctx, tn.ns, "hello", api.FunctionFields{Traffic: &failed}); !errors.As(err, &ae) || ae.StatusCode != http.StatusBadRequest || !strings.Contains(ae.Message, "failed") {
+		t.Fatalf("traffic to a failed revision: %v, want 400", err)
+	}
+	setTraffic(t, tn.ns, "hello", v1alpha1.ResolvedTrafficTarget{Revision: "hello-1", Percent: 50}, v1alpha1.ResolvedTrafficTarget{Revision: "hello-1", Latest: true, Percent: 50, Tag: "canary"})
+	revs, err := tn.c.ListRevisions(ctx, tn.ns, "hello")
+	if err != nil || len(revs) != 2 || revs[0].Name != "hello-1" || revs[0].Percent != 100 || !slices.Equal(revs[0].Tags, []string{"canary"}) ||
+		revs[0].Config.Runtime != "python3.11" || revs[0].Status.Phase != api.RevisionReady || revs[1].Status.Phase != api.RevisionFailed || revs[1].Percent != 0 {
+		t.Fatalf("revisions = %+v, %v", revs, err)
+	}
+	if rev, err := tn.c.GetRevision(ctx, tn.ns, "hello", "hello-1"); err != nil || rev.Number != 1 {
+		t.Fatalf("get revision = %+v, %v", rev, err)
+	}
+	if fn, err = tn.c.Rollback(ctx, tn.ns, "hello", ""); err == nil {
+		t.Fatalf("rollback with no older ready revision: %+v", fn.Traffic)
+	}
+	if fn, err = tn.c.Rollback(ctx, tn.ns, "hello", "hello-1"); err != nil || len(fn.Traffic) != 2 || fn.Traffic[0] != (api.TrafficTarget{Revision: "hello-1", Percent: 100}) {
+		t.Fatalf("rollback to hello-1: %+v, %v", fn.Traffic, err)
 	}
 
 	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "hello", FunctionFields: api.FunctionFields{Runtime: ptr("go1.23")}}); !client.IsConflict(err) {

@@ -4,6 +4,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ import (
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/scaling"
 )
 
 // Options configures the cluster backend.
@@ -249,7 +251,47 @@ type store[T any, PT objectPtr[T], L any, PL listPtr[L], S, O any] struct {
 }
 
 func (b *Backend) Functions() backend.Store[api.Function, api.FunctionSpec] {
-	return store[v1alpha1.Function, *v1alpha1.Function, v1alpha1.FunctionList, *v1alpha1.FunctionList, api.FunctionSpec, api.Function]{b, functionKind}
+	return functionStore{store[v1alpha1.Function, *v1alpha1.Function, v1alpha1.FunctionList, *v1alpha1.FunctionList, api.FunctionSpec, api.Function]{b, functionKind}}
+}
+
+// functionStore refuses traffic that names a revision the function does not have or one
+// that failed, before the write.
+type functionStore struct {
+	store[v1alpha1.Function, *v1alpha1.Function, v1alpha1.FunctionList, *v1alpha1.FunctionList, api.FunctionSpec, api.Function]
+}
+
+func (s functionStore) Create(ctx context.Context, ns, name string, spec api.FunctionSpec) (api.Function, error) {
+	if err := s.checkTraffic(ctx, ns, name, spec); err != nil {
+		return api.Function{}, err
+	}
+	return s.store.Create(ctx, ns, name, spec)
+}
+
+func (s functionStore) Update(ctx context.Context, ns, name string, mutate func(*api.FunctionSpec) error) (api.Function, error) {
+	return s.store.Update(ctx, ns, name, func(spec *api.FunctionSpec) error {
+		if err := mutate(spec); err != nil {
+			return err
+		}
+		return s.checkTraffic(ctx, ns, name, *spec)
+	})
+}
+
+func (s functionStore) checkTraffic(ctx context.Context, ns, name string, spec api.FunctionSpec) error {
+	if !slices.ContainsFunc(spec.Traffic, func(t api.TrafficTarget) bool { return t.Revision != "" }) {
+		return nil
+	}
+	revs, err := s.b.revisions(ctx, ns, name)
+	if err != nil {
+		return err
+	}
+	states := make([]rules.RevisionState, len(revs))
+	for i, r := range revs {
+		states[i] = rules.RevisionState{Name: r.Name, Number: r.Spec.Number, Phase: string(r.Status.Phase)}
+	}
+	if ferr := rules.CheckTrafficRevisions(spec.Traffic, states); ferr != nil {
+		return &backend.InvalidError{Field: ferr.Field, Reason: ferr.Reason}
+	}
+	return nil
 }
 
 func (b *Backend) Triggers() backend.Store[api.Trigger, api.TriggerSpec] {
@@ -260,10 +302,34 @@ func (b *Backend) Secrets() backend.Store[api.Secret, api.SecretSpec] {
 	return store[corev1.Secret, *corev1.Secret, corev1.SecretList, *corev1.SecretList, api.SecretSpec, api.Secret]{b, secretKind}
 }
 
-// Revisions: the cluster control plane has no revisions yet; every Function runs its one
-// current configuration.
-func (b *Backend) Revisions(context.Context, string, string) ([]api.Revision, error) {
-	return nil, &backend.UnsupportedError{Feature: "revisions", Plane: "cluster"}
+// Revisions lists a function's revisions, oldest first, with their share of its traffic.
+func (b *Backend) Revisions(ctx context.Context, ns, function string) ([]api.Revision, error) {
+	var fn v1alpha1.Function
+	if err := b.get(ctx, "function", ns, function, &fn); err != nil {
+		return nil, err
+	}
+	revs, err := b.revisions(ctx, ns, function)
+	if err != nil {
+		return nil, err
+	}
+	traffic := resolvedOf(fn.Status.Traffic)
+	out := make([]api.Revision, 0, len(revs))
+	for i := range revs {
+		if metav1.IsControlledBy(&revs[i], &fn) {
+			out = append(out, revisionOf(&revs[i], traffic))
+		}
+	}
+	return out, nil
+}
+
+// revisions reads the Revisions of a function, oldest first.
+func (b *Backend) revisions(ctx context.Context, ns, function string) ([]v1alpha1.Revision, error) {
+	var list v1alpha1.RevisionList
+	if err := b.client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{scaling.LabelFunction: function}); err != nil {
+		return nil, fmt.Errorf("list revisions of function %s in %s: %w", function, ns, err)
+	}
+	slices.SortFunc(list.Items, func(x, y v1alpha1.Revision) int { return cmp.Compare(x.Spec.Number, y.Spec.Number) })
+	return list.Items, nil
 }
 
 func (b *Backend) Jobs() backend.Store[api.Job, api.JobSpec] {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"encoding/json"
 	"maps"
 	"slices"
@@ -14,7 +15,6 @@ import (
 
 	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway/api"
-	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/rules"
 )
 
@@ -34,24 +34,37 @@ func functionOf(fn *v1alpha1.Function) api.Function {
 			Async: api.AsyncPolicy{Enabled: s.Async.Enabled, MaxAttempts: s.Async.Retry.MaxAttempts,
 				BackoffMs: s.Async.Retry.BackoffMillis, DeadLetterQueue: s.Async.DeadLetterQueue, MaxJobs: s.Async.MaxJobs},
 			SecretEnv: secretEnvOf(s.SecretEnv), SecretFiles: secretFilesOf(s.SecretFiles),
-			Traffic: rules.DefaultTraffic(), RevisionHistoryLimit: rules.DefaultRevisionHistoryLimit,
+			Traffic: trafficOf(s.Traffic), RevisionHistoryLimit: s.RevisionHistoryLimit, Rollout: rolloutOf(s.Rollout),
 		},
 		Status: api.FunctionStatus{
 			Phase: string(fn.Status.Phase), URL: fn.Status.URL, Image: fn.Status.Image,
 			LastBuildTime: timeOf(fn.Status.LastBuildTime), LastBuildError: fn.Status.LastBuildError,
+			LatestCreatedRevision: fn.Status.LatestCreatedRevision, LatestReadyRevision: fn.Status.LatestReadyRevision,
+			Traffic: resolvedOf(fn.Status.Traffic), Rollout: rolloutStateOf(fn.Status.Rollout),
 		},
+	}
+	if out.RevisionHistoryLimit == 0 { // stored before the CRD had the field's default
+		out.RevisionHistoryLimit = rules.DefaultRevisionHistoryLimit
 	}
 	out.Status.Ready, out.Status.Message = rules.FunctionView(string(fn.Status.Phase), readyMessage(fn.Status.Conditions), fn.Generation, fn.Status.ObservedGeneration)
 	return out
 }
 
-// applyFunctionSpec refuses traffic other than the default, a revision history limit and a
-// rollout (unset is the default): the cluster runs one configuration of a function, so a
-// split could not be honoured.
+// applyFunctionSpec writes the API's function spec into the CRD's. The default traffic is
+// stored as none (the CRD's default), so a function never given traffic follows latest
+// whatever the default becomes.
 func applyFunctionSpec(dst *v1alpha1.FunctionSpec, s api.FunctionSpec) error {
-	if len(s.Traffic) > 0 && !slices.Equal(s.Traffic, rules.DefaultTraffic()) ||
-		s.RevisionHistoryLimit != 0 && s.RevisionHistoryLimit != rules.DefaultRevisionHistoryLimit || s.Rollout != nil {
-		return &backend.UnsupportedError{Feature: "revisions (traffic, revision_history_limit, rollout)", Plane: "cluster"}
+	dst.Traffic = nil
+	if len(s.Traffic) > 0 && !slices.Equal(s.Traffic, rules.DefaultTraffic()) {
+		for _, t := range s.Traffic {
+			dst.Traffic = append(dst.Traffic, v1alpha1.TrafficTarget(t))
+		}
+	}
+	dst.RevisionHistoryLimit = cmp.Or(s.RevisionHistoryLimit, rules.DefaultRevisionHistoryLimit)
+	dst.Rollout = nil
+	if p := s.Rollout; p != nil {
+		dst.Rollout = &v1alpha1.RolloutSpec{Steps: slices.Clone(p.Steps), IntervalSeconds: p.IntervalSec,
+			MaxErrorRate: strconv.FormatFloat(p.MaxErrorRate, 'f', -1, 64), MinRequests: p.MinRequests}
 	}
 	applyCode(&dst.CodeSpec, s.Runtime, s.Entrypoint, s.EnvVars, s.MemoryMB, s.TimeoutSec, s.Image)
 	dst.Source = sourceRef(s.Source)
@@ -69,6 +82,58 @@ func applyFunctionSpec(dst *v1alpha1.FunctionSpec, s api.FunctionSpec) error {
 		dst.SecretFiles = append(dst.SecretFiles, v1alpha1.SecretFilesMount{Secret: f.Secret, Path: f.Path})
 	}
 	return nil
+}
+
+func trafficOf(ts []v1alpha1.TrafficTarget) []api.TrafficTarget {
+	if len(ts) == 0 {
+		return rules.DefaultTraffic()
+	}
+	out := make([]api.TrafficTarget, len(ts))
+	for i, t := range ts {
+		out[i] = api.TrafficTarget(t)
+	}
+	return out
+}
+
+func resolvedOf(ts []v1alpha1.ResolvedTrafficTarget) []api.ResolvedTarget {
+	var out []api.ResolvedTarget
+	for _, t := range ts {
+		out = append(out, api.ResolvedTarget(t))
+	}
+	return out
+}
+
+func rolloutOf(p *v1alpha1.RolloutSpec) *api.Rollout {
+	if p == nil {
+		return nil
+	}
+	rate, _ := strconv.ParseFloat(p.MaxErrorRate, 64) // the CRD's pattern admits decimals only
+	return &api.Rollout{Steps: slices.Clone(p.Steps), IntervalSec: p.IntervalSeconds, MaxErrorRate: rate, MinRequests: p.MinRequests}
+}
+
+func rolloutStateOf(s *v1alpha1.RolloutStatus) *api.RolloutState {
+	if s == nil {
+		return nil
+	}
+	return &api.RolloutState{Revision: s.Revision, Previous: s.Previous, Phase: s.Phase, Step: int(s.Step), Percent: s.Percent,
+		StepStarted: s.StepStarted.UTC(), Requests: s.Requests, Errors: s.Errors, Message: s.Message}
+}
+
+// revisionOf is the API's view of a revision, with its share of the function's traffic.
+func revisionOf(rev *v1alpha1.Revision, traffic []api.ResolvedTarget) api.Revision {
+	c := rev.Spec.CodeSpec
+	out := api.Revision{
+		Name: rev.Name, Namespace: rev.Namespace, Function: rev.Spec.Function, Number: rev.Spec.Number,
+		CreatedAt: rev.CreationTimestamp.UTC(),
+		Config: api.RevisionConfig{Runtime: string(c.Runtime), Entrypoint: c.Entrypoint, EnvVars: maps.Clone(c.Env), MemoryMB: c.MemoryMB,
+			TimeoutSec: c.TimeoutSeconds, Image: c.Image, Source: sourceOf(c.Source), SecretEnv: secretEnvOf(c.SecretEnv), SecretFiles: secretFilesOf(c.SecretFiles)},
+		Status: api.RevisionStatus{Phase: cmp.Or(string(rev.Status.Phase), api.RevisionBuilding), Message: rev.Status.Message, Image: rev.Status.Image},
+	}
+	out.Percent, out.Tags = rules.Shares(traffic, rev.Name)
+	if out.Tags == nil {
+		out.Tags = []string{}
+	}
+	return out
 }
 
 func secretEnvOf(refs []v1alpha1.SecretEnvVar) []api.SecretEnv {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
@@ -627,5 +628,56 @@ func TestScanLog(t *testing.T) {
 	want := []string{"2026-12-01T10:00:00.123456789Z|pod-1|hello world", "2026-12-01T10:00:01Z|pod-1| two spaces"}
 	if len(got) != 3 || got[0] != want[0] || got[1] != want[1] || !strings.HasSuffix(got[2], "|pod-1|no time here") {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// TestProxyRoutesByRevisionTraffic: the gateway splits /fn/ calls by the traffic the
+// operator resolved, calling each revision's host on the interceptor (its routing domain
+// read off the function's host); a tag reaches only its revision, and every answer names
+// the revision that served it.
+func TestProxyRoutesByRevisionTraffic(t *testing.T) {
+	up := newUpstream(t)
+	h := newHarness(t, harnessOptions{interceptor: up.URL})
+	tn := h.tenant()
+	fnURL := h.deploy(tn, "split", 0)
+	setTraffic(t, tn.ns, "split", v1alpha1.ResolvedTrafficTarget{Revision: "split-1", Percent: 50},
+		v1alpha1.ResolvedTrafficTarget{Revision: "split-2", Latest: true, Percent: 50, Tag: "canary"})
+	hosts := map[string]string{"split-1": "split-1." + tn.ns + ".rev.fn.sless.test", "split-2": "split-2." + tn.ns + ".rev.fn.sless.test"}
+	call := func(tag string) (host, revision string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", fnURL, nil)
+		if tag != "" {
+			req.Header.Set(rules.HeaderTag, tag)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var got echoed
+		if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("status %d, %v", resp.StatusCode, err)
+		}
+		return got.Host, resp.Header.Get(rules.HeaderRevision)
+	}
+	var seen map[string]int
+	deadline := time.Now().Add(10 * time.Second)
+	for len(seen) < 2 && time.Now().Before(deadline) { // the route table follows the status
+		seen = map[string]int{}
+		for range 40 {
+			host, rev := call("")
+			if hosts[rev] != host {
+				t.Fatalf("revision %q answered from host %q", rev, host)
+			}
+			seen[rev]++
+		}
+	}
+	if seen["split-1"] == 0 || seen["split-2"] == 0 {
+		t.Fatalf("a 50/50 split served %v", seen)
+	}
+	for range 10 {
+		if host, rev := call("canary"); rev != "split-2" || host != hosts["split-2"] {
+			t.Fatalf("tag canary reached %s on %s", rev, host)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -13,6 +14,7 @@ import (
 
 	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway/backend"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling"
 )
 
@@ -106,9 +108,21 @@ func (t *routeTable) refresh(ctx context.Context, key client.ObjectKey) error {
 	return nil
 }
 
-// routeOf derives a function's route: its routing host and timeout, whether an enabled http
-// trigger requires auth, and whether all of its http triggers are disabled.
+// routeOf derives a function's route: its revisions by the traffic the operator resolved,
+// each under its routing host, its timeout, whether an enabled http trigger requires auth,
+// and whether all of its http triggers are disabled. A function the operator has not given
+// revisions yet is called on its own host.
 func routeOf(fn *v1alpha1.Function, triggers []v1alpha1.Trigger) backend.Route {
 	asyncReady := fn.Spec.Async.Enabled && meta.IsStatusConditionTrue(fn.Status.Conditions, v1alpha1.ConditionAsync)
-	return backend.RouteOf(fn.Status.RoutingHost, fn.Spec.TimeoutSeconds, scaling.HTTPGate(triggers), asyncReady, fn.Spec.Async.Retry.MaxAttempts)
+	r := backend.RouteOf(fn.Status.RoutingHost, fn.Spec.TimeoutSeconds, scaling.HTTPGate(triggers), asyncReady, fn.Spec.Async.Retry.MaxAttempts)
+	// The operator's routing domain, read off the function's own routing host.
+	domain, ok := strings.CutPrefix(fn.Status.RoutingHost, rules.RoutingHost(fn.Namespace, fn.Name, ""))
+	for _, t := range fn.Status.Traffic {
+		target := backend.RouteTarget{ResolvedTarget: rules.ResolvedTarget(t)}
+		if t.Revision != "" && ok {
+			target.Host = rules.RevisionHost(fn.Namespace, t.Revision, domain)
+		}
+		r.Targets = append(r.Targets, target)
+	}
+	return r
 }
