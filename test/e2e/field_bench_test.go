@@ -90,7 +90,7 @@ func BenchmarkField(b *testing.B) {
 	gw := gatewayPodURL(b)
 	viaGateway := vegeta.Target{Method: http.MethodPost, URL: gw + "/fn/" + tn.ns + "/echo", Body: []byte(`{}`)}
 	direct := vegeta.Target{Method: http.MethodPost, URL: "http://127.0.0.1:" + strconv.Itoa(interceptorProxyPort) + "/", Body: []byte(`{}`),
-		Header: http.Header{"Host": {rules.RoutingHost(tn.ns, "echo", rules.DefaultDomain)}}}
+		Header: http.Header{"Host": {rules.RevisionHost(tn.ns, workload(b, tn.ns, "echo"), rules.DefaultDomain)}}}
 	warm(b, viaGateway)
 
 	// Fission: 15 s warm at concurrency 20, closed loop.

@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1alpha1 "sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway/api"
 	slessclient "sless.dev/sless/gateway/client"
 	"sless.dev/sless/rules"
@@ -210,11 +211,27 @@ func waitBuilt(t testing.TB, tn tenant, name, what string, within time.Duration,
 	}
 }
 
+// workload names the objects (Deployment, Service, HTTPScaledObject, ScaledObject) that run
+// function name: those of its newest ready revision.
+func workload(t testing.TB, ns, name string) string {
+	t.Helper()
+	var fn v1alpha1.Function
+	if err := g.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &fn); err != nil {
+		t.Fatal(err)
+	}
+	if fn.Status.LatestReadyRevision == "" {
+		t.Fatalf("function %s has no ready revision", name)
+	}
+	return fn.Status.LatestReadyRevision
+}
+
 // waitServiceResolvable waits until a request can wake the function: KEDA has taken up the
-// ScaledObject the add-on made from its HTTPScaledObject, and its Service name resolves.
+// ScaledObject the add-on made from its revision's HTTPScaledObject, and its Service name
+// resolves.
 func waitServiceResolvable(t testing.TB, tn tenant, name string) {
 	t.Helper()
 	ctx := context.Background()
+	name = workload(t, tn.ns, name)
 	waitFor(t, time.Minute, "KEDA ScaledObject for "+name+" ready", func() bool {
 		var so kedav1alpha1.ScaledObject
 		if err := g.client.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: name}, &so); err != nil {
@@ -249,10 +266,11 @@ func invoke(t testing.TB, tn tenant, name, body string) (*http.Response, string)
 	return resp, string(b)
 }
 
+// deployment reads the Deployment running function name (its newest ready revision's).
 func deployment(t testing.TB, ns, name string) *appsv1.Deployment {
 	t.Helper()
 	var d appsv1.Deployment
-	if err := g.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
+	if err := g.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: workload(t, ns, name)}, &d); err != nil {
 		t.Fatal(err)
 	}
 	return &d
@@ -307,7 +325,7 @@ type replicaChange struct {
 func watchReplicas(t testing.TB, ns, name string) *replicaWatch {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := g.cs.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	w, err := g.cs.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + workload(t, ns, name)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -136,11 +136,11 @@ func TestScaleFromZeroAndBack(t *testing.T) {
 	}
 }
 
-// scaledObject reads the ScaledObject the add-on generated for a function.
+// scaledObject reads the ScaledObject the add-on generated for a function's revision.
 func scaledObject(t *testing.T, ns, name string) (*kedav1alpha1.ScaledObject, error) {
 	t.Helper()
 	var so kedav1alpha1.ScaledObject
-	err := g.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &so)
+	err := g.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: workload(t, ns, name)}, &so)
 	return &so, err
 }
 
@@ -174,7 +174,7 @@ func TestHTTPTriggerToggle(t *testing.T) {
 	// Straight to the interceptor, as a caller inside the cluster could: held, never served.
 	t0 := time.Now()
 	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:"+strconv.Itoa(interceptorProxyPort)+"/", strings.NewReader(`{}`))
-	req.Host = rules.RoutingHost(tn.ns, "toggle", rules.DefaultDomain)
+	req.Host = rules.RevisionHost(tn.ns, workload(t, tn.ns, "toggle"), rules.DefaultDomain)
 	if resp, err := (&http.Client{Timeout: 8 * time.Second}).Do(req); err == nil {
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusOK {
@@ -232,15 +232,16 @@ func TestDeleteFunction(t *testing.T) {
 	if err := tn.c.DeleteFunction(ctx, tn.ns, "doomed"); err != nil {
 		t.Fatal(err)
 	}
-	key := client.ObjectKey{Namespace: tn.ns, Name: "doomed"}
-	gone := func(obj client.Object) func() bool {
+	key, rev := client.ObjectKey{Namespace: tn.ns, Name: "doomed"}, client.ObjectKey{Namespace: tn.ns, Name: workload(t, tn.ns, "doomed")}
+	gone := func(key client.ObjectKey, obj client.Object) func() bool {
 		return func() bool { return apierrors.IsNotFound(g.client.Get(ctx, key, obj)) }
 	}
+	waitFor(t, time.Minute, "Function doomed deleted", gone(key, &v1.Function{}))
 	for what, obj := range map[string]client.Object{
-		"Function": &v1.Function{}, "Deployment": &appsv1.Deployment{}, "Service": &corev1.Service{},
+		"Revision": &v1.Revision{}, "Deployment": &appsv1.Deployment{}, "Service": &corev1.Service{},
 		"HTTPScaledObject": &httpv1alpha1.HTTPScaledObject{}, "ScaledObject": &kedav1alpha1.ScaledObject{},
 	} {
-		waitFor(t, time.Minute, what+" doomed deleted", gone(obj))
+		waitFor(t, time.Minute, what+" "+rev.Name+" deleted", gone(rev, obj))
 	}
 	waitFor(t, time.Minute, "pods of doomed gone", func() bool { return len(pods(t, tn.ns, "doomed")) == 0 })
 	resp, _ = invoke(t, tn, "doomed", `{}`)

@@ -76,7 +76,7 @@ func TestSecretsJourney(t *testing.T) {
 		// The tenant's namespace, and the platform's, where its builds and its asynchronous
 		// dispatcher run.
 		for _, ns := range []string{tn.ns, "sless-system"} {
-			for _, l := range []client.ObjectList{&v1alpha1.FunctionList{}, &appsv1.DeploymentList{}, &appsv1.ReplicaSetList{}, &corev1.PodList{},
+			for _, l := range []client.ObjectList{&v1alpha1.FunctionList{}, &v1alpha1.RevisionList{}, &appsv1.DeploymentList{}, &appsv1.ReplicaSetList{}, &corev1.PodList{},
 				&corev1.ServiceList{}, &httpv1alpha1.HTTPScaledObjectList{}, &kedav1alpha1.ScaledObjectList{}, &kedav1alpha1.ScaledJobList{},
 				&kedav1alpha1.TriggerAuthenticationList{}, &batchv1.JobList{}, &batchv1.CronJobList{}, &corev1.ServiceAccountList{},
 				&rbacv1.RoleList{}, &rbacv1.RoleBindingList{}, &eventsv1.EventList{}, &corev1.EventList{}} {
