@@ -77,8 +77,8 @@ func TestOperatorCommand(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	// A prebuilt function goes straight to its Deployment (its registry is allowed and skips
-	// tag resolution).
+	// A prebuilt function goes straight to its first revision's Deployment (its registry is
+	// allowed and skips tag resolution).
 	pre := &v1.Function{
 		ObjectMeta: metav1.ObjectMeta{Name: "pre", Namespace: "tenant"},
 		Spec:       v1.FunctionSpec{CodeSpec: v1.CodeSpec{Runtime: v1.RuntimeNode20, Image: "example.org/pre:1"}},
@@ -87,7 +87,7 @@ func TestOperatorCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	dep := &appsv1.Deployment{}
-	for env.Client.Get(ctx, client.ObjectKeyFromObject(pre), dep) != nil {
+	for env.Client.Get(ctx, client.ObjectKey{Namespace: "tenant", Name: "pre-1"}, dep) != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("no deployment for a prebuilt function")
 		}

@@ -235,7 +235,7 @@ func (b *Backend) podLog(ctx context.Context, p corev1.Pod, opts *corev1.PodLogO
 	}
 	defer rc.Close()
 	var lines []api.LogLine
-	err = scanLog(rc, p.Name, func(l api.LogLine) error { lines = append(lines, l); return nil })
+	err = scanLog(rc, p, func(l api.LogLine) error { lines = append(lines, l); return nil })
 	return lines, err
 }
 
@@ -318,7 +318,7 @@ func (b *Backend) follow(ctx context.Context, q backend.LogQuery, ns string, sel
 				return // the pod went away; its lines so far were read
 			}
 			defer rc.Close()
-			_ = scanLog(rc, p.Name, func(l api.LogLine) error {
+			_ = scanLog(rc, p, func(l api.LogLine) error {
 				if !cursor.fresh(l.Time) {
 					return nil
 				}
@@ -356,8 +356,9 @@ func (b *Backend) follow(ctx context.Context, q backend.LogQuery, ns string, sel
 	}
 }
 
-// scanLog reads "<RFC 3339 time> <line>" lines (the kubelet's timestamps=true form).
-func scanLog(r io.Reader, pod string, emit func(api.LogLine) error) error {
+// scanLog reads "<RFC 3339 time> <line>" lines (the kubelet's timestamps=true form) of pod p,
+// each naming the pod and the revision it runs (its label; none for builds and jobs).
+func scanLog(r io.Reader, p corev1.Pod, emit func(api.LogLine) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -366,7 +367,7 @@ func scanLog(r io.Reader, pod string, emit func(api.LogLine) error) error {
 		if err != nil {
 			t, text = time.Now().UTC(), sc.Text()
 		}
-		if err := emit(api.LogLine{Time: t.UTC(), Instance: pod, Line: text}); err != nil {
+		if err := emit(api.LogLine{Time: t.UTC(), Instance: p.Name, Revision: p.Labels[scaling.LabelRevision], Line: text}); err != nil {
 			return err
 		}
 	}

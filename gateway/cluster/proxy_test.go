@@ -14,12 +14,16 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/gateway/cluster"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/scaling"
 	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testkit"
 )
@@ -619,7 +623,11 @@ func TestLogsWithoutPods(t *testing.T) {
 func TestScanLog(t *testing.T) {
 	var got []string
 	in := "2026-12-01T10:00:00.123456789Z hello world\n2026-12-01T10:00:01Z  two spaces\nno time here\n"
-	if err := cluster.ScanLog(strings.NewReader(in), "pod-1", func(l api.LogLine) error {
+	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod-1", Labels: map[string]string{scaling.LabelRevision: "hello-3"}}}
+	if err := cluster.ScanLog(strings.NewReader(in), pod, func(l api.LogLine) error {
+		if l.Revision != "hello-3" {
+			t.Errorf("line %q of revision %q", l.Line, l.Revision)
+		}
 		got = append(got, l.Time.Format(time.RFC3339Nano)+"|"+l.Instance+"|"+l.Line)
 		return nil
 	}); err != nil {

@@ -50,6 +50,19 @@ func (c slessCLI) command(ctx context.Context, dir string, args ...string) *exec
 	return cmd
 }
 
+// loggedIn is the CLI logged in to the ground's gateway as tn, and a work folder.
+func loggedIn(t *testing.T, tn tenant) (slessCLI, string) {
+	t.Helper()
+	cli := slessCLI{t: t, configDir: t.TempDir()}
+	work := t.TempDir()
+	tokenFile := filepath.Join(work, "token")
+	if err := os.WriteFile(tokenFile, []byte(tn.token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cli.ok(work, "login", "--endpoint", g.gatewayURL, "--token-file", tokenFile)
+	return cli, work
+}
+
 // run returns stdout, stderr and the exit code of `sless args...`.
 func (c slessCLI) run(dir string, args ...string) (string, string, int) {
 	c.t.Helper()
@@ -132,13 +145,7 @@ func (f *follower) has(text string) bool {
 func TestCLIJourneyCluster(t *testing.T) {
 	t.Parallel()
 	tn := newTenant(t)
-	cli := slessCLI{t: t, configDir: t.TempDir()}
-	work := t.TempDir()
-	tokenFile := filepath.Join(work, "token")
-	if err := os.WriteFile(tokenFile, []byte(tn.token), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cli.ok(work, "login", "--endpoint", g.gatewayURL, "--token-file", tokenFile)
+	cli, work := loggedIn(t, tn)
 
 	// The newcomer's path: a template, deployed and invoked as it comes.
 	cli.ok(work, "init", "hello", "--runtime", "node")

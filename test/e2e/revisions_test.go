@@ -6,8 +6,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -180,13 +178,7 @@ func TestRevisionsOnTheCluster(t *testing.T) {
 	}
 
 	// `sless rollback` under 60 calls a second: every call on canary-1 within 2 s, none failed.
-	cli := slessCLI{t: t, configDir: t.TempDir()}
-	work := t.TempDir()
-	tokenFile := filepath.Join(work, "token")
-	if err := os.WriteFile(tokenFile, []byte(tn.token), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cli.ok(work, "login", "--endpoint", g.gatewayURL, "--token-file", tokenFile)
+	cli, work := loggedIn(t, tn)
 	c.reset()
 	stop := make(chan struct{})
 	loading := c.load(60, stop)
