@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	httpv1alpha1 "github.com/kedacore/http-add-on/operator/apis/http/v1alpha1"
@@ -121,34 +120,6 @@ func revisionStates(revs []*v1.Revision) []rules.RevisionState {
 	return out
 }
 
-// trafficOf is fn's traffic as the rules take it (the default when unset).
-func trafficOf(fn *v1.Function) []rules.TrafficTarget {
-	if len(fn.Spec.Traffic) == 0 {
-		return rules.DefaultTraffic()
-	}
-	out := make([]rules.TrafficTarget, len(fn.Spec.Traffic))
-	for i, t := range fn.Spec.Traffic {
-		out[i] = rules.TrafficTarget(t)
-	}
-	return out
-}
-
-func resolvedOf(ts []v1.ResolvedTrafficTarget) []rules.ResolvedTarget {
-	out := make([]rules.ResolvedTarget, len(ts))
-	for i, t := range ts {
-		out[i] = rules.ResolvedTarget(t)
-	}
-	return out
-}
-
-func resolvedStatus(ts []rules.ResolvedTarget) []v1.ResolvedTrafficTarget {
-	out := make([]v1.ResolvedTrafficTarget, len(ts))
-	for i, t := range ts {
-		out[i] = v1.ResolvedTrafficTarget(t)
-	}
-	return out
-}
-
 // reconcileRevisions makes the revision of the current spec, settles the revisions'
 // phases, resolves the traffic (and the rollout), runs every revision the traffic needs,
 // retires the others and deletes the revisions beyond the history limit. It returns what
@@ -179,14 +150,14 @@ func (r *FunctionReconciler) reconcileRevisions(ctx context.Context, fn *v1.Func
 	states := revisionStates(revs)
 	latestReady := rules.LatestReady(states)
 	rollout := r.rolloutOf(ctx, fn, latestReady)
-	desired := rules.ApplyRollout(rules.ResolveTraffic(trafficOf(fn), rules.LatestDuringRollout(latestReady, rollout)), rollout)
+	desired := rules.ApplyRollout(rules.ResolveTraffic(fn.Spec.TrafficRules(), rules.LatestDuringRollout(latestReady, rollout)), rollout)
 	if n := len(revs); n > 0 {
 		st.LatestCreatedRevision = revs[n-1].Name
 	}
-	st.LatestReadyRevision, st.Rollout = latestReady, rolloutStatus(rollout)
+	st.LatestReadyRevision, st.Rollout = latestReady, v1.RolloutStatusOf(rollout)
 
 	now := time.Now()
-	routed := resolvedOf(st.Traffic)
+	routed := v1.ResolvedRules(st.Traffic)
 	var wait time.Duration
 	settled := func(name string) bool {
 		s := want[name]
@@ -214,7 +185,7 @@ func (r *FunctionReconciler) reconcileRevisions(ctx context.Context, fn *v1.Func
 	} else {
 		routed = desired
 	}
-	st.Traffic = resolvedStatus(routed)
+	st.Traffic = v1.ResolvedStatus(routed)
 
 	var errs []error
 	paused, err := r.httpPaused(ctx, fn)
@@ -367,7 +338,7 @@ const rolloutCheck = 2 * time.Second
 // became ready starts one from the revision that served before; one in progress is judged
 // by its calls in the invocation history (rules.AdvanceRollout). A rollback is an Event.
 func (r *FunctionReconciler) rolloutOf(ctx context.Context, fn *v1.Function, latestReady string) *rules.RolloutState {
-	p, st := rolloutPolicy(fn.Spec.Rollout), rolloutState(fn.Status.Rollout)
+	p, st := fn.Spec.Rollout.Policy(), fn.Status.Rollout.State()
 	if p == nil {
 		return nil
 	}
@@ -398,28 +369,4 @@ func (r *FunctionReconciler) rolloutOf(ctx context.Context, fn *v1.Function, lat
 		r.Recorder.Eventf(fn, nil, corev1.EventTypeWarning, reasonRolledBack, "Rollout", "%s", next.Message)
 	}
 	return &next
-}
-
-func rolloutPolicy(p *v1.RolloutSpec) *rules.Rollout {
-	if p == nil {
-		return nil
-	}
-	rate, _ := strconv.ParseFloat(p.MaxErrorRate, 64) // the CRD's pattern admits decimals only
-	return &rules.Rollout{Steps: p.Steps, IntervalSec: p.IntervalSeconds, MaxErrorRate: rate, MinRequests: p.MinRequests}
-}
-
-func rolloutState(s *v1.RolloutStatus) *rules.RolloutState {
-	if s == nil {
-		return nil
-	}
-	return &rules.RolloutState{Revision: s.Revision, Previous: s.Previous, Phase: s.Phase, Step: int(s.Step), Percent: s.Percent,
-		StepStarted: s.StepStarted.UTC(), Requests: s.Requests, Errors: s.Errors, Message: s.Message}
-}
-
-func rolloutStatus(s *rules.RolloutState) *v1.RolloutStatus {
-	if s == nil {
-		return nil
-	}
-	return &v1.RolloutStatus{Revision: s.Revision, Previous: s.Previous, Phase: s.Phase, Step: int32(s.Step), Percent: s.Percent,
-		StepStarted: metav1.NewTime(s.StepStarted), Requests: s.Requests, Errors: s.Errors, Message: s.Message}
 }

@@ -312,7 +312,7 @@ func (b *Backend) Revisions(ctx context.Context, ns, function string) ([]api.Rev
 	if err != nil {
 		return nil, err
 	}
-	traffic := resolvedOf(fn.Status.Traffic)
+	traffic := v1alpha1.ResolvedRules(fn.Status.Traffic)
 	out := make([]api.Revision, 0, len(revs))
 	for i := range revs {
 		if metav1.IsControlledBy(&revs[i], &fn) {

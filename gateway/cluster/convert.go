@@ -34,13 +34,13 @@ func functionOf(fn *v1alpha1.Function) api.Function {
 			Async: api.AsyncPolicy{Enabled: s.Async.Enabled, MaxAttempts: s.Async.Retry.MaxAttempts,
 				BackoffMs: s.Async.Retry.BackoffMillis, DeadLetterQueue: s.Async.DeadLetterQueue, MaxJobs: s.Async.MaxJobs},
 			SecretEnv: secretEnvOf(s.SecretEnv), SecretFiles: secretFilesOf(s.SecretFiles),
-			Traffic: trafficOf(s.Traffic), RevisionHistoryLimit: s.RevisionHistoryLimit, Rollout: rolloutOf(s.Rollout),
+			Traffic: s.TrafficRules(), RevisionHistoryLimit: s.RevisionHistoryLimit, Rollout: s.Rollout.Policy(),
 		},
 		Status: api.FunctionStatus{
 			Phase: string(fn.Status.Phase), URL: fn.Status.URL, Image: fn.Status.Image,
 			LastBuildTime: timeOf(fn.Status.LastBuildTime), LastBuildError: fn.Status.LastBuildError,
 			LatestCreatedRevision: fn.Status.LatestCreatedRevision, LatestReadyRevision: fn.Status.LatestReadyRevision,
-			Traffic: resolvedOf(fn.Status.Traffic), Rollout: rolloutStateOf(fn.Status.Rollout),
+			Traffic: v1alpha1.ResolvedRules(fn.Status.Traffic), Rollout: fn.Status.Rollout.State(),
 		},
 	}
 	if out.RevisionHistoryLimit == 0 { // stored before the CRD had the field's default
@@ -61,11 +61,7 @@ func applyFunctionSpec(dst *v1alpha1.FunctionSpec, s api.FunctionSpec) error {
 		}
 	}
 	dst.RevisionHistoryLimit = cmp.Or(s.RevisionHistoryLimit, rules.DefaultRevisionHistoryLimit)
-	dst.Rollout = nil
-	if p := s.Rollout; p != nil {
-		dst.Rollout = &v1alpha1.RolloutSpec{Steps: slices.Clone(p.Steps), IntervalSeconds: p.IntervalSec,
-			MaxErrorRate: strconv.FormatFloat(p.MaxErrorRate, 'f', -1, 64), MinRequests: p.MinRequests}
-	}
+	dst.Rollout = v1alpha1.RolloutSpecOf(s.Rollout)
 	applyCode(&dst.CodeSpec, s.Runtime, s.Entrypoint, s.EnvVars, s.MemoryMB, s.TimeoutSec, s.Image)
 	dst.Source = sourceRef(s.Source)
 	dst.Scale.MinReplicas, dst.Scale.MaxReplicas = s.MinReplicas, s.MaxReplicas
@@ -82,41 +78,6 @@ func applyFunctionSpec(dst *v1alpha1.FunctionSpec, s api.FunctionSpec) error {
 		dst.SecretFiles = append(dst.SecretFiles, v1alpha1.SecretFilesMount{Secret: f.Secret, Path: f.Path})
 	}
 	return nil
-}
-
-func trafficOf(ts []v1alpha1.TrafficTarget) []api.TrafficTarget {
-	if len(ts) == 0 {
-		return rules.DefaultTraffic()
-	}
-	out := make([]api.TrafficTarget, len(ts))
-	for i, t := range ts {
-		out[i] = api.TrafficTarget(t)
-	}
-	return out
-}
-
-func resolvedOf(ts []v1alpha1.ResolvedTrafficTarget) []api.ResolvedTarget {
-	var out []api.ResolvedTarget
-	for _, t := range ts {
-		out = append(out, api.ResolvedTarget(t))
-	}
-	return out
-}
-
-func rolloutOf(p *v1alpha1.RolloutSpec) *api.Rollout {
-	if p == nil {
-		return nil
-	}
-	rate, _ := strconv.ParseFloat(p.MaxErrorRate, 64) // the CRD's pattern admits decimals only
-	return &api.Rollout{Steps: slices.Clone(p.Steps), IntervalSec: p.IntervalSeconds, MaxErrorRate: rate, MinRequests: p.MinRequests}
-}
-
-func rolloutStateOf(s *v1alpha1.RolloutStatus) *api.RolloutState {
-	if s == nil {
-		return nil
-	}
-	return &api.RolloutState{Revision: s.Revision, Previous: s.Previous, Phase: s.Phase, Step: int(s.Step), Percent: s.Percent,
-		StepStarted: s.StepStarted.UTC(), Requests: s.Requests, Errors: s.Errors, Message: s.Message}
 }
 
 // revisionOf is the API's view of a revision, with its share of the function's traffic.
