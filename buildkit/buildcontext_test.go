@@ -119,6 +119,11 @@ func TestBuildContextLayout(t *testing.T) {
 			},
 		},
 		{
+			name: "go net/http form", runtime: "go1.25",
+			zip: makeZip(t, file("h.go", "package handler\nimport \"net/http\"\nfunc Handle(w http.ResponseWriter, r *http.Request) {}\n")),
+			want: map[string][]string{"server/bind.go": {"httpHandler = handler.Handle\n"}},
+		},
+		{
 			name: "python", runtime: "python3.12", entry: "app.main",
 			zip: makeZip(t, file("app.py", ""), file("requirements.txt", "requests==2.32.3\n")),
 			want: map[string][]string{

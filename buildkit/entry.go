@@ -168,7 +168,7 @@ func checkGoSource(src *Source) error {
 		if err != nil {
 			return err
 		}
-		if params > 0 {
+		if params != 0 {
 			src.goParams, found = params, true
 		}
 	}
@@ -201,12 +201,28 @@ func goEntry(name string, data []byte, entry, want string) (int, error) {
 		}
 		return 0, &ValidationError{Rule: RuleInvalidEntrypoint, File: name,
 			Reason: fmt.Sprintf("func %s has an unsupported signature", entry),
-			Fix:    "declare " + want + ", or add a second map[string]interface{} parameter for the request metadata"}
+			Fix: "declare " + want + ", add a second map[string]interface{} parameter for the request metadata, " +
+				"or write it in the net/http form func " + entry + "(w http.ResponseWriter, r *http.Request)"}
 	}
 	return 0, nil
 }
 
+// goHTTPForm is the parameter count entrySignature reports for the net/http form
+// func(http.ResponseWriter, *http.Request), which answers the request itself.
+const goHTTPForm = -1
+
 func entrySignature(ft *ast.FuncType) (int, bool) {
+	if ft.TypeParams == nil && ft.Results == nil && ft.Params.NumFields() == 2 {
+		var types2 []string
+		for _, field := range ft.Params.List {
+			for range max(len(field.Names), 1) {
+				types2 = append(types2, types.ExprString(field.Type))
+			}
+		}
+		if types2[0] == "http.ResponseWriter" && types2[1] == "*http.Request" {
+			return goHTTPForm, true
+		}
+	}
 	isMap := func(e ast.Expr) bool {
 		s := types.ExprString(e)
 		return s == "map[string]interface{}" || s == "map[string]any"

@@ -126,6 +126,7 @@ func TestValidateAccepts(t *testing.T) {
 		{name: "node directory module", runtime: "nodejs20", zip: makeZip(t, file("handler/index.js", ""))},
 		{name: "go one parameter", runtime: "go1.23", zip: makeZip(t, goHandler), wantParams: 1},
 		{name: "go request parameter", runtime: "go1.25", zip: makeZip(t, file("h.go", "package handler\nfunc Handle(event, request map[string]any) any { return nil }\n"), file("go.mod", "module x\n\ngo 1.25.1\n")), wantParams: 2},
+		{name: "go net/http form", runtime: "go1.25", zip: makeZip(t, file("h.go", "package handler\nimport \"net/http\"\nfunc Handle(w http.ResponseWriter, r *http.Request) {}\n")), wantParams: goHTTPForm},
 		{name: "go custom entrypoint and tests ignored", runtime: "go1.23", entry: "Run", zip: makeZip(t, file("run.go", "package handler\nfunc Run(e map[string]interface{}) interface{} { return e }\n"), file("run_test.go", "package handler_test\n")), wantParams: 1},
 	}
 	for _, tc := range tests {

@@ -131,13 +131,14 @@ type handlerCase struct {
 	name, dir, runtime string
 	request            bool // receives the request metadata
 	size               bool // supports action=size and sleep markers
+	stream             bool // supports action=stream and astream (runtimes/README.md, "Streamed responses")
 }
 
 var handlerCases = []handlerCase{
-	{name: "go with go.mod", dir: "testdata/handlers/gomod", runtime: "go1.23", request: true, size: true},
+	{name: "go with go.mod", dir: "testdata/handlers/gomod", runtime: "go1.23", request: true, size: true, stream: true},
 	{name: "go without go.mod", dir: "testdata/handlers/gonomod", runtime: "go1.25"},
-	{name: "python", dir: "testdata/handlers/python", runtime: "python3.11", request: true, size: true},
-	{name: "node", dir: "testdata/handlers/node", runtime: "nodejs20", request: true, size: true},
+	{name: "python", dir: "testdata/handlers/python", runtime: "python3.11", request: true, size: true, stream: true},
+	{name: "node", dir: "testdata/handlers/node", runtime: "nodejs20", request: true, size: true, stream: true},
 }
 
 const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -153,6 +154,9 @@ func TestWrappers(t *testing.T) {
 			t.Run("bodies", func(t *testing.T) { testBodies(t, hc, art) })
 			if hc.request {
 				t.Run("response objects", func(t *testing.T) { testResponses(t, hc, art) })
+			}
+			if hc.stream {
+				t.Run("streams", func(t *testing.T) { testStreams(t, art) })
 			}
 			t.Run("job", func(t *testing.T) { testJob(t, hc, art) })
 			t.Run("graceful shutdown", func(t *testing.T) { testShutdown(t, art) })
@@ -353,6 +357,16 @@ func testJob(t *testing.T, hc handlerCase, art *Artifact) {
 		{name: "json from stdin", stdin: `{"action":"echo","k":"v"}`, wantOut: `"k":"v"`},
 		{name: "handler error", event: ptr(`{"action":"error"}`), wantCode: 1, wantOut: "boom"},
 		{name: "timeout", event: ptr(`{"action":"sleep","seconds":5}`), timeout: "1", wantCode: 1, wantOut: "timed out"},
+	}
+	if hc.stream { // a streamed result is drained into the job's result
+		tests = append(tests, struct {
+			name     string
+			event    *string
+			stdin    string
+			timeout  string
+			wantCode int
+			wantOut  string
+		}{name: "stream drained", event: ptr(`{"action":"stream","count":3}`), wantOut: "chunk 0\nchunk 1\nchunk 2\n"})
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

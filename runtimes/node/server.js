@@ -93,10 +93,62 @@ function loadHandler() {
 
 class TimeoutError extends Error {}
 
+// isStream reports a result streamed one chunk per item (runtimes/README.md, "Streamed
+// responses"): an async iterable (an async generator, a Node Readable), a web ReadableStream
+// or a generator object (not an array, a string or a Buffer, which have no next()).
+function isStream(v) {
+  if (v === null || typeof v !== 'object') return false;
+  if (typeof v[Symbol.asyncIterator] === 'function' || typeof v.getReader === 'function') return true;
+  return typeof v.next === 'function' && typeof v[Symbol.iterator] === 'function';
+}
+
+// iteratorOf returns an async iterator over a stream's items.
+function iteratorOf(v) {
+  if (typeof v[Symbol.asyncIterator] === 'function') return v[Symbol.asyncIterator]();
+  if (typeof v.getReader === 'function') {
+    const reader = v.getReader();
+    return { next: () => reader.read(), return: async () => { await reader.cancel(); return { done: true }; } };
+  }
+  return v; // a generator: next() answers synchronously and await takes that too
+}
+
+const SSE_FIELDS = new Set(['event', 'id', 'retry', 'data']);
+
+// streamChunk is what one streamed item is sent as: bytes as given; in a text/event-stream a
+// string is one event's data and an object of event/id/retry/data one whole event; otherwise a
+// string as given and any other value as a line of JSON.
+function streamChunk(item, sse) {
+  if (item instanceof Uint8Array) return item;
+  if (sse) {
+    const keys = item !== null && typeof item === 'object' && !Array.isArray(item) ? Object.keys(item) : [];
+    const fields = keys.length > 0 && keys.every((k) => SSE_FIELDS.has(k)) ? item : { data: item };
+    const lines = [];
+    for (const name of ['event', 'id', 'retry']) {
+      if (fields[name] !== undefined && fields[name] !== null) lines.push(`${name}: ${fields[name]}`);
+    }
+    const data = typeof fields.data === 'string' ? fields.data : JSON.stringify(fields.data === undefined ? null : fields.data);
+    for (const line of data.split('\n')) lines.push(`data: ${line}`);
+    return lines.join('\n') + '\n\n';
+  }
+  if (typeof item === 'string') return item;
+  return JSON.stringify(item === undefined ? null : item) + '\n';
+}
+
+// drainStream joins a stream's chunks into one text: job mode and triggers take the whole.
+async function drainStream(v) {
+  const it = iteratorOf(v);
+  const parts = [];
+  for (;;) {
+    const { value, done } = await it.next();
+    if (done) return Buffer.concat(parts).toString('utf8');
+    parts.push(Buffer.from(streamChunk(value, false)));
+  }
+}
+
 // invoke runs a job: it resolves with the handler's value; after TIMEOUT it rejects with
 // TimeoutError and the handler's promise is abandoned (its eventual value is discarded).
 function invoke(fn, event, request) {
-  const run = new Promise((resolve) => resolve(fn(event, request)));
+  const run = new Promise((resolve) => resolve(fn(event, request))).then((v) => (isStream(v) ? drainStream(v) : v));
   if (TIMEOUT === 0) return run;
   let timer;
   const deadline = new Promise((_, reject) => {
@@ -228,7 +280,8 @@ function httpValue(value) {
 
 async function encodeHTTP(promise) {
   try {
-    return httpValue(await promise);
+    const value = await promise;
+    return isStream(value) ? { stream: value } : httpValue(value);
   } catch (err) {
     return encodeError(err);
   }
@@ -252,6 +305,7 @@ async function encode(promise) {
 function call(fn, event, request) {
   try {
     const value = fn(event, request);
+    if (isStream(value)) return { stream: value };
     return value !== null && typeof value === 'object' && typeof value.then === 'function' ? encodeHTTP(value) : httpValue(value);
   } catch (err) {
     return encodeError(err);
@@ -408,15 +462,23 @@ function serve(load) {
       const request = wantsRequest
         ? requestInfo(req, decoded, q, body, traceparent)
         : undefined;
-      // The watchdog answers 504 itself; the handler's promise is abandoned, its value dropped.
+      // The watchdog answers 504 itself, or ends a stream whose header went out; the
+      // handler's promise is abandoned, its value dropped.
       let watched;
       if (TIMEOUT > 0) {
         watched = {
           deadline: start + TIMEOUT * 1000,
           expired: false,
+          streaming: undefined, // a stream's header went out: false, true for text/event-stream
           expire() {
             this.expired = true;
-            answer(504, 'application/json', errorJSON(`function timed out after ${TIMEOUT}s`));
+            if (this.streaming === undefined) {
+              answer(504, 'application/json', errorJSON(`function timed out after ${TIMEOUT}s`));
+              return;
+            }
+            if (this.streaming) res.write(`: function timed out after ${TIMEOUT}s\n\n`);
+            res.end();
+            logInvocation(req.method, pathname, res.statusCode, Date.now() - start, traceparent);
           },
         };
         watch(watched);
@@ -424,11 +486,100 @@ function serve(load) {
       const finish = (result) => {
         if (TIMEOUT > 0) {
           if (watched.expired) return;
+          if (result.stream !== undefined) {
+            sendStream(result.stream);
+            return;
+          }
           pending.delete(watched);
           // A synchronous handler blocks the timer: it still gets its 504, only late.
           if (Date.now() - start > TIMEOUT * 1000) result = encodeError(new TimeoutError(`function timed out after ${TIMEOUT}s`));
+        } else if (result.stream !== undefined) {
+          sendStream(result.stream);
+          return;
         }
         answer(...result);
+      };
+      // sendStream writes a stream's items as they come (chunked; each write goes out at
+      // once). The first item is awaited before the header: a failure before it is an
+      // ordinary 500, and it may be a response object (status, headers).
+      const sendStream = async (stream) => {
+        const it = iteratorOf(stream);
+        const stop = () => {
+          if (typeof it.return === 'function') Promise.resolve(it.return()).catch(() => {});
+        };
+        let first;
+        try {
+          first = await it.next();
+        } catch (err) {
+          if (watched === undefined || !watched.expired) {
+            if (watched) pending.delete(watched);
+            answer(...encodeError(err));
+          }
+          return;
+        }
+        if (watched && watched.expired) {
+          stop();
+          return;
+        }
+        let status = 200;
+        let headers = new Map([['content-type', ['Content-Type', ['text/plain; charset=utf-8']]]]);
+        let item = first;
+        if (!first.done && isResponse(first.value)) {
+          let payload;
+          try {
+            [status, , payload, headers] = responseOf(first.value);
+          } catch (err) {
+            stop();
+            if (watched) pending.delete(watched);
+            answer(500, 'application/json', errorJSON(`invalid response object: ${err.message}`));
+            return;
+          }
+          item = Buffer.byteLength(payload) > 0 ? { value: Buffer.from(payload), done: false } : undefined;
+        }
+        const ctype = headers.get('content-type');
+        const sse = ctype !== undefined && ctype[1][0].split(';')[0].trim().toLowerCase() === 'text/event-stream';
+        if (draining) res.setHeader('Connection', 'close');
+        for (const [name, values] of headers.values()) res.setHeader(name, values.length === 1 ? values[0] : values);
+        res.writeHead(status);
+        res.flushHeaders();
+        if (watched) watched.streaming = sse;
+        let gone = false;
+        res.on('close', () => {
+          gone = true;
+        });
+        try {
+          for (;;) {
+            if (item !== undefined) {
+              if (item.done) break;
+              if (req.method !== 'HEAD' && !res.write(streamChunk(item.value, sse))) {
+                await new Promise((resolve) => {
+                  res.once('drain', resolve);
+                  res.once('close', resolve);
+                });
+              }
+            }
+            if (gone || (watched && watched.expired)) {
+              stop(); // the caller left, or the watchdog ended it
+              return;
+            }
+            item = await it.next();
+            if (watched && watched.expired) {
+              stop();
+              return;
+            }
+          }
+        } catch (err) {
+          // A failure after the header: the answer is cut short without its last chunk, so
+          // the caller sees an incomplete response, never a complete one.
+          console.error(err);
+          if (watched) pending.delete(watched);
+          res.destroy();
+          logInvocation(req.method, pathname, status, Date.now() - start, traceparent);
+          return;
+        }
+        if (watched) pending.delete(watched);
+        res.end();
+        logInvocation(req.method, pathname, status, Date.now() - start, traceparent);
       };
       const result = call(fn, decodeEvent(body), request);
       if (result instanceof Promise) result.then(finish);

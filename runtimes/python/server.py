@@ -229,12 +229,20 @@ class Watchdog:
                             handler.answer_timeout(path, started)
 
 
+def run_drained(call, event, request):
+    """run_handler with a streamed result drained into one text (job mode)."""
+    def drained(event, request):
+        value = call(event, request)
+        return drain_stream(value) if is_stream(value) else value
+    return run_handler(drained, event, request)
+
+
 def invoke_job(call, event, request):
     """Job mode: one call on a daemon thread, abandoned after TIMEOUT."""
     if TIMEOUT == 0:
-        return run_handler(call, event, request)
+        return run_drained(call, event, request)
     box = []
-    worker = threading.Thread(target=lambda: box.append(run_handler(call, event, request)), daemon=True)
+    worker = threading.Thread(target=lambda: box.append(run_drained(call, event, request)), daemon=True)
     worker.start()
     worker.join(TIMEOUT)
     return box[0] if box else Outcome(timed_out=True)
@@ -369,6 +377,64 @@ def http_response(outcome):
         return 500, [("Content-Type", "application/json")], dumps({"error": f"invalid response object: {exc}"})
 
 
+def is_stream(value):
+    """A generator or async generator result is streamed, one chunk per item."""
+    return inspect.isgenerator(value) or inspect.isasyncgen(value)
+
+
+SSE_FIELDS = {"event", "id", "retry", "data"}
+
+
+def stream_chunk(item, sse):
+    """The bytes one streamed item is sent as (runtimes/README.md, "Streamed responses"):
+    bytes as given; in a text/event-stream a string is one event's data and an object of
+    event/id/retry/data one whole event; otherwise a string as given and any other value as
+    a line of JSON."""
+    if isinstance(item, (bytes, bytearray, memoryview)):
+        return bytes(item)
+    if sse:
+        fields = item if isinstance(item, dict) and item and set(item) <= SSE_FIELDS else {"data": item}
+        lines = []
+        for name in ("event", "id", "retry"):
+            if fields.get(name) is not None:
+                lines.append(f"{name}: {fields[name]}")
+        data = fields.get("data")
+        text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+        lines.extend("data: " + line for line in text.split("\n"))
+        return ("\n".join(lines) + "\n\n").encode()
+    if isinstance(item, str):
+        return item.encode()
+    return dumps(item) + b"\n"
+
+
+def iterate(stream):
+    """Yields a generator's or an async generator's items, each as it is produced."""
+    if inspect.isgenerator(stream):
+        yield from stream
+        return
+    loop = asyncio.new_event_loop()
+    try:
+        while True:
+            try:
+                yield loop.run_until_complete(stream.__anext__())
+            except StopAsyncIteration:
+                return
+    finally:
+        try:
+            loop.run_until_complete(stream.aclose())
+        except BaseException:  # the generator's own failure while closing
+            pass
+        loop.close()
+
+
+def drain_stream(stream):
+    """A streamed result as one value (job mode, triggers): its chunks joined as text."""
+    return b"".join(stream_chunk(item, False) for item in iterate(stream)).decode("utf-8", "replace")
+
+
+_NO_ITEM = object()  # a stream's end (None is an item)
+
+
 def raw_body(body):
     try:
         return body.decode("utf-8"), False
@@ -401,6 +467,7 @@ class Handler(BaseHTTPRequestHandler):
         pod through the Service) would be cut mid-request at exit."""
         server = self.server
         self.close_connection = True
+        self.out_lock = threading.Lock()  # the watchdog and a stream write to one connection
         while True:
             with server.lock:
                 if server.idle is None:  # drained: no more requests on this connection
@@ -464,14 +531,105 @@ class Handler(BaseHTTPRequestHandler):
             left -= len(chunk)
 
     def answer_timeout(self, path, start):
-        """Runs on the watchdog thread while the handler is still running on this one."""
+        """Runs on the watchdog thread while the handler is still running on this one: a
+        504 before a stream's header went out, else the stream's clean end."""
+        with self.out_lock:
+            streaming, self.streaming = self.streaming, None
+            try:
+                if streaming is None:
+                    self.respond(504, "application/json", timeout_body(), close=True)
+                else:
+                    if streaming:  # text/event-stream: a last comment says why it ended
+                        self.write_chunk(f": function timed out after {TIMEOUT}s\n\n".encode())
+                    self.wfile.write(b"0\r\n\r\n")
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # the client left
+        log("info", "invocation", method=self.command, path=path, status=504 if streaming is None else self.stream_status,
+            duration_ms=int((time.monotonic() - start) * 1000), traceparent=self.headers.get("traceparent", ""),
+            **({} if streaming is None else {"stream_end": "timeout"}))
+
+    def write_chunk(self, data):
+        if data and self.command != "HEAD":
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def send_stream(self, stream):
+        """Streams a generator's items as they are produced (chunked, each written at once).
+        The first item is taken before the header goes out: a failure before it is an
+        ordinary 500, and it may be a response object (status, headers). The watchdog ends
+        the stream at the function's timeout (answer_timeout). Returns the status sent, 0
+        when the watchdog answered, or (status, headers, payload) to answer as a whole."""
+        items = iterate(stream)
         try:
-            self.respond(504, "application/json", timeout_body(), close=True)
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass  # the client left
-        log("info", "invocation", method=self.command, path=path, status=504,
-            duration_ms=int((time.monotonic() - start) * 1000), traceparent=self.headers.get("traceparent", ""))
+            first = next(items, _NO_ITEM)
+        except BaseException as exc:
+            traceback.print_exc()
+            return http_response(Outcome(error=f"{type(exc).__name__}: {exc}"))
+        status, headers = 200, [("Content-Type", "text/plain; charset=utf-8")]
+        if is_response(first):
+            try:
+                status, headers, payload = response_of(first)
+            except (InvalidResponse, TypeError, ValueError) as exc:
+                items.close()
+                return 500, [("Content-Type", "application/json")], dumps({"error": f"invalid response object: {exc}"})
+            first = payload or _NO_ITEM
+        sse = any(n.lower() == "content-type" and v.split(";")[0].strip().lower() == "text/event-stream" for n, v in headers)
+        watchdog = self.server.watchdog
+        with self.out_lock:
+            if watchdog and self not in watchdog.in_flight:
+                items.close()
+                return 0  # the watchdog answers 504: the first item came too late
+            if self.server.draining:
+                self.close_connection = True
+                headers = headers + [("Connection", "close")]
+            self.send_response(status)
+            for name, value in headers:
+                self.send_header(name, value)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.streaming, self.stream_status = sse, status
+        item = first
+        try:
+            while True:
+                if item is not _NO_ITEM:
+                    data = stream_chunk(item, sse)
+                    with self.out_lock:
+                        if self.streaming is None:
+                            items.close()
+                            return 0  # ended by the watchdog
+                        self.write_chunk(data)
+                item = next(items, _NO_ITEM)
+                if item is _NO_ITEM:
+                    break
+        except (BrokenPipeError, ConnectionResetError):
+            items.close()  # the caller left; the generator's finally blocks run
+            self.end_stream(cut=True)
+            return status
+        except BaseException:
+            # A failure after the header: the answer is cut short without its last chunk,
+            # so the caller sees an incomplete response, never a complete one.
+            traceback.print_exc()
+            self.end_stream(cut=True)
+            return status
+        return status if self.end_stream(cut=False) else 0
+
+    def end_stream(self, cut):
+        """Ends a stream this thread sent: with its last chunk, or cut (the connection shut).
+        False when the watchdog ended it first."""
+        watchdog = self.server.watchdog
+        if watchdog and not watchdog.finish(self):
+            return False
+        with self.out_lock:
+            self.streaming = None
+            try:
+                if cut:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                elif self.command != "HEAD":
+                    self.wfile.write(b"0\r\n\r\n")
+            except OSError:
+                self.close_connection = True  # the client left
+        return True
 
     def respond(self, status, ctype, payload, close=False, headers=None):
         if self.server.draining:
@@ -501,6 +659,7 @@ class Handler(BaseHTTPRequestHandler):
             self.respond(400, "application/json", dumps({"error": "malformed percent-escape in the request path"}), close=True)
             return
         start = time.monotonic()
+        self.streaming = None  # a stream's header went out: False, True for text/event-stream
         try:
             body = self.read_body()
         except BodyTooLarge:
@@ -533,11 +692,20 @@ class Handler(BaseHTTPRequestHandler):
             if watchdog:
                 watchdog.start(self, path, start)
             outcome = run_handler(self.call, decode_event(body), request)
-            if watchdog and not watchdog.finish(self):
-                self.close_connection = True  # the watchdog answered 504 and closed it
-                return
-            status, headers, payload = http_response(outcome)
-            self.respond(status, None, payload, headers=headers)
+            answer = None
+            if outcome.error is None and is_stream(outcome.value):
+                answer = self.send_stream(outcome.value)
+                if answer == 0:
+                    self.close_connection = True  # the watchdog answered and closed it
+                    return
+            if not isinstance(answer, int):
+                if watchdog and not watchdog.finish(self):
+                    self.close_connection = True  # the watchdog answered 504 and closed it
+                    return
+                status, headers, payload = answer or http_response(outcome)
+                self.respond(status, None, payload, headers=headers)
+            else:
+                status = answer
         log("info", "invocation", method=self.command, path=path, status=status,
             duration_ms=int((time.monotonic() - start) * 1000), traceparent=self.headers.get("traceparent", ""))
 

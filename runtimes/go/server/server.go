@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"reflect"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -26,10 +27,12 @@ import (
 )
 
 // handle is assigned by the generated bind.go; request carries the HTTP metadata, built
-// only when the user's function takes it (wantsRequest).
+// only when the user's function takes it (wantsRequest). httpHandler is assigned instead for
+// a function in the net/http form, which answers the request itself.
 var (
 	handle       func(event, request map[string]interface{}) interface{}
 	wantsRequest bool
+	httpHandler  func(http.ResponseWriter, *http.Request)
 )
 
 const healthPath = "/healthz"
@@ -62,8 +65,12 @@ func main() {
 		logger.Error("invalid wrapper configuration", "error", err)
 		os.Exit(2)
 	}
-	if handle == nil {
+	if handle == nil && httpHandler == nil {
 		logger.Error("no handler linked into this binary; build it with sless (bind.go assigns handle)")
+		os.Exit(2)
+	}
+	if cfg.mode == "job" && httpHandler != nil {
+		logger.Error("a net/http handler cannot run as a job: a job's function takes an event and returns a value")
 		os.Exit(2)
 	}
 	if cfg.mode == "job" {
@@ -167,10 +174,75 @@ func (w *wrapper) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
+	if httpHandler != nil {
+		w.logInvocation(r, w.serveHTTPForm(rw, r), start)
+		return
+	}
 	if status := w.invoke(rw, r, start); status != 0 {
 		w.logInvocation(r, status, start)
 	}
 }
+
+// serveHTTPForm runs a handler in the net/http form: the body capped at the body limit,
+// the function's timeout as the request context's deadline (the handler decides what to do
+// with it: it cannot be stopped from outside), a panic before the answer began a 500 and one
+// after it a cut connection. Flush, Hijack (WebSockets) and trailers are the handler's.
+func (w *wrapper) serveHTTPForm(rw http.ResponseWriter, r *http.Request) (status int) {
+	r.Body = http.MaxBytesReader(rw, r.Body, w.cfg.maxBody)
+	if w.cfg.timeout > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), w.cfg.timeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
+	sw := &statusWriter{ResponseWriter: rw}
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			w.logger.Error("handler panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			if sw.status != 0 {
+				panic(http.ErrAbortHandler) // the answer began: cut it rather than end it as complete
+			}
+			status = writeError(rw, http.StatusInternalServerError, fmt.Sprintf("panic: %v", p))
+		}
+	}()
+	httpHandler(sw, r)
+	if sw.status == 0 {
+		sw.status = http.StatusOK
+	}
+	return sw.status
+}
+
+// statusWriter remembers the status a net/http handler sent; Unwrap keeps Flush, Hijack and
+// deadlines (http.ResponseController) working.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) Flush() {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	_ = http.NewResponseController(s.ResponseWriter).Flush() // as http.Flusher: nothing to report
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // maxHealthHold caps ?hold_ms on the health path.
 const maxHealthHold = 2 * time.Second
@@ -221,7 +293,11 @@ func (w *wrapper) invoke(rw http.ResponseWriter, r *http.Request, start time.Tim
 		request = requestInfo(r, body)
 	}
 	if w.cfg.timeout == 0 {
-		return writeResult(rw, protect(decodeEvent(body), request), 0)
+		res := protect(decodeEvent(body), request)
+		if src := streamOf(res.value); src != nil {
+			return w.stream(rw, r, src, time.Time{})
+		}
+		return writeResult(rw, res, 0)
 	}
 	// The timer answers 504 itself while the handler runs on, abandoned: no goroutine
 	// hand-off per call. The mutex makes exactly one side write, and keeps ServeHTTP from
@@ -244,12 +320,16 @@ func (w *wrapper) invoke(rw http.ResponseWriter, r *http.Request, start time.Tim
 	})
 	res := protect(decodeEvent(body), request)
 	mu.Lock()
-	defer mu.Unlock()
 	if answered {
+		mu.Unlock()
 		return 0
 	}
 	answered = true
 	timer.Stop()
+	mu.Unlock()
+	if src := streamOf(res.value); src != nil {
+		return w.stream(rw, r, src, start.Add(w.cfg.timeout))
+	}
 	return writeResult(rw, res, w.cfg.timeout)
 }
 
@@ -310,11 +390,18 @@ type result struct {
 // call runs the handler for a job; after the timeout the caller gets timedOut and the
 // handler's goroutine is abandoned (Go cannot stop it), its result discarded.
 func call(event, request map[string]interface{}, timeout time.Duration) result {
+	drained := func() result {
+		res := protect(event, request)
+		if src := streamOf(res.value); src != nil {
+			return drain(src)
+		}
+		return res
+	}
 	if timeout == 0 {
-		return protect(event, request)
+		return drained()
 	}
 	ch := make(chan result, 1)
-	go func() { ch <- protect(event, request) }()
+	go func() { ch <- drained() }()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
@@ -592,4 +679,249 @@ func writeTerminationLog(path string, msg []byte, logger *slog.Logger) {
 	if _, err := f.Write(msg); err != nil {
 		logger.Error("writing the termination message", "path", path, "error", err)
 	}
+}
+
+// streamOf returns the items of a streamed result (runtimes/README.md, "Streamed
+// responses"), or nil for a whole value: a channel's values, or an io.Reader's bytes as they
+// are read. The producer stops when done closes (the caller left, the timeout ended it).
+func streamOf(v interface{}) func(done <-chan struct{}) <-chan interface{} {
+	if r, ok := v.(io.Reader); ok {
+		return func(done <-chan struct{}) <-chan interface{} {
+			items := make(chan interface{})
+			go func() {
+				defer close(items)
+				if c, ok := r.(io.Closer); ok {
+					defer c.Close()
+				}
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := r.Read(buf)
+					if n > 0 {
+						select {
+						case items <- append([]byte(nil), buf[:n]...):
+						case <-done:
+							return
+						}
+					}
+					if err == io.EOF {
+						return
+					}
+					if err != nil {
+						select {
+						case items <- err:
+						case <-done:
+						}
+						return
+					}
+				}
+			}()
+			return items
+		}
+	}
+	ch := reflect.ValueOf(v)
+	if v == nil || ch.Kind() != reflect.Chan || ch.Type().ChanDir()&reflect.RecvDir == 0 {
+		return nil
+	}
+	return func(done <-chan struct{}) <-chan interface{} {
+		items := make(chan interface{})
+		go func() {
+			defer close(items)
+			cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: ch}, {Dir: reflect.SelectRecv, Chan: reflect.ValueOf(done)}}
+			for {
+				i, item, ok := reflect.Select(cases)
+				if i == 1 || !ok {
+					return
+				}
+				select {
+				case items <- item.Interface():
+				case <-done:
+					return
+				}
+			}
+		}()
+		return items
+	}
+}
+
+// stream sends a stream's items as they come, each written and flushed at once (chunked).
+// The first item is awaited before the header: a failure (an error item) before it is an
+// ordinary 500, and it may be a response object (status, headers). After the header an error
+// item cuts the answer short, so the caller never takes it as complete; at the deadline the
+// stream ends cleanly (text/event-stream: a last comment says why).
+func (w *wrapper) stream(rw http.ResponseWriter, r *http.Request, src func(<-chan struct{}) <-chan interface{}, deadline time.Time) int {
+	done := make(chan struct{})
+	defer close(done)
+	items := src(done)
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		expired = t.C
+	}
+	var first interface{}
+	var more bool
+	select {
+	case first, more = <-items:
+	case <-expired:
+		rw.Header().Set("Connection", "close")
+		return writeError(rw, http.StatusGatewayTimeout, fmt.Sprintf("function timed out after %s", w.cfg.timeout))
+	case <-r.Context().Done():
+		return statusClientClosed
+	}
+	if err, isErr := first.(error); isErr {
+		return writeError(rw, http.StatusInternalServerError, err.Error())
+	}
+	status, skip := http.StatusOK, !more // skip: no first item to send
+	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if _, isText := first.(string); more && !isText && !isBytes(first) {
+		if out, err := json.Marshal(first); err == nil && bytes.HasPrefix(out, []byte("{")) {
+			resp, isResponse, err := responseOf(out)
+			if err != nil {
+				return writeError(rw, http.StatusInternalServerError, "invalid response object: "+err.Error())
+			}
+			if isResponse {
+				status, first, skip = resp.status, resp.body, len(resp.body) == 0
+				for k, v := range resp.header {
+					rw.Header()[k] = v
+				}
+			}
+		}
+	}
+	ctype, _, _ := strings.Cut(rw.Header().Get("Content-Type"), ";")
+	sse := strings.EqualFold(strings.TrimSpace(ctype), "text/event-stream")
+	rc := http.NewResponseController(rw)
+	rw.WriteHeader(status)
+	_ = rc.Flush()
+	for item := first; more; skip = false {
+		if !skip && !w.sendItem(rw, rc, r, item, sse) {
+			return status // the caller left
+		}
+		select {
+		case item, more = <-items:
+		case <-expired:
+			if sse {
+				_, _ = fmt.Fprintf(rw, ": function timed out after %s\n\n", w.cfg.timeout)
+			}
+			return status
+		case <-r.Context().Done():
+			return status
+		}
+	}
+	return status
+}
+
+// sendItem writes and flushes one item of a stream; false when the caller left. An error
+// item, or one that cannot be encoded, cuts the answer: the caller sees an incomplete one.
+func (w *wrapper) sendItem(rw http.ResponseWriter, rc *http.ResponseController, r *http.Request, item interface{}, sse bool) bool {
+	if err, isErr := item.(error); isErr {
+		w.logger.Error("stream failed", "path", r.URL.Path, "error", err)
+		panic(http.ErrAbortHandler)
+	}
+	chunk, err := streamChunk(item, sse)
+	if err != nil {
+		w.logger.Error("stream item", "path", r.URL.Path, "error", err)
+		panic(http.ErrAbortHandler)
+	}
+	if len(chunk) == 0 || r.Method == http.MethodHead {
+		return true
+	}
+	if _, err := rw.Write(chunk); err != nil {
+		return false
+	}
+	_ = rc.Flush()
+	return true
+}
+
+// statusClientClosed is logged for a caller that left before the answer began.
+const statusClientClosed = 499
+
+func isBytes(v interface{}) bool {
+	_, ok := v.([]byte)
+	return ok
+}
+
+// streamChunk is what one streamed item is sent as: bytes as given; in a text/event-stream a
+// string is one event's data and a map of event/id/retry/data one whole event; otherwise a
+// string as given and any other value as a line of JSON.
+func streamChunk(item interface{}, sse bool) ([]byte, error) {
+	switch v := item.(type) {
+	case []byte:
+		return v, nil
+	case string:
+		if !sse {
+			return []byte(v), nil
+		}
+	}
+	if !sse {
+		out, err := json.Marshal(item)
+		return append(out, '\n'), err
+	}
+	fields, ok := sseFields(item)
+	if !ok {
+		fields = map[string]interface{}{"data": item}
+	}
+	var b strings.Builder
+	for _, name := range []string{"event", "id", "retry"} {
+		if v, ok := fields[name]; ok && v != nil {
+			fmt.Fprintf(&b, "%s: %v\n", name, v)
+		}
+	}
+	data, isText := fields["data"].(string)
+	if !isText {
+		out, err := json.Marshal(fields["data"])
+		if err != nil {
+			return nil, err
+		}
+		data = string(out)
+	}
+	for _, line := range strings.Split(data, "\n") {
+		b.WriteString("data: " + line + "\n")
+	}
+	b.WriteString("\n")
+	return []byte(b.String()), nil
+}
+
+// sseFields reads an item that is a map with only the keys of an event.
+func sseFields(item interface{}) (map[string]interface{}, bool) {
+	var fields map[string]interface{}
+	switch v := item.(type) {
+	case map[string]interface{}:
+		fields = v
+	case map[string]string:
+		fields = make(map[string]interface{}, len(v))
+		for k, s := range v {
+			fields[k] = s
+		}
+	default:
+		return nil, false
+	}
+	if len(fields) == 0 {
+		return nil, false
+	}
+	for k := range fields {
+		switch k {
+		case "event", "id", "retry", "data":
+		default:
+			return nil, false
+		}
+	}
+	return fields, true
+}
+
+// drain joins a stream's items into one text: job mode takes the whole.
+func drain(src func(<-chan struct{}) <-chan interface{}) result {
+	done := make(chan struct{})
+	defer close(done)
+	var b bytes.Buffer
+	for item := range src(done) {
+		if err, isErr := item.(error); isErr {
+			return result{err: err}
+		}
+		chunk, err := streamChunk(item, false)
+		if err != nil {
+			return result{err: err}
+		}
+		b.Write(chunk)
+	}
+	return result{value: b.String()}
 }

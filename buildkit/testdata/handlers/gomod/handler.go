@@ -4,6 +4,7 @@ package handler
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -41,6 +42,63 @@ func Handle(event, request map[string]interface{}) interface{} {
 		return apiResponse{StatusCode: 202, Headers: map[string]string{"X-Typed": "yes"}, Body: "accepted"}
 	case "size":
 		return map[string]interface{}{"bytes": size.Of(event["data"])}
+	case "stream":
+		return stream(event)
+	case "astream":
+		return reader(event)
 	}
 	return map[string]interface{}{"event": event, "request": request, "id": uuid.NewString()}
+}
+
+// stream sends count items delay seconds apart on a channel (SSE events with sse set); it
+// fails after the first with fail set.
+func stream(event map[string]interface{}) <-chan interface{} {
+	count, delay := 3, time.Duration(0)
+	if c, ok := event["count"].(float64); ok {
+		count = int(c)
+	}
+	if d, ok := event["delay"].(float64); ok {
+		delay = time.Duration(d * float64(time.Second))
+	}
+	sse, _ := event["sse"].(bool)
+	fail, _ := event["fail"].(bool)
+	ch := make(chan interface{})
+	go func() {
+		defer close(ch)
+		if sse {
+			ch <- apiResponse{StatusCode: 200, Headers: map[string]string{"Content-Type": "text/event-stream", "X-Stream": "yes"}}
+		}
+		for i := 0; i < count; i++ {
+			if i > 0 {
+				time.Sleep(delay)
+			}
+			switch {
+			case fail && i == 1:
+				ch <- errors.New("stream broke")
+				return
+			case sse && i%2 == 0:
+				ch <- map[string]interface{}{"event": "tick", "id": fmt.Sprint(i), "data": map[string]int{"i": i}}
+			case sse:
+				ch <- fmt.Sprintf("line %d\nsecond", i)
+			default:
+				ch <- fmt.Sprintf("chunk %d\n", i)
+			}
+		}
+	}()
+	return ch
+}
+
+// reader is the plain stream as an io.Reader.
+func reader(event map[string]interface{}) io.Reader {
+	event["sse"], event["fail"] = false, false
+	r, w := io.Pipe()
+	go func() {
+		for item := range stream(event) {
+			if _, err := io.WriteString(w, item.(string)); err != nil {
+				return
+			}
+		}
+		w.Close()
+	}()
+	return r
 }
