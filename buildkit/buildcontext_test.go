@@ -120,7 +120,7 @@ func TestBuildContextLayout(t *testing.T) {
 		},
 		{
 			name: "go net/http form", runtime: "go1.25",
-			zip: makeZip(t, file("h.go", "package handler\nimport \"net/http\"\nfunc Handle(w http.ResponseWriter, r *http.Request) {}\n")),
+			zip:  makeZip(t, file("h.go", "package handler\nimport \"net/http\"\nfunc Handle(w http.ResponseWriter, r *http.Request) {}\n")),
 			want: map[string][]string{"server/bind.go": {"httpHandler = handler.Handle\n"}},
 		},
 		{
