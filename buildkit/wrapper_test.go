@@ -344,29 +344,25 @@ func testResponses(t *testing.T, hc handlerCase, art *Artifact) {
 	}
 }
 
+// jobCase is one run of a function in job mode.
+type jobCase struct {
+	name     string
+	event    *string // SLESS_EVENT; nil = stdin
+	stdin    string
+	timeout  string
+	wantCode int
+	wantOut  string
+}
+
 func testJob(t *testing.T, hc handlerCase, art *Artifact) {
-	tests := []struct {
-		name     string
-		event    *string // SLESS_EVENT; nil = stdin
-		stdin    string
-		timeout  string
-		wantCode int
-		wantOut  string
-	}{
+	tests := []jobCase{
 		{name: "text from env", event: ptr(`{"action":"text","name":"job"}`), wantOut: "hello job"},
 		{name: "json from stdin", stdin: `{"action":"echo","k":"v"}`, wantOut: `"k":"v"`},
 		{name: "handler error", event: ptr(`{"action":"error"}`), wantCode: 1, wantOut: "boom"},
 		{name: "timeout", event: ptr(`{"action":"sleep","seconds":5}`), timeout: "1", wantCode: 1, wantOut: "timed out"},
 	}
 	if hc.stream { // a streamed result is drained into the job's result
-		tests = append(tests, struct {
-			name     string
-			event    *string
-			stdin    string
-			timeout  string
-			wantCode int
-			wantOut  string
-		}{name: "stream drained", event: ptr(`{"action":"stream","count":3}`), wantOut: "chunk 0\nchunk 1\nchunk 2\n"})
+		tests = append(tests, jobCase{name: "stream drained", event: ptr(`{"action":"stream","count":3}`), wantOut: "chunk 0\nchunk 1\nchunk 2\n"})
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
