@@ -261,6 +261,8 @@ func TestValidationErrors(t *testing.T) {
 		{"job env NUL", "POST", "/jobs", `{"name":"j","function":"f","env_vars":{"A":"\u0000"}}`, 400, "env_vars.A"},
 		{"max below min", "PUT", "/functions/f", `{"min_replicas":5,"max_replicas":2}`, 400, "max_replicas"},
 		{"update bad timeout", "PUT", "/functions/f", `{"timeout_sec":1000}`, 400, "timeout_sec"},
+		{"stream idle bound zero", "PUT", "/functions/f", `{"stream_idle_timeout_sec":0}`, 400, "stream_idle_timeout_sec"},
+		{"stream idle bound above an hour", "POST", "/functions", `{"name":"x","runtime":"go1.23","stream_idle_timeout_sec":3601}`, 400, "stream_idle_timeout_sec"},
 		{"update missing", "PUT", "/functions/nope", `{"memory_mb":64}`, 404, ""},
 		{"bad path name", "GET", "/functions/UPPER", ``, 400, "name"},
 		{"bad schedule", "POST", "/triggers", `{"name":"c","type":"cron","function":"f","schedule":"61 * * * *"}`, 400, "schedule"},

@@ -108,6 +108,10 @@ type target struct {
 	coldStart bool
 	// revision is the function's revision the call went to ("" when it has none).
 	revision string
+	// timeout and streamIdle are the route's bounds; cancel ends the request to the function
+	// (a stream that went idle).
+	timeout, streamIdle time.Duration
+	cancel              context.CancelCauseFunc
 }
 
 type targetKey struct{}
@@ -184,7 +188,8 @@ func functionHeader(h http.Header, id *Identity) {
 var errBodyTimeout = errors.New("request body timed out")
 
 // modifyResponse refuses an answer to a request whose body was cut off at its deadline,
-// and turns the backend's cold-start signal into sless's own header (counted). The shared
+// turns the backend's cold-start signal into sless's own header (counted) and puts a stream
+// under its bounds (streamBody). The shared
 // origin's rules are applied where the answer is written (statusWriter.sandboxHeader), so
 // they also hold for informational answers, which skip ModifyResponse.
 func (p *fnProxy) modifyResponse(resp *http.Response) error {
@@ -202,6 +207,7 @@ func (p *fnProxy) modifyResponse(resp *http.Response) error {
 	t.coldStart = resp.Header.Get(rules.HeaderBackendColdStart) == "true"
 	resp.Header.Del(rules.HeaderBackendColdStart)
 	resp.Header.Set(rules.HeaderColdStart, strconv.FormatBool(t.coldStart))
+	newStreamBody(resp, t.streamIdle, t.timeout, t.cancel)
 	if t.coldStart && p.coldStarts != nil {
 		ns, name, _ := strings.Cut(t.fn, "/")
 		p.coldStarts.WithLabelValues(ns, name, t.revision).Inc()
@@ -348,9 +354,12 @@ func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest, 
 	if bodyLimit <= 0 {
 		bodyLimit = rules.MaxTimeout
 	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
 	t := &target{fn: key, host: host, path: path, rawPath: rest, identity: id,
-		body: rebound(w, r, bodyLimit), start: start, revision: revision}
-	ctx := context.WithValue(r.Context(), targetKey{}, t)
+		body: rebound(w, r, bodyLimit), start: start, revision: revision,
+		timeout: route.Timeout, streamIdle: route.StreamIdle, cancel: cancel}
+	ctx = context.WithValue(ctx, targetKey{}, t)
 	if route.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, p.cfg.ColdStartTimeout+route.Timeout+p.cfg.TimeoutMargin, errFunctionTimeout)

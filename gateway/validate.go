@@ -108,8 +108,9 @@ func validEntrypoint(field, runtime, ep string) error {
 func defaultFunctionSpec() api.FunctionSpec {
 	return api.FunctionSpec{MemoryMB: rules.DefaultMemoryMB, MaxReplicas: rules.DefaultMaxReplicas,
 		ScaleDownPeriodSec: rules.DefaultScaleDownSeconds, ScalingMetric: rules.DefaultScalingMetric, ScalingTarget: rules.DefaultScalingTarget,
-		Async:   api.AsyncPolicy{MaxAttempts: rules.DefaultMaxAttempts, BackoffMs: rules.DefaultBackoffMillis, MaxJobs: rules.DefaultAsyncJobs},
-		Traffic: rules.DefaultTraffic(), RevisionHistoryLimit: rules.DefaultRevisionHistoryLimit}
+		StreamIdleTimeoutSec: rules.DefaultStreamIdleSeconds,
+		Async:                api.AsyncPolicy{MaxAttempts: rules.DefaultMaxAttempts, BackoffMs: rules.DefaultBackoffMillis, MaxJobs: rules.DefaultAsyncJobs},
+		Traffic:              rules.DefaultTraffic(), RevisionHistoryLimit: rules.DefaultRevisionHistoryLimit}
 }
 
 // applyFunctionFields sets the sent fields of f on spec.
@@ -124,6 +125,7 @@ func applyFunctionFields(spec *api.FunctionSpec, f api.FunctionFields) {
 	setIf(&spec.ScaleDownPeriodSec, f.ScaleDownPeriodSec)
 	setIf(&spec.ScalingMetric, f.ScalingMetric)
 	setIf(&spec.ScalingTarget, f.ScalingTarget)
+	setIf(&spec.StreamIdleTimeoutSec, f.StreamIdleTimeoutSec)
 	setIf(&spec.Image, f.Image)
 	setIf(&spec.SecretEnv, f.SecretEnv)
 	setIf(&spec.SecretFiles, f.SecretFiles)
@@ -137,6 +139,9 @@ func applyFunctionFields(spec *api.FunctionSpec, f api.FunctionFields) {
 	}
 	if spec.Traffic == nil { // stored before functions had revisions
 		spec.Traffic = rules.DefaultTraffic()
+	}
+	if spec.StreamIdleTimeoutSec == 0 && f.StreamIdleTimeoutSec == nil { // stored before functions had it
+		spec.StreamIdleTimeoutSec = rules.DefaultStreamIdleSeconds
 	}
 	if spec.RevisionHistoryLimit == 0 && f.RevisionHistoryLimit == nil {
 		spec.RevisionHistoryLimit = rules.DefaultRevisionHistoryLimit
@@ -177,6 +182,7 @@ func validateFunctionSpec(s api.FunctionSpec) error {
 		inRange("max_replicas", int64(s.MaxReplicas), 1, rules.MaxReplicas),
 		inRange("scale_down_period_sec", int64(s.ScaleDownPeriodSec), 1, rules.MaxScaleDownSeconds),
 		inRange("scaling_target", int64(s.ScalingTarget), 1, rules.MaxScalingTarget),
+		inRange("stream_idle_timeout_sec", int64(s.StreamIdleTimeoutSec), rules.MinStreamIdleSeconds, rules.MaxStreamIdleSeconds),
 		inRange("async.max_attempts", int64(s.Async.MaxAttempts), 1, rules.MaxAttempts),
 		inRange("async.backoff_ms", int64(s.Async.BackoffMs), 0, rules.MaxBackoffMillis),
 		validQueue("async.dead_letter_queue", s.Async.DeadLetterQueue, false),

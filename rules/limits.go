@@ -13,6 +13,10 @@ const (
 
 	MinScaleDownSeconds, MaxScaleDownSeconds, DefaultScaleDownSeconds = 1, 86400, 300
 
+	// A streamed response (or any answer of unknown length) that sends nothing for this long
+	// is ended by the gateway; the function's timeout bounds its whole length.
+	MinStreamIdleSeconds, MaxStreamIdleSeconds, DefaultStreamIdleSeconds = 1, 3600, 60
+
 	MetricConcurrency, MetricRequestRate   = "concurrency", "requestRate"
 	DefaultScalingMetric                   = MetricConcurrency
 	MaxScalingTarget, DefaultScalingTarget = 100000, 100

@@ -71,6 +71,14 @@ type FunctionSpec struct {
 	// +kubebuilder:default={}
 	Scale ScaleSpec `json:"scale,omitempty"`
 
+	// StreamIdleTimeoutSeconds ends a streamed response (SSE, chunked) that sends nothing for
+	// this long; the gateway ends it cleanly. The timeout bounds a stream's whole length.
+	// +optional
+	// +kubebuilder:default=60
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	StreamIdleTimeoutSeconds int32 `json:"streamIdleTimeoutSeconds,omitempty"`
+
 	// Async lets callers invoke the function asynchronously (Prefer: respond-async): the
 	// gateway queues each call on RabbitMQ and a dispatcher the operator runs through KEDA
 	// replays it, with retries, then the dead-letter queue.

@@ -75,6 +75,8 @@ type FunctionSpec struct {
 	ScaleDownPeriodSec int32  `json:"scale_down_period_sec,omitempty"`
 	ScalingMetric      string `json:"scaling_metric,omitempty"`
 	ScalingTarget      int32  `json:"scaling_target,omitempty"`
+	// StreamIdleTimeoutSec ends a streamed response that sends nothing for this long.
+	StreamIdleTimeoutSec int32 `json:"stream_idle_timeout_sec,omitempty"`
 	// Image is a prebuilt image; when set no build runs.
 	Image string `json:"image,omitempty"`
 	// Source is the uploaded code; set by POST .../upload, never by create or update.
@@ -258,18 +260,19 @@ type FunctionStatus struct {
 // FunctionFields are the settable fields of a function; nil fields are not sent. EnvVars
 // replaces the whole map when sent ({} clears it).
 type FunctionFields struct {
-	Runtime            *string            `json:"runtime,omitempty"`
-	Entrypoint         *string            `json:"entrypoint,omitempty"`
-	EnvVars            *map[string]string `json:"env_vars,omitempty"`
-	MemoryMB           *int32             `json:"memory_mb,omitempty"`
-	TimeoutSec         *int32             `json:"timeout_sec,omitempty"`
-	MinReplicas        *int32             `json:"min_replicas,omitempty"`
-	MaxReplicas        *int32             `json:"max_replicas,omitempty"`
-	ScaleDownPeriodSec *int32             `json:"scale_down_period_sec,omitempty"`
-	ScalingMetric      *string            `json:"scaling_metric,omitempty"`
-	ScalingTarget      *int32             `json:"scaling_target,omitempty"`
-	Image              *string            `json:"image,omitempty"`
-	Async              *AsyncFields       `json:"async,omitempty"`
+	Runtime              *string            `json:"runtime,omitempty"`
+	Entrypoint           *string            `json:"entrypoint,omitempty"`
+	EnvVars              *map[string]string `json:"env_vars,omitempty"`
+	MemoryMB             *int32             `json:"memory_mb,omitempty"`
+	TimeoutSec           *int32             `json:"timeout_sec,omitempty"`
+	MinReplicas          *int32             `json:"min_replicas,omitempty"`
+	MaxReplicas          *int32             `json:"max_replicas,omitempty"`
+	ScaleDownPeriodSec   *int32             `json:"scale_down_period_sec,omitempty"`
+	ScalingMetric        *string            `json:"scaling_metric,omitempty"`
+	ScalingTarget        *int32             `json:"scaling_target,omitempty"`
+	StreamIdleTimeoutSec *int32             `json:"stream_idle_timeout_sec,omitempty"`
+	Image                *string            `json:"image,omitempty"`
+	Async                *AsyncFields       `json:"async,omitempty"`
 	// SecretEnv and SecretFiles replace the whole list when sent ([] clears it).
 	SecretEnv   *[]SecretEnv  `json:"secret_env,omitempty"`
 	SecretFiles *[]SecretFile `json:"secret_files,omitempty"`

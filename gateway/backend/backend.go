@@ -4,6 +4,7 @@
 package backend
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -99,6 +100,9 @@ type Route struct {
 	Host string
 	// Timeout is the function's own timeout; 0 means none.
 	Timeout time.Duration
+	// StreamIdle ends a response body of unknown length (a stream) that sends nothing for
+	// this long.
+	StreamIdle time.Duration
 	// RequireAuth is set when an http trigger of the function asks for a valid token.
 	RequireAuth bool
 	// Disabled is set when the function has http triggers and all of them are disabled.
@@ -120,11 +124,13 @@ type RouteTarget struct {
 }
 
 // RouteOf is what /fn/ does with a function, the one rule both control planes route by:
-// host and timeout from the function, the gate from its http triggers, and asynchronous
-// calls taken only while something drains them (asyncReady: the cluster's Async condition,
-// always in sless dev), each with at least one attempt.
-func RouteOf(host string, timeoutSec int32, gate rules.Gate, asyncReady bool, maxAttempts int32) Route {
-	r := Route{Host: host, Timeout: time.Duration(timeoutSec) * time.Second, RequireAuth: gate.RequireAuth, Disabled: gate.Disabled}
+// host, timeout and stream idle bound from the function (0: the default, for one stored
+// before it had one), the gate from its http triggers, and asynchronous calls taken only
+// while something drains them (asyncReady: the cluster's Async condition, always in sless
+// dev), each with at least one attempt.
+func RouteOf(host string, timeoutSec, streamIdleSec int32, gate rules.Gate, asyncReady bool, maxAttempts int32) Route {
+	r := Route{Host: host, Timeout: time.Duration(timeoutSec) * time.Second, RequireAuth: gate.RequireAuth, Disabled: gate.Disabled,
+		StreamIdle: time.Duration(cmp.Or(streamIdleSec, rules.DefaultStreamIdleSeconds)) * time.Second}
 	if asyncReady {
 		r.AsyncAttempts = int(max(maxAttempts, 1))
 	}

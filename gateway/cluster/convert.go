@@ -30,7 +30,8 @@ func functionOf(fn *v1alpha1.Function) api.Function {
 			Runtime: string(s.Runtime), Entrypoint: s.Entrypoint, EnvVars: maps.Clone(s.Env), MemoryMB: s.MemoryMB,
 			TimeoutSec: s.TimeoutSeconds, MinReplicas: s.Scale.MinReplicas, MaxReplicas: s.Scale.MaxReplicas,
 			ScaleDownPeriodSec: s.Scale.ScaleDownPeriodSeconds, ScalingMetric: string(s.Scale.Metric),
-			ScalingTarget: s.Scale.Target, Image: s.Image, Source: sourceOf(s.Source),
+			ScalingTarget: s.Scale.Target, StreamIdleTimeoutSec: cmp.Or(s.StreamIdleTimeoutSeconds, rules.DefaultStreamIdleSeconds),
+			Image: s.Image, Source: sourceOf(s.Source),
 			Async: api.AsyncPolicy{Enabled: s.Async.Enabled, MaxAttempts: s.Async.Retry.MaxAttempts,
 				BackoffMs: s.Async.Retry.BackoffMillis, DeadLetterQueue: s.Async.DeadLetterQueue, MaxJobs: s.Async.MaxJobs},
 			SecretEnv: secretEnvOf(s.SecretEnv), SecretFiles: secretFilesOf(s.SecretFiles),
@@ -66,6 +67,7 @@ func applyFunctionSpec(dst *v1alpha1.FunctionSpec, s api.FunctionSpec) error {
 	dst.Source = sourceRef(s.Source)
 	dst.Scale.MinReplicas, dst.Scale.MaxReplicas = s.MinReplicas, s.MaxReplicas
 	dst.Scale.ScaleDownPeriodSeconds = s.ScaleDownPeriodSec
+	dst.StreamIdleTimeoutSeconds = cmp.Or(s.StreamIdleTimeoutSec, rules.DefaultStreamIdleSeconds)
 	dst.Scale.Metric, dst.Scale.Target = v1alpha1.ScalingMetric(s.ScalingMetric), s.ScalingTarget
 	dst.Async.Enabled, dst.Async.DeadLetterQueue = s.Async.Enabled, s.Async.DeadLetterQueue
 	dst.Async.Retry.MaxAttempts, dst.Async.Retry.BackoffMillis = s.Async.MaxAttempts, s.Async.BackoffMs

@@ -30,6 +30,7 @@ var apiFields = map[string]map[string]string{
 		"spec.scale.scaleDownPeriodSeconds": "scale_down_period_sec",
 		"spec.scale.metric":                 "scaling_metric",
 		"spec.scale.target":                 "scaling_target",
+		"spec.streamIdleTimeoutSeconds":     "stream_idle_timeout_sec",
 		"spec.async.enabled":                "async.enabled",
 		"spec.async.retry.maxAttempts":      "async.max_attempts",
 		"spec.async.retry.backoffMillis":    "async.backoff_ms",

@@ -42,7 +42,7 @@ func TestReadinessTable(t *testing.T) {
 func TestRouteTable(t *testing.T) {
 	rulestest.RunRoutes(t, true, func(t *testing.T, row rulestest.Route) backend.Route {
 		fn := &v1alpha1.Function{}
-		fn.Status.RoutingHost, fn.Spec.TimeoutSeconds = row.Host, row.TimeoutSec
+		fn.Status.RoutingHost, fn.Spec.TimeoutSeconds, fn.Spec.StreamIdleTimeoutSeconds = row.Host, row.TimeoutSec, row.StreamIdleSec
 		fn.Spec.Async.Enabled, fn.Spec.Async.Retry.MaxAttempts = row.Async.Enabled, row.Async.MaxAttempts
 		if row.Async.Draining {
 			fn.Status.MarkCondition(0, v1alpha1.ConditionAsync, metav1.ConditionTrue, "Draining", "")

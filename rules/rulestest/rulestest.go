@@ -73,15 +73,16 @@ func ReadinessTable(t testing.TB) []Readiness {
 // HTTPTrigger is one http trigger of a Route row's function.
 type HTTPTrigger struct{ Enabled, RequireAuth bool }
 
-// Route is a function (its routing host, timeout, http triggers and async policy, and
-// whether a dispatcher drains its asynchronous calls) and the route /fn/ takes for it.
-// ClusterOnly rows need a state `sless dev` does not have.
+// Route is a function (its routing host, timeout, stream idle bound, http triggers and async
+// policy, and whether a dispatcher drains its asynchronous calls) and the route /fn/ takes
+// for it. ClusterOnly rows need a state `sless dev` does not have.
 type Route struct {
-	Name       string
-	Host       string
-	TimeoutSec int32
-	Triggers   []HTTPTrigger
-	Async      struct {
+	Name          string
+	Host          string
+	TimeoutSec    int32
+	StreamIdleSec int32
+	Triggers      []HTTPTrigger
+	Async         struct {
 		Enabled, Draining bool
 		MaxAttempts       int32
 	}
@@ -89,6 +90,7 @@ type Route struct {
 	Want        struct {
 		Host                  string
 		TimeoutSec            int32
+		StreamIdleSec         int32
 		RequireAuth, Disabled bool
 		AsyncAttempts         int
 	}
@@ -133,7 +135,8 @@ func RunRoutes(t *testing.T, clusterOnly bool, route func(t *testing.T, row Rout
 		}
 		t.Run(row.Name, func(t *testing.T) {
 			w := row.Want
-			want := backend.Route{Host: w.Host, Timeout: time.Duration(w.TimeoutSec) * time.Second, RequireAuth: w.RequireAuth, Disabled: w.Disabled, AsyncAttempts: w.AsyncAttempts}
+			want := backend.Route{Host: w.Host, Timeout: time.Duration(w.TimeoutSec) * time.Second,
+				StreamIdle: time.Duration(w.StreamIdleSec) * time.Second, RequireAuth: w.RequireAuth, Disabled: w.Disabled, AsyncAttempts: w.AsyncAttempts}
 			got := route(t, row)
 			// A plane with revisions routes by Targets: one target at 100 % is the row's host.
 			if len(got.Targets) == 1 && got.Targets[0].Percent == 100 {

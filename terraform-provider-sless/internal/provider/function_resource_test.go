@@ -140,6 +140,7 @@ func TestAccFunction(t *testing.T) {
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("timeout_sec"), knownvalue.Null()),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("memory_mb"), knownvalue.Int64Exact(128)),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("async_max_jobs"), knownvalue.Int64Exact(10)),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("stream_idle_timeout_sec"), knownvalue.Int64Exact(60)),
 					statecheck.ExpectKnownValue("data.sless_function.test", tfjsonpath.New("ready"), knownvalue.Bool(true)),
 				},
 				Check: resource.ComposeAggregateTestCheckFunc(
@@ -173,14 +174,16 @@ func TestAccFunction(t *testing.T) {
 				Check: checkInvoke(addr, "v2 world"),
 			},
 			{
-				// Asynchronous invocations on, with their retry policy.
-				Config: functionConfig("acc-fn", src, "world", "async_enabled = true", "async_max_attempts = 4", "async_backoff_ms = 50", "async_max_jobs = 3"),
+				// Asynchronous invocations on, with their retry policy; a stream idle bound.
+				Config: functionConfig("acc-fn", src, "world", "async_enabled = true", "async_max_attempts = 4", "async_backoff_ms = 50", "async_max_jobs = 3",
+					"stream_idle_timeout_sec = 5"),
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("async_enabled"), knownvalue.Bool(true)),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("async_max_attempts"), knownvalue.Int64Exact(4)),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("async_max_jobs"), knownvalue.Int64Exact(3)),
 					statecheck.ExpectKnownValue("data.sless_function.test", tfjsonpath.New("async_backoff_ms"), knownvalue.Int64Exact(50)),
 					statecheck.ExpectKnownValue("data.sless_function.test", tfjsonpath.New("async_max_jobs"), knownvalue.Int64Exact(3)),
+					statecheck.ExpectKnownValue("data.sless_function.test", tfjsonpath.New("stream_idle_timeout_sec"), knownvalue.Int64Exact(5)),
 				},
 				Check: func(*terraform.State) error {
 					c := d.client(t)
@@ -190,6 +193,9 @@ func TestAccFunction(t *testing.T) {
 					}
 					if a := fn.Async; !a.Enabled || a.MaxAttempts != 4 || a.BackoffMs != 50 || a.MaxJobs != 3 {
 						return fmt.Errorf("the API has async %+v", a)
+					}
+					if fn.StreamIdleTimeoutSec != 5 {
+						return fmt.Errorf("the API has stream_idle_timeout_sec %d, want 5", fn.StreamIdleTimeoutSec)
 					}
 					return nil
 				},

@@ -1,0 +1,102 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// errStreamIdle is the cause of a request context ended because its streamed answer sent
+// nothing for the function's stream idle bound.
+var errStreamIdle = errors.New("stream idle")
+
+// streamBody is the body of an answer of unknown length (chunked: a stream, SSE) on its way
+// to the caller. It ends the answer at the gateway's bounds: silent for the function's
+// stream_idle_timeout_sec, or past the invocation's deadline. Either one cancels the request
+// to the function, and the read that fails then ends the body with io.EOF: ReverseProxy
+// aborts the caller's connection on any other error, and a bound is an answer, not a reset.
+// An event stream gets a final comment saying why first.
+type streamBody struct {
+	io.ReadCloser
+	ctx     context.Context // the request to the function's
+	timeout time.Duration   // the function's, for the comment
+	idle    time.Duration
+	timer   *time.Timer
+	last    atomic.Int64 // UnixNano of the last read that returned bytes
+	sse     bool
+	// lastByte is the last byte sent: a comment starts on a line of its own.
+	lastByte byte
+	// tail is what remains of the final comment once the body ended at a bound.
+	tail  []byte
+	ended bool
+}
+
+// newStreamBody wraps resp's body when it has no length and is not an upgrade; cancel ends
+// the request to the function.
+func newStreamBody(resp *http.Response, idle, timeout time.Duration, cancel context.CancelCauseFunc) {
+	if resp.ContentLength >= 0 || resp.StatusCode == http.StatusSwitchingProtocols || idle <= 0 {
+		return
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	b := &streamBody{ReadCloser: resp.Body, ctx: resp.Request.Context(), timeout: timeout, idle: idle,
+		sse: mt == "text/event-stream", lastByte: '\n'}
+	b.last.Store(time.Now().UnixNano())
+	// The timer is not reset on every read: when it fires it looks at the last read and
+	// waits out the rest of the bound, so a busy stream costs one clock read per chunk.
+	b.timer = time.AfterFunc(idle, func() {
+		if rest := idle - time.Since(time.Unix(0, b.last.Load())); rest > 0 {
+			b.timer.Reset(rest)
+			return
+		}
+		cancel(errStreamIdle)
+	})
+	resp.Body = b
+}
+
+func (b *streamBody) Read(p []byte) (int, error) {
+	if b.ended {
+		n := copy(p, b.tail)
+		if b.tail = b.tail[n:]; len(b.tail) == 0 {
+			return n, io.EOF
+		}
+		return n, nil
+	}
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.last.Store(time.Now().UnixNano())
+		b.lastByte = p[n-1]
+	}
+	if err == nil || err == io.EOF {
+		return n, err
+	}
+	var why string
+	switch context.Cause(b.ctx) {
+	case errStreamIdle:
+		why = fmt.Sprintf("stream idle for %s; ended by the gateway", b.idle)
+	case errFunctionTimeout:
+		why = fmt.Sprintf("function timed out after %s", b.timeout)
+	default:
+		return n, err
+	}
+	b.ended = true
+	if b.sse {
+		if b.lastByte != '\n' {
+			b.tail = append(b.tail, '\n')
+		}
+		b.tail = append(b.tail, ": "+why+"\n\n"...)
+	}
+	if n > 0 || len(b.tail) > 0 {
+		return n, nil
+	}
+	return 0, io.EOF
+}
+
+func (b *streamBody) Close() error {
+	b.timer.Stop()
+	return b.ReadCloser.Close()
+}

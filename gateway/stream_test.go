@@ -1,0 +1,136 @@
+package gateway_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"sless.dev/sless/gateway"
+	"sless.dev/sless/gateway/backend"
+	"sless.dev/sless/test/testkit"
+)
+
+// TestStreamBounds: an answer of unknown length is cut by the gateway when it sends nothing
+// for the function's stream idle bound, or at the invocation's deadline, and the cut is a
+// clean end of the answer (the caller reads no error), with a final comment on an event
+// stream; the function's request is cancelled so its producer stops. A stream that keeps
+// sending is never cut for idleness, and a length-delimited answer is left alone.
+func TestStreamBounds(t *testing.T) {
+	const ns = "sless-team"
+	cancelled := make(chan string, 8)
+	fn := http.NewServeMux()
+	// hold writes head, then sends nothing until the caller (the gateway) goes away.
+	hold := func(contentType, head string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", contentType)
+			io.WriteString(w, head)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			cancelled <- r.URL.Path
+		}
+	}
+	fn.Handle("/sse", hold("text/event-stream", "data: one\n\n"))
+	fn.Handle("/half", hold("text/event-stream; charset=utf-8", "data: half"))
+	fn.Handle("/chunks", hold("text/plain", "a"))
+	fn.HandleFunc("/busy", func(w http.ResponseWriter, r *http.Request) {
+		for range 8 {
+			io.WriteString(w, "b")
+			w.(http.Flusher).Flush()
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+	fn.HandleFunc("/endless", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for r.Context().Err() == nil {
+			io.WriteString(w, "data: tick\n\n")
+			w.(http.Flusher).Flush()
+			time.Sleep(100 * time.Millisecond)
+		}
+		cancelled <- r.URL.Path
+	})
+	fn.HandleFunc("/sized", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "2")
+		io.WriteString(w, "s")
+		w.(http.Flusher).Flush()
+		time.Sleep(1500 * time.Millisecond)
+		io.WriteString(w, "s")
+	})
+	fnAddr := testkit.Serve(t, &http.Server{Handler: fn, ReadHeaderTimeout: 5 * time.Second})
+	rt := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, fnAddr)
+	}}
+	const idle = time.Second
+	be := boundBackend{rt: rt, routes: map[string]backend.Route{
+		ns + "/idle":    {Host: "idle." + ns + ".svc", StreamIdle: idle},
+		ns + "/bounded": {Host: "bounded." + ns + ".svc", StreamIdle: time.Hour, Timeout: time.Second},
+	}}
+	auth, err := gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: boundKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := gateway.New(gateway.Config{Backend: be, Auth: auth, Async: boundAsync{},
+		Proxy:  gateway.ProxyConfig{ColdStartTimeout: 100 * time.Millisecond, TimeoutMargin: 100 * time.Millisecond},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := testkit.Serve(t, srv.HTTPServer())
+
+	cases := []struct {
+		fn, path, want string
+		min, max       time.Duration
+		cancelled      bool
+	}{
+		{"idle", "/sse", "data: one\n\n: stream idle for 1s; ended by the gateway\n\n", idle, idle + 2*time.Second, true},
+		{"idle", "/half", "data: half\n: stream idle for 1s; ended by the gateway\n\n", idle, idle + 2*time.Second, true},
+		{"idle", "/chunks", "a", idle, idle + 2*time.Second, true},
+		{"idle", "/busy", "bbbbbbbb", 1600 * time.Millisecond, 4 * time.Second, false},
+		{"idle", "/sized", "ss", 1500 * time.Millisecond, 4 * time.Second, false},
+		{"bounded", "/endless", "", 1200 * time.Millisecond, 4 * time.Second, true},
+	}
+	client := &http.Client{Timeout: 10 * time.Second} // a stream the gateway failed to cut
+	for _, tc := range cases {
+		t.Run(tc.fn+tc.path, func(t *testing.T) {
+			start := time.Now()
+			resp, err := client.Get("http://" + addr + "/fn/" + ns + "/" + tc.fn + tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			took := time.Since(start)
+			if err != nil {
+				t.Fatalf("reading the answer: %v after %q: the cut must be a clean end", err, body)
+			}
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			if tc.want != "" && string(body) != tc.want {
+				t.Errorf("body %q, want %q", body, tc.want)
+			}
+			if tc.path == "/endless" {
+				if !strings.HasPrefix(string(body), "data: tick\n\n") || !strings.HasSuffix(string(body), "\n\n: function timed out after 1s\n\n") {
+					t.Errorf("body %q: want ticks, then the timeout's comment", body)
+				}
+			}
+			if took < tc.min || took > tc.max {
+				t.Errorf("answered in %s, want %s–%s", took, tc.min, tc.max)
+			}
+			if tc.cancelled {
+				select {
+				case p := <-cancelled:
+					if p != tc.path {
+						t.Errorf("the function saw %s cancelled, want %s", p, tc.path)
+					}
+				case <-time.After(5 * time.Second):
+					t.Error("the function's request was not cancelled: its producer would go on")
+				}
+			}
+		})
+	}
+}
