@@ -242,7 +242,12 @@ func (d *dev) invocations(name string) []api.Invocation {
 // exampleFiles reads one of the repository's examples/.
 func exampleFiles(t testing.TB, name string) map[string]string {
 	t.Helper()
-	root := filepath.Join("..", "examples", name)
+	return dirFiles(t, filepath.Join("..", "examples", name))
+}
+
+// dirFiles is every file under root by its slash path, the content of an upload.
+func dirFiles(t testing.TB, root string) map[string]string {
+	t.Helper()
 	files := map[string]string{}
 	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() {

@@ -428,7 +428,7 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 			span.SetStatus(codes.Error, err.Error())
 			return nil, fmt.Errorf("function %s: %w", key, err)
 		}
-		resp.Body = &releasingBody{ReadCloser: resp.Body, release: func() { f.release(proc) }}
+		resp.Body = releasing(resp, func() { f.release(proc) })
 		// As the KEDA interceptor does: whether the request waited for a process to start.
 		resp.Header.Set(rules.HeaderBackendColdStart, strconv.FormatBool(cold))
 		return resp, nil

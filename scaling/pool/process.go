@@ -375,6 +375,23 @@ func (b *releasingBody) Close() error {
 	return err
 }
 
+// releasingConn is the releasingBody of an upgraded connection (101 Switching Protocols):
+// ReverseProxy writes the caller's side into it, so it stays a writer. The process is held
+// until the connection closes, as for a stream.
+type releasingConn struct {
+	*releasingBody
+	io.Writer
+}
+
+// releasing is resp's body, releasing the process once closed.
+func releasing(resp *http.Response, release func()) io.ReadCloser {
+	b := &releasingBody{ReadCloser: resp.Body, release: release}
+	if w, ok := resp.Body.(io.Writer); ok && resp.StatusCode == http.StatusSwitchingProtocols {
+		return releasingConn{b, w}
+	}
+	return b
+}
+
 // command is how an artifact runs. Python runs with -S: like in the runtime image, a
 // function sees the standard library and its own requirements (PYTHONPATH), not this
 // machine's site-packages, whose .pth hooks can cost a cold start 100 ms and more.
