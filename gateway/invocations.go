@@ -32,6 +32,7 @@ func invocationsOf(p history.Page) api.Invocations {
 			ID: r.ID, Function: r.Function, Trigger: r.Trigger, Kind: string(r.Kind), Start: r.Start,
 			DurationMs: float64(r.Duration.Microseconds()) / 1000, Status: r.Status, HTTPStatus: r.HTTPStatus,
 			Error: r.Error, TraceID: r.TraceID, ColdStart: r.ColdStart, Revision: r.Revision,
+			TTFBMs: float64(r.TTFB.Microseconds()) / 1000, BytesSent: r.Bytes, Streamed: r.Streamed,
 		}
 	}
 	return out

@@ -103,9 +103,12 @@ type target struct {
 	identity *Identity
 	// body is the request body under its read deadline; nil without one.
 	body *deadlineBody
-	// start is when the gateway got the request; coldStart is what the backend said.
+	// start is when the gateway got the request; coldStart is what the backend said; ttfb
+	// is when the function's answer began, streamed whether it had no length or upgraded.
 	start     time.Time
 	coldStart bool
+	ttfb      time.Duration
+	streamed  bool
 	// revision is the function's revision the call went to ("" when it has none).
 	revision string
 	// timeout and streamIdle are the route's bounds; cancel ends the request to the function
@@ -204,6 +207,8 @@ func (p *fnProxy) modifyResponse(resp *http.Response) error {
 		resp.Header.Set(rules.HeaderRevision, t.revision) // the function's own value is not believed
 	}
 	// The backend's value comes first; one a function sent after it is not believed.
+	t.ttfb = time.Since(t.start)
+	t.streamed = resp.ContentLength < 0 || resp.StatusCode == http.StatusSwitchingProtocols
 	t.coldStart = resp.Header.Get(rules.HeaderBackendColdStart) == "true"
 	resp.Header.Del(rules.HeaderBackendColdStart)
 	resp.Header.Set(rules.HeaderColdStart, strconv.FormatBool(t.coldStart))
@@ -369,7 +374,7 @@ func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest, 
 	if !ok {
 		sw = &statusWriter{ResponseWriter: w}
 	}
-	defer func() { p.record(ctx, t, ns, name, sw.status) }()
+	defer func() { p.record(ctx, t, ns, name, sw.status, sw.bytes) }()
 	p.rp.ServeHTTP(sw, r.WithContext(ctx))
 }
 
@@ -465,7 +470,7 @@ func (p *fnProxy) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 const statusClientClosed = history.HTTPClientClosed
 
 // record sends the invocation to the history, off the request path (Recorder never blocks).
-func (p *fnProxy) record(ctx context.Context, t *target, ns, name string, status int) {
+func (p *fnProxy) record(ctx context.Context, t *target, ns, name string, status int, bytes int64) {
 	if p.rec == nil {
 		return
 	}
@@ -478,6 +483,7 @@ func (p *fnProxy) record(ctx context.Context, t *target, ns, name string, status
 	}
 	rec := history.HTTPRecord(ns, name, t.start, time.Since(t.start), status, traceID)
 	rec.ColdStart, rec.Revision = t.coldStart, t.revision
+	rec.TTFB, rec.Bytes, rec.Streamed = t.ttfb, bytes, t.streamed
 	p.rec.Record(rec)
 }
 
@@ -522,13 +528,15 @@ func (h *heldRequests) release(key string) {
 	h.total.Add(-1)
 }
 
-// statusWriter remembers the status code and keeps streaming (Flush) and upgrades working.
+// statusWriter remembers the status code and the body's bytes, and keeps streaming (Flush)
+// and upgrades working.
 // With stall set, every write must make progress within it (a client that stopped reading
 // is cut off instead of holding the handler). With sandbox set it is the one place the
 // shared origin's rules are applied to what goes out (see sandboxHeader).
 type statusWriter struct {
 	http.ResponseWriter
 	status  int
+	bytes   int64 // of the body, written through Write (not an upgraded connection's)
 	stall   time.Duration
 	rc      *http.ResponseController
 	sandbox bool
@@ -581,7 +589,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 		w.WriteHeader(http.StatusOK)
 	}
 	w.extendWrite()
-	return w.ResponseWriter.Write(b)
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
 }
 
 func (w *statusWriter) extendWrite() {

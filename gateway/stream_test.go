@@ -12,6 +12,7 @@ import (
 
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/backend"
+	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/test/testkit"
 )
 
@@ -19,7 +20,8 @@ import (
 // for the function's stream idle bound, or at the invocation's deadline, and the cut is a
 // clean end of the answer (the caller reads no error), with a final comment on an event
 // stream; the function's request is cancelled so its producer stops. A stream that keeps
-// sending is never cut for idleness, and a length-delimited answer is left alone.
+// sending is never cut for idleness, and a length-delimited answer is left alone. The
+// history records each one's time to first byte, bytes sent and whether it streamed.
 func TestStreamBounds(t *testing.T) {
 	const ns = "sless-team"
 	cancelled := make(chan string, 8)
@@ -73,7 +75,8 @@ func TestStreamBounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := gateway.New(gateway.Config{Backend: be, Auth: auth, Async: boundAsync{},
+	rec := history.NewMemory(0)
+	srv, err := gateway.New(gateway.Config{Backend: be, Auth: auth, Async: boundAsync{}, Recorder: rec,
 		Proxy:  gateway.ProxyConfig{ColdStartTimeout: 100 * time.Millisecond, TimeoutMargin: 100 * time.Millisecond},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -120,6 +123,18 @@ func TestStreamBounds(t *testing.T) {
 			}
 			if took < tc.min || took > tc.max {
 				t.Errorf("answered in %s, want %s–%s", took, tc.min, tc.max)
+			}
+			var r history.Record
+			testkit.WaitFor(t, "the invocation's record", 5*time.Second, func() bool {
+				pg, err := rec.List(context.Background(), history.Query{Namespace: ns, Function: tc.fn, Limit: 1})
+				if err != nil || len(pg.Records) == 0 || pg.Records[0].Start.Before(start) {
+					return false
+				}
+				r = pg.Records[0]
+				return true
+			})
+			if r.Bytes != int64(len(body)) || r.Streamed != (tc.path != "/sized") || r.TTFB <= 0 || r.TTFB > took || r.Status != history.StatusSucceeded {
+				t.Errorf("recorded %+v: want %d bytes, streamed %v, a time to first byte within %s, succeeded", r, len(body), tc.path != "/sized", took)
 			}
 			if tc.cancelled {
 				select {

@@ -144,7 +144,39 @@ func TestConsoleOnDevInChromium(t *testing.T) {
 		t.Fatalf("after the console's rollback a call went to %q", rev)
 	}
 	p.Screenshot("rolled-back")
+
+	// A stream is shown as it arrives: its first event while the handler still sleeps, then
+	// the rest; the invocations tab marks the call as streamed.
+	d.deployPython(t, "ticker", tickerHandler, 30)
+	p.Do("open ticker's invoke panel", chromedp.Navigate(endpoint+"/console/#/fn/ticker/invoke"), chromedp.WaitVisible(chromedp.ID("event")))
+	p.Do("invoke the stream", chromedp.SetValue(chromedp.ID("event"), `{}`), chromedp.Click(chromedp.ID("invoke-send")))
+	p.Wait("the first event while the stream is open", `document.getElementById("invoke-body").dataset.streaming === "true" &&
+		document.getElementById("invoke-body").textContent.includes("data: tick 0")`)
+	if body := p.Text("#invoke-body"); strings.Contains(body, "tick 2") {
+		t.Fatalf("the stream was shown whole, not as it arrived: %q", body)
+	}
+	p.Screenshot("invoke-streaming")
+	p.Wait("the stream's end", `document.getElementById("invoke-body").dataset.streaming === "false"`)
+	if body, took := p.Text("#invoke-body"), p.Text("#invoke-duration"); !strings.Contains(body, "data: tick 1") || !strings.Contains(body, "data: tick 2") || !strings.Contains(took, "first byte after") {
+		t.Fatalf("the whole stream: %q, %q", body, took)
+	}
+	p.Do("open ticker's invocations", chromedp.Navigate(endpoint+"/console/#/fn/ticker/invocations"), chromedp.WaitVisible(chromedp.CSS(`tr[data-invocation]`)))
+	if marked := p.Eval(`document.querySelector("tr[data-invocation] .badge.stream") !== null`); marked != "true" {
+		t.Fatal("the streamed call is not marked as a stream in the invocations tab")
+	}
 }
+
+// tickerHandler streams three Server-Sent Events a second apart.
+const tickerHandler = `import time
+
+
+def handle(event):
+    yield {"statusCode": 200, "headers": {"Content-Type": "text/event-stream"}}
+    for i in range(3):
+        if i:
+            time.sleep(1)
+        yield "tick %d" % i
+`
 
 func post(t *testing.T, url, body string) {
 	t.Helper()

@@ -495,6 +495,12 @@ type Invocation struct {
 	ColdStart bool `json:"cold_start"`
 	// Revision is the function's revision that served it, where known.
 	Revision string `json:"revision,omitempty"`
+	// TTFBMs is how long an HTTP call waited for the function's answer to begin, BytesSent
+	// the bytes of the answer's body sent to the caller, Streamed whether the answer had no
+	// length (chunked, SSE) or was an upgrade (WebSocket).
+	TTFBMs    float64 `json:"ttfb_ms,omitempty"`
+	BytesSent int64   `json:"bytes_sent,omitempty"`
+	Streamed  bool    `json:"streamed,omitempty"`
 }
 
 // Invocations is one page of invocations, newest first; pass Next as ?before= for the next

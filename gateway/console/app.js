@@ -410,7 +410,8 @@
 
   // The invoke panel: the event goes to /fn/ exactly as a caller's would (same origin, so the
   // answer is readable; the gateway strips the token before the function). The answer is
-  // shown as text, never parsed as HTML.
+  // shown as text, never parsed as HTML; one without a length (a stream: chunked, Server-Sent
+  // Events) is shown as it arrives, until it ends or the panel invokes again or is left.
   const fnURL = (name) => "/fn/" + encodeURIComponent(state.ns) + "/" + encodeURIComponent(name);
 
   function invokeTab(fn) {
@@ -441,19 +442,18 @@
     $("invoke-invocation").replaceChildren();
     button.disabled = true;
     const t0 = performance.now();
-    let resp, body;
+    let resp;
     try {
       const headers = { "Content-Type": "application/json", Authorization: "Bearer " + state.token };
       if (queue) headers.Prefer = "respond-async";
       resp = await fetch(fnURL(name), { method: "POST", body: text, redirect: "manual", cache: "no-store", credentials: "omit", headers });
-      body = resp.type === "opaqueredirect" ? "" : await resp.text();
     } catch (e) {
       if (gen === state.view) $("invoke-error").textContent = "The call to " + name + " did not complete: " + e.message;
       return;
     } finally {
       button.disabled = false;
     }
-    const took = performance.now() - t0;
+    const firstByte = performance.now() - t0;
     if (gen !== state.view) return;
     if (resp.type === "opaqueredirect") {
       $("invoke-status").replaceChildren(badge("redirect", "phase-Pending"), " the function answered with a redirect; the console does not follow it");
@@ -461,15 +461,52 @@
       $("invoke-status").replaceChildren(badge(resp.status + (resp.statusText ? " " + resp.statusText : ""), resp.ok ? "phase-Ready" : "phase-Failed"));
     }
     $("invoke-status").dataset.status = String(resp.status);
-    $("invoke-duration").textContent = took.toFixed(1) + " ms (round trip from this browser)";
     const cold = resp.headers.get("X-Sless-Cold-Start");
     $("invoke-cold").dataset.cold = cold || "";
     $("invoke-cold").textContent = cold === "true" ? "yes: waited for an instance to start" : cold === "false" ? "no" : "not reported";
     $("invoke-revision").textContent = resp.headers.get("X-Sless-Revision") || "—";
     const type = resp.headers.get("Content-Type") || "";
     $("invoke-type").textContent = type || "—";
-    $("invoke-body").textContent = shown(body, type);
+    const out = $("invoke-body");
+    out.textContent = "";
     $("invoke-result").hidden = false;
+    const live = () => gen === state.view && follow === state.follows;
+    let body = "";
+    if (resp.type !== "opaqueredirect" && resp.body && !resp.headers.has("Content-Length")) {
+      out.dataset.streaming = "true";
+      $("invoke-duration").textContent = "first byte after " + firstByte.toFixed(1) + " ms · streaming…";
+      const reader = resp.body.getReader(), decoder = new TextDecoder();
+      try {
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (!live()) {
+            reader.cancel();
+            return;
+          }
+          if (done) break;
+          const chunk = decoder.decode(value, { stream: true });
+          // Shown up to the cap; what comes after is read and counted, not kept.
+          if (body.length < MAX_BODY_CHARS) out.append(chunk.slice(0, MAX_BODY_CHARS - body.length));
+          body += body.length < MAX_BODY_CHARS ? chunk : "";
+        }
+      } catch (e) {
+        if (live()) $("invoke-error").textContent = "The stream from " + name + " broke off before its end: " + e.message;
+      }
+      out.dataset.streaming = "false";
+      if (!body) out.textContent = "(empty body)";
+      $("invoke-duration").textContent = (performance.now() - t0).toFixed(1) + " ms (round trip from this browser; streamed, first byte after " + firstByte.toFixed(1) + " ms)";
+      return;
+    }
+    try {
+      body = resp.type === "opaqueredirect" ? "" : await resp.text();
+    } catch (e) {
+      if (live()) $("invoke-error").textContent = "The answer from " + name + " broke off: " + e.message;
+      return;
+    }
+    if (!live()) return;
+    out.dataset.streaming = "false";
+    out.textContent = shown(body, type);
+    $("invoke-duration").textContent = (performance.now() - t0).toFixed(1) + " ms (round trip from this browser)";
     const id = queue && (resp.status === 202 || resp.status === 200) ? resp.headers.get("X-Sless-Invocation-Id") || "" : "";
     if (/^[0-9a-f]{24}$/.test(id)) followInvocation(name, id, gen, follow);
   }
@@ -611,8 +648,10 @@
     const rows = page.invocations.map((i) => el("tr", { "data-invocation": String(i.id), "data-cold-start": String(!!i.cold_start) },
       el("td", {}, new Date(i.start).toLocaleString()), el("td", {}, badge(i.kind, "kind-" + i.kind)),
       el("td", {}, badge(i.status, i.status === "succeeded" ? "phase-Ready" : "phase-Failed")),
-      el("td", {}, i.http_status ? String(i.http_status) : ""), el("td", {}, i.duration_ms.toFixed(1) + " ms"),
-      el("td", {}, i.cold_start ? badge("cold", "cold") : ""),
+      el("td", {}, i.http_status ? String(i.http_status) : ""),
+      el("td", i.ttfb_ms ? { title: "first byte after " + i.ttfb_ms.toFixed(1) + " ms; " + (i.bytes_sent || 0) + " bytes sent" } : {},
+        i.duration_ms.toFixed(1) + " ms"),
+      el("td", {}, i.cold_start ? badge("cold", "cold") : "", i.streamed ? badge("stream", "stream") : ""),
       el("td", {}, i.error || ""), el("td", {}, el("code", {}, (i.trace_id || "").slice(0, 16)))));
     if (more) $("invocation-rows").append(...rows);
     else $("invocation-rows").replaceChildren(...rows);

@@ -47,6 +47,12 @@ type Record struct {
 	ColdStart bool `json:"coldStart,omitempty"`
 	// Revision is the function's revision that served it ("" when not known).
 	Revision string `json:"revision,omitempty"`
+	// TTFB is how long an HTTP invocation waited for the function's answer to begin, Bytes
+	// the bytes of the answer's body sent on, and Streamed whether the answer had no length
+	// (chunked, SSE) or was an upgrade; counted as it passed, never buffered.
+	TTFB     time.Duration `json:"ttfbNs,omitempty"`
+	Bytes    int64         `json:"bytes,omitempty"`
+	Streamed bool          `json:"streamed,omitempty"`
 }
 
 // HTTPClientClosed is the status recorded for a caller that disconnected (nginx's 499).

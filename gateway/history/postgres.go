@@ -300,7 +300,7 @@ func (p *Postgres) writeOnce(batch []Record) {
 	}
 }
 
-var copyColumns = []string{"namespace", "function", "trigger", "kind", "started_at", "duration_us", "status", "http_status", "error", "trace_id", "cold_start", "revision"}
+var copyColumns = []string{"namespace", "function", "trigger", "kind", "started_at", "duration_us", "status", "http_status", "error", "trace_id", "cold_start", "revision", "ttfb_us", "bytes_sent", "streamed"}
 
 func (p *Postgres) write(batch []Record) error {
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.WriteTimeout)
@@ -312,7 +312,7 @@ func (p *Postgres) write(batch []Record) error {
 		pgx.CopyFromSlice(len(batch), func(i int) ([]any, error) {
 			r := batch[i]
 			return []any{r.Namespace, r.Function, r.Trigger, string(r.Kind), r.Start, r.Duration.Microseconds(),
-				r.Status, int32(r.HTTPStatus), r.Error, r.TraceID, r.ColdStart, r.Revision}, nil
+				r.Status, int32(r.HTTPStatus), r.Error, r.TraceID, r.ColdStart, r.Revision, r.TTFB.Microseconds(), r.Bytes, r.Streamed}, nil
 		}))
 	if err != nil {
 		return fmt.Errorf("copy %d invocation records: %w", len(batch), err)
@@ -354,11 +354,12 @@ func (p *Postgres) List(ctx context.Context, q Query) (Page, error) {
 	records, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Record, error) {
 		var r Record
 		var kind string
-		var durationUS int64
+		var durationUS, ttfbUS int64
 		var httpStatus int32
 		err := row.Scan(&r.ID, &r.Namespace, &r.Function, &r.Trigger, &kind, &r.Start, &durationUS,
-			&r.Status, &httpStatus, &r.Error, &r.TraceID, &r.ColdStart, &r.Revision)
+			&r.Status, &httpStatus, &r.Error, &r.TraceID, &r.ColdStart, &r.Revision, &ttfbUS, &r.Bytes, &r.Streamed)
 		r.Kind, r.Duration, r.HTTPStatus = Kind(kind), time.Duration(durationUS)*time.Microsecond, int(httpStatus)
+		r.TTFB = time.Duration(ttfbUS) * time.Microsecond
 		r.Start = r.Start.UTC()
 		return r, err
 	})
@@ -450,7 +451,7 @@ func (p *Postgres) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 // than the limit to know whether a next page exists.
 func listSQL(q Query, after cursor) (string, []any) {
 	var b strings.Builder
-	b.WriteString(`SELECT id, namespace, function, trigger, kind, started_at, duration_us, status, http_status, error, trace_id, cold_start, revision
+	b.WriteString(`SELECT id, namespace, function, trigger, kind, started_at, duration_us, status, http_status, error, trace_id, cold_start, revision, ttfb_us, bytes_sent, streamed
 		FROM invocations WHERE namespace = $1`)
 	args := []any{q.Namespace}
 	if q.Function != "" {

@@ -213,3 +213,28 @@ func TestRevisionOutcomesContract(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordRoundTrip: every field of a record comes back from both stores as written (the
+// ID is the store's).
+func TestRecordRoundTrip(t *testing.T) {
+	for name, open := range contractStores(1) {
+		t.Run(name, func(t *testing.T) {
+			rec, rd, settle := open(t)
+			want := Record{Namespace: "ns", Function: "f", Trigger: "web", Kind: KindHTTP,
+				Start: time.Date(2026, 12, 6, 10, 0, 0, 123000, time.UTC), Duration: 2500 * time.Millisecond,
+				Status: StatusFailed, HTTPStatus: 502, Error: "Bad Gateway", TraceID: "0af7651916cd43dd8448eb211c80319c",
+				ColdStart: true, Revision: "f-3", TTFB: 40 * time.Millisecond, Bytes: 1 << 33, Streamed: true}
+			rec.Record(want)
+			settle()
+			pg, err := rd.List(context.Background(), Query{Namespace: "ns"})
+			if err != nil || len(pg.Records) != 1 {
+				t.Fatalf("List = %+v, %v", pg, err)
+			}
+			got := pg.Records[0]
+			got.ID = 0
+			if got != want {
+				t.Errorf("read back\n %+v\nwant\n %+v", got, want)
+			}
+		})
+	}
+}
