@@ -10,6 +10,11 @@
 // process, shared by both. Rounds alternate gateway and bare; medians are reported.
 // RSS is the gateway's peak resident set (VmHWM) under load; memory per held request is the
 // growth of VmRSS while -held requests wait at the upstream.
+//
+// With -streams (issue 29) it measures streamed answers side by side, gateway vs direct (and
+// the bare proxy): the time to an event stream's first byte, the throughput of a 100 MiB
+// chunked answer, and -idle-streams idle SSE streams held open through the gateway (its
+// VmRSS, and the p99 of new calls answered meanwhile).
 package main
 
 import (
@@ -53,6 +58,8 @@ var (
 	slessBin    = flag.String("sless", "", "sless binary (default: built from ./cmd/sless)")
 	postgres    = flag.String("postgres-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "PostgreSQL server; a fresh database is created and dropped")
 	withHistory = flag.Bool("history", true, "record invocations in PostgreSQL, as in production")
+	streams     = flag.Bool("streams", false, "measure streamed answers instead: time to first byte, 100 MiB, idle SSE streams")
+	idleStreams = flag.Int("idle-streams", 1000, "with -streams: idle SSE streams held open through the gateway")
 	bare        = flag.String("bare", "", "internal: run the bare reverse proxy listening on this address")
 	bareTarget  = flag.String("bare-target", "", "internal: upstream of the bare proxy")
 )
@@ -83,16 +90,43 @@ func runBare(addr, target string) {
 	log.Fatal(http.ListenAndServe(addr, rp))
 }
 
-// upstream answers a small body at once, or holds /block requests until released.
+// upstream answers a small body at once, or holds /block requests until released. /sse is
+// one event, flushed; /bulk 100 MiB in 32 KiB chunks without a length; /idle one event, then
+// nothing until released.
 type upstream struct {
 	blocked atomic.Int64
 	release chan struct{}
 }
 
+// bulkSize is the streamed answer of /bulk.
+const bulkSize = 100 << 20
+
+var chunk = make([]byte, 32<<10)
+
 func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if strings.HasSuffix(r.URL.Path, "/block") {
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/block"):
 		u.blocked.Add(1)
 		<-u.release
+	case strings.HasSuffix(r.URL.Path, "/sse"), strings.HasSuffix(r.URL.Path, "/idle"):
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		if strings.HasSuffix(r.URL.Path, "/idle") {
+			u.blocked.Add(1)
+			select {
+			case <-u.release:
+			case <-r.Context().Done():
+			}
+		}
+		return
+	case strings.HasSuffix(r.URL.Path, "/bulk"):
+		for sent := 0; sent < bulkSize; sent += len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = io.WriteString(w, `{"ok":true}`)
@@ -156,7 +190,13 @@ func run() error {
 	}
 	waitHTTP(fnURL)
 
-	targets := []struct{ name, url string }{{"gateway", fnURL + "/x"}, {"bare", "http://" + bareAddr + "/x"}, {"direct", upURL + "/x"}}
+	targets := []struct{ name, url string }{{"gateway", fnURL}, {"bare", "http://" + bareAddr}, {"direct", upURL}}
+	if *streams {
+		return measureStreams(up, gw.Process.Pid, targets)
+	}
+	for i := range targets {
+		targets[i].url += "/x"
+	}
 	results := map[string][]result{}
 	load(targets[0].url, *requests/4) // warm-up: connections, caches
 	load(targets[1].url, *requests/4)
@@ -190,15 +230,18 @@ type result struct {
 }
 
 // load sends n GETs over *concurrency keep-alive connections and measures them.
-func load(u string, n int) result {
-	tr := &http.Transport{MaxIdleConnsPerHost: *concurrency, MaxConnsPerHost: *concurrency}
+func load(u string, n int) result { return loadAt(u, n, *concurrency) }
+
+// loadAt sends n GETs over concurrency keep-alive connections and measures them.
+func loadAt(u string, n, concurrency int) result {
+	tr := &http.Transport{MaxIdleConnsPerHost: concurrency, MaxConnsPerHost: concurrency}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
 	var next atomic.Int64
-	lat := make([][]time.Duration, *concurrency)
+	lat := make([][]time.Duration, concurrency)
 	var wg sync.WaitGroup
 	start := time.Now()
-	for w := range *concurrency {
+	for w := range concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
