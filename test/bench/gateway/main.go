@@ -270,32 +270,41 @@ func loadAt(u string, n, concurrency int) result {
 // heldMemory holds *held requests at the upstream through a proxy and returns the growth of
 // the proxy's resident set per held request.
 func heldMemory(up *upstream, pid int, u string) int64 {
+	var before, during int64
+	hold(up, u, *held, func() { before = vm(pid, "VmRSS") }, func() { during = vm(pid, "VmRSS") })
+	return (during - before) / int64(*held)
+}
+
+// hold sends n GETs of u that the upstream holds (/block, /idle); it runs before first,
+// while once all n are held, then releases them and waits for their ends.
+func hold(up *upstream, u string, n int, before, while func()) {
 	up.release = make(chan struct{})
 	up.blocked.Store(0)
-	before := vm(pid, "VmRSS")
-	tr := &http.Transport{MaxIdleConnsPerHost: *held, MaxConnsPerHost: 0}
+	before()
+	tr := &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: 0}
+	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
 	var wg sync.WaitGroup
-	for range *held {
+	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			resp, err := hc.Get(u)
-			if err == nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
+			if err != nil {
+				log.Printf("held GET %s: %v", u, err)
+				return
 			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
 		}()
 	}
-	for up.blocked.Load() < int64(*held) {
+	for up.blocked.Load() < int64(n) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	time.Sleep(200 * time.Millisecond)
-	during := vm(pid, "VmRSS")
+	time.Sleep(500 * time.Millisecond)
+	while()
 	close(up.release)
 	wg.Wait()
-	tr.CloseIdleConnections()
-	return (during - before) / int64(*held)
 }
 
 // median takes the median of each measure across rounds independently.

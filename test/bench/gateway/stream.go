@@ -6,7 +6,6 @@ import (
 	"log"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 )
 
@@ -43,34 +42,12 @@ func measureStreams(up *upstream, gwPID int, targets []struct{ name, url string 
 	// calls before (8 callers: the latency a caller sees, not the machine's saturation).
 	const callers = 8
 	quiet := loadAt(targets[0].url+"/x", 4000, callers)
-	up.release = make(chan struct{})
-	up.blocked.Store(0)
-	before := vm(gwPID, "VmRSS")
-	tr := &http.Transport{MaxIdleConnsPerHost: *idleStreams, MaxConnsPerHost: 0}
-	hc := &http.Client{Transport: tr}
-	var wg sync.WaitGroup
-	for range *idleStreams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp, err := hc.Get(targets[0].url + "/idle")
-			if err != nil {
-				log.Printf("idle stream: %v", err)
-				return
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}()
-	}
-	for up.blocked.Load() < int64(*idleStreams) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(500 * time.Millisecond)
-	held := vm(gwPID, "VmRSS")
-	during := loadAt(targets[0].url+"/x", 4000, callers)
-	close(up.release)
-	wg.Wait()
-	tr.CloseIdleConnections()
+	var before, held int64
+	var during result
+	hold(up, targets[0].url+"/idle", *idleStreams, func() { before = vm(gwPID, "VmRSS") }, func() {
+		held = vm(gwPID, "VmRSS")
+		during = loadAt(targets[0].url+"/x", 4000, callers)
+	})
 	fmt.Printf("%d idle SSE streams held through the gateway: VmRSS %.1f MB (%.1f MB before; target <= 200 MB)\n",
 		*idleStreams, float64(held)/(1<<20), float64(before)/(1<<20))
 	fmt.Printf("  new calls meanwhile (%d callers): p50 %.3f ms, p99 %.3f ms (target <= 50 ms), %.0f req/s; before: p50 %.3f ms, p99 %.3f ms, %.0f req/s\n",
