@@ -107,7 +107,7 @@ func (f *deployFlags) bind(cmd *cobra.Command) {
 	fs.Int32Var(&f.memoryMB, "memory", 0, "memory in MB")
 	fs.BoolVar(&f.async, "async", false, "take asynchronous calls (sless invoke --async, Prefer: respond-async); --async=false turns them off")
 	fs.BoolVar(&f.wait, "wait", true, "wait until Ready, streaming the build; --wait=false returns after the upload")
-	fs.DurationVar(&f.waitTimeout, "wait-timeout", 10*time.Minute, "how long to wait for Ready")
+	fs.DurationVar(&f.waitTimeout, "wait-timeout", 10*time.Minute, "how long to wait for Ready (time held back for a build slot not counted)")
 	fs.BoolVar(&f.noTraffic, "no-traffic", false, "the new revision gets no traffic: what follows latest stays on the revision latest is now")
 	fs.StringVar(&f.tag, "tag", "", "give the new revision this tag (a route of its own, no share of the calls)")
 	_ = cmd.RegisterFlagCompletionFunc("runtime", cobra.FixedCompletions(
@@ -298,11 +298,13 @@ func ensureFunction(ctx context.Context, s *session, progress io.Writer, name, d
 
 // waitDeployed prints each phase change and the build's own output until the function is
 // Ready for the new code, or its build failed (exit code 3 with the compiler's message), or
-// timeout passed. prev is the status the upload answered with: an older build's failure
-// must not count.
+// timeout passed, not counting the time the operator held the build back for a slot (as
+// the Terraform provider's wait). prev is the status the upload answered with: an older
+// build's failure must not count.
 func waitDeployed(ctx context.Context, s *session, out io.Writer, name string, prev api.FunctionStatus, since time.Time, timeout time.Duration) (api.Function, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	deadline, seen := time.Now().Add(timeout), time.Now()
 	build := followBuild(ctx, s, out, name, since)
 	defer build.stop()
 	var (
@@ -310,12 +312,22 @@ func waitDeployed(ctx context.Context, s *session, out io.Writer, name string, p
 		last string
 	)
 	err := poll(ctx, func() (bool, error) {
-		var err error
-		if fn, err = s.c.GetFunction(ctx, s.ns, name); err != nil {
-			if ctx.Err() != nil {
-				return false, nil
-			}
+		get, done := context.WithDeadline(ctx, deadline) // a read that hangs ends at the deadline
+		got, err := s.c.GetFunction(get, s.ns, name)
+		done()
+		switch {
+		case ctx.Err() != nil:
+			return false, nil
+		case errors.Is(get.Err(), context.DeadlineExceeded):
+			return false, context.DeadlineExceeded
+		case err != nil:
 			return false, s.objectErr(err, "function", name)
+		}
+		fn = got
+		if now := time.Now(); client.HeldForBuildSlot(fn.Status) {
+			deadline, seen = deadline.Add(now.Sub(seen)), now
+		} else {
+			seen = now
 		}
 		ready, failed := fn.Status.Ready, client.NewFailure(prev, fn.Status)
 		if ready || failed {
@@ -332,6 +344,9 @@ func waitDeployed(ctx context.Context, s *session, out io.Writer, name string, p
 		}
 		if fn.Status.Phase != api.PhaseFailed {
 			prev = fn.Status // a later Failed is a new one
+		}
+		if !ready && time.Now().After(deadline) {
+			return false, context.DeadlineExceeded
 		}
 		return ready, nil
 	})

@@ -1,9 +1,11 @@
 package client
 
 import (
+	"strings"
 	"time"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/rules"
 )
 
 // The rules a client waits by: the API's statuses say what was observed, and these read
@@ -43,4 +45,11 @@ func RunDone(j api.Job, runID int64) bool {
 		return runID == 0
 	}
 	return false
+}
+
+// HeldForBuildSlot reports a function whose build the operator holds back for a slot
+// (--max-concurrent-builds): a wait for its build does not count that time, which is the
+// cluster's queue, not the build's.
+func HeldForBuildSlot(st api.FunctionStatus) bool {
+	return strings.HasPrefix(st.Message, rules.BuildSlotWait)
 }

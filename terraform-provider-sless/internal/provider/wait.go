@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
-	"sless.dev/sless/rules"
 )
 
 // pollInterval is how often waits ask the API; local builds finish in seconds, so a short
@@ -105,7 +103,7 @@ func waitFunctionReady(ctx context.Context, c *apiClient, name string, prev api.
 			return false, true, "", fmt.Errorf("read %s %s: %w", functionRemote.kind, name, err)
 		}
 		fn = got
-		counts := !strings.HasPrefix(fn.Status.Message, rules.BuildSlotWait)
+		counts := !client.HeldForBuildSlot(fn.Status)
 		last := fn.Status.Phase
 		if fn.Status.Message != "" {
 			last += ": " + fn.Status.Message
