@@ -36,7 +36,7 @@ func TestStreamsOnTheCluster(t *testing.T) {
 	tn := newTenant(t)
 	deployFunction(t, tn, "ticks", api.FunctionFields{Runtime: ptr.To("python3.11"), TimeoutSec: ptr.To(int32(60)),
 		StreamIdleTimeoutSec: ptr.To(int32(2)), ScaleDownPeriodSec: ptr.To(int32(3))}, map[string]string{"handler.py": streamPython})
-	ns, name := tn.ns, workload(t, tn.ns, "ticks")
+	ns, name := tn.ns, "ticks"
 	waitScaledToZero(t, ns, name, 2*time.Minute)
 
 	// events reads a stream's lines and when each came, failing on a read error (a stream's
