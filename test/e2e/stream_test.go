@@ -4,11 +4,13 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"k8s.io/utils/ptr"
 
 	"sless.dev/sless/gateway/api"
@@ -102,5 +104,107 @@ func TestStreamsOnTheCluster(t *testing.T) {
 	}
 	if got := <-done; len(got) != 13 {
 		t.Errorf("the long stream gave %d events, want 13: %q", len(got), got)
+	}
+}
+
+// echoSocketGo is a Go function in the net/http form that answers a WebSocket upgrade and
+// echoes text messages, with the standard library only (the ground's builds have no module
+// proxy): the handshake of RFC 6455 §4.2.2 and single-frame text messages up to 125 bytes.
+const echoSocketGo = `package handler
+
+import (
+	"bufio"
+	"crypto/sha1"
+	"encoding/base64"
+	"io"
+	"net/http"
+)
+
+func Handle(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Upgrade") != "websocket" {
+		http.Error(w, "want a WebSocket upgrade", http.StatusBadRequest)
+		return
+	}
+	sum := sha1.Sum([]byte(r.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
+		base64.StdEncoding.EncodeToString(sum[:]) + "\r\n\r\n")
+	rw.Flush()
+	for {
+		msg, op, err := readFrame(rw.Reader)
+		if err != nil {
+			return
+		}
+		if op == 8 { // close: answered with the caller's status, as RFC 6455 §5.5.1 asks
+			rw.Write(append([]byte{0x88, byte(len(msg))}, msg...))
+			rw.Flush()
+			return
+		}
+		out := append([]byte("echo: "), msg...)
+		rw.Write(append([]byte{0x81, byte(len(out))}, out...))
+		rw.Flush()
+	}
+}
+
+// readFrame reads one masked client frame of up to 125 bytes.
+func readFrame(r *bufio.Reader) ([]byte, byte, error) {
+	var head [2]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return nil, 0, err
+	}
+	var mask [4]byte
+	if _, err := io.ReadFull(r, mask[:]); err != nil {
+		return nil, 0, err
+	}
+	msg := make([]byte, head[1]&0x7f)
+	if _, err := io.ReadFull(r, msg); err != nil {
+		return nil, 0, err
+	}
+	for i := range msg {
+		msg[i] ^= mask[i%4]
+	}
+	return msg, head[0] & 0x0f, nil
+}
+`
+
+// TestWebSocketOnTheCluster: a WebSocket to a kaniko-built Go function in the net/http form
+// passes through the gateway and the real interceptor from zero and echoes, and the socket
+// holds its pod past the scale-down period while it is open.
+func TestWebSocketOnTheCluster(t *testing.T) {
+	t.Parallel()
+	tn := newTenant(t)
+	deployFunction(t, tn, "sock", api.FunctionFields{Runtime: ptr.To("go1.25"), ScaleDownPeriodSec: ptr.To(int32(3))},
+		map[string]string{"handler.go": echoSocketGo})
+	waitScaledToZero(t, tn.ns, "sock", 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(g.gatewayURL, "http")+"/fn/"+tn.ns+"/sock", nil)
+	if err != nil {
+		t.Fatalf("a WebSocket from zero through the gateway and the interceptor: %v", err)
+	}
+	defer c.CloseNow()
+	if resp.Header.Get("X-Sless-Cold-Start") != "true" {
+		t.Errorf("the upgrade did not start the function from zero: %v", resp.Header)
+	}
+	for i, msg := range []string{"one", "two after the scale-down period"} {
+		if i > 0 {
+			time.Sleep(6 * time.Second) // past the 3 s scale-down period and KEDA's polling
+			if d := deployment(t, tn.ns, "sock"); d.Status.ReadyReplicas < 1 {
+				t.Fatalf("the function scaled away while its socket was open: %d ready", d.Status.ReadyReplicas)
+			}
+		}
+		if err := c.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		if _, got, err := c.Read(ctx); err != nil || string(got) != "echo: "+msg {
+			t.Fatalf("echo of %q: %q, %v", msg, got, err)
+		}
+	}
+	if err := c.Close(websocket.StatusNormalClosure, "done"); err != nil {
+		t.Errorf("close: %v", err)
 	}
 }
