@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"sless.dev/sless/gateway"
+	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
+	"sless.dev/sless/test/testkit"
 )
 
 // upgradeFunction answers an "Upgrade: echo" request with 101 and echoes what follows, and
@@ -36,7 +38,7 @@ func upgradeFunction(t *testing.T) string {
 			return
 		}
 		defer conn.Close()
-		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\nSet-Cookie: sid=tossed; Path=/\r\n\r\n")
 		_ = brw.Flush()
 		_, _ = io.Copy(conn, brw)
 	})}
@@ -199,5 +201,54 @@ func TestUpgradedConnectionsStayBounded(t *testing.T) {
 		t.Fatalf("an idle upgraded connection was still open after %v (idle timeout %v)", time.Since(start), idle)
 	case err == nil:
 		t.Fatal("an idle upgraded connection sent a byte")
+	}
+}
+
+// TestUpgradeTakesTheRoutesRules: an upgrade (a WebSocket's) is a call of /fn/ like any
+// other: a route that requires auth refuses it without a token of the function's tenant
+// (401, 403) and never reaches the function, and the 101 on the shared origin carries the
+// sandbox policy and none of the headers a function may not send there (a browser takes a
+// WebSocket handshake's cookies).
+func TestUpgradeTakesTheRoutesRules(t *testing.T) {
+	ns := api.TenantNamespace("team")
+	fnAddr := upgradeFunction(t)
+	be := boundBackend{rt: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, fnAddr)
+	}}, routes: map[string]backend.Route{ns + "/guarded": {Host: "guarded." + ns + ".svc", RequireAuth: true}}}
+	auth, err := gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: boundKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := gateway.New(gateway.Config{Backend: be, Auth: auth, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := testkit.Serve(t, srv.HTTPServer())
+	const up = "Connection: Upgrade\r\nUpgrade: echo\r\n"
+	for _, tc := range []struct {
+		name, header string
+		want         int
+	}{
+		{"no token", up, http.StatusUnauthorized},
+		{"another tenant's token", up + "Authorization: Bearer " + testkit.Token(t, boundKey, "someone-else") + "\r\n", http.StatusForbidden},
+		{"the tenant's token", up + "Authorization: Bearer " + testkit.Token(t, boundKey, "team") + "\r\n", http.StatusSwitchingProtocols},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn := from(t, "127.0.0.1", addr)
+			br := bufio.NewReader(conn)
+			resp := get(t, conn, br, "/fn/"+ns+"/guarded", tc.header)
+			if resp.StatusCode != tc.want {
+				t.Fatalf("upgrade: %d, want %d", resp.StatusCode, tc.want)
+			}
+			if tc.want != http.StatusSwitchingProtocols {
+				return
+			}
+			if csp := resp.Header.Get("Content-Security-Policy"); !strings.HasPrefix(csp, "sandbox") || resp.Header.Get("Set-Cookie") != "" {
+				t.Errorf("the 101 on the shared origin has CSP %q and Set-Cookie %q; want the sandbox and no cookie", csp, resp.Header.Get("Set-Cookie"))
+			}
+			if err := echo(t, conn, br, "through"); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

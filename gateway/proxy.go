@@ -111,6 +111,8 @@ type target struct {
 	streamed  bool
 	// revision is the function's revision the call went to ("" when it has none).
 	revision string
+	// sandbox: the call came on the shared origin (statusWriter.sandbox).
+	sandbox bool
 	// timeout and streamIdle are the route's bounds; cancel ends the request to the function
 	// (a stream that went idle).
 	timeout, streamIdle time.Duration
@@ -205,6 +207,11 @@ func (p *fnProxy) modifyResponse(resp *http.Response) error {
 	}
 	if t.revision != "" {
 		resp.Header.Set(rules.HeaderRevision, t.revision) // the function's own value is not believed
+	}
+	// ReverseProxy writes an upgrade's 101 itself, past the statusWriter: a browser takes a
+	// WebSocket handshake's cookies, so the shared origin's rules are applied here.
+	if t.sandbox && resp.StatusCode == http.StatusSwitchingProtocols {
+		sandboxed(resp.Header)
 	}
 	// The backend's value comes first; one a function sent after it is not believed.
 	t.ttfb = time.Since(t.start)
@@ -374,6 +381,7 @@ func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest, 
 	if !ok {
 		sw = &statusWriter{ResponseWriter: w}
 	}
+	t.sandbox = sw.sandbox
 	defer func() { p.record(ctx, t, ns, name, sw.status, sw.bytes) }()
 	p.rp.ServeHTTP(sw, r.WithContext(ctx))
 }
@@ -570,6 +578,14 @@ func (w *statusWriter) sandboxHeader(code int) bool {
 		clear(h)
 		return true
 	}
+	sandboxed(h)
+	return true
+}
+
+// sandboxed applies the shared origin's rules to h, the header of an answer that may carry a
+// document or set state in the browser: the headers a function may not send there go, the
+// sandbox policy comes first.
+func sandboxed(h http.Header) {
 	for _, k := range sharedOriginDropped {
 		h.Del(k)
 	}
@@ -581,7 +597,6 @@ func (w *statusWriter) sandboxHeader(code int) bool {
 		}
 	}
 	h["Content-Security-Policy"] = csp
-	return true
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
