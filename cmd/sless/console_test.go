@@ -164,6 +164,14 @@ func TestConsoleOnDevInChromium(t *testing.T) {
 	if marked := p.Eval(`document.querySelector("tr[data-invocation] .badge.stream") !== null`); marked != "true" {
 		t.Fatal("the streamed call is not marked as a stream in the invocations tab")
 	}
+
+	// The browser's own EventSource takes the events one by one, as they are sent.
+	p.Eval(`(() => { window.ticks = []; const es = new EventSource("/fn/` + d.ns + `/ticker");
+		es.onmessage = (e) => { ticks.push([e.data, performance.now()]); if (ticks.length === 3) es.close(); }; return "listening"; })()`)
+	p.Wait("three events in EventSource", `window.ticks.length === 3`)
+	if got := p.Eval(`ticks.map((t) => t[0]).join(",") + " " + (ticks[2][1] - ticks[0][1] >= 1500)`); got != "tick 0,tick 1,tick 2 true" {
+		t.Fatalf("EventSource got %q; want the three events, the last at least 1.5 s after the first", got)
+	}
 }
 
 // tickerHandler streams three Server-Sent Events a second apart.
