@@ -28,24 +28,40 @@ def handle(event):
         yield "tick %d" % i
 `
 
-// TestStreamsOnTheCluster: a kaniko-built Python generator streams through the gateway and
-// the real interceptor from zero, each event as it is produced (the times between them are
-// asserted, not just the body); a stream that goes silent is ended cleanly at the function's
-// stream_idle_timeout_sec; and a stream that outlives the scale-down period holds its pod —
-// a live stream is a request in flight to the add-on.
+// streamNode streams three lines 0.8 s apart from an async generator.
+const streamNode = `exports.handle = async function* () {
+  for (let i = 0; i < 3; i++) {
+    if (i) await new Promise((resolve) => setTimeout(resolve, 800));
+    yield 'chunk ' + i + '\n';
+  }
+};
+`
+
+// TestStreamsOnTheCluster: a kaniko-built Python generator and a Node.js async generator
+// stream through the gateway and the real interceptor from zero, each item as it is produced
+// (the times between them are asserted, not just the body); a stream that goes silent is
+// ended cleanly at the function's stream_idle_timeout_sec; and a stream that outlives the
+// scale-down period holds its pod — a live stream is a request in flight to the add-on.
 func TestStreamsOnTheCluster(t *testing.T) {
 	t.Parallel()
 	tn := newTenant(t)
-	deployFunction(t, tn, "ticks", api.FunctionFields{Runtime: ptr.To("python3.11"), TimeoutSec: ptr.To(int32(60)),
-		StreamIdleTimeoutSec: ptr.To(int32(2)), ScaleDownPeriodSec: ptr.To(int32(3))}, map[string]string{"handler.py": streamPython})
+	scale := api.FunctionFields{TimeoutSec: ptr.To(int32(60)), StreamIdleTimeoutSec: ptr.To(int32(2)), ScaleDownPeriodSec: ptr.To(int32(3))}
+	py, node := scale, scale
+	py.Runtime, node.Runtime = ptr.To("python3.11"), ptr.To("nodejs20")
+	createAndUpload(t, tn, "ticks", py, map[string]string{"handler.py": streamPython})
+	createAndUpload(t, tn, "nodeticks", node, map[string]string{"handler.js": streamNode})
 	ns, name := tn.ns, "ticks"
-	waitScaledToZero(t, ns, name, 2*time.Minute)
+	for _, fn := range []string{name, "nodeticks"} {
+		waitReady(t, tn, fn)
+		waitServiceResolvable(t, tn, fn)
+		waitScaledToZero(t, ns, fn, 2*time.Minute)
+	}
 
-	// events reads a stream's lines and when each came, failing on a read error (a stream's
-	// end is clean, whether the function's or the gateway's).
-	events := func(body string) (*http.Response, []string, []time.Duration) {
+	// stream reads fn's answer to body line by line and when each line came, failing on a
+	// read error (a stream's end is clean, whether the function's or the gateway's).
+	stream := func(fn, body string) (*http.Response, []string, []time.Duration) {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, g.gatewayURL+"/fn/"+ns+"/ticks", strings.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, g.gatewayURL+"/fn/"+ns+"/"+fn, strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +86,14 @@ func TestStreamsOnTheCluster(t *testing.T) {
 		return resp, lines, at
 	}
 
-	resp, lines, at := events(`{"count": 3, "gap": 0.8}`)
+	events := func(body string) (*http.Response, []string, []time.Duration) { return stream(name, body) }
+
+	resp, lines, at := stream("nodeticks", `{}`)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Sless-Cold-Start") != "true" || strings.Join(lines, "|") != "chunk 0|chunk 1|chunk 2" || at[2]-at[0] < 1200*time.Millisecond {
+		t.Errorf("Node.js from zero: %d, cold start %q, %q at %v; want three chunks 0.8 s apart", resp.StatusCode, resp.Header.Get("X-Sless-Cold-Start"), lines, at)
+	}
+
+	resp, lines, at = events(`{"count": 3, "gap": 0.8}`)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Sless-Cold-Start") != "true" || strings.Join(lines, "|") != "data: tick 0|data: tick 1|data: tick 2" {
 		t.Fatalf("from zero: %d, cold start %q, %q", resp.StatusCode, resp.Header.Get("X-Sless-Cold-Start"), lines)
 	}
