@@ -71,11 +71,16 @@ func (l ConnLimits) withDefaults() ConnLimits {
 // Config.Conns (bodies and writes are bounded per request by ServeHTTP). Serve it on
 // s.Listener(ln): the connection caps and the idle bound of upgraded connections live there.
 // There is no WriteTimeout: /fn/ responses stream and functions may run for 15 minutes.
+// It speaks HTTP/1.1 and HTTP/2 without TLS (h2c, prior knowledge), so one connection
+// carries many calls and streams; the header, body, idle and write bounds hold on both.
 func (s *Server) HTTPServer() *http.Server {
 	l := s.cfg.Conns
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
 	return &http.Server{
 		Handler: s, ReadHeaderTimeout: l.ReadHeaderTimeout, IdleTimeout: l.IdleTimeout, MaxHeaderBytes: l.MaxHeaderBytes,
-		ConnContext: connContext, ConnState: connState,
+		Protocols: &protocols, ConnContext: connContext, ConnState: connState,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 }

@@ -96,56 +96,63 @@ func TestStreamBounds(t *testing.T) {
 		{"idle", "/sized", "ss", 1500 * time.Millisecond, 4 * time.Second, false},
 		{"bounded", "/endless", "", 1200 * time.Millisecond, 4 * time.Second, true},
 	}
-	client := &http.Client{Timeout: 10 * time.Second} // a stream the gateway failed to cut
-	for _, tc := range cases {
-		t.Run(tc.fn+tc.path, func(t *testing.T) {
-			start := time.Now()
-			resp, err := client.Get("http://" + addr + "/fn/" + ns + "/" + tc.fn + tc.path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			took := time.Since(start)
-			if err != nil {
-				t.Fatalf("reading the answer: %v after %q: the cut must be a clean end", err, body)
-			}
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("status %d", resp.StatusCode)
-			}
-			if tc.want != "" && string(body) != tc.want {
-				t.Errorf("body %q, want %q", body, tc.want)
-			}
-			if tc.path == "/endless" {
-				if !strings.HasPrefix(string(body), "data: tick\n\n") || !strings.HasSuffix(string(body), "\n\n: function timed out after 1s\n\n") {
-					t.Errorf("body %q: want ticks, then the timeout's comment", body)
+	// The same over HTTP/1.1 and HTTP/2 without TLS (h2c); the timeout is for a stream the
+	// gateway failed to cut.
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	clients := map[string]*http.Client{"HTTP/1.1": {Timeout: 10 * time.Second},
+		"HTTP/2.0": {Timeout: 10 * time.Second, Transport: &http.Transport{Protocols: &h2c}}}
+	for proto, client := range clients {
+		for _, tc := range cases {
+			t.Run(tc.fn+tc.path+" over "+proto, func(t *testing.T) {
+				start := time.Now()
+				resp, err := client.Get("http://" + addr + "/fn/" + ns + "/" + tc.fn + tc.path)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			if took < tc.min || took > tc.max {
-				t.Errorf("answered in %s, want %s–%s", took, tc.min, tc.max)
-			}
-			var r history.Record
-			testkit.WaitFor(t, "the invocation's record", 5*time.Second, func() bool {
-				pg, err := rec.List(context.Background(), history.Query{Namespace: ns, Function: tc.fn, Limit: 1})
-				if err != nil || len(pg.Records) == 0 || pg.Records[0].Start.Before(start) {
-					return false
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				took := time.Since(start)
+				if err != nil {
+					t.Fatalf("reading the answer: %v after %q: the cut must be a clean end", err, body)
 				}
-				r = pg.Records[0]
-				return true
-			})
-			if r.Bytes != int64(len(body)) || r.Streamed != (tc.path != "/sized") || r.TTFB <= 0 || r.TTFB > took || r.Status != history.StatusSucceeded {
-				t.Errorf("recorded %+v: want %d bytes, streamed %v, a time to first byte within %s, succeeded", r, len(body), tc.path != "/sized", took)
-			}
-			if tc.cancelled {
-				select {
-				case p := <-cancelled:
-					if p != tc.path {
-						t.Errorf("the function saw %s cancelled, want %s", p, tc.path)
+				if resp.StatusCode != http.StatusOK || resp.Proto != proto {
+					t.Fatalf("status %d over %s, want 200 over %s", resp.StatusCode, resp.Proto, proto)
+				}
+				if tc.want != "" && string(body) != tc.want {
+					t.Errorf("body %q, want %q", body, tc.want)
+				}
+				if tc.path == "/endless" {
+					if !strings.HasPrefix(string(body), "data: tick\n\n") || !strings.HasSuffix(string(body), "\n\n: function timed out after 1s\n\n") {
+						t.Errorf("body %q: want ticks, then the timeout's comment", body)
 					}
-				case <-time.After(5 * time.Second):
-					t.Error("the function's request was not cancelled: its producer would go on")
 				}
-			}
-		})
+				if took < tc.min || took > tc.max {
+					t.Errorf("answered in %s, want %s–%s", took, tc.min, tc.max)
+				}
+				var r history.Record
+				testkit.WaitFor(t, "the invocation's record", 5*time.Second, func() bool {
+					pg, err := rec.List(context.Background(), history.Query{Namespace: ns, Function: tc.fn, Limit: 1})
+					if err != nil || len(pg.Records) == 0 || pg.Records[0].Start.Before(start) {
+						return false
+					}
+					r = pg.Records[0]
+					return true
+				})
+				if r.Bytes != int64(len(body)) || r.Streamed != (tc.path != "/sized") || r.TTFB <= 0 || r.TTFB > took || r.Status != history.StatusSucceeded {
+					t.Errorf("recorded %+v: want %d bytes, streamed %v, a time to first byte within %s, succeeded", r, len(body), tc.path != "/sized", took)
+				}
+				if tc.cancelled {
+					select {
+					case p := <-cancelled:
+						if p != tc.path {
+							t.Errorf("the function saw %s cancelled, want %s", p, tc.path)
+						}
+					case <-time.After(5 * time.Second):
+						t.Error("the function's request was not cancelled: its producer would go on")
+					}
+				}
+			})
+		}
 	}
 }
