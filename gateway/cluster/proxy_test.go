@@ -674,6 +674,11 @@ func TestProxyRoutesByRevisionTraffic(t *testing.T) {
 		seen = map[string]int{}
 		for range 40 {
 			host, rev := call("")
+			if rev == "" { // not yet: the function's own host, until the informer brings the traffic
+				seen = nil
+				time.Sleep(50 * time.Millisecond)
+				break
+			}
 			if hosts[rev] != host {
 				t.Fatalf("revision %q answered from host %q", rev, host)
 			}
