@@ -193,10 +193,10 @@ func functionHeader(h http.Header, id *Identity) {
 var errBodyTimeout = errors.New("request body timed out")
 
 // modifyResponse refuses an answer to a request whose body was cut off at its deadline,
-// turns the backend's cold-start signal into sless's own header (counted) and puts a stream
-// under its bounds (streamBody). The shared
-// origin's rules are applied where the answer is written (statusWriter.sandboxHeader), so
-// they also hold for informational answers, which skip ModifyResponse.
+// turns the backend's cold-start signal into sless's own header (counted), notes the time to
+// first byte and puts a stream under its bounds (streamBody). The shared origin's rules are
+// applied where the answer is written (statusWriter.sandboxHeader), so they also hold for
+// informational answers, which skip ModifyResponse; an upgrade's 101 is the exception here.
 func (p *fnProxy) modifyResponse(resp *http.Response) error {
 	t, _ := resp.Request.Context().Value(targetKey{}).(*target)
 	if t == nil {
@@ -213,9 +213,9 @@ func (p *fnProxy) modifyResponse(resp *http.Response) error {
 	if t.sandbox && resp.StatusCode == http.StatusSwitchingProtocols {
 		sandboxed(resp.Header)
 	}
-	// The backend's value comes first; one a function sent after it is not believed.
 	t.ttfb = time.Since(t.start)
 	t.streamed = resp.ContentLength < 0 || resp.StatusCode == http.StatusSwitchingProtocols
+	// The backend's value comes first; one a function sent after it is not believed.
 	t.coldStart = resp.Header.Get(rules.HeaderBackendColdStart) == "true"
 	resp.Header.Del(rules.HeaderBackendColdStart)
 	resp.Header.Set(rules.HeaderColdStart, strconv.FormatBool(t.coldStart))
@@ -537,9 +537,8 @@ func (h *heldRequests) release(key string) {
 }
 
 // statusWriter remembers the status code and the body's bytes, and keeps streaming (Flush)
-// and upgrades working.
-// With stall set, every write must make progress within it (a client that stopped reading
-// is cut off instead of holding the handler). With sandbox set it is the one place the
+// and upgrades working. With stall set, every write must make progress within it (a client
+// that stopped reading is cut off instead of holding the handler). With sandbox set it is the one place the
 // shared origin's rules are applied to what goes out (see sandboxHeader).
 type statusWriter struct {
 	http.ResponseWriter
