@@ -25,7 +25,15 @@ type chunk struct {
 func readStream(t *testing.T, url, event string) (*http.Response, []chunk, error) {
 	t.Helper()
 	start := time.Now()
-	resp, err := http.Post(url, "application/json", strings.NewReader(event))
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(event))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	// A connection of its own: a wrapper closes the connection after a stream it ended at the
+	// timeout or cut, and a POST sent on it meanwhile would meet that close (EOF).
+	req.Close = true
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("POST %s: %v", event, err)
 	}
