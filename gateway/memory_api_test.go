@@ -263,6 +263,8 @@ func TestValidationErrors(t *testing.T) {
 		{"update bad timeout", "PUT", "/functions/f", `{"timeout_sec":1000}`, 400, "timeout_sec"},
 		{"stream idle bound zero", "PUT", "/functions/f", `{"stream_idle_timeout_sec":0}`, 400, "stream_idle_timeout_sec"},
 		{"stream idle bound above an hour", "POST", "/functions", `{"name":"x","runtime":"go1.23","stream_idle_timeout_sec":3601}`, 400, "stream_idle_timeout_sec"},
+		{"h2c from uploaded code", "PUT", "/functions/f", `{"protocol":"h2c"}`, 400, "protocol"},
+		{"unknown protocol", "POST", "/functions", `{"name":"x","runtime":"go1.23","image":"reg.example/app:1","protocol":"h3"}`, 400, "protocol"},
 		{"update missing", "PUT", "/functions/nope", `{"memory_mb":64}`, 404, ""},
 		{"bad path name", "GET", "/functions/UPPER", ``, 400, "name"},
 		{"bad schedule", "POST", "/triggers", `{"name":"c","type":"cron","function":"f","schedule":"61 * * * *"}`, 400, "schedule"},

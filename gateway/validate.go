@@ -108,9 +108,9 @@ func validEntrypoint(field, runtime, ep string) error {
 func defaultFunctionSpec() api.FunctionSpec {
 	return api.FunctionSpec{MemoryMB: rules.DefaultMemoryMB, MaxReplicas: rules.DefaultMaxReplicas,
 		ScaleDownPeriodSec: rules.DefaultScaleDownSeconds, ScalingMetric: rules.DefaultScalingMetric, ScalingTarget: rules.DefaultScalingTarget,
-		StreamIdleTimeoutSec: rules.DefaultStreamIdleSeconds,
-		Async:                api.AsyncPolicy{MaxAttempts: rules.DefaultMaxAttempts, BackoffMs: rules.DefaultBackoffMillis, MaxJobs: rules.DefaultAsyncJobs},
-		Traffic:              rules.DefaultTraffic(), RevisionHistoryLimit: rules.DefaultRevisionHistoryLimit}
+		StreamIdleTimeoutSec: rules.DefaultStreamIdleSeconds, Protocol: rules.DefaultProtocol,
+		Async:   api.AsyncPolicy{MaxAttempts: rules.DefaultMaxAttempts, BackoffMs: rules.DefaultBackoffMillis, MaxJobs: rules.DefaultAsyncJobs},
+		Traffic: rules.DefaultTraffic(), RevisionHistoryLimit: rules.DefaultRevisionHistoryLimit}
 }
 
 // applyFunctionFields sets the sent fields of f on spec.
@@ -127,6 +127,7 @@ func applyFunctionFields(spec *api.FunctionSpec, f api.FunctionFields) {
 	setIf(&spec.ScalingTarget, f.ScalingTarget)
 	setIf(&spec.StreamIdleTimeoutSec, f.StreamIdleTimeoutSec)
 	setIf(&spec.Image, f.Image)
+	setIf(&spec.Protocol, f.Protocol)
 	setIf(&spec.SecretEnv, f.SecretEnv)
 	setIf(&spec.SecretFiles, f.SecretFiles)
 	setIf(&spec.Traffic, f.Traffic)
@@ -142,6 +143,9 @@ func applyFunctionFields(spec *api.FunctionSpec, f api.FunctionFields) {
 	}
 	if spec.StreamIdleTimeoutSec == 0 && f.StreamIdleTimeoutSec == nil { // stored before functions had it
 		spec.StreamIdleTimeoutSec = rules.DefaultStreamIdleSeconds
+	}
+	if spec.Protocol == "" { // stored before functions had it, or sent empty
+		spec.Protocol = rules.DefaultProtocol
 	}
 	if spec.RevisionHistoryLimit == 0 && f.RevisionHistoryLimit == nil {
 		spec.RevisionHistoryLimit = rules.DefaultRevisionHistoryLimit
@@ -202,6 +206,9 @@ func validateFunctionSpec(s api.FunctionSpec) error {
 	}
 	if len(s.Image) > rules.MaxImageLength {
 		return invalid("image", "longer than %d characters", rules.MaxImageLength)
+	}
+	if p := rules.ProtocolProblem(s.Protocol, s.Image); p != "" {
+		return invalid("protocol", "%s", p)
 	}
 	return nil
 }

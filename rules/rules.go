@@ -6,6 +6,7 @@
 package rules
 
 import (
+	"fmt"
 	"strings"
 	"time"
 )
@@ -122,6 +123,30 @@ func AsyncDeadLetterQueue(namespace, name, configured string) string {
 // HealthPath is the wrappers' readiness path: it answers without calling the handler, so a
 // pre-warm through it wakes a function without running it.
 const HealthPath = "/healthz"
+
+// Protocols a function's server may speak on its port. Every runtime's wrapper speaks
+// HTTP/1.1; a prebuilt image may speak HTTP/2 without TLS (h2c) instead, as a gRPC server
+// does, and is then reached over h2c from the interceptor on.
+const (
+	ProtocolHTTP1   = "http1"
+	ProtocolH2C     = "h2c"
+	DefaultProtocol = ProtocolHTTP1
+)
+
+// ProtocolProblem says what is wrong with protocol for a function running image ("" when
+// nothing is; an empty protocol is the default).
+func ProtocolProblem(protocol, image string) string {
+	switch protocol {
+	case "", ProtocolHTTP1:
+		return ""
+	case ProtocolH2C:
+		if image == "" {
+			return "h2c needs a prebuilt image (image): the runtimes' wrappers speak HTTP/1.1"
+		}
+		return ""
+	}
+	return fmt.Sprintf("unknown protocol %q; use %s or %s (a prebuilt image speaking HTTP/2 without TLS, e.g. gRPC)", protocol, ProtocolHTTP1, ProtocolH2C)
+}
 
 // MaxPrewarmSeconds is the longest a cron trigger may wake its function before a tick.
 const MaxPrewarmSeconds = 3600

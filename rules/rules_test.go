@@ -1,6 +1,7 @@
 package rules_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -75,6 +76,25 @@ func TestNamesAndDeadlines(t *testing.T) {
 	}{{0, 0}, {-1, 0}, {1, 6 * time.Second}, {900, 905 * time.Second}} {
 		if got := rules.InvocationDeadline(tc.sec); got != tc.want {
 			t.Errorf("InvocationDeadline(%d) = %s, want %s", tc.sec, got, tc.want)
+		}
+	}
+}
+
+func TestProtocolProblem(t *testing.T) {
+	for _, c := range []struct {
+		protocol, image, want string
+	}{
+		{"", "", ""},
+		{"", "reg/app:1", ""},
+		{rules.ProtocolHTTP1, "", ""},
+		{rules.ProtocolH2C, "reg/app:1", ""},
+		{rules.ProtocolH2C, "", "needs a prebuilt image"},
+		{"h2", "reg/app:1", `unknown protocol "h2"`},
+		{"HTTP1", "", `unknown protocol "HTTP1"`},
+	} {
+		got := rules.ProtocolProblem(c.protocol, c.image)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("ProtocolProblem(%q, %q) = %q, want %q", c.protocol, c.image, got, c.want)
 		}
 	}
 }

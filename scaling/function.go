@@ -176,11 +176,7 @@ func MakeDeployment(fn *v1.Function, rev *v1.Revision, secretVersions map[string
 		corev1.EnvVar{Name: "SLESS_NAMESPACE", Value: fn.Namespace},
 		corev1.EnvVar{Name: "SLESS_REVISION", Value: rev.Name})
 	c.Ports = []corev1.ContainerPort{{Name: portName, ContainerPort: port, Protocol: corev1.ProtocolTCP}}
-	c.ReadinessProbe = &corev1.Probe{
-		ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: buildkit.HealthPath, Port: intstr.FromString(portName)}},
-		PeriodSeconds:    1,
-		FailureThreshold: 3,
-	}
+	c.ReadinessProbe = &corev1.Probe{ProbeHandler: readiness(code.Protocol), PeriodSeconds: 1, FailureThreshold: 3}
 	// A pod being deleted keeps serving for a moment: the interceptor routes by EndpointSlice,
 	// and until the slice says the pod is terminating a new request may still be sent to it
 	// (a closed port: a 502). SIGTERM (graceful drain) comes after the sleep.
@@ -211,16 +207,27 @@ func secretsAnnotation(versions map[string]int64) map[string]string {
 	return nil
 }
 
+// readiness probes the wrappers' health path; a server speaking h2c (an image of the user's)
+// need not answer HTTP/1.1 at all, so it is ready once its port takes connections.
+func readiness(p v1.Protocol) corev1.ProbeHandler {
+	if p == rules.ProtocolH2C {
+		return corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString(portName)}}
+	}
+	return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: buildkit.HealthPath, Port: intstr.FromString(portName)}}
+}
+
+// appProtocolH2C on a Service port makes the KEDA HTTP interceptor speak h2c to its pods.
+const appProtocolH2C = "kubernetes.io/h2c"
+
 // MakeService renders the ClusterIP Service the interceptor forwards a revision's calls to.
 func MakeService(rev *v1.Revision) *corev1.Service {
+	sp := corev1.ServicePort{Name: portName, Port: port, TargetPort: intstr.FromString(portName), Protocol: corev1.ProtocolTCP}
+	if rev.Spec.Protocol == rules.ProtocolH2C {
+		sp.AppProtocol = ptr.To(appProtocolH2C)
+	}
 	return &corev1.Service{
 		ObjectMeta: revisionMeta(rev),
-		Spec: corev1.ServiceSpec{
-			Selector: RevisionLabels(rev),
-			Ports: []corev1.ServicePort{{
-				Name: portName, Port: port, TargetPort: intstr.FromString(portName), Protocol: corev1.ProtocolTCP,
-			}},
-		},
+		Spec:       corev1.ServiceSpec{Selector: RevisionLabels(rev), Ports: []corev1.ServicePort{sp}},
 	}
 }
 

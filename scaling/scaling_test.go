@@ -102,6 +102,24 @@ func TestMakeDeployment(t *testing.T) {
 				}
 			},
 		},
+		"h2c: Service port says kubernetes.io/h2c, readiness is a TCP probe": {
+			fn: testFunction(func(f *v1.Function) { f.Spec.Source, f.Spec.Image, f.Spec.Protocol = nil, "reg/grpc:1", "h2c" }),
+			check: func(t *testing.T, fn *v1.Function) {
+				rev := testRevision(fn, "reg/grpc@sha256:"+sha)
+				c := MakeDeployment(fn, rev, nil, testOptions()).Spec.Template.Spec.Containers[0]
+				if p := c.ReadinessProbe; p.HTTPGet != nil || p.TCPSocket == nil || p.TCPSocket.Port.StrVal != "http" {
+					t.Errorf("readiness probe = %+v, want a TCP probe of the http port", p.ProbeHandler)
+				}
+				sp := MakeService(rev).Spec.Ports[0]
+				if sp.AppProtocol == nil || *sp.AppProtocol != "kubernetes.io/h2c" || sp.Name != "http" {
+					t.Errorf("service port = %+v, want appProtocol kubernetes.io/h2c", sp)
+				}
+				http1 := testFunction()
+				if sp := MakeService(testRevision(http1, "img")).Spec.Ports[0]; sp.AppProtocol != nil {
+					t.Errorf("an http1 function's port has appProtocol %q", *sp.AppProtocol)
+				}
+			},
+		},
 		"image change changes the pod template (rollout)": {
 			fn: testFunction(),
 			check: func(t *testing.T, fn *v1.Function) {

@@ -99,7 +99,18 @@ type CodeSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image,omitempty"`
+
+	// Protocol is what the image's server speaks on its port: http1 (HTTP/1.1, unset means
+	// it; every runtime's wrapper) or h2c (HTTP/2 without TLS, e.g. a gRPC server, for an
+	// image only): its Service port then says appProtocol kubernetes.io/h2c, so the KEDA
+	// interceptor speaks h2c to it, and readiness is a TCP probe of the port.
+	// +optional
+	Protocol Protocol `json:"protocol,omitempty"`
 }
+
+// Protocol is what a function's server speaks on its port (rules.ProtocolHTTP1, ProtocolH2C).
+// +kubebuilder:validation:Enum=http1;h2c
+type Protocol string
 
 // SecretNames lists the secrets the code references, sorted, each once.
 func (c *CodeSpec) SecretNames() []string {

@@ -267,6 +267,7 @@ type RolloutStatus struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 63",message="name must be a DNS-1123 label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit"
 // +kubebuilder:validation:XValidation:rule="has(self.spec.runtime)",message="spec.runtime is required",fieldPath=".spec.runtime",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.protocol) || self.spec.protocol != 'h2c' || has(self.spec.image)",message="protocol h2c needs a prebuilt image (image): the runtimes' wrappers speak HTTP/1.1",fieldPath=".spec.protocol"
 type Function struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -23,6 +23,7 @@ const (
 // self-contained job created before its code is uploaded waits in Pending.
 // +kubebuilder:validation:XValidation:rule="has(self.functionRef) != has(self.runtime)",message="set exactly one of functionRef (run an existing function) or runtime with source or image (self-contained job)"
 // +kubebuilder:validation:XValidation:rule="!has(self.functionRef) || (!has(self.source) && !has(self.image))",message="source and image belong to self-contained jobs; a job with functionRef runs that function's image"
+// +kubebuilder:validation:XValidation:rule="!has(self.protocol)",message="protocol is how a function serves calls; a job serves none"
 type FunctionJobSpec struct {
 	// FunctionRef runs an existing Function's image with this job's event.
 	// +optional

@@ -349,6 +349,7 @@ func TestCLIJourney(t *testing.T) {
 		r = cli.ok(work, nil, "describe", "function", "hello")
 		mustContain(t, "describe", r.stdout, "Triggers:\n  NAME", "hello-http", "Recent invocations:\n  START", "succeeded")
 		mustMatch(t, "describe", r.stdout, `(?m)^Runtime: +python3.11$`)
+		mustMatch(t, "describe", r.stdout, `(?m)^Protocol: +http1$`)
 		mustMatch(t, "describe", r.stdout, `(?m)^URL: +`+regexp.QuoteMeta(endpoint+"/fn/"+ns+"/hello")+`$`)
 		d := decodeJSON[functionDetails](t, cli.ok(work, nil, "describe", "function", "hello", "-o", "json").stdout)
 		if d.Function.Name != "hello" || len(d.Triggers) != 1 || len(d.Invocations) < 4 || !d.Invocations[len(d.Invocations)-1].ColdStart {

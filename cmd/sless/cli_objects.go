@@ -217,6 +217,7 @@ func describeFunction(ctx context.Context, s *session, f api.Function) (any, fun
 			fl.add("Message", f.Status.Message)
 			fl.add("URL", f.Status.URL)
 			fl.add("Image", f.Status.Image)
+			fl.add("Protocol", f.Protocol)
 			fl.addTime("Last build", f.Status.LastBuildTime)
 			fl.add("Memory", fmt.Sprintf("%d MB", f.MemoryMB))
 			fl.add("Timeout", timeoutText(f.TimeoutSec))

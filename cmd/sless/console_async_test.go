@@ -127,7 +127,7 @@ func TestConsoleAsyncOnDevInChromium(t *testing.T) {
 	}
 
 	meta := p.Eval(settings)
-	for _, want := range []string{"Async: on\n", "Attempts: 3 (2 retries after a failure)\n", "Backoff: 4 s before the 2nd attempt, doubling", "Dead-letter queue: " + dlq + "\n"} {
+	for _, want := range []string{"Async: on\n", "Attempts: 3 (2 retries after a failure)\n", "Backoff: 4 s before the 2nd attempt, doubling", "Dead-letter queue: " + dlq + "\n", "Protocol: http1\n"} {
 		if !strings.Contains(meta, want) {
 			t.Errorf("the overview's settings lack %q:\n%s", want, meta)
 		}

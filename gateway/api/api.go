@@ -79,6 +79,9 @@ type FunctionSpec struct {
 	StreamIdleTimeoutSec int32 `json:"stream_idle_timeout_sec,omitempty"`
 	// Image is a prebuilt image; when set no build runs.
 	Image string `json:"image,omitempty"`
+	// Protocol is what the function's server speaks: http1, or h2c for an image serving
+	// HTTP/2 without TLS (gRPC).
+	Protocol string `json:"protocol,omitempty"`
 	// Source is the uploaded code; set by POST .../upload, never by create or update.
 	Source *Source `json:"source,omitempty"`
 	// Async lets callers invoke the function asynchronously (Prefer: respond-async).
@@ -141,15 +144,17 @@ type Revision struct {
 
 // RevisionConfig is what a revision runs.
 type RevisionConfig struct {
-	Runtime     string            `json:"runtime"`
-	Entrypoint  string            `json:"entrypoint,omitempty"`
-	EnvVars     map[string]string `json:"env_vars,omitempty"`
-	MemoryMB    int32             `json:"memory_mb,omitempty"`
-	TimeoutSec  int32             `json:"timeout_sec"`
-	Image       string            `json:"image,omitempty"`
-	Source      *Source           `json:"source,omitempty"`
-	SecretEnv   []SecretEnv       `json:"secret_env,omitempty"`
-	SecretFiles []SecretFile      `json:"secret_files,omitempty"`
+	Runtime    string            `json:"runtime"`
+	Entrypoint string            `json:"entrypoint,omitempty"`
+	EnvVars    map[string]string `json:"env_vars,omitempty"`
+	MemoryMB   int32             `json:"memory_mb,omitempty"`
+	TimeoutSec int32             `json:"timeout_sec"`
+	Image      string            `json:"image,omitempty"`
+	// Protocol is set when the revision's server speaks h2c (absent: http1).
+	Protocol    string       `json:"protocol,omitempty"`
+	Source      *Source      `json:"source,omitempty"`
+	SecretEnv   []SecretEnv  `json:"secret_env,omitempty"`
+	SecretFiles []SecretFile `json:"secret_files,omitempty"`
 }
 
 // SameRevisionConfig reports whether two configurations run the same: the same source by
@@ -168,6 +173,9 @@ func SameRevisionConfig(a, b RevisionConfig) bool {
 func RevisionConfigOf(s FunctionSpec) RevisionConfig {
 	c := RevisionConfig{Runtime: s.Runtime, Entrypoint: s.Entrypoint, EnvVars: maps.Clone(s.EnvVars), MemoryMB: s.MemoryMB,
 		TimeoutSec: s.TimeoutSec, Image: s.Image, SecretEnv: slices.Clone(s.SecretEnv), SecretFiles: slices.Clone(s.SecretFiles)}
+	if s.Protocol != rules.DefaultProtocol { // a function stored before it had a protocol runs the same
+		c.Protocol = s.Protocol
+	}
 	if s.Source != nil {
 		src := *s.Source
 		c.Source = &src
@@ -272,6 +280,7 @@ type FunctionFields struct {
 	ScalingTarget        *int32             `json:"scaling_target,omitempty"`
 	StreamIdleTimeoutSec *int32             `json:"stream_idle_timeout_sec,omitempty"`
 	Image                *string            `json:"image,omitempty"`
+	Protocol             *string            `json:"protocol,omitempty"`
 	Async                *AsyncFields       `json:"async,omitempty"`
 	// SecretEnv and SecretFiles replace the whole list when sent ([] clears it).
 	SecretEnv   *[]SecretEnv  `json:"secret_env,omitempty"`

@@ -120,10 +120,14 @@ func interceptorAddr(raw string) (string, error) {
 }
 
 // newInterceptorTransport dials the interceptor for every request; the request's Host (the
-// routing host) tells the interceptor which function it is for.
+// routing host) tells the interceptor which function it is for. A call that came over
+// HTTP/2 goes on over HTTP/2 without TLS (the interceptor serves h2c beside HTTP/1.1), so
+// what only HTTP/2 carries, a gRPC call's trailers and its full-duplex streams, reaches a
+// function that speaks h2c (protocol h2c) unchanged; every other call, upgrades among them,
+// goes over HTTP/1.1. The interceptor picks its own protocol to the pods by their Service.
 func newInterceptorTransport(addr string) http.RoundTripper {
 	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	return &http.Transport{
+	h1 := &http.Transport{
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return d.DialContext(ctx, network, addr)
 		},
@@ -132,6 +136,20 @@ func newInterceptorTransport(addr string) http.RoundTripper {
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true, // bodies pass through untouched
 	}
+	h2c := h1.Clone()
+	h2c.Protocols = new(http.Protocols)
+	h2c.Protocols.SetUnencryptedHTTP2(true)
+	return byCallerProtocol{h1: h1, h2c: h2c}
+}
+
+// byCallerProtocol sends a request on in the HTTP major version it came in with.
+type byCallerProtocol struct{ h1, h2c http.RoundTripper }
+
+func (t byCallerProtocol) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.ProtoMajor == 2 {
+		return t.h2c.RoundTrip(r)
+	}
+	return t.h1.RoundTrip(r)
 }
 
 // Transport carries /fn/ requests to the interceptor.

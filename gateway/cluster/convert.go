@@ -31,7 +31,7 @@ func functionOf(fn *v1alpha1.Function) api.Function {
 			TimeoutSec: s.TimeoutSeconds, MinReplicas: s.Scale.MinReplicas, MaxReplicas: s.Scale.MaxReplicas,
 			ScaleDownPeriodSec: s.Scale.ScaleDownPeriodSeconds, ScalingMetric: string(s.Scale.Metric),
 			ScalingTarget: s.Scale.Target, StreamIdleTimeoutSec: cmp.Or(s.StreamIdleTimeoutSeconds, rules.DefaultStreamIdleSeconds),
-			Image: s.Image, Source: sourceOf(s.Source),
+			Image: s.Image, Protocol: cmp.Or(string(s.Protocol), rules.DefaultProtocol), Source: sourceOf(s.Source),
 			Async: api.AsyncPolicy{Enabled: s.Async.Enabled, MaxAttempts: s.Async.Retry.MaxAttempts,
 				BackoffMs: s.Async.Retry.BackoffMillis, DeadLetterQueue: s.Async.DeadLetterQueue, MaxJobs: s.Async.MaxJobs},
 			SecretEnv: secretEnvOf(s.SecretEnv), SecretFiles: secretFilesOf(s.SecretFiles),
@@ -68,6 +68,7 @@ func applyFunctionSpec(dst *v1alpha1.FunctionSpec, s api.FunctionSpec) error {
 	dst.Scale.MinReplicas, dst.Scale.MaxReplicas = s.MinReplicas, s.MaxReplicas
 	dst.Scale.ScaleDownPeriodSeconds = s.ScaleDownPeriodSec
 	dst.StreamIdleTimeoutSeconds = cmp.Or(s.StreamIdleTimeoutSec, rules.DefaultStreamIdleSeconds)
+	dst.Protocol = protocolRef(s.Protocol)
 	dst.Scale.Metric, dst.Scale.Target = v1alpha1.ScalingMetric(s.ScalingMetric), s.ScalingTarget
 	dst.Async.Enabled, dst.Async.DeadLetterQueue = s.Async.Enabled, s.Async.DeadLetterQueue
 	dst.Async.Retry.MaxAttempts, dst.Async.Retry.BackoffMillis = s.Async.MaxAttempts, s.Async.BackoffMs
@@ -89,7 +90,7 @@ func revisionOf(rev *v1alpha1.Revision, traffic []api.ResolvedTarget) api.Revisi
 		Name: rev.Name, Namespace: rev.Namespace, Function: rev.Spec.Function, Number: rev.Spec.Number,
 		CreatedAt: rev.CreationTimestamp.UTC(),
 		Config: api.RevisionConfig{Runtime: string(c.Runtime), Entrypoint: c.Entrypoint, EnvVars: maps.Clone(c.Env), MemoryMB: c.MemoryMB,
-			TimeoutSec: c.TimeoutSeconds, Image: c.Image, Source: sourceOf(c.Source), SecretEnv: secretEnvOf(c.SecretEnv), SecretFiles: secretFilesOf(c.SecretFiles)},
+			TimeoutSec: c.TimeoutSeconds, Image: c.Image, Protocol: string(c.Protocol), Source: sourceOf(c.Source), SecretEnv: secretEnvOf(c.SecretEnv), SecretFiles: secretFilesOf(c.SecretFiles)},
 		Status: api.RevisionStatus{Phase: cmp.Or(string(rev.Status.Phase), api.RevisionBuilding), Message: rev.Status.Message, Image: rev.Status.Image},
 	}
 	out.Percent, out.Tags = rules.Shares(traffic, rev.Name)
@@ -113,6 +114,15 @@ func secretFilesOf(refs []v1alpha1.SecretFilesMount) []api.SecretFile {
 		out = append(out, api.SecretFile{Secret: f.Secret, Path: f.Path})
 	}
 	return out
+}
+
+// protocolRef stores the default protocol as unset, as a function stored before it had one
+// is: the same code spec, so no new revision.
+func protocolRef(p string) v1alpha1.Protocol {
+	if p == rules.DefaultProtocol {
+		return ""
+	}
+	return v1alpha1.Protocol(p)
 }
 
 func applyCode(dst *v1alpha1.CodeSpec, runtime, entrypoint string, env map[string]string, memoryMB, timeoutSec int32, image string) {

@@ -31,6 +31,7 @@ var apiFields = map[string]map[string]string{
 		"spec.scale.metric":                 "scaling_metric",
 		"spec.scale.target":                 "scaling_target",
 		"spec.streamIdleTimeoutSeconds":     "stream_idle_timeout_sec",
+		"spec.protocol":                     "protocol",
 		"spec.async.enabled":                "async.enabled",
 		"spec.async.retry.maxAttempts":      "async.max_attempts",
 		"spec.async.retry.backoffMillis":    "async.backoff_ms",

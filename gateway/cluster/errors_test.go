@@ -35,6 +35,8 @@ func TestBackendMapsAPIServerErrors(t *testing.T) {
 		{"timeout maximum", fn(func(s *api.FunctionSpec) { s.TimeoutSec = 901 }), "timeout_sec"},
 		{"max below min (CEL)", fn(func(s *api.FunctionSpec) { s.MinReplicas, s.MaxReplicas = 5, 2 }), "max_replicas"},
 		{"reserved env (CEL)", fn(func(s *api.FunctionSpec) { s.EnvVars = map[string]string{"SLESS_X": "1"} }), "env_vars"},
+		{"protocol enum", fn(func(s *api.FunctionSpec) { s.Image, s.Protocol = "reg.example/app:1", "h3" }), "protocol"},
+		{"h2c without an image (CEL)", fn(func(s *api.FunctionSpec) { s.Protocol = "h2c" }), "protocol"},
 		{"invalid name", func() error {
 			_, err := b.Functions().Create(ctx, tn.ns, "Bad_Name", api.FunctionSpec{Runtime: "go1.23", MemoryMB: 128})
 			return err

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -259,6 +260,73 @@ func TestProxyStreaming(t *testing.T) {
 			t.Fatalf("echo %q", got)
 		}
 	})
+}
+
+// TestProxyHTTP2: a call that comes to the gateway over HTTP/2 without TLS goes on to the
+// interceptor over h2c, so a gRPC answer arrives whole: its messages as they are written
+// and its status in the trailers; a call over HTTP/1.1 goes on over HTTP/1.1.
+func TestProxyHTTP2(t *testing.T) {
+	var protos sync.Map // path -> the protocol the interceptor saw
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		protos.Store(r.URL.Path, r.Proto)
+		w.Header().Set("Content-Type", "application/grpc")
+		w.Header().Set("Trailer", "Grpc-Status, Grpc-Message")
+		for i := range 2 {
+			_, _ = io.WriteString(w, "message "+strconv.Itoa(i)+"\n")
+			w.(http.Flusher).Flush()
+			time.Sleep(300 * time.Millisecond)
+		}
+		w.Header().Set("Grpc-Status", "0")
+		w.Header().Set("Grpc-Message", "done")
+	}))
+	up.Config.Protocols = new(http.Protocols)
+	up.Config.Protocols.SetHTTP1(true)
+	up.Config.Protocols.SetUnencryptedHTTP2(true)
+	up.Start()
+	t.Cleanup(up.Close)
+	h := newHarness(t, harnessOptions{interceptor: up.URL})
+	fnURL := h.deploy(h.tenant(), "grpc", 30)
+	// The gateway's own server takes h2c as `sless gateway` does (gateway.Server.HTTPServer).
+	gw := httptest.NewUnstartedServer(h.server)
+	gw.Config.Protocols = up.Config.Protocols
+	gw.Start()
+	t.Cleanup(gw.Close)
+	fnURL = gw.URL + strings.TrimPrefix(fnURL, h.URL)
+
+	h2c := &http.Transport{Protocols: new(http.Protocols)}
+	h2c.Protocols.SetUnencryptedHTTP2(true)
+	for _, tc := range []struct {
+		name, path, want string
+		rt               http.RoundTripper
+	}{
+		{"h2c", "/svc/Unary", "HTTP/2.0", h2c},
+		{"HTTP/1.1", "/svc/Plain", "HTTP/1.1", http.DefaultTransport},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := (&http.Client{Transport: tc.rt}).Post(fnURL+tc.path, "application/grpc", strings.NewReader("call"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			br := bufio.NewReader(resp.Body)
+			start := time.Now()
+			first, _ := br.ReadString('\n')
+			firstAt := time.Since(start)
+			rest, _ := io.ReadAll(br)
+			if first != "message 0\n" || string(rest) != "message 1\n" {
+				t.Fatalf("body %q + %q", first, rest)
+			}
+			if firstAt > 250*time.Millisecond {
+				t.Errorf("the first message took %v: held back until the second", firstAt)
+			}
+			if got, _ := protos.Load(tc.path); got != tc.want || resp.Proto != tc.want {
+				t.Errorf("the interceptor saw %v, the caller got %s; want %s both", got, resp.Proto, tc.want)
+			}
+			if resp.Trailer.Get("Grpc-Status") != "0" || resp.Trailer.Get("Grpc-Message") != "done" {
+				t.Errorf("trailers %v, want Grpc-Status 0 and Grpc-Message done", resp.Trailer)
+			}
+		})
+	}
 }
 
 // TestColdStartIsNotTheFunctionsTimeout: the wait for an instance from zero is not counted

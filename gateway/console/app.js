@@ -230,7 +230,7 @@
     const meta = [["Runtime", fn.runtime], ["Entrypoint", fn.entrypoint || "(default)"],
       ["Memory", fn.memory_mb + " MiB"], ["Timeout", fn.timeout_sec ? fn.timeout_sec + " s" : "none"],
       ["Replicas", fn.min_replicas + "–" + fn.max_replicas], ["URL", fn.status.url || "—"], ["Image", fn.status.image || "—"],
-      ...asyncSettings(fn)];
+      ["Protocol", fn.protocol || "http1"], ...asyncSettings(fn)];
     $("fn-meta").replaceChildren(...definitions(meta));
     secretRefs(fn, gen);
     build(fn, gen);

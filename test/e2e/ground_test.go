@@ -36,6 +36,10 @@ import (
 	"sless.dev/sless/test/testenv"
 )
 
+// functionsDomain serves each function on a host of its own at the gateway (a gRPC client
+// names its function by the host, as it has no path of its own to prefix).
+const functionsDomain = "fn.sless.test"
+
 // Fixed ports inside the private namespace. The add-on binds 0.0.0.0, so none of them may
 // be a port functions use (buildkit.DefaultPort), and the interceptor's admin and the
 // scaler's gRPC ports (both 9090 by default) are set apart.

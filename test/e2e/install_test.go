@@ -115,7 +115,7 @@ func (g *ground) helmInstall(ctx context.Context) error {
 	}
 	values := map[string]any{
 		"image":  map[string]any{"repository": ref.Context().Name(), "digest": ref.Identifier()},
-		"config": map[string]any{"SLESS_S3_ENDPOINT": "http://" + nodeIP + ":" + strconv.Itoa(s3Port)},
+		"config": map[string]any{"SLESS_S3_ENDPOINT": "http://" + nodeIP + ":" + strconv.Itoa(s3Port), "SLESS_FUNCTIONS_DOMAIN": functionsDomain},
 		"operator": map[string]any{"replicas": 1, "registry": registry, "kanikoImage": g.kanikoImage, "extraArgs": []any{
 			"--kaniko-insecure-registry=" + registry, "--kaniko-registry-mirror=" + registry,
 			"--history-secret=sless-history", "--build-timeout=5m",

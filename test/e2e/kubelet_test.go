@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -646,21 +649,36 @@ func (k *kubelet) firstProbe(admitted, started time.Time, pr *corev1.Probe) time
 
 func (k *kubelet) probe(ctx context.Context, p *corev1.Pod, c *corev1.Container, ip string, first time.Time) {
 	pr := c.ReadinessProbe
-	if pr.HTTPGet == nil {
-		return
-	}
-	port := pr.HTTPGet.Port.IntValue()
-	if port == 0 {
-		for _, cp := range c.Ports {
-			if cp.Name == pr.HTTPGet.Port.StrVal {
-				port = int(cp.ContainerPort)
-			}
-		}
-	}
-	url := fmt.Sprintf("http://%s:%d%s", ip, port, pr.HTTPGet.Path)
 	period := time.Duration(max(pr.PeriodSeconds, 1)) * time.Second
 	timeout := time.Duration(max(pr.TimeoutSeconds, 1)) * time.Second
-	client := &http.Client{Timeout: timeout}
+	// check is one probe as the kubelet's prober runs it: an HTTP GET answered 200–399, or a
+	// TCP connection accepted (and closed at once).
+	var check func() bool
+	switch {
+	case pr.HTTPGet != nil:
+		url := fmt.Sprintf("http://%s:%d%s", ip, containerPort(c, pr.HTTPGet.Port), pr.HTTPGet.Path)
+		client := &http.Client{Timeout: timeout}
+		check = func() bool {
+			resp, err := client.Get(url)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode >= 200 && resp.StatusCode < 400
+		}
+	case pr.TCPSocket != nil:
+		addr := net.JoinHostPort(ip, strconv.Itoa(containerPort(c, pr.TCPSocket.Port)))
+		check = func() bool {
+			conn, err := net.DialTimeout("tcp", addr, timeout)
+			if err != nil {
+				return false
+			}
+			conn.Close()
+			return true
+		}
+	default:
+		return
+	}
 	ready, fails := false, 0
 	select {
 	case <-ctx.Done():
@@ -668,11 +686,7 @@ func (k *kubelet) probe(ctx context.Context, p *corev1.Pod, c *corev1.Container,
 	case <-time.After(time.Until(first)):
 	}
 	for {
-		ok := false
-		if resp, err := client.Get(url); err == nil {
-			ok = resp.StatusCode >= 200 && resp.StatusCode < 400
-			resp.Body.Close()
-		}
+		ok := check()
 		switch {
 		case ok && !ready:
 			ready, fails = true, 0
@@ -692,6 +706,19 @@ func (k *kubelet) probe(ctx context.Context, p *corev1.Pod, c *corev1.Container,
 		case <-time.After(period):
 		}
 	}
+}
+
+// containerPort resolves a probe's port, a number or the name of one of c's ports.
+func containerPort(c *corev1.Container, port intstr.IntOrString) int {
+	if n := port.IntValue(); n != 0 {
+		return n
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == port.StrVal {
+			return int(cp.ContainerPort)
+		}
+	}
+	return 0
 }
 
 // containerEnv resolves the container's environment the way the kubelet does: the image's,

@@ -217,15 +217,35 @@ func PushKaniko(ctx context.Context, executor, caBundle, repo, tmpDir string) (s
 			return "", fmt.Errorf("copying %s: %w: %s", src, err, out)
 		}
 	}
-	layer, err := LayerFromDir(root, tmpDir)
-	if err != nil {
-		return "", err
-	}
-	img, err := imageOf(layer, v1.Config{
+	return pushDir(ctx, root, repo, tmpDir, v1.Config{
 		Env: []string{"HOME=/root", "USER=root", "PATH=/usr/local/bin:/kaniko", "SSL_CERT_DIR=/kaniko/ssl/certs",
 			"DOCKER_CONFIG=/kaniko/.docker/", "DOCKER_CREDENTIAL_GCR_CONFIG=/kaniko/.config/gcloud/docker_credential_gcr_config.json"},
 		Entrypoint: []string{"/kaniko/executor"}, WorkingDir: "/workspace",
-	}, v1.Platform{OS: "linux", Architecture: "amd64"})
+	})
+}
+
+// PushBinary pushes an image holding only the static linux/amd64 binary at /server, its
+// entrypoint (a prebuilt image of a user's, as ko would make it from scratch), and returns its
+// reference by digest.
+func PushBinary(ctx context.Context, binary, repo, tmpDir string) (string, error) {
+	root, err := os.MkdirTemp(tmpDir, "binary-root-")
+	if err != nil {
+		return "", err
+	}
+	if out, err := exec.Command("cp", binary, filepath.Join(root, "server")).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("copying %s: %w: %s", binary, err, out)
+	}
+	return pushDir(ctx, root, repo, tmpDir, v1.Config{Entrypoint: []string{"/server"}, WorkingDir: "/"})
+}
+
+// pushDir pushes a linux/amd64 image of one layer, dir's content, with cfg as repo, and
+// returns its reference by digest.
+func pushDir(ctx context.Context, dir, repo, tmpDir string, cfg v1.Config) (string, error) {
+	layer, err := LayerFromDir(dir, tmpDir)
+	if err != nil {
+		return "", err
+	}
+	img, err := imageOf(layer, cfg, v1.Platform{OS: "linux", Architecture: "amd64"})
 	if err != nil {
 		return "", err
 	}
@@ -234,7 +254,7 @@ func PushKaniko(ctx context.Context, executor, caBundle, repo, tmpDir string) (s
 		return "", err
 	}
 	if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
-		return "", fmt.Errorf("pushing the kaniko image: %w", err)
+		return "", fmt.Errorf("pushing %s: %w", repo, err)
 	}
 	d, err := img.Digest()
 	if err != nil {
