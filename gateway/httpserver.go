@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -71,13 +72,15 @@ func (l ConnLimits) withDefaults() ConnLimits {
 // Config.Conns (bodies and writes are bounded per request by ServeHTTP). Serve it on
 // s.Listener(ln): the connection caps and the idle bound of upgraded connections live there.
 // There is no WriteTimeout: /fn/ responses stream and functions may run for 15 minutes.
-// It speaks HTTP/1.1 and HTTP/2 without TLS (h2c, prior knowledge), so one connection
-// carries many calls and streams; the header, body, idle and write bounds hold on both.
+// It speaks HTTP/1.1 and HTTP/2 without TLS (h2c, prior knowledge), or with TLSConfig set
+// and ServeTLS, HTTP/1.1 and HTTP/2 by ALPN, so one connection carries many calls and
+// streams; the header, body, idle and write bounds hold on each.
 func (s *Server) HTTPServer() *http.Server {
 	l := s.cfg.Conns
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
+	protocols.SetHTTP2(true) // only over TLS
 	return &http.Server{
 		Handler: s, ReadHeaderTimeout: l.ReadHeaderTimeout, IdleTimeout: l.IdleTimeout, MaxHeaderBytes: l.MaxHeaderBytes,
 		Protocols: &protocols, ConnContext: connContext, ConnState: connState,
@@ -183,8 +186,17 @@ func (cc *countedConn) Close() error {
 
 type overCapKey struct{}
 
+// counted is the countedConn under conn, whether or not TLS is on it.
+func counted(conn net.Conn) (*countedConn, bool) {
+	if tc, ok := conn.(*tls.Conn); ok {
+		conn = tc.NetConn()
+	}
+	cc, ok := conn.(*countedConn)
+	return cc, ok
+}
+
 func connContext(ctx context.Context, conn net.Conn) context.Context {
-	if cc, ok := conn.(*countedConn); ok && cc.over != overNone {
+	if cc, ok := counted(conn); ok && cc.over != overNone {
 		return context.WithValue(ctx, overCapKey{}, cc.over)
 	}
 	return ctx
@@ -193,7 +205,7 @@ func connContext(ctx context.Context, conn net.Conn) context.Context {
 // connState starts the idle bound of a connection an upgrade took over. Whoever closes a
 // connection, net/http or the proxy that took it over, closes the countedConn.
 func connState(conn net.Conn, state http.ConnState) {
-	if cc, ok := conn.(*countedConn); ok && state == http.StateHijacked {
+	if cc, ok := counted(conn); ok && state == http.StateHijacked {
 		cc.upgraded.Store(true)
 	}
 }

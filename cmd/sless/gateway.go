@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +33,7 @@ type gatewayFlags struct {
 	insecureNoAuth                             bool
 	codeCheckURL, codeCheckModel               string
 	functionsDomain, buildNamespace            string
+	tlsCertFile, tlsKeyFile                    string
 	amqpURL                                    string
 	callbackHosts                              []string
 	proxy                                      gateway.ProxyConfig
@@ -67,6 +69,8 @@ RS256/ES256 keys of --jwks-url. Traces are exported over OTLP when OTEL_EXPORTER
 	fs.DurationVar(&f.proxy.ColdStartTimeout, "cold-start-timeout", 2*time.Minute, "how long a /fn/ request may wait for an instance of a function at zero, beyond the function's timeout")
 	fs.Int64Var(&f.proxy.MaxHeldPerFunction, "max-held-per-function", 1000, "requests in flight per function before /fn/ answers 503")
 	fs.Int64Var(&f.proxy.MaxHeld, "max-held", 10000, "requests in flight in total before /fn/ answers 503")
+	fs.StringVar(&f.tlsCertFile, "tls-cert-file", os.Getenv("SLESS_TLS_CERT_FILE"), "PEM certificate chain: serve HTTPS (HTTP/2 by ALPN beside HTTP/1.1) instead of plain HTTP and h2c; with --tls-key-file (env SLESS_TLS_CERT_FILE)")
+	fs.StringVar(&f.tlsKeyFile, "tls-key-file", os.Getenv("SLESS_TLS_KEY_FILE"), "PEM private key of --tls-cert-file (env SLESS_TLS_KEY_FILE)")
 	fs.StringVar(&f.functionsDomain, "functions-domain", os.Getenv("SLESS_FUNCTIONS_DOMAIN"), "serve each function on its own origin <name>.<namespace>.<domain> (a wildcard DNS name pointing at the gateway; env SLESS_FUNCTIONS_DOMAIN); /fn/ paths keep working, sandboxed")
 	fs.StringVar(&f.amqpURL, "amqp-url", os.Getenv("SLESS_AMQP_URL"), "RabbitMQ URL asynchronous invocations are queued on (env SLESS_AMQP_URL); with --database-url it turns on Prefer: respond-async")
 	bindCallbackFlag(fs, &f.callbackHosts)
@@ -139,7 +143,27 @@ func runGateway(cmd *cobra.Command, f gatewayFlags) error {
 	if err != nil {
 		return err
 	}
-	return serveGateway(ctx, f.listen, srv, logger)
+	tlsConfig, err := f.tls()
+	if err != nil {
+		return err
+	}
+	return serveGateway(ctx, f.listen, srv, tlsConfig, logger)
+}
+
+// tls is the server's TLS configuration from --tls-cert-file and --tls-key-file: nil (plain
+// HTTP and h2c) without them.
+func (f gatewayFlags) tls() (*tls.Config, error) {
+	if (f.tlsCertFile == "") != (f.tlsKeyFile == "") {
+		return nil, errors.New("--tls-cert-file and --tls-key-file go together: give both, or neither for plain HTTP")
+	}
+	if f.tlsCertFile == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(f.tlsCertFile, f.tlsKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert-file/--tls-key-file: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // authenticator builds the token verifier from the flags; no verifier is an error unless
@@ -188,16 +212,24 @@ func openHistory(ctx context.Context, url string, logger *slog.Logger) (*history
 	return store, nil
 }
 
-// serveGateway serves until ctx ends, then drains in-flight requests.
-func serveGateway(ctx context.Context, addr string, gw *gateway.Server, logger *slog.Logger) error {
+// serveGateway serves until ctx ends, then drains in-flight requests; over TLS when
+// tlsConfig is set.
+func serveGateway(ctx context.Context, addr string, gw *gateway.Server, tlsConfig *tls.Config, logger *slog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	srv := gw.HTTPServer()
+	srv.TLSConfig = tlsConfig
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(gw.Listener(ln)) }()
-	logger.Info("gateway listening", "addr", ln.Addr().String(), "version", version)
+	go func() {
+		if tlsConfig != nil {
+			errc <- srv.ServeTLS(gw.Listener(ln), "", "")
+			return
+		}
+		errc <- srv.Serve(gw.Listener(ln))
+	}()
+	logger.Info("gateway listening", "addr", ln.Addr().String(), "tls", tlsConfig != nil, "version", version)
 	select {
 	case err := <-errc:
 		return err

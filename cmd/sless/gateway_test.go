@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,6 +29,7 @@ import (
 	"sless.dev/sless/test/otlptest"
 	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testenv"
+	"sless.dev/sless/test/testkit"
 )
 
 // TestGatewayAuthenticatorFlags checks that the gateway never starts without token
@@ -85,6 +88,46 @@ func TestGatewayAuthenticatorFlags(t *testing.T) {
 // through the interceptor address, the invocation lands in the history with the trace id of
 // the span exported to an OTLP collector (OTEL_* variables), and cancelling the
 // command drains and returns.
+// TestGatewayTLSFlags: --tls-cert-file and --tls-key-file go together; a pair that does not
+// load names the flags.
+func TestGatewayTLSFlags(t *testing.T) {
+	dir := t.TempDir()
+	srv, _ := testkit.TLSPair(t)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(srv.Certificates[0].PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	for f, b := range map[string]*pem.Block{cert: {Type: "CERTIFICATE", Bytes: srv.Certificates[0].Certificate[0]}, key: {Type: "PRIVATE KEY", Bytes: keyDER}} {
+		if err := os.WriteFile(f, pem.EncodeToMemory(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name, cert, key, wantErr string
+		tls                      bool
+	}{
+		{name: "neither: plain HTTP and h2c"},
+		{name: "both", cert: cert, key: key, tls: true},
+		{name: "a certificate without its key", cert: cert, wantErr: "go together"},
+		{name: "a key without its certificate", key: key, wantErr: "go together"},
+		{name: "the key as the certificate", cert: key, key: key, wantErr: "--tls-cert-file/--tls-key-file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := gatewayFlags{tlsCertFile: tc.cert, tlsKeyFile: tc.key}.tls()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || (cfg != nil) != tc.tls || tc.tls && len(cfg.Certificates) != 1 {
+				t.Fatalf("config %+v, error %v; want TLS %v", cfg, err, tc.tls)
+			}
+		})
+	}
+}
+
 func TestGatewayCommand(t *testing.T) {
 	env := testenv.ForTest(t)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
