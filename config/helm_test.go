@@ -194,6 +194,10 @@ func TestHelmChartValues(t *testing.T) {
 			image:        "registry.example/sless@" + digest,
 			operatorArgs: []string{"--registry=registry.example/fn", "--kaniko-image=registry.example/kaniko@" + digest, "--registry-secret=push"},
 		},
+		"gateway over TLS": {
+			values: map[string]any{"gateway": map[string]any{"tlsSecret": "gateway-tls"}},
+			image:  "ghcr.io/sless-dev/sless:v0.1.0", miss: []string{"--registry="},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -202,6 +206,12 @@ func TestHelmChartValues(t *testing.T) {
 				if img := container(t, o, d)["image"]; img != tc.image {
 					t.Errorf("%s image %v, want %s", d, img, tc.image)
 				}
+			}
+			gw := container(t, o, "sless-gateway")
+			tlsArgs := strings.Contains(strings.Join(toStrings(gw["args"]), " "), "--tls-cert-file=/etc/sless/tls/tls.crt --tls-key-file=/etc/sless/tls/tls.key")
+			probe := fmt.Sprint(gw["readinessProbe"])
+			if secret := tc.values["gateway"] != nil; tlsArgs != secret || strings.Contains(probe, "HTTPS") != secret || strings.Contains(fmt.Sprint(gw["volumeMounts"]), "/etc/sless/tls") != secret {
+				t.Errorf("gateway args %v, probe %s, mounts %v: want TLS from its secret only with gateway.tlsSecret", gw["args"], probe, gw["volumeMounts"])
 			}
 			args := strings.Join(toStrings(container(t, o, "sless-operator")["args"]), "\n") + "\n"
 			for _, a := range tc.operatorArgs {
