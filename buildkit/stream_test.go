@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -21,7 +22,7 @@ type chunk struct {
 }
 
 // readStream posts event and reads the answer line by line as it arrives; err is what ended
-// the body (nil for a complete one).
+// the body (nil for a complete one). Each call has a connection of its own.
 func readStream(t *testing.T, url, event string) (*http.Response, []chunk, error) {
 	t.Helper()
 	start := time.Now()
@@ -30,8 +31,6 @@ func readStream(t *testing.T, url, event string) (*http.Response, []chunk, error
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	// A connection of its own: a wrapper closes the connection after a stream it ended at the
-	// timeout or cut, and a POST sent on it meanwhile would meet that close (EOF).
 	req.Close = true
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -51,6 +50,45 @@ func readStream(t *testing.T, url, event string) (*http.Response, []chunk, error
 		if err != nil {
 			return resp, chunks, err
 		}
+	}
+}
+
+// streamEndsUsable: after a stream the function's timeout ended, the connection either was
+// announced closed in the answer's header (Connection: close, so no client sends its next
+// call on it) or still takes the next call. A pool that sent its next call on a connection
+// the wrapper closes after the cut would fail that call (sless dev's 502).
+func streamEndsUsable(t *testing.T, url string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	send := func(event string) (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(event))
+		req.Header.Set("Content-Type", "application/json")
+		if err := req.Write(conn); err != nil {
+			return nil, err
+		}
+		resp, err := http.ReadResponse(br, req)
+		if err != nil {
+			return nil, err
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp, err
+	}
+	resp, err := send(`{"action":"stream","count":10,"delay":0.4}`)
+	if err != nil {
+		t.Fatalf("the stream the timeout ends: %v", err)
+	}
+	if resp.Close {
+		return
+	}
+	time.Sleep(200 * time.Millisecond) // the wrapper's close, if it makes one, arrives first
+	if resp, err := send(`{"action":"stream","count":1}`); err != nil || resp.StatusCode != 200 {
+		t.Errorf("the next call on the connection of a stream the timeout ended, kept alive by its header: %v", err)
 	}
 }
 
@@ -96,6 +134,7 @@ func testStreams(t *testing.T, art *Artifact) {
 	if len(chunks) > 0 && chunks[len(chunks)-1].at > 3500*time.Millisecond {
 		t.Errorf("the 2 s timeout ended the stream after %s", chunks[len(chunks)-1].at)
 	}
+	streamEndsUsable(t, fn.url)
 
 	// A failure after the first item: the answer is cut, never complete.
 	resp, chunks, err = readStream(t, fn.url, `{"action":"stream","count":3,"delay":0.1,"fail":true}`)

@@ -579,7 +579,10 @@ class Handler(BaseHTTPRequestHandler):
             if watchdog and self not in watchdog.in_flight:
                 items.close()
                 return 0  # the watchdog answers 504: the first item came too late
-            if self.server.draining:
+            # The watchdog ends a stream at the timeout by shutting the connection (this
+            # thread may still be inside the generator): say so up front, so no client sends
+            # its next call on a connection about to close.
+            if self.server.draining or watchdog:
                 self.close_connection = True
                 headers = headers + [("Connection", "close")]
             self.send_response(status)
