@@ -66,8 +66,11 @@ func loggedIn(t *testing.T, tn tenant) (slessCLI, string) {
 // run returns stdout, stderr and the exit code of `sless args...`.
 func (c slessCLI) run(dir string, args ...string) (string, string, int) {
 	c.t.Helper()
-	// Beyond `sless deploy`'s own 10-minute wait, so a slow build ends with its message.
-	ctx, cancel := context.WithTimeout(context.Background(), 11*time.Minute)
+	// A hang guard only: `sless deploy` bounds its own wait (10 minutes) but leaves out the
+	// time the operator holds the build for a slot (client.HeldForBuildSlot), and on a fresh
+	// machine the journeys' builds queue behind each other for longer than that (11 ahead,
+	// each compiling without a kaniko layer cache). A slow build still ends with its message.
+	ctx, cancel := context.WithTimeout(context.Background(), 35*time.Minute)
 	defer cancel()
 	cmd := c.command(ctx, dir, args...)
 	var stdout, stderr strings.Builder
