@@ -108,7 +108,9 @@ func TestStreamsOnTheCluster(t *testing.T) {
 	if strings.Join(lines, "|") != "data: tick 0|: stream idle for 2s; ended by the gateway" {
 		t.Errorf("idle stream: %q", lines)
 	}
-	if len(at) == 2 && (at[1]-at[0] < 2*time.Second || at[1]-at[0] > 6*time.Second) {
+	// The bound runs from when the gateway passed the event on; the test reads it a little
+	// later (scheduling on a loaded machine), so the gap it sees may be shorter by that much.
+	if len(at) == 2 && (at[1]-at[0] < 1800*time.Millisecond || at[1]-at[0] > 6*time.Second) {
 		t.Errorf("the idle stream was ended %s after its event, want its 2 s bound", at[1]-at[0])
 	}
 
