@@ -133,6 +133,16 @@ const (
 	DefaultProtocol = ProtocolHTTP1
 )
 
+// StoredProtocol is protocol as a function's code spec keeps it: the default as unset, as a
+// function stored before it had a protocol is, so neither is a change to what runs (a
+// revision).
+func StoredProtocol(protocol string) string {
+	if protocol == DefaultProtocol {
+		return ""
+	}
+	return protocol
+}
+
 // ProtocolProblem says what is wrong with protocol for a function running image ("" when
 // nothing is; an empty protocol is the default).
 func ProtocolProblem(protocol, image string) string {

@@ -92,6 +92,9 @@ func TestProtocolProblem(t *testing.T) {
 		{"h2", "reg/app:1", `unknown protocol "h2"`},
 		{"HTTP1", "", `unknown protocol "HTTP1"`},
 	} {
+		if c.want == "" && rules.StoredProtocol(c.protocol) != map[string]string{"": "", rules.ProtocolHTTP1: "", rules.ProtocolH2C: rules.ProtocolH2C}[c.protocol] {
+			t.Errorf("StoredProtocol(%q) = %q: the default is stored unset, h2c as is", c.protocol, rules.StoredProtocol(c.protocol))
+		}
 		got := rules.ProtocolProblem(c.protocol, c.image)
 		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
 			t.Errorf("ProtocolProblem(%q, %q) = %q, want %q", c.protocol, c.image, got, c.want)

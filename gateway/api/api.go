@@ -172,10 +172,7 @@ func SameRevisionConfig(a, b RevisionConfig) bool {
 // RevisionConfigOf is the part of a function's spec a revision snapshots.
 func RevisionConfigOf(s FunctionSpec) RevisionConfig {
 	c := RevisionConfig{Runtime: s.Runtime, Entrypoint: s.Entrypoint, EnvVars: maps.Clone(s.EnvVars), MemoryMB: s.MemoryMB,
-		TimeoutSec: s.TimeoutSec, Image: s.Image, SecretEnv: slices.Clone(s.SecretEnv), SecretFiles: slices.Clone(s.SecretFiles)}
-	if s.Protocol != rules.DefaultProtocol { // a function stored before it had a protocol runs the same
-		c.Protocol = s.Protocol
-	}
+		TimeoutSec: s.TimeoutSec, Image: s.Image, Protocol: rules.StoredProtocol(s.Protocol), SecretEnv: slices.Clone(s.SecretEnv), SecretFiles: slices.Clone(s.SecretFiles)}
 	if s.Source != nil {
 		src := *s.Source
 		c.Source = &src

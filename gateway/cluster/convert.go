@@ -68,7 +68,7 @@ func applyFunctionSpec(dst *v1alpha1.FunctionSpec, s api.FunctionSpec) error {
 	dst.Scale.MinReplicas, dst.Scale.MaxReplicas = s.MinReplicas, s.MaxReplicas
 	dst.Scale.ScaleDownPeriodSeconds = s.ScaleDownPeriodSec
 	dst.StreamIdleTimeoutSeconds = cmp.Or(s.StreamIdleTimeoutSec, rules.DefaultStreamIdleSeconds)
-	dst.Protocol = protocolRef(s.Protocol)
+	dst.Protocol = v1alpha1.Protocol(rules.StoredProtocol(s.Protocol))
 	dst.Scale.Metric, dst.Scale.Target = v1alpha1.ScalingMetric(s.ScalingMetric), s.ScalingTarget
 	dst.Async.Enabled, dst.Async.DeadLetterQueue = s.Async.Enabled, s.Async.DeadLetterQueue
 	dst.Async.Retry.MaxAttempts, dst.Async.Retry.BackoffMillis = s.Async.MaxAttempts, s.Async.BackoffMs
@@ -114,15 +114,6 @@ func secretFilesOf(refs []v1alpha1.SecretFilesMount) []api.SecretFile {
 		out = append(out, api.SecretFile{Secret: f.Secret, Path: f.Path})
 	}
 	return out
-}
-
-// protocolRef stores the default protocol as unset, as a function stored before it had one
-// is: the same code spec, so no new revision.
-func protocolRef(p string) v1alpha1.Protocol {
-	if p == rules.DefaultProtocol {
-		return ""
-	}
-	return v1alpha1.Protocol(p)
 }
 
 func applyCode(dst *v1alpha1.CodeSpec, runtime, entrypoint string, env map[string]string, memoryMB, timeoutSec int32, image string) {
