@@ -49,7 +49,8 @@ func lineTimes(t *testing.T, body io.Reader, start time.Time) (lines []string, a
 // generator's chunks arrive as they are produced (not at the end), a silent event stream is
 // ended cleanly at the function's stream_idle_timeout_sec with the gateway's comment, and a
 // WebSocket to a Go net/http function echoes through the gateway and the pool while the
-// socket holds its process past the scale-down period.
+// socket holds its process past the scale-down period, and is ended with the gateway's close
+// frame once silent for its idle bound.
 func TestStreamsFromZero(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, devOptions{})
@@ -89,8 +90,9 @@ func TestStreamsFromZero(t *testing.T) {
 	})
 
 	t.Run("websocket to a Go net/http function", func(t *testing.T) {
+		const idle = 5 // s, past the 2.5 s the socket is silent below
 		d.deploy("live", "go1.25", dirFiles(t, filepath.Join("..", "buildkit", "testdata", "handlers", "gohttp")),
-			api.FunctionFields{ScaleDownPeriodSec: ptr[int32](1)})
+			api.FunctionFields{ScaleDownPeriodSec: ptr[int32](1), StreamIdleTimeoutSec: ptr[int32](idle)})
 		if s := d.stats("live"); s.Processes != 0 {
 			t.Fatalf("min_replicas 0: no process before the first call, got %+v", s)
 		}
@@ -121,9 +123,8 @@ func TestStreamsFromZero(t *testing.T) {
 			t.Fatalf("the socket's process went away while it lived: %v then %v", pids, now)
 		}
 		echo("two")
-		if err := c.Close(websocket.StatusNormalClosure, "done"); err != nil {
-			t.Fatalf("close: %v", err)
-		}
+		// Silent past its idle bound: the gateway ends the socket with a close frame.
+		testkit.WantIdleClose(ctx, t, c, idle)
 		testkit.WaitFor(t, "scale to zero once the socket closed", 10*time.Second, func() bool { return d.stats("live").Processes == 0 })
 	})
 }

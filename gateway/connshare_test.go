@@ -65,14 +65,7 @@ func shareGateway(t *testing.T, limits gateway.ConnLimits) (addr, ns string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := srv.HTTPServer()
-	go func() { _ = hs.Serve(srv.Listener(ln)) }()
-	t.Cleanup(func() { _ = hs.Close() })
-	return ln.Addr().String(), ns
+	return serveGateway(t, srv), ns
 }
 
 // from dials addr from the loopback address src, a client of its own.

@@ -153,13 +153,15 @@ func (c *connCounter) release(client netip.Addr) {
 }
 
 // countedConn is one counted connection; once upgraded, every read and write moves its
-// deadline to IdleTimeout from then (net/http clears deadlines when it hands it over).
+// deadline to its idle bound from then (net/http clears deadlines when it hands it over):
+// IdleTimeout, or past the function's own bound (newUpgradeBody).
 type countedConn struct {
 	net.Conn
 	c        *connCounter
 	client   netip.Addr
 	over     int
 	upgraded atomic.Bool
+	idle     atomic.Int64 // a time.Duration; 0: IdleTimeout
 	closed   sync.Once
 }
 
@@ -175,7 +177,11 @@ func (cc *countedConn) Write(p []byte) (int, error) {
 
 func (cc *countedConn) extend() {
 	if cc.upgraded.Load() {
-		_ = cc.Conn.SetDeadline(time.Now().Add(cc.c.idle))
+		idle := cc.c.idle
+		if d := cc.idle.Load(); d > 0 {
+			idle = time.Duration(d)
+		}
+		_ = cc.Conn.SetDeadline(time.Now().Add(idle))
 	}
 }
 
@@ -184,7 +190,11 @@ func (cc *countedConn) Close() error {
 	return cc.Conn.Close()
 }
 
-type overCapKey struct{}
+type (
+	overCapKey struct{}
+	// connKey holds a request's countedConn.
+	connKey struct{}
+)
 
 // counted is the countedConn under conn, whether or not TLS is on it.
 func counted(conn net.Conn) (*countedConn, bool) {
@@ -196,10 +206,14 @@ func counted(conn net.Conn) (*countedConn, bool) {
 }
 
 func connContext(ctx context.Context, conn net.Conn) context.Context {
-	if cc, ok := counted(conn); ok && cc.over != overNone {
-		return context.WithValue(ctx, overCapKey{}, cc.over)
+	cc, ok := counted(conn)
+	if !ok {
+		return ctx
 	}
-	return ctx
+	if cc.over != overNone {
+		ctx = context.WithValue(ctx, overCapKey{}, cc.over)
+	}
+	return context.WithValue(ctx, connKey{}, cc)
 }
 
 // connState starts the idle bound of a connection an upgrade took over. Whoever closes a

@@ -219,7 +219,11 @@ func (p *fnProxy) modifyResponse(resp *http.Response) error {
 	t.coldStart = resp.Header.Get(rules.HeaderBackendColdStart) == "true"
 	resp.Header.Del(rules.HeaderBackendColdStart)
 	resp.Header.Set(rules.HeaderColdStart, strconv.FormatBool(t.coldStart))
-	newStreamBody(resp, t.streamIdle, t.timeout, t.cancel)
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		newUpgradeBody(resp, t.streamIdle, t.timeout, t.cancel)
+	} else {
+		newStreamBody(resp, t.streamIdle, t.timeout, t.cancel)
+	}
 	if t.coldStart && p.coldStarts != nil {
 		ns, name, _ := strings.Cut(t.fn, "/")
 		p.coldStarts.WithLabelValues(ns, name, t.revision).Inc()

@@ -23,30 +23,40 @@ var errStreamIdle = errors.New("stream idle")
 // An event stream gets a final comment saying why first.
 type streamBody struct {
 	io.ReadCloser
-	ctx     context.Context // the request to the function's
-	timeout time.Duration   // the function's, for the comment
-	idle    time.Duration
-	timer   *time.Timer
-	last    atomic.Int64 // UnixNano of the last read that returned bytes
-	sse     bool
+	*bounds
+	sse bool
 	// lastByte is the last byte sent: a comment starts on a line of its own.
 	lastByte byte
 	// tail is what remains of the final comment once the body ended at a bound.
-	tail  []byte
-	ended bool
+	tail []byte
+	done bool
 }
 
-// newStreamBody wraps resp's body when it has no length and is not an upgrade; cancel ends
+// newStreamBody wraps resp's body when it has no length; cancel ends
 // the request to the function.
 func newStreamBody(resp *http.Response, idle, timeout time.Duration, cancel context.CancelCauseFunc) {
-	if resp.ContentLength >= 0 || resp.StatusCode == http.StatusSwitchingProtocols || idle <= 0 {
+	if resp.ContentLength >= 0 || idle <= 0 {
 		return
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	b := &streamBody{ReadCloser: resp.Body, ctx: resp.Request.Context(), timeout: timeout, idle: idle,
+	resp.Body = &streamBody{ReadCloser: resp.Body, bounds: newBounds(resp.Request.Context(), idle, timeout, cancel),
 		sse: mt == "text/event-stream", lastByte: '\n'}
-	b.last.Store(time.Now().UnixNano())
-	// The timer is not reset on every read: when it fires it looks at the last read and
+}
+
+// bounds are the gateway's bounds of one streamed answer or upgraded connection: silent for
+// idle, or past the invocation's deadline. Either one cancels the request to the function.
+type bounds struct {
+	ctx     context.Context // the request to the function's
+	timeout time.Duration   // the function's, to say why
+	idle    time.Duration
+	timer   *time.Timer
+	last    atomic.Int64 // UnixNano of the last byte either way
+}
+
+func newBounds(ctx context.Context, idle, timeout time.Duration, cancel context.CancelCauseFunc) *bounds {
+	b := &bounds{ctx: ctx, idle: idle, timeout: timeout}
+	b.touch()
+	// The timer is not reset on every byte: when it fires it looks at the last one and
 	// waits out the rest of the bound, so a busy stream costs one clock read per chunk.
 	b.timer = time.AfterFunc(idle, func() {
 		if rest := idle - time.Since(time.Unix(0, b.last.Load())); rest > 0 {
@@ -55,11 +65,26 @@ func newStreamBody(resp *http.Response, idle, timeout time.Duration, cancel cont
 		}
 		cancel(errStreamIdle)
 	})
-	resp.Body = b
+	return b
+}
+
+func (b *bounds) stop() { b.timer.Stop() }
+
+func (b *bounds) touch() { b.last.Store(time.Now().UnixNano()) }
+
+// reason says why the request to the function ended ("": not at one of its bounds).
+func (b *bounds) reason() string {
+	switch context.Cause(b.ctx) {
+	case errStreamIdle:
+		return fmt.Sprintf("stream idle for %s; ended by the gateway", b.idle)
+	case errFunctionTimeout:
+		return fmt.Sprintf("function timed out after %s", b.timeout)
+	}
+	return ""
 }
 
 func (b *streamBody) Read(p []byte) (int, error) {
-	if b.ended {
+	if b.done {
 		n := copy(p, b.tail)
 		if b.tail = b.tail[n:]; len(b.tail) == 0 {
 			return n, io.EOF
@@ -68,22 +93,17 @@ func (b *streamBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 {
-		b.last.Store(time.Now().UnixNano())
+		b.touch()
 		b.lastByte = p[n-1]
 	}
 	if err == nil || err == io.EOF {
 		return n, err
 	}
-	var why string
-	switch context.Cause(b.ctx) {
-	case errStreamIdle:
-		why = fmt.Sprintf("stream idle for %s; ended by the gateway", b.idle)
-	case errFunctionTimeout:
-		why = fmt.Sprintf("function timed out after %s", b.timeout)
-	default:
+	why := b.reason()
+	if why == "" {
 		return n, err
 	}
-	b.ended = true
+	b.done = true
 	if b.sse {
 		if b.lastByte != '\n' {
 			b.tail = append(b.tail, '\n')
@@ -97,6 +117,6 @@ func (b *streamBody) Read(p []byte) (int, error) {
 }
 
 func (b *streamBody) Close() error {
-	b.timer.Stop()
+	b.stop()
 	return b.ReadCloser.Close()
 }

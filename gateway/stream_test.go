@@ -62,27 +62,9 @@ func TestStreamBounds(t *testing.T) {
 		time.Sleep(1500 * time.Millisecond)
 		io.WriteString(w, "s")
 	})
-	fnAddr := testkit.Serve(t, &http.Server{Handler: fn, ReadHeaderTimeout: 5 * time.Second})
-	rt := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, network, fnAddr)
-	}}
 	const idle = time.Second
-	be := boundBackend{rt: rt, routes: map[string]backend.Route{
-		ns + "/idle":    {Host: "idle." + ns + ".svc", StreamIdle: idle},
-		ns + "/bounded": {Host: "bounded." + ns + ".svc", StreamIdle: time.Hour, Timeout: time.Second},
-	}}
-	auth, err := gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: boundKey})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := history.NewMemory(0)
-	srv, err := gateway.New(gateway.Config{Backend: be, Auth: auth, Async: boundAsync{}, Recorder: rec,
-		Proxy:  gateway.ProxyConfig{ColdStartTimeout: 100 * time.Millisecond, TimeoutMargin: 100 * time.Millisecond},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := testkit.Serve(t, srv.HTTPServer())
+	addr := boundsGateway(t, fn, gateway.Config{Async: boundAsync{}, Recorder: rec})
 
 	cases := []struct {
 		fn, path, want string
@@ -155,4 +137,45 @@ func TestStreamBounds(t *testing.T) {
 			})
 		}
 	}
+}
+
+// boundsGateway serves, in namespace sless-team, fn as two functions on a gateway made of
+// cfg: "idle" with a stream idle bound of 1 s, "bounded" with a timeout of 1 s (its deadline
+// 1.2 s after the call) and an idle bound of an hour.
+func boundsGateway(t *testing.T, fn http.Handler, cfg gateway.Config) string {
+	t.Helper()
+	const ns = "sless-team"
+	fnAddr := testkit.Serve(t, &http.Server{Handler: fn, ReadHeaderTimeout: 5 * time.Second})
+	rt := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, fnAddr)
+	}}
+	cfg.Backend = boundBackend{rt: rt, routes: map[string]backend.Route{
+		ns + "/idle":    {Host: "idle." + ns + ".svc", StreamIdle: time.Second},
+		ns + "/bounded": {Host: "bounded." + ns + ".svc", StreamIdle: time.Hour, Timeout: time.Second},
+	}}
+	auth, err := gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: boundKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Auth = auth
+	cfg.Proxy = gateway.ProxyConfig{ColdStartTimeout: 100 * time.Millisecond, TimeoutMargin: 100 * time.Millisecond}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := gateway.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveGateway(t, srv)
+}
+
+// serveGateway serves srv as sless gateway does, on its Listener, and returns the address.
+func serveGateway(t *testing.T, srv *gateway.Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := srv.HTTPServer()
+	go func() { _ = hs.Serve(srv.Listener(ln)) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	return ln.Addr().String()
 }

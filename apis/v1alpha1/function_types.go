@@ -72,7 +72,8 @@ type FunctionSpec struct {
 	Scale ScaleSpec `json:"scale,omitempty"`
 
 	// StreamIdleTimeoutSeconds ends a streamed response (SSE, chunked) that sends nothing for
-	// this long; the gateway ends it cleanly. The timeout bounds a stream's whole length.
+	// this long, or a WebSocket with no byte either way; the gateway ends it cleanly (a final
+	// comment, a close frame). The timeout bounds a stream's whole length.
 	// +optional
 	// +kubebuilder:default=60
 	// +kubebuilder:validation:Minimum=1

@@ -75,7 +75,8 @@ type FunctionSpec struct {
 	ScaleDownPeriodSec int32  `json:"scale_down_period_sec,omitempty"`
 	ScalingMetric      string `json:"scaling_metric,omitempty"`
 	ScalingTarget      int32  `json:"scaling_target,omitempty"`
-	// StreamIdleTimeoutSec ends a streamed response that sends nothing for this long.
+	// StreamIdleTimeoutSec ends a streamed response that sends nothing for this long, or a
+	// WebSocket with no byte either way.
 	StreamIdleTimeoutSec int32 `json:"stream_idle_timeout_sec,omitempty"`
 	// Image is a prebuilt image; when set no build runs.
 	Image string `json:"image,omitempty"`

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/test/testkit"
 )
 
 // streamPython streams Server-Sent Events: count events gap seconds apart.
@@ -198,11 +199,13 @@ func readFrame(r *bufio.Reader) ([]byte, byte, error) {
 
 // TestWebSocketOnTheCluster: a WebSocket to a kaniko-built Go function in the net/http form
 // passes through the gateway and the real interceptor from zero and echoes, and the socket
-// holds its pod past the scale-down period while it is open.
+// holds its pod past the scale-down period while it is open, and the gateway ends it with a
+// close frame once it is silent for the function's idle bound.
 func TestWebSocketOnTheCluster(t *testing.T) {
 	t.Parallel()
 	tn := newTenant(t)
-	deployFunction(t, tn, "sock", api.FunctionFields{Runtime: ptr.To("go1.25"), ScaleDownPeriodSec: ptr.To(int32(3))},
+	const idle = 10 // s, past the 6 s the socket is silent below
+	deployFunction(t, tn, "sock", api.FunctionFields{Runtime: ptr.To("go1.25"), ScaleDownPeriodSec: ptr.To(int32(3)), StreamIdleTimeoutSec: ptr.To(int32(idle))},
 		map[string]string{"handler.go": echoSocketGo})
 	waitScaledToZero(t, tn.ns, "sock", 2*time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -229,7 +232,6 @@ func TestWebSocketOnTheCluster(t *testing.T) {
 			t.Fatalf("echo of %q: %q, %v", msg, got, err)
 		}
 	}
-	if err := c.Close(websocket.StatusNormalClosure, "done"); err != nil {
-		t.Errorf("close: %v", err)
-	}
+	// Silent past its idle bound: the gateway ends the socket with a close frame.
+	testkit.WantIdleClose(ctx, t, c, idle)
 }

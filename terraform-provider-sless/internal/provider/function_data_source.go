@@ -57,7 +57,7 @@ func (d *functionDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 			"scale_down_period_sec":   computed("Idle seconds before scaling down."),
 			"scaling_metric":          str("`concurrency` or `requestRate`."),
 			"scaling_target":          computed("Target of the scaling metric per instance."),
-			"stream_idle_timeout_sec": computed("Seconds a streamed answer may send nothing before the gateway ends it."),
+			"stream_idle_timeout_sec": computed("Seconds a streamed answer or a WebSocket may pass no byte before the gateway ends it."),
 			"async_enabled":           schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether it takes asynchronous invocations."},
 			"async_max_attempts":      computed("Attempts of one asynchronous invocation."),
 			"async_backoff_ms":        computed("Delay before the second asynchronous attempt in ms."),

@@ -93,7 +93,7 @@ func functionAttributes() map[string]schema.Attribute {
 			Validators:    []validator.String{stringvalidator.OneOf(rules.MetricConcurrency, rules.MetricRequestRate)},
 			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 		},
-		"stream_idle_timeout_sec": serverDefaultInt64(fmt.Sprintf("Seconds a streamed answer (chunked, SSE) may send nothing before the gateway ends it cleanly, an event stream with a final comment; `timeout_sec` bounds its whole length (%d-%d; server default %d).", rules.MinStreamIdleSeconds, rules.MaxStreamIdleSeconds, rules.DefaultStreamIdleSeconds), rules.MinStreamIdleSeconds, rules.MaxStreamIdleSeconds),
+		"stream_idle_timeout_sec": serverDefaultInt64(fmt.Sprintf("Seconds a streamed answer (chunked, SSE) may send nothing, or a WebSocket pass no byte either way, before the gateway ends it cleanly: an event stream with a final comment, a WebSocket with a close frame (1001); `timeout_sec` bounds its whole length (%d-%d; server default %d).", rules.MinStreamIdleSeconds, rules.MaxStreamIdleSeconds, rules.DefaultStreamIdleSeconds), rules.MinStreamIdleSeconds, rules.MaxStreamIdleSeconds),
 		"scaling_target":          serverDefaultInt64(fmt.Sprintf("Target value of `scaling_metric` per instance, e.g. the concurrency target (1-%d; server default %d).", rules.MaxScalingTarget, rules.DefaultScalingTarget), 1, rules.MaxScalingTarget),
 		"async_enabled": schema.BoolAttribute{
 			Optional: true, Computed: true, Default: booldefault.StaticBool(false),
