@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"sless.dev/sless/dispatcher"
@@ -69,7 +70,7 @@ RS256/ES256 keys of --jwks-url. Traces are exported over OTLP when OTEL_EXPORTER
 	fs.DurationVar(&f.proxy.ColdStartTimeout, "cold-start-timeout", 2*time.Minute, "how long a /fn/ request may wait for an instance of a function at zero, beyond the function's timeout")
 	fs.Int64Var(&f.proxy.MaxHeldPerFunction, "max-held-per-function", 1000, "requests in flight per function before /fn/ answers 503")
 	fs.Int64Var(&f.proxy.MaxHeld, "max-held", 10000, "requests in flight in total before /fn/ answers 503")
-	fs.StringVar(&f.tlsCertFile, "tls-cert-file", os.Getenv("SLESS_TLS_CERT_FILE"), "PEM certificate chain: serve HTTPS (HTTP/2 by ALPN beside HTTP/1.1) instead of plain HTTP and h2c; with --tls-key-file (env SLESS_TLS_CERT_FILE)")
+	fs.StringVar(&f.tlsCertFile, "tls-cert-file", os.Getenv("SLESS_TLS_CERT_FILE"), "PEM certificate chain: serve HTTPS (HTTP/2 by ALPN beside HTTP/1.1) instead of plain HTTP and h2c, read again when it changes; with --tls-key-file (env SLESS_TLS_CERT_FILE)")
 	fs.StringVar(&f.tlsKeyFile, "tls-key-file", os.Getenv("SLESS_TLS_KEY_FILE"), "PEM private key of --tls-cert-file (env SLESS_TLS_KEY_FILE)")
 	fs.StringVar(&f.functionsDomain, "functions-domain", os.Getenv("SLESS_FUNCTIONS_DOMAIN"), "serve each function on its own origin <name>.<namespace>.<domain> (a wildcard DNS name pointing at the gateway; env SLESS_FUNCTIONS_DOMAIN); /fn/ paths keep working, sandboxed")
 	fs.StringVar(&f.amqpURL, "amqp-url", os.Getenv("SLESS_AMQP_URL"), "RabbitMQ URL asynchronous invocations are queued on (env SLESS_AMQP_URL); with --database-url it turns on Prefer: respond-async")
@@ -143,7 +144,7 @@ func runGateway(cmd *cobra.Command, f gatewayFlags) error {
 	if err != nil {
 		return err
 	}
-	tlsConfig, err := f.tls()
+	tlsConfig, err := f.tls(ctx)
 	if err != nil {
 		return err
 	}
@@ -151,19 +152,26 @@ func runGateway(cmd *cobra.Command, f gatewayFlags) error {
 }
 
 // tls is the server's TLS configuration from --tls-cert-file and --tls-key-file: nil (plain
-// HTTP and h2c) without them.
-func (f gatewayFlags) tls() (*tls.Config, error) {
+// HTTP and h2c) without them. The pair is read again when the files change (a mounted Secret
+// renewed by cert-manager, say) until ctx ends; a pair that does not load keeps the last
+// good one.
+func (f gatewayFlags) tls(ctx context.Context) (*tls.Config, error) {
 	if (f.tlsCertFile == "") != (f.tlsKeyFile == "") {
 		return nil, errors.New("--tls-cert-file and --tls-key-file go together: give both, or neither for plain HTTP")
 	}
 	if f.tlsCertFile == "" {
 		return nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(f.tlsCertFile, f.tlsKeyFile)
+	certs, err := certwatcher.New(f.tlsCertFile, f.tlsKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("--tls-cert-file/--tls-key-file: %w", err)
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+	go func() {
+		if err := certs.Start(ctx); err != nil {
+			log.Log.Error(err, "Warning: the TLS certificate files are not watched; a renewed pair takes a restart")
+		}
+	}()
+	return &tls.Config{GetCertificate: certs.GetCertificate, MinVersion: tls.VersionTLS12}, nil
 }
 
 // authenticator builds the token verifier from the flags; no verifier is an error unless

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
@@ -83,26 +85,29 @@ func TestGatewayAuthenticatorFlags(t *testing.T) {
 	}
 }
 
-// TestGatewayCommand runs `sless gateway` as users do (flags, env, kubeconfig) against a real
-// API server and PostgreSQL: the API answers with a verified token, /fn/ reaches the function
-// through the interceptor address, the invocation lands in the history with the trace id of
-// the span exported to an OTLP collector (OTEL_* variables), and cancelling the
-// command drains and returns.
-// TestGatewayTLSFlags: --tls-cert-file and --tls-key-file go together; a pair that does not
-// load names the flags.
-func TestGatewayTLSFlags(t *testing.T) {
-	dir := t.TempDir()
+// writePair writes a new certificate and its key to dir's tls.crt and tls.key and returns
+// their paths and the certificate.
+func writePair(t *testing.T, dir string) (cert, key string, der []byte) {
+	t.Helper()
 	srv, _ := testkit.TLSPair(t)
 	keyDER, err := x509.MarshalPKCS8PrivateKey(srv.Certificates[0].PrivateKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	for f, b := range map[string]*pem.Block{cert: {Type: "CERTIFICATE", Bytes: srv.Certificates[0].Certificate[0]}, key: {Type: "PRIVATE KEY", Bytes: keyDER}} {
+	der = srv.Certificates[0].Certificate[0]
+	cert, key = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	for f, b := range map[string]*pem.Block{key: {Type: "PRIVATE KEY", Bytes: keyDER}, cert: {Type: "CERTIFICATE", Bytes: der}} {
 		if err := os.WriteFile(f, pem.EncodeToMemory(b), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return cert, key, der
+}
+
+// TestGatewayTLSFlags: --tls-cert-file and --tls-key-file go together; a pair that does not
+// load names the flags.
+func TestGatewayTLSFlags(t *testing.T) {
+	cert, key, _ := writePair(t, t.TempDir())
 	for _, tc := range []struct {
 		name, cert, key, wantErr string
 		tls                      bool
@@ -114,20 +119,64 @@ func TestGatewayTLSFlags(t *testing.T) {
 		{name: "the key as the certificate", cert: key, key: key, wantErr: "--tls-cert-file/--tls-key-file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := gatewayFlags{tlsCertFile: tc.cert, tlsKeyFile: tc.key}.tls()
+			cfg, err := gatewayFlags{tlsCertFile: tc.cert, tlsKeyFile: tc.key}.tls(t.Context())
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one saying %q", err, tc.wantErr)
 				}
 				return
 			}
-			if err != nil || (cfg != nil) != tc.tls || tc.tls && len(cfg.Certificates) != 1 {
+			if err != nil || (cfg != nil) != tc.tls || tc.tls && cfg.GetCertificate == nil {
 				t.Fatalf("config %+v, error %v; want TLS %v", cfg, err, tc.tls)
 			}
 		})
 	}
 }
 
+// TestGatewayCertificateRenewed: a pair renewed in place (a mounted Secret that cert-manager
+// renews) is served to the next handshake without a restart.
+func TestGatewayCertificateRenewed(t *testing.T) {
+	dir := t.TempDir()
+	cert, key, first := writePair(t, dir)
+	cfg, err := gatewayFlags{tlsCertFile: cert, tlsKeyFile: key}.tls(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	served := func() []byte {
+		c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true}) // only the served certificate is looked at
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].Raw
+	}
+	if !bytes.Equal(served(), first) {
+		t.Fatal("the gateway does not serve the pair it was given")
+	}
+	_, _, renewed := writePair(t, dir)
+	testkit.WaitFor(t, "the renewed certificate served", 20*time.Second, func() bool { return bytes.Equal(served(), renewed) })
+}
+
+// TestGatewayCommand runs `sless gateway` as users do (flags, env, kubeconfig) against a real
+// API server and PostgreSQL: the API answers with a verified token, /fn/ reaches the function
+// through the interceptor address, the invocation lands in the history with the trace id of
+// the span exported to an OTLP collector (OTEL_* variables), and cancelling the
+// command drains and returns.
 func TestGatewayCommand(t *testing.T) {
 	env := testenv.ForTest(t)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
