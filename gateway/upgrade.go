@@ -115,8 +115,11 @@ func (b *upgradeBody) Close() error {
 // WebSocket, so that the gateway's close frame goes between two of them.
 type frames struct {
 	head [ws.MaxHeaderSize]byte
-	n    int   // header bytes held
-	left int64 // payload bytes of the current frame still to come
+	n    int // header bytes held
+	// r and scratch let ws read a held header without allocating.
+	r       bytes.Reader
+	scratch [ws.MaxHeaderSize - 2]byte
+	left    int64 // payload bytes of the current frame still to come
 	// closed: a close frame went by; lost: bytes that are no frame header, nothing is known.
 	closed, lost bool
 }
@@ -140,7 +143,8 @@ func (f *frames) feed(p []byte) {
 		if f.n < ws.MinHeaderSize || f.n < headerSize(f.head[1]) {
 			continue
 		}
-		h, err := ws.ReadHeader(bytes.NewReader(f.head[:f.n]))
+		f.r.Reset(f.head[:f.n])
+		h, err := ws.ReadHeaderBuffer(&f.r, f.scratch[:])
 		if err != nil {
 			f.lost = true
 			return
