@@ -212,7 +212,7 @@ func openHistory(ctx context.Context, url string, logger *slog.Logger) (*history
 	if err != nil {
 		return nil, err
 	}
-	mctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	mctx, cancel := context.WithTimeout(ctx, history.MigrateTimeout)
 	defer cancel()
 	if err := store.Migrate(mctx); err != nil {
 		logger.Warn("Warning: invocation history database unavailable at start; will retry in the background", "error", err)

@@ -134,6 +134,20 @@ func OpenPostgres(dsn string, opts PostgresOptions) (*Postgres, error) {
 	return p, nil
 }
 
+// MigrateTimeout bounds applying the migrations, a few DDL statements that take seconds
+// on a loaded machine: not a COPY's WriteTimeout, which would drop the first batches there.
+const MigrateTimeout = 15 * time.Second
+
+// migrateFor migrates within d, once per store.
+func (p *Postgres) migrateFor(d time.Duration) error {
+	if p.migrated.Load() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return p.Migrate(ctx)
+}
+
 // Migrate applies the embedded schema migrations once per store.
 func (p *Postgres) Migrate(ctx context.Context) error {
 	if p.migrated.Load() {
@@ -251,7 +265,9 @@ func (p *Postgres) flush(batch []Record, failures int) ([]Record, int) {
 		}
 		failures++
 		var pgErr *pgconn.PgError
-		permanent := errors.As(err, &pgErr) // the server rejected the data: retrying cannot help
+		// The server rejected the data: retrying cannot help. A statement it cancelled at our
+		// deadline is no rejection.
+		permanent := errors.As(err, &pgErr) && !pgconn.Timeout(err)
 		if p.failLog.allow(logEvery) {
 			p.log.Warn("Warning: writing invocation history failed; will retry and reconnect",
 				"error", err, "records", len(batch), "attempt", attempt)
@@ -303,11 +319,11 @@ func (p *Postgres) writeOnce(batch []Record) {
 var copyColumns = []string{"namespace", "function", "trigger", "kind", "started_at", "duration_us", "status", "http_status", "error", "trace_id", "cold_start", "revision", "ttfb_us", "bytes_sent", "streamed"}
 
 func (p *Postgres) write(batch []Record) error {
-	ctx, cancel := context.WithTimeout(context.Background(), p.opts.WriteTimeout)
-	defer cancel()
-	if err := p.Migrate(ctx); err != nil {
+	if err := p.migrateFor(MigrateTimeout); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.opts.WriteTimeout)
+	defer cancel()
 	n, err := p.pool.CopyFrom(ctx, pgx.Identifier{"invocations"}, copyColumns,
 		pgx.CopyFromSlice(len(batch), func(i int) ([]any, error) {
 			r := batch[i]

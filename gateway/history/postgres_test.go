@@ -129,6 +129,38 @@ func TestPostgresOutage(t *testing.T) {
 	}
 }
 
+// TestPostgresSlowMigration: the first write migrates, and a migration slower than a COPY's
+// write timeout and its retries (a loaded machine; here another gateway holding the
+// migration lock for 5 s) delays the first batch but loses none of it.
+func TestPostgresSlowMigration(t *testing.T) {
+	dsn := newDatabase(t)
+	ctx := context.Background()
+	other, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrationLockKey); err != nil {
+		t.Fatal(err)
+	}
+	p := openTestStore(t, dsn, PostgresOptions{FlushInterval: 10 * time.Millisecond, WriteTimeout: time.Second})
+	for range 10 {
+		p.Record(Record{Namespace: "ns", Function: "first", Kind: KindHTTP, Start: time.Now(), Status: StatusSucceeded})
+	}
+	time.Sleep(5 * time.Second)
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "the first batch written", 20*time.Second, func() bool { return p.Written() == 10 })
+	if p.Dropped() != 0 {
+		t.Fatalf("%d records dropped while the migration waited", p.Dropped())
+	}
+}
+
 // TestPostgresStartsWithDatabaseDown: a store opened while PostgreSQL is unreachable serves
 // Record at once, and migrates and writes once the database appears.
 func TestPostgresStartsWithDatabaseDown(t *testing.T) {
