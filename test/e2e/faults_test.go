@@ -50,7 +50,7 @@ func TestBuildFailures(t *testing.T) {
 		fn := strings.ReplaceAll(name, " ", "-")
 		createAndUpload(t, tn, fn, helloFields(5), tc.files)
 		defer func() {
-			msg := waitBuilt(t, tn, fn, "Failed", 4*time.Minute, func(f api.Function) bool { return f.Status.Phase == "Failed" }).Status.Message
+			msg := waitBuilt(t, tn, fn, "Failed", buildTimeout, func(f api.Function) bool { return f.Status.Phase == "Failed" }).Status.Message
 			for _, w := range tc.want {
 				if !strings.Contains(msg, w) {
 					t.Errorf("%s: status message lacks %q:\n%s", name, w, msg)

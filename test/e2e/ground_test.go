@@ -40,6 +40,11 @@ import (
 // names its function by the host, as it has no path of its own to prefix).
 const functionsDomain = "fn.sless.test"
 
+// buildTimeout is the operator's --build-timeout on the ground, and what a wait for a build's
+// outcome allows from when the build may start: a Go function's kaniko build compiles its
+// wrapper from nothing, which took over 5 minutes beside a cold make test on 2 cores.
+const buildTimeout = 10 * time.Minute
+
 // Fixed ports inside the private namespace. The add-on binds 0.0.0.0, so none of them may
 // be a port functions use (buildkit.DefaultPort), and the interceptor's admin and the
 // scaler's gRPC ports (both 9090 by default) are set apart.

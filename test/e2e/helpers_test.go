@@ -173,7 +173,7 @@ func figureTest(t *testing.T) {
 // when it fails.
 func waitReady(t testing.TB, tn tenant, name string) api.Function {
 	t.Helper()
-	return waitBuilt(t, tn, name, "Ready", 5*time.Minute, func(fn api.Function) bool {
+	return waitBuilt(t, tn, name, "Ready", buildTimeout, func(fn api.Function) bool {
 		if fn.Status.Phase == "Failed" {
 			t.Fatalf("function %s failed: %s", name, fn.Status.Message)
 		}

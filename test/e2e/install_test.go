@@ -118,7 +118,7 @@ func (g *ground) helmInstall(ctx context.Context) error {
 		"config": map[string]any{"SLESS_S3_ENDPOINT": "http://" + nodeIP + ":" + strconv.Itoa(s3Port), "SLESS_FUNCTIONS_DOMAIN": functionsDomain},
 		"operator": map[string]any{"replicas": 1, "registry": registry, "kanikoImage": g.kanikoImage, "extraArgs": []any{
 			"--kaniko-insecure-registry=" + registry, "--kaniko-registry-mirror=" + registry,
-			"--history-secret=sless-history", "--build-timeout=5m",
+			"--history-secret=sless-history", "--build-timeout=" + buildTimeout.String(),
 			// The journeys run in parallel on 2 cores: two kaniko builds at a time, the rest queued.
 			"--max-concurrent-builds=2"}},
 		"gateway": map[string]any{"replicas": 1},
