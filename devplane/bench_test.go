@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -155,3 +156,64 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// BenchmarkStreamFirstByte compares the time to an event stream's first byte from one warm
+// Go function process called directly with the same process called through `sless dev`
+// (/fn/: gateway, pool) and through a bare stdlib reverse proxy, in the same run: 1,000 GETs
+// one after another on one keep-alive connection per round, three alternating rounds,
+// medians. Run with -benchtime=1x.
+func BenchmarkStreamFirstByte(b *testing.B) {
+	const calls = 1000
+	d := startDev(b, devOptions{})
+	d.deploy("live", "go1.25", dirFiles(b, filepath.Join("..", "buildkit", "testdata", "handlers", "gohttp")),
+		api.FunctionFields{MinReplicas: ptr[int32](1), MaxReplicas: ptr[int32](1)})
+	testkit.WaitFor(b, "the warm process", 30*time.Second, func() bool { return d.stats("live").Ready == 1 })
+	addr := d.stats("live").Addrs[0]
+	toProcess := func(ctx context.Context, _, _ string) (net.Conn, error) { return d.backend.Pool().Dial(ctx, addr) }
+	targets := []struct {
+		name string
+		hc   *http.Client
+		url  string
+	}{
+		{"direct", &http.Client{Transport: &http.Transport{DialContext: toProcess}}, "http://" + addr + "/tick"},
+		{"dev", &http.Client{Transport: &http.Transport{}}, d.endpoint + "/fn/" + d.ns + "/live/tick"},
+		{"bare-proxy", &http.Client{Transport: &http.Transport{}}, strings.TrimSuffix(bareProxy(b, toProcess), "/") + "/tick"},
+	}
+	rounds := map[string][]time.Duration{}
+	for range max(b.N, 1) * 3 {
+		for _, t := range targets {
+			rounds[t.name] = append(rounds[t.name], firstByte(b, t.hc, t.url, calls))
+		}
+	}
+	med := func(name string) time.Duration {
+		ds := slices.Clone(rounds[name])
+		slices.Sort(ds)
+		return ds[len(ds)/2]
+	}
+	b.ReportMetric(ms(med("direct")), "direct-ms")
+	b.ReportMetric(ms(med("dev")), "dev-ms")
+	b.ReportMetric(ms(med("bare-proxy")), "bare-proxy-ms")
+	b.ReportMetric(ms(med("dev")-med("direct")), "dev-added-ms")
+}
+
+// firstByte GETs url n times on hc and returns the median time from sending to the first
+// byte of the body.
+func firstByte(b *testing.B, hc *http.Client, url string, n int) time.Duration {
+	ds := make([]time.Duration, 0, n)
+	one := make([]byte, 1)
+	for range n {
+		start := time.Now()
+		resp, err := hc.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(resp.Body, one); err != nil || resp.ContentLength >= 0 {
+			b.Fatalf("GET %s: %d, length %d, %v: want a stream", url, resp.StatusCode, resp.ContentLength, err)
+		}
+		ds = append(ds, time.Since(start))
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	slices.Sort(ds)
+	return ds[n/2]
+}

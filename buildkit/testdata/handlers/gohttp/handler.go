@@ -37,6 +37,10 @@ func Handle(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, "data: tick %d\n\n", i)
 			_ = rc.Flush()
 		}
+	case "/tick": // one event, flushed: a stream's first byte (devplane's BenchmarkStreamFirstByte)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: tick\n\n")
+		_ = http.NewResponseController(w).Flush()
 	case "/panic":
 		panic("kaboom")
 	case "/deadline":
