@@ -182,7 +182,11 @@ func BenchmarkStreamFirstByte(b *testing.B) {
 	rounds := map[string][]time.Duration{}
 	for range max(b.N, 1) * 3 {
 		for _, t := range targets {
-			rounds[t.name] = append(rounds[t.name], firstByte(b, t.hc, t.url, calls))
+			d, err := testkit.FirstByte(t.hc, t.url, calls)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rounds[t.name] = append(rounds[t.name], d)
 		}
 	}
 	med := func(name string) time.Duration {
@@ -194,26 +198,4 @@ func BenchmarkStreamFirstByte(b *testing.B) {
 	b.ReportMetric(ms(med("dev")), "dev-ms")
 	b.ReportMetric(ms(med("bare-proxy")), "bare-proxy-ms")
 	b.ReportMetric(ms(med("dev")-med("direct")), "dev-added-ms")
-}
-
-// firstByte GETs url n times on hc and returns the median time from sending to the first
-// byte of the body.
-func firstByte(b *testing.B, hc *http.Client, url string, n int) time.Duration {
-	ds := make([]time.Duration, 0, n)
-	one := make([]byte, 1)
-	for range n {
-		start := time.Now()
-		resp, err := hc.Get(url)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := io.ReadFull(resp.Body, one); err != nil || resp.ContentLength >= 0 {
-			b.Fatalf("GET %s: %d, length %d, %v: want a stream", url, resp.StatusCode, resp.ContentLength, err)
-		}
-		ds = append(ds, time.Since(start))
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	}
-	slices.Sort(ds)
-	return ds[n/2]
 }

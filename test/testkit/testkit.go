@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -300,4 +301,27 @@ func FreePort(t testing.TB) int {
 func FreeAddr(t testing.TB) string {
 	t.Helper()
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t)))
+}
+
+// FirstByte GETs url n times one after another on hc (one keep-alive connection) and
+// returns the median time from sending each to the first byte of its body.
+func FirstByte(hc *http.Client, url string, n int) (time.Duration, error) {
+	ds := make([]time.Duration, 0, n)
+	one := make([]byte, 1)
+	for range n {
+		start := time.Now()
+		resp, err := hc.Get(url)
+		if err != nil {
+			return 0, err
+		}
+		_, err = io.ReadFull(resp.Body, one)
+		ds = append(ds, time.Since(start))
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return 0, fmt.Errorf("GET %s: %d, first byte: %w", url, resp.StatusCode, err)
+		}
+	}
+	slices.Sort(ds)
+	return ds[n/2], nil
 }

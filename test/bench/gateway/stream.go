@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"sless.dev/sless/test/testkit"
 )
 
 // measureStreams prints the streaming figures of issue 29 for each target (gateway, bare
@@ -60,24 +62,11 @@ func measureStreams(up *upstream, gwPID int, targets []struct{ name, url string 
 func firstBytes(u string, n int) time.Duration {
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: tr}
-	ds := make([]time.Duration, 0, n)
-	buf := make([]byte, 1)
-	for range n {
-		t0 := time.Now()
-		resp, err := hc.Get(u)
-		if err != nil {
-			log.Fatalf("GET %s: %v", u, err)
-		}
-		if _, err := io.ReadFull(resp.Body, buf); err != nil {
-			log.Fatalf("GET %s: first byte: %v", u, err)
-		}
-		ds = append(ds, time.Since(t0))
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+	d, err := testkit.FirstByte(&http.Client{Transport: tr}, u, n)
+	if err != nil {
+		log.Fatal(err)
 	}
-	slices.Sort(ds)
-	return ds[len(ds)/2]
+	return d
 }
 
 // bulk reads the 100 MiB stream of u and returns its rate in MiB/s.
