@@ -32,8 +32,8 @@ type streamBody struct {
 	done bool
 }
 
-// newStreamBody wraps resp's body when it has no length; cancel ends
-// the request to the function.
+// newStreamBody wraps resp's body when it has no length; cancel ends the request to the
+// function.
 func newStreamBody(resp *http.Response, idle, timeout time.Duration, cancel context.CancelCauseFunc) {
 	if resp.ContentLength >= 0 || idle <= 0 {
 		return

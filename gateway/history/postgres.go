@@ -138,16 +138,6 @@ func OpenPostgres(dsn string, opts PostgresOptions) (*Postgres, error) {
 // on a loaded machine: not a COPY's WriteTimeout, which would drop the first batches there.
 const MigrateTimeout = 15 * time.Second
 
-// migrateFor migrates within d, once per store.
-func (p *Postgres) migrateFor(d time.Duration) error {
-	if p.migrated.Load() {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	return p.Migrate(ctx)
-}
-
 // Migrate applies the embedded schema migrations once per store.
 func (p *Postgres) Migrate(ctx context.Context) error {
 	if p.migrated.Load() {
@@ -319,7 +309,10 @@ func (p *Postgres) writeOnce(batch []Record) {
 var copyColumns = []string{"namespace", "function", "trigger", "kind", "started_at", "duration_us", "status", "http_status", "error", "trace_id", "cold_start", "revision", "ttfb_us", "bytes_sent", "streamed"}
 
 func (p *Postgres) write(batch []Record) error {
-	if err := p.migrateFor(MigrateTimeout); err != nil {
+	mctx, mcancel := context.WithTimeout(context.Background(), MigrateTimeout)
+	err := p.Migrate(mctx)
+	mcancel()
+	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.WriteTimeout)
