@@ -312,9 +312,9 @@ func TestProxyHTTP2(t *testing.T) {
 			start := time.Now()
 			first, _ := br.ReadString('\n')
 			firstAt := time.Since(start)
-			rest, _ := io.ReadAll(br)
-			if first != "message 0\n" || string(rest) != "message 1\n" {
-				t.Fatalf("body %q + %q", first, rest)
+			rest, err := io.ReadAll(br)
+			if first != "message 0\n" || string(rest) != "message 1\n" || err != nil {
+				t.Fatalf("body %q + %q, %v", first, rest, err)
 			}
 			if firstAt > 250*time.Millisecond {
 				t.Errorf("the first message took %v: held back until the second", firstAt)
