@@ -106,14 +106,16 @@ func TestStreamsFromZero(t *testing.T) {
 		if resp.Header.Get("X-Sless-Cold-Start") != "true" {
 			t.Errorf("the upgrade did not start the function from zero: %v", resp.Header)
 		}
-		echo := func(msg string) {
+		echo := func(msg string) (wrote time.Time) {
 			t.Helper()
+			wrote = time.Now()
 			if err := c.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
 				t.Fatal(err)
 			}
 			if _, got, err := c.Read(ctx); err != nil || string(got) != "echo: "+msg {
 				t.Fatalf("echo of %q: %q, %v", msg, got, err)
 			}
+			return wrote
 		}
 		echo("one")
 		pids := d.stats("live").PIDs
@@ -122,9 +124,9 @@ func TestStreamsFromZero(t *testing.T) {
 		if now := d.stats("live").PIDs; len(now) != 1 || len(pids) != 1 || now[0] != pids[0] {
 			t.Fatalf("the socket's process went away while it lived: %v then %v", pids, now)
 		}
-		echo("two")
+		wrote := echo("two")
 		// Silent past its idle bound: the gateway ends the socket with a close frame.
-		testkit.WantIdleClose(ctx, t, c, idle)
+		testkit.WantIdleClose(ctx, t, c, idle, wrote)
 		testkit.WaitFor(t, "scale to zero once the socket closed", 10*time.Second, func() bool { return d.stats("live").Processes == 0 })
 	})
 }

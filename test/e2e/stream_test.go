@@ -218,6 +218,7 @@ func TestWebSocketOnTheCluster(t *testing.T) {
 	if resp.Header.Get("X-Sless-Cold-Start") != "true" {
 		t.Errorf("the upgrade did not start the function from zero: %v", resp.Header)
 	}
+	var wrote time.Time
 	for i, msg := range []string{"one", "two after the scale-down period"} {
 		if i > 0 {
 			time.Sleep(6 * time.Second) // past the 3 s scale-down period and KEDA's polling
@@ -225,6 +226,7 @@ func TestWebSocketOnTheCluster(t *testing.T) {
 				t.Fatalf("the function scaled away while its socket was open: %d ready", d.Status.ReadyReplicas)
 			}
 		}
+		wrote = time.Now()
 		if err := c.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
 			t.Fatal(err)
 		}
@@ -233,5 +235,5 @@ func TestWebSocketOnTheCluster(t *testing.T) {
 		}
 	}
 	// Silent past its idle bound: the gateway ends the socket with a close frame.
-	testkit.WantIdleClose(ctx, t, c, idle)
+	testkit.WantIdleClose(ctx, t, c, idle, wrote)
 }
