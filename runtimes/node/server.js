@@ -2,6 +2,7 @@
 // sless HTTP wrapper for Node.js functions (contract: runtimes/README.md).
 // Node core modules only, so it runs on any node:20+ image without installing anything.
 const http = require('node:http');
+const net = require('node:net');
 const path = require('node:path');
 const fs = require('node:fs');
 
@@ -31,6 +32,10 @@ function envInt(key, def) {
 const TIMEOUT = envInt('SLESS_TIMEOUT_SECONDS', 0);
 const MAX_BODY = envInt('SLESS_MAX_BODY_BYTES', 6 << 20);
 const SHUTDOWN_GRACE = envInt('SLESS_SHUTDOWN_SECONDS', 25);
+// The drain closes idle keep-alive connections only once no request has come for this long:
+// a caller (the interceptor's pool, pinned to this pod through the Service) may be sending
+// on one at that instant, and a POST whose connection closed under it is not retried.
+const DRAIN_QUIET_MS = 1000;
 
 // log queues one JSON line for stderr; the queue is written every LOG_FLUSH_MS or LOG_BATCH
 // lines, and at exit. A write per warm invocation cost about a quarter of the wrapper's CPU
@@ -406,9 +411,11 @@ function discardBody(req) {
 function serve(load) {
   let inFlight = 0;
   let draining = false; // after SIGTERM every response ends its connection
+  let lastRequest = 0; // when a request last arrived (ms)
   let fn;
   let wantsRequest = false;
   const server = http.createServer((req, res) => {
+    lastRequest = Date.now();
     if (draining) res.setHeader('Connection', 'close'); // health checks answer at once
     const q = req.url.indexOf('?');
     const pathname = q < 0 ? req.url : req.url.slice(0, q);
@@ -608,11 +615,18 @@ function serve(load) {
   const shutdown = (signal) => {
     log('info', 'shutting down', { signal });
     draining = true;
-    server.close();
-    server.closeIdleConnections();
+    lastRequest = Date.now();
+    // The listener only: http.Server.close closes the idle connections at once as well.
+    net.Server.prototype.close.call(server);
     const deadline = Date.now() + SHUTDOWN_GRACE * 1000;
+    let quiet = false;
     const poll = setInterval(() => {
-      if (inFlight === 0 || Date.now() >= deadline) {
+      const now = Date.now();
+      if (!quiet && (now - lastRequest >= DRAIN_QUIET_MS || now >= deadline)) {
+        quiet = true;
+        server.closeIdleConnections();
+      }
+      if ((quiet && inFlight === 0) || now >= deadline) {
         flushLogs();
         process.exit(0);
       }

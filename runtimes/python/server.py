@@ -123,6 +123,10 @@ def env_int(key, default):
 TIMEOUT = env_int("SLESS_TIMEOUT_SECONDS", 0)
 MAX_BODY = env_int("SLESS_MAX_BODY_BYTES", 6 << 20)
 SHUTDOWN_GRACE = env_int("SLESS_SHUTDOWN_SECONDS", 25)
+# The drain closes idle keep-alive connections only once no request has come for this long:
+# a caller (the interceptor's pool, pinned to this pod through the Service) may be sending
+# on one at that instant, and a POST whose connection closed under it is not retried.
+DRAIN_QUIET = 1.0
 
 
 _log_lines = collections.deque()
@@ -460,9 +464,9 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def handle(self):
-        """Serves the connection's requests one after another, with net/http's shutdown
-        rules: a connection waiting for its next request is idle and the drain closes it; one
-        whose request has begun to arrive is busy, and the drain waits for it and ends the
+        """Serves the connection's requests one after another. A connection waiting for its
+        next request is idle, and the drain closes it once requests stopped coming; one whose
+        request has begun to arrive is busy, and the drain waits for it and ends the
         connection after its response. Without this a keep-alive connection (pinned to this
         pod through the Service) would be cut mid-request at exit."""
         server = self.server
@@ -484,6 +488,7 @@ class Handler(BaseHTTPRequestHandler):
                 if not arrived:
                     return
                 server.busy.add(self)
+                server.last_request = time.monotonic()
             try:
                 self.handle_one_request()
             finally:
@@ -742,10 +747,14 @@ def serve(server, addr, call):
     server.lock = threading.Lock()
     server.idle, server.busy = set(), set()  # connections waiting for a request / serving one
     server.draining = False
+    server.last_request = 0.0  # monotonic time a request last began to arrive
     server.watchdog = Watchdog() if TIMEOUT else None
 
     def on_term(signum, _frame):
         log("info", "shutting down", signal=signum)
+        # Answers end their connection from now on, not from when serve_forever's poll
+        # (half a second) returns and drain() begins.
+        server.draining = True
         threading.Thread(target=server.shutdown, daemon=True).start()
 
     signal.signal(signal.SIGTERM, on_term)
@@ -758,18 +767,22 @@ def serve(server, addr, call):
 
 def drain(server):
     """After SIGTERM: refuse new connections at once (a caller's dial retry finds another
-    pod), close idle ones, let busy ones finish their request (up to the grace period) and
-    close them after the response."""
+    pod); answer what comes on open ones with Connection: close and, once none came for
+    DRAIN_QUIET, close the idle ones; let busy ones finish their request (up to the grace
+    period) and close them after the response."""
     server.server_close()
+    deadline = time.monotonic() + SHUTDOWN_GRACE
     with server.lock:
-        server.draining = True
+        server.last_request = time.monotonic()
+    while server.idle and time.monotonic() < min(deadline, server.last_request + DRAIN_QUIET):
+        time.sleep(0.02)
+    with server.lock:
         idle, server.idle = server.idle, None
     for handler in idle:
         try:
             handler.connection.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass  # already gone
-    deadline = time.monotonic() + SHUTDOWN_GRACE
     while server.busy and time.monotonic() < deadline:
         time.sleep(0.02)
 

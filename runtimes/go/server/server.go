@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -144,7 +145,8 @@ func serve(cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: &wrapper{cfg: cfg, logger: logger},
+	w := &wrapper{cfg: cfg, logger: logger, waiting: map[net.Conn]struct{}{}}
+	srv := &http.Server{Handler: w, ConnState: w.connState,
 		ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
@@ -159,15 +161,72 @@ func serve(cfg config, logger *slog.Logger) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.shutdown)
 	defer cancel()
+	// New connections are refused at once (a caller's dial retry finds another pod); open
+	// ones stay until requests stop coming, each answered with Connection: close.
+	w.draining.Store(true)
+	_ = ln.Close()
+	<-done // Serve returned: Shutdown has no listener left to close
+	w.waitQuiet(ctx)
 	return srv.Shutdown(ctx)
 }
+
+// drainQuiet is how long the drain waits without a new request before it closes the idle
+// keep-alive connections: a caller (the interceptor's pool, pinned to this pod through the
+// Service) may be sending on one at that instant, and a POST whose connection closed under
+// it is not retried.
+const drainQuiet = time.Second
 
 type wrapper struct {
 	cfg    config
 	logger *slog.Logger
+
+	draining atomic.Bool // after SIGTERM every response ends its connection
+	mu       sync.Mutex
+	waiting  map[net.Conn]struct{} // connections waiting for a request
+	last     time.Time             // when a request last began to arrive
+}
+
+func (w *wrapper) connState(c net.Conn, s http.ConnState) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch s {
+	case http.StateNew, http.StateIdle:
+		w.waiting[c] = struct{}{}
+	case http.StateActive:
+		delete(w.waiting, c)
+		w.last = time.Now()
+	default:
+		delete(w.waiting, c)
+	}
+}
+
+// waitQuiet returns once no request has begun for drainQuiet (at once when no connection
+// waits for one), or when ctx ends.
+func (w *wrapper) waitQuiet(ctx context.Context) {
+	w.mu.Lock()
+	w.last = time.Now()
+	w.mu.Unlock()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		w.mu.Lock()
+		quiet := len(w.waiting) == 0 || time.Since(w.last) >= drainQuiet
+		w.mu.Unlock()
+		if quiet {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 func (w *wrapper) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	if w.draining.Load() {
+		rw.Header().Set("Connection", "close")
+	}
 	if r.URL.Path == healthPath && r.Method == http.MethodGet {
 		holdHealth(r)
 		writeJSON(rw, http.StatusOK, map[string]string{"status": "ok"})
