@@ -3,11 +3,13 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -429,10 +431,11 @@ func mean(ds []time.Duration) time.Duration {
 	return sum / time.Duration(len(ds))
 }
 
-func median(ds []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return percentile(s, 50)
+// median is the nearest-rank median, as percentile(sorted, 50).
+func median[T cmp.Ordered](xs []T) T {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[(len(s)+1)/2-1]
 }
 
 func envInt(name string, def int) int {
