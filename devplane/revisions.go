@@ -2,6 +2,7 @@ package devplane
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -29,6 +30,92 @@ type functionStatus struct {
 	api.FunctionStatus
 	Revisions    []api.Revision `json:"revisions,omitempty"`
 	LastRevision int64          `json:"last_revision,omitempty"`
+}
+
+// A function's state file keeps each revision's env as the changes from the revision before
+// it (the oldest kept one in full), so a variable is written once however many revisions
+// keep it: a function's file holds its spec, the oldest revision's env and what each change
+// changed, not one copy of a large env per revision. In memory every revision has its whole
+// env (an unchanged value shares the previous revision's string), so a revision still runs,
+// rolls back to and shows exactly the env it was made with. A file written before this
+// encoding (every revision's env in full) loads as it is.
+
+// storedRevision is a revision as its function's state file keeps it: with EnvChanges set,
+// Config.EnvVars is left out and is the previous revision's env with these changes.
+type storedRevision struct {
+	api.Revision
+	EnvChanges *envChanges `json:"env_changes,omitempty"`
+}
+
+// envChanges turn one env into the next: variables set (new or changed) and removed.
+type envChanges struct {
+	Set   map[string]string `json:"set,omitempty"`
+	Unset []string          `json:"unset,omitempty"`
+}
+
+// storedStatus is functionStatus's wire form in the state file.
+type storedStatus struct {
+	plainStatus
+	Revisions []storedRevision `json:"revisions,omitempty"`
+}
+
+// plainStatus is functionStatus without its JSON methods.
+type plainStatus functionStatus
+
+func (s functionStatus) MarshalJSON() ([]byte, error) {
+	out := storedStatus{plainStatus: plainStatus(s), Revisions: make([]storedRevision, len(s.Revisions))}
+	for i, rev := range s.Revisions {
+		out.Revisions[i].Revision = rev
+		if i == 0 {
+			continue
+		}
+		prev, cur := s.Revisions[i-1].Config.EnvVars, rev.Config.EnvVars
+		ch := &envChanges{}
+		for k, v := range cur {
+			if old, ok := prev[k]; !ok || old != v {
+				if ch.Set == nil {
+					ch.Set = map[string]string{}
+				}
+				ch.Set[k] = v
+			}
+		}
+		for k := range prev {
+			if _, ok := cur[k]; !ok {
+				ch.Unset = append(ch.Unset, k)
+			}
+		}
+		slices.Sort(ch.Unset)
+		out.Revisions[i].Config.EnvVars, out.Revisions[i].EnvChanges = nil, ch
+	}
+	return json.Marshal(out)
+}
+
+func (s *functionStatus) UnmarshalJSON(data []byte) error {
+	var in storedStatus
+	if err := json.Unmarshal(data, &in); err != nil {
+		return err
+	}
+	*s = functionStatus(in.plainStatus)
+	s.Revisions = nil
+	for _, r := range in.Revisions {
+		rev := r.Revision
+		if ch := r.EnvChanges; ch != nil {
+			var env map[string]string
+			if n := len(s.Revisions); n > 0 {
+				env = maps.Clone(s.Revisions[n-1].Config.EnvVars)
+			}
+			if env == nil && len(ch.Set) > 0 {
+				env = map[string]string{}
+			}
+			maps.Copy(env, ch.Set)
+			for _, k := range ch.Unset {
+				delete(env, k)
+			}
+			rev.Config.EnvVars = env
+		}
+		s.Revisions = append(s.Revisions, rev)
+	}
+	return nil
 }
 
 // idleGrace is how long a revision that lost its traffic stays in the pool, so the calls
@@ -67,8 +154,16 @@ func newRevision(r *functionRecord) bool {
 		return false
 	}
 	cfg := api.RevisionConfigOf(r.Spec)
-	if n := len(r.Status.Revisions); n > 0 && api.SameRevisionConfig(r.Status.Revisions[n-1].Config, cfg) {
-		return false
+	if n := len(r.Status.Revisions); n > 0 {
+		prev := r.Status.Revisions[n-1].Config
+		if api.SameRevisionConfig(prev, cfg) {
+			return false
+		}
+		for k, v := range cfg.EnvVars {
+			if old, ok := prev.EnvVars[k]; ok && old == v {
+				cfg.EnvVars[k] = old // one copy of an unchanged value in memory
+			}
+		}
 	}
 	r.Status.LastRevision++
 	rev := api.Revision{Name: rules.RevisionName(r.Name, r.Status.LastRevision), Namespace: r.Namespace, Function: r.Name,

@@ -2,12 +2,17 @@ package devplane_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"math"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -361,4 +366,142 @@ func TestHealthGatedRollout(t *testing.T) {
 			t.Fatalf("after the rollback: %d from %s", code, rev)
 		}
 	}
+}
+
+// envHasher answers its VERSION and a digest of its BIG* variables, names and values.
+var envHasher = map[string]string{"handler.py": `import hashlib, os
+
+
+def handle(event, request=None):
+    big = "".join(k + "=" + os.environ[k] + ";" for k in sorted(os.environ) if k.startswith("BIG"))
+    return {"version": os.environ.get("VERSION", ""), "big": hashlib.sha256(big.encode()).hexdigest()}
+`}
+
+// bigDigest is envHasher's digest of env.
+func bigDigest(env map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if strings.HasPrefix(k, "BIG") {
+			b.WriteString(k + "=" + env[k] + ";")
+		}
+	}
+	return fmt.Sprintf("%x", sha256.Sum256([]byte(b.String())))
+}
+
+// TestRevisionsStoreEnvOnce: 60 env changes of a function whose env is near the size cap
+// (rules.MaxEnvTotalBytes), every revision kept (revision_history_limit 100, so the bound
+// is the storage's, not GC's), leave its state file under 3 × MaxEnvTotalBytes — the spec's
+// env and the oldest revision's in full, each later revision only what it changed (here one
+// 31 KiB value once), plus the revisions' own records — where a copy of the env per revision
+// made it 7.6 MB. Every revision still shows (GET .../revisions) and runs exactly the env it
+// was made with: a rollback to an old one runs the old env, before and after a restart, and
+// after a restart on a state file written in the earlier form (every revision's env in full).
+func TestRevisionsStoreEnvOnce(t *testing.T) {
+	t.Parallel()
+	d, restart := startRestartable(t, "envonce", devOptions{})
+	ctx := context.Background()
+	value := func(c byte) string { return strings.Repeat(string(c), rules.MaxEnvValueBytes-1024) }
+	env := map[string]string{"VERSION": "0", "BIG0": value('a'), "BIG1": value('b'), "BIG2": value('c'), "BIG3": value('d')}
+	want := map[string]map[string]string{"ev-1": maps.Clone(env)}
+	d.deploy("ev", "python3.12", envHasher, api.FunctionFields{EnvVars: &env, RevisionHistoryLimit: ptr[int32](100)})
+	for i := 1; i <= 60; i++ {
+		env["VERSION"] = fmt.Sprint(i)
+		if i == 30 { // one large value changes and one goes
+			env["BIG1"] = value('B')
+			delete(env, "BIG3")
+		}
+		d.update("ev", api.FunctionFields{EnvVars: ptr(maps.Clone(env))})
+		want[fmt.Sprintf("ev-%d", i+1)] = maps.Clone(env)
+	}
+	d.waitTraffic("ev", "ev-61", 100)
+
+	stateFile := filepath.Join(d.dataDir, "state", "functions", d.ns, "ev.json")
+	bound := int64(3 * rules.MaxEnvTotalBytes)
+	checkSize := func(when string) {
+		t.Helper()
+		fi, err := os.Stat(stateFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() > bound {
+			t.Errorf("%s: the state file is %d bytes for 61 revisions, want at most %d", when, fi.Size(), bound)
+		}
+		t.Logf("%s: state file %d bytes", when, fi.Size())
+	}
+	checkRevisions := func(d *dev, when string) {
+		t.Helper()
+		revs, err := d.client.ListRevisions(ctx, d.ns, "ev")
+		if err != nil || len(revs) != 61 {
+			t.Fatalf("%s: %d revisions, %v", when, len(revs), err)
+		}
+		for _, r := range revs {
+			if !maps.Equal(r.Config.EnvVars, want[r.Name]) {
+				t.Errorf("%s: revision %s shows another env than it was made with (VERSION %q)", when, r.Name, r.Config.EnvVars["VERSION"])
+			}
+		}
+	}
+	runs := func(d *dev, rev string) {
+		t.Helper()
+		if _, err := d.client.Rollback(ctx, d.ns, "ev", rev); err != nil {
+			t.Fatalf("rollback to %s: %v", rev, err)
+		}
+		var code int
+		var served, body string
+		testkit.WaitFor(t, "calls served by "+rev, 30*time.Second, func() bool {
+			code, served, body = d.call("ev", nil)
+			return code == 200 && served == rev
+		})
+		var got struct{ Version, Big string }
+		if err := json.Unmarshal([]byte(body), &got); err != nil {
+			t.Fatalf("call after the rollback to %s: %s", rev, body)
+		}
+		if got.Version != want[rev]["VERSION"] || got.Big != bigDigest(want[rev]) {
+			t.Errorf("%s runs VERSION %s and BIG digest %s, want %s and %s", rev, got.Version, got.Big, want[rev]["VERSION"], bigDigest(want[rev]))
+		}
+	}
+	checkSize("after 60 changes")
+	checkRevisions(d, "after 60 changes")
+	runs(d, "ev-11") // before the large change: BIG3 still there
+	runs(d, "ev-41")
+
+	d.stop()
+	d = restart()
+	d.waitSettled("ev")
+	checkRevisions(d, "after a restart")
+	runs(d, "ev-2")
+
+	// A state file of the earlier form: every revision's config with its whole env.
+	d.stop()
+	data, err := os.ReadFile(stateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file map[string]json.RawMessage
+	var status map[string]any
+	if err := json.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(file["status"], &status); err != nil {
+		t.Fatal(err)
+	}
+	var old []api.Revision
+	if err := json.Unmarshal(must(json.Marshal(status["revisions"])), &old); err != nil {
+		t.Fatal(err)
+	}
+	for i := range old {
+		old[i].Config.EnvVars = want[old[i].Name]
+	}
+	status["revisions"] = old
+	file["status"] = must(json.Marshal(status))
+	if err := os.WriteFile(stateFile, must(json.Marshal(file)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(must(os.ReadFile(stateFile))), "env_changes") {
+		t.Fatal("the rewritten state file still has env_changes")
+	}
+	d = restart()
+	d.waitSettled("ev")
+	checkRevisions(d, "after a restart on the earlier form")
+	runs(d, "ev-31")
+	checkSize("written again after the earlier form")
 }

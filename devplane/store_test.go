@@ -1,7 +1,10 @@
 package devplane
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -315,5 +318,45 @@ func TestLogStoreIsBounded(t *testing.T) {
 	lines, _, _, err := s.read("function/ns/f", backend.LogQuery{Tail: 3})
 	if err != nil || len(lines) != 3 || lines[2].Time.Unix() != n-1 || lines[0].Time.Unix() != n-3 {
 		t.Fatalf("the newest 3 lines: %+v %v", lines, err)
+	}
+}
+
+// TestRevisionEnvEncoding: a function's revisions keep their exact envs through the state
+// file's encoding (each env as the changes from the one before) whatever changes — from and
+// to none, set, changed, removed — and a status of the earlier form (every env in full)
+// reads the same.
+func TestRevisionEnvEncoding(t *testing.T) {
+	envs := []map[string]string{nil, {"A": "1"}, {"A": "1", "B": "2"}, {"A": "3"}, {}, {"C": "4"}, nil}
+	st := functionStatus{LastRevision: int64(len(envs))}
+	for i, env := range envs {
+		st.Revisions = append(st.Revisions, api.Revision{Name: fmt.Sprintf("f-%d", i+1), Number: int64(i + 1), Config: api.RevisionConfig{Runtime: "go1.25", EnvVars: env}})
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	earlier, err := json.Marshal(struct {
+		Revisions    []api.Revision `json:"revisions"`
+		LastRevision int64          `json:"last_revision"`
+	}{st.Revisions, st.LastRevision})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for form, data := range map[string][]byte{"encoded": data, "earlier": earlier} {
+		var got functionStatus
+		if err := json.Unmarshal(data, &got); err != nil {
+			t.Fatalf("%s: %v", form, err)
+		}
+		if len(got.Revisions) != len(envs) || got.LastRevision != st.LastRevision {
+			t.Fatalf("%s: %d revisions, last %d", form, len(got.Revisions), got.LastRevision)
+		}
+		for i, r := range got.Revisions {
+			if !maps.Equal(r.Config.EnvVars, envs[i]) || r.Name != st.Revisions[i].Name {
+				t.Errorf("%s: revision %s env %v, want %v", form, r.Name, r.Config.EnvVars, envs[i])
+			}
+		}
+	}
+	if strings.Count(string(data), `"1"`) != 1 {
+		t.Errorf("the unchanged value is written more than once: %s", data)
 	}
 }
