@@ -144,7 +144,10 @@ func retryable(err error) bool {
 type deployment struct {
 	host      string
 	revisions map[string]running
-	// mask hides the values of its revisions' secrets in what they print and answer.
+	// retired are values its revisions ran with before a rotation or their removal.
+	retired []retiredValues
+	// mask hides the values of its revisions' secrets, and the retired ones, in what they
+	// answer (what they print the pool masks with each process's own values).
 	mask *rules.SecretMasker
 }
 
@@ -342,18 +345,41 @@ func (b *Backend) build(ctx context.Context, runtime string, src *api.Source, di
 	}
 	defer unlock()
 	b.logs.reset(logKey)
-	out := &buildLog{b: b, key: logKey}
+	var mask *rules.SecretMasker
+	if fnKey, ok := strings.CutPrefix(logKey, string(backend.LogBuild)+"/"); ok {
+		mask = b.maskOf(fnKey)
+	}
+	out := &buildLog{b: b, key: logKey, mask: mask}
 	fmt.Fprintf(out, "[sless] building %s source %s\n", runtime, short(src.SHA256))
 	builder := b.opts.Builder
 	builder.Output = out
 	art, err := builder.Build(ctx, data, runtime, dir)
 	if err != nil {
+		err = maskError(err, mask) // it goes on to the status, the log and spans
 		span.SetStatus(codes.Error, err.Error())
 		fmt.Fprintf(out, "[sless] build failed: %v\n", err)
 	} else {
 		fmt.Fprintln(out, "[sless] build done")
 	}
 	return art, err
+}
+
+// maskedError is an error whose text has secret values masked; errors.As and errors.Is
+// still reach the error it masks.
+type maskedError struct {
+	err  error
+	text string
+}
+
+func (e *maskedError) Error() string { return e.text }
+func (e *maskedError) Unwrap() error { return e.err }
+
+// maskError masks err's text (err itself when nothing in it is masked).
+func maskError(err error, mask *rules.SecretMasker) error {
+	if text := mask.Mask(err.Error()); text != err.Error() {
+		return &maskedError{err: err, text: text}
+	}
+	return err
 }
 
 func (b *Backend) readContext(ctx context.Context, key string) ([]byte, error) {

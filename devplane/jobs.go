@@ -72,7 +72,7 @@ func (b *Backend) reconcileJob(key string) error {
 	}
 	spec, st := cloneJobSpec(r.Spec), r.Status
 	fnKey := objectKey(r.Namespace, spec.Function)
-	dep, deployed := b.deployment(fnKey)
+	_, deployed := b.deployment(fnKey)
 	fn, hasFn := snap.functions[fnKey]
 	ready := hasFn && deployed && rules.FunctionReady(fn.Status.Phase == api.PhaseReady, fn.Generation, fn.ObservedGeneration)
 	switch {
@@ -100,7 +100,7 @@ func (b *Backend) reconcileJob(key string) error {
 		})
 	}
 	run, _ := b.latestSpec(fnKey)
-	return b.startJob(key, spec, run, dep.mask)
+	return b.startJob(key, spec, run)
 }
 
 // runSelfContained builds the job's own uploaded code (cached by tenant and content hash
@@ -118,11 +118,12 @@ func (b *Backend) runSelfContained(key, ns string, spec api.JobSpec) error {
 		}
 		return serr
 	}
-	return b.startJob(key, spec, pool.Spec{Artifact: art, Env: spec.EnvVars, Timeout: time.Duration(spec.TimeoutSec) * time.Second, MemoryMB: int(spec.MemoryMB)}, nil)
+	return b.startJob(key, spec, pool.Spec{Artifact: art, Env: spec.EnvVars, Timeout: time.Duration(spec.TimeoutSec) * time.Second, MemoryMB: int(spec.MemoryMB)})
 }
 
-// mask hides the values of the function's secrets in the run's result, output and error.
-func (b *Backend) startJob(key string, spec api.JobSpec, run pool.Spec, mask *rules.SecretMasker) error {
+// startJob runs spec with run, the spec of its function's latest ready revision, whose
+// Mask hides the function's secret values in the run's result, output and error.
+func (b *Backend) startJob(key string, spec api.JobSpec, run pool.Spec) error {
 	now := time.Now().UTC()
 	if err := b.setJobStatus(key, -1, func(s *api.JobStatus) {
 		*s = api.JobStatus{Phase: api.JobRunning, ObservedRunID: spec.RunID, StartTime: &now}
@@ -141,10 +142,6 @@ func (b *Backend) startJob(key string, spec api.JobSpec, run pool.Spec, mask *ru
 		defer b.wg.Done()
 		defer cancel()
 		res := b.pool.RunJob(ctx, "job/"+key, run, spec.Event)
-		res.Result, res.Output = mask.Mask(res.Result), mask.Mask(res.Output)
-		if res.Err != nil && mask.Mask(res.Err.Error()) != res.Err.Error() {
-			res.Err = errors.New(mask.Mask(res.Err.Error())) // only then: errors.Is still tells an interrupted run
-		}
 		done := now.Add(res.Duration)
 		fn := spec.Function
 		if fn == "" {

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -238,36 +240,50 @@ func (b *Backend) Logs(ctx context.Context, q backend.LogQuery, emit func(api.Lo
 	}
 }
 
-// onOutput files a line a function's process or a job run printed under its object.
+// onOutput files a line a function's process or a job run printed under its object (the
+// pool masked it with the values the process runs with).
 func (b *Backend) onOutput(l pool.Line) {
-	var key, fnKey, rev string
+	var key, rev string
 	if job, ok := strings.CutPrefix(l.Function, "job/"); ok {
 		ns, name := splitKey(job)
 		key = logKey(backend.LogJob, ns, name)
-		if r, ok := b.store.snapshot().jobs[job]; ok && r.Spec.Function != "" {
-			fnKey = objectKey(ns, r.Spec.Function)
-		}
 	} else if fn, r, ok := b.keyOfHost(l.Function); ok {
 		ns, name := splitKey(fn)
-		key, fnKey, rev = logKey(backend.LogFunction, ns, name), fn, r
+		key, rev = logKey(backend.LogFunction, ns, name), r
 	} else {
 		return
 	}
-	b.logs.append(key, api.LogLine{Time: l.Time.UTC(), Instance: l.Instance, Revision: rev, Stream: l.Stream, Line: b.maskOf(fnKey).Mask(l.Text)})
+	b.logs.append(key, api.LogLine{Time: l.Time.UTC(), Instance: l.Instance, Revision: rev, Stream: l.Stream, Line: l.Text})
 }
 
-// maskOf is the masker of the function's secret values as deployed (nil: none).
+// maskOf is the masker of function fnKey's secret values (nil: none): those its revisions
+// in the pool run with and those rotated away within maskRetired; for a function not in the
+// pool yet, those of every secret its spec references now.
 func (b *Backend) maskOf(fnKey string) *rules.SecretMasker {
-	d, _ := b.deployment(fnKey)
-	return d.mask
+	if d, ok := b.deployment(fnKey); ok {
+		return d.mask
+	}
+	r, ok := b.store.snapshot().functions[fnKey]
+	if !ok {
+		return nil
+	}
+	var values [][]byte
+	for _, name := range r.Spec.SecretNames() {
+		if e, ok := b.secrets.get(objectKey(r.Namespace, name)); ok {
+			values = slices.AppendSeq(values, maps.Values(e.data))
+		}
+	}
+	return rules.NewSecretMasker(values)
 }
 
 // buildLog is the writer a build's own output goes to, line by line, into the function's
-// (or self-contained job's) build log.
+// (or self-contained job's) build log, masked with the function's values: a build sees
+// none, but its source may hold one.
 type buildLog struct {
-	b   *Backend
-	key string
-	buf []byte
+	b    *Backend
+	key  string
+	mask *rules.SecretMasker
+	buf  []byte
 }
 
 func (w *buildLog) Write(p []byte) (int, error) {
@@ -278,7 +294,7 @@ func (w *buildLog) Write(p []byte) (int, error) {
 			break
 		}
 		if line := strings.TrimRight(string(w.buf[:i]), "\r"); line != "" {
-			w.b.logs.append(w.key, api.LogLine{Time: time.Now().UTC(), Instance: "build", Line: line})
+			w.b.logs.append(w.key, api.LogLine{Time: time.Now().UTC(), Instance: "build", Line: w.mask.Mask(line)})
 		}
 		w.buf = w.buf[i+1:]
 	}

@@ -78,6 +78,7 @@ type devOptions struct {
 	asyncStore      history.AsyncStore // default: files in the data dir
 	logOut          io.Writer          // the platform's own log; default discarded
 	noSandbox       bool               // functions run as this process's user even as root
+	stopGrace       time.Duration      // a replaced process's drain; default 2 s
 }
 
 func startDev(t testing.TB, o devOptions) *dev {
@@ -111,9 +112,12 @@ func startDev(t testing.TB, o devOptions) *dev {
 	if o.buildDir == "" {
 		o.buildDir = buildDir
 	}
+	if o.stopGrace == 0 {
+		o.stopGrace = 2 * time.Second
+	}
 	b, err := devplane.New(devplane.Options{DataDir: o.dataDir, BuildDir: o.buildDir, Artifacts: arts, GatewayURL: endpoint, RetryMax: o.retryMax,
 		AMQPURL: o.amqpURL, Recorder: o.recorder, History: o.recorder, Logger: log, MaxPerNamespace: o.maxPerNamespace, AsyncStore: o.asyncStore,
-		Pool: pool.Options{Tick: 50 * time.Millisecond, StopGrace: 2 * time.Second, Sandbox: pool.SandboxOptions{Off: o.noSandbox}}})
+		Pool: pool.Options{Tick: 50 * time.Millisecond, StopGrace: o.stopGrace, Sandbox: pool.SandboxOptions{Off: o.noSandbox}}})
 	if err != nil {
 		t.Fatal(err)
 	}

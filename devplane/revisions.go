@@ -1,6 +1,7 @@
 package devplane
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -125,9 +126,21 @@ const idleGrace = 5 * time.Second
 // running is a revision in the pool.
 type running struct {
 	spec   pool.Spec
-	values [][]byte // its secret values, masked in what the function prints
+	values [][]byte // its secret values, masked in what the function prints and answers
 	// idleSince is when it stopped serving (zero while it serves).
 	idleSince time.Time
+}
+
+// maskRetired is how long the values a revision ran with stay masked once a rotation
+// replaced them or the revision left the pool: past the pool's drain of the processes that
+// had them (StopGrace, 5 s by default, then their last output), whose answers may still be
+// recorded.
+const maskRetired = 30 * time.Second
+
+// retiredValues are secret values no revision in the pool runs with any more, masked until.
+type retiredValues struct {
+	values [][]byte
+	until  time.Time
 }
 
 // trafficOf is a function's traffic; functions stored before revisions have none.
@@ -235,9 +248,6 @@ func (b *Backend) startRevision(key string, fn api.Function, rev api.Revision, a
 		b.setRunning(key, rev.Name, &cur)
 		return nil
 	}
-	if err := b.pool.Set(rules.RevisionHost(fn.Namespace, rev.Name, b.opts.Domain), spec); err != nil {
-		return fmt.Errorf("starting revision %s of function %s: %w", rev.Name, key, err)
-	}
 	var values [][]byte
 	for _, v := range env {
 		values = append(values, []byte(v))
@@ -246,6 +256,10 @@ func (b *Backend) startRevision(key string, fn api.Function, rev api.Revision, a
 		for _, v := range dir {
 			values = append(values, v)
 		}
+	}
+	spec.Mask = rules.NewSecretMasker(values)
+	if err := b.pool.Set(rules.RevisionHost(fn.Namespace, rev.Name, b.opts.Domain), spec); err != nil {
+		return fmt.Errorf("starting revision %s of function %s: %w", rev.Name, key, err)
 	}
 	b.setRunning(key, rev.Name, &running{spec: spec, values: values})
 	return nil
@@ -267,17 +281,30 @@ func (b *Backend) setRunning(key, rev string, r *running) {
 	if d.revisions == nil {
 		d.revisions = map[string]running{}
 	}
+	old, had := d.revisions[rev]
 	if r == nil {
 		delete(d.revisions, rev)
 	} else {
 		r.idleSince = time.Time{}
 		d.revisions[rev] = *r
 	}
+	if had && (r == nil || !slices.EqualFunc(old.values, r.values, bytes.Equal)) {
+		d = retire(d, old.values)
+	}
 	b.deployed[key] = b.withMask(key, d)
 }
 
+// retire keeps values masked for maskRetired: a rotation replaced them or their revision
+// left the pool, and processes that had them may still print or answer.
+func retire(d deployment, values [][]byte) deployment {
+	if len(values) > 0 {
+		d.retired = append(slices.Clone(d.retired), retiredValues{values: values, until: time.Now().Add(maskRetired)})
+	}
+	return d
+}
+
 // withMask completes d after its revisions changed: the host triggers call while one runs
-// and the masker of every running revision's secret values.
+// and the masker of every running revision's secret values and of those retired lately.
 func (b *Backend) withMask(key string, d deployment) deployment {
 	d.host = ""
 	if len(d.revisions) > 0 {
@@ -285,6 +312,11 @@ func (b *Backend) withMask(key string, d deployment) deployment {
 	}
 	var values [][]byte
 	for _, r := range d.revisions {
+		values = append(values, r.values...)
+	}
+	now := time.Now()
+	d.retired = slices.DeleteFunc(slices.Clone(d.retired), func(r retiredValues) bool { return now.After(r.until) })
+	for _, r := range d.retired {
 		values = append(values, r.values...)
 	}
 	d.mask = rules.NewSecretMasker(values)
@@ -395,6 +427,7 @@ func (b *Backend) retireIdle(key string, need map[string]bool) {
 			b.queue.AddAfter("function/"+key, idleGrace)
 		case now.Sub(run.idleSince) >= idleGrace:
 			delete(d.revisions, name)
+			d = retire(d, run.values)
 			remove = append(remove, name)
 		default:
 			b.queue.AddAfter("function/"+key, idleGrace-now.Sub(run.idleSince))

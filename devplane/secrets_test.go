@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,10 +58,7 @@ func (d *dev) readSecrets(name string) readerAnswer {
 // (mode 0400); no value is in any API answer or any file of the data directory; a rotation
 // restarts it with the new value; a missing key is a not-Ready message naming it.
 func TestSecretsReachOnlyTheFunction(t *testing.T) {
-	spans := tracetest.NewSpanRecorder()
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)))
-	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	spans := recordSpans()
 	d := startDev(t, devOptions{})
 	sandboxed, _ := d.backend.Pool().Isolation()
 	ctx := context.Background()
@@ -153,6 +151,20 @@ func TestSecretsReachOnlyTheFunction(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(d.dataDir, "secrets.key")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("secrets.key: %v %v, want mode 0600", fi, err)
 	}
+}
+
+var (
+	spanRecorder     = tracetest.NewSpanRecorder()
+	spanRecorderOnce sync.Once
+)
+
+// recordSpans records the spans of this test process from now on. Set once for the process:
+// a package's tracer (otel.Tracer at init) keeps delegating to the first provider set.
+func recordSpans() *tracetest.SpanRecorder {
+	spanRecorderOnce.Do(func() {
+		otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spanRecorder)))
+	})
+	return spanRecorder
 }
 
 // spanText is everything a span says: name, status, attributes and events.

@@ -199,6 +199,11 @@ func (r *FunctionReconciler) reconcileImage(ctx context.Context, fn *v1.Function
 		built(metav1.ConditionTrue, v1.ReasonBuilt, "image "+st.Image)
 		return nil
 	case buildFailed:
+		mask, err := secretMasker(ctx, r.Client, fn.Namespace, &fn.Spec.CodeSpec)
+		if err != nil {
+			return err
+		}
+		res.message = mask.Mask(res.message)
 		st.LastBuildSHA256, st.LastBuildError = fn.Spec.Source.SHA256, res.message
 		st.LastBuildTime = finishedAt(res.job)
 		log.FromContext(ctx).Info("build failed", "job", res.job.Name, "unreachableRegistry", res.unreachable)
@@ -333,6 +338,26 @@ func slessSecret(ctx context.Context, c client.Reader, ns, name string) (*corev1
 		return nil, fmt.Sprintf("secret %q does not exist in namespace %s: create it (sless secret create %s --from-literal KEY=value) or remove the reference", name, ns, name)
 	}
 	return s, ""
+}
+
+// secretMasker masks the current values of the sless secrets code references: what a
+// build or a run of it printed (a termination message) reaches a status, a condition and an
+// Event only through it. A secret that cannot be read is an error (retried): the text waits
+// rather than going out unmasked.
+func secretMasker(ctx context.Context, c client.Reader, ns string, code *v1.CodeSpec) (*rules.SecretMasker, error) {
+	var values [][]byte
+	for _, name := range code.SecretNames() {
+		s := &corev1.Secret{}
+		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("reading secret %s/%s to mask its values: %w", ns, name, err)
+		case s.Labels[rules.SecretLabel] == "true":
+			values = slices.AppendSeq(values, maps.Values(s.Data))
+		}
+	}
+	return rules.NewSecretMasker(values), nil
 }
 
 // missingKey says that s lacks key, which user (a reference) needs; "" when it has it.

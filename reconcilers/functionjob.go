@@ -125,8 +125,12 @@ func (r *FunctionJobReconciler) resolve(ctx context.Context, fj *v1.FunctionJob)
 		st.Image, st.BuiltSHA256, st.LastBuildSHA256 = res.image, code.Source.SHA256, code.Source.SHA256
 		return code, res.image, "", nil
 	case buildFailed:
+		mask, err := secretMasker(ctx, r.Client, fj.Namespace, code)
+		if err != nil {
+			return nil, "", "", err
+		}
 		st.LastBuildSHA256 = code.Source.SHA256
-		r.finish(fj, v1.JobFailed, v1.ReasonBuildFailed, "", res.message, "build failed")
+		r.finish(fj, v1.JobFailed, v1.ReasonBuildFailed, "", mask.Mask(res.message), "build failed")
 		return nil, "", "build failed", nil
 	case buildQueued:
 		st.Phase = v1.JobBuilding
@@ -162,9 +166,9 @@ func (r *FunctionJobReconciler) run(ctx context.Context, fj *v1.FunctionJob, cod
 	}
 	switch {
 	case jobCondition(job, batchv1.JobComplete):
-		r.finishRun(ctx, fj, job, v1.JobSucceeded)
+		return r.finishRun(ctx, fj, code, job, v1.JobSucceeded)
 	case jobCondition(job, batchv1.JobFailed):
-		r.finishRun(ctx, fj, job, v1.JobFailed)
+		return r.finishRun(ctx, fj, code, job, v1.JobFailed)
 	default:
 		st.Phase = v1.JobRunning
 		setCondition(fj, &st.Conditions, v1.ConditionSucceeded, metav1.ConditionUnknown, v1.ReasonRunning, "job "+job.Name+" is running")
@@ -173,9 +177,14 @@ func (r *FunctionJobReconciler) run(ctx context.Context, fj *v1.FunctionJob, cod
 }
 
 // finishRun records a finished run: the termination message is the handler's result (or its
-// error JSON), and the duration is the container's own run time when the pod reports it.
-func (r *FunctionJobReconciler) finishRun(ctx context.Context, fj *v1.FunctionJob, job *batchv1.Job, phase v1.JobPhase) {
-	msg := terminationMessage(ctx, r.Reader, job)
+// error JSON) with the values of code's secrets masked, and the duration is the container's
+// own run time when the pod reports it.
+func (r *FunctionJobReconciler) finishRun(ctx context.Context, fj *v1.FunctionJob, code *v1.CodeSpec, job *batchv1.Job, phase v1.JobPhase) error {
+	mask, err := secretMasker(ctx, r.Client, fj.Namespace, code)
+	if err != nil {
+		return err
+	}
+	msg := mask.Mask(terminationMessage(ctx, r.Reader, job))
 	st := &fj.Status
 	if pod := newestPod(ctx, r.Reader, job); pod != nil {
 		for _, cs := range pod.Status.ContainerStatuses {
@@ -189,9 +198,10 @@ func (r *FunctionJobReconciler) finishRun(ctx context.Context, fj *v1.FunctionJo
 	}
 	if phase == v1.JobSucceeded {
 		r.finish(fj, phase, v1.ReasonSucceeded, msg, "", "the handler returned")
-		return
+		return nil
 	}
 	r.finish(fj, phase, v1.ReasonRunFailed, "", msg, "the run failed")
+	return nil
 }
 
 func (r *FunctionJobReconciler) finish(fj *v1.FunctionJob, phase v1.JobPhase, reason, result, errMsg, summary string) {

@@ -1,6 +1,8 @@
 package reconcilers_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -8,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -146,4 +149,75 @@ func TestSecretReferences(t *testing.T) {
 func equalTemplates(a, b *corev1.PodTemplateSpec) bool {
 	return a.Spec.Containers[0].Image == b.Spec.Containers[0].Image && len(a.Spec.Containers[0].Env) == len(b.Spec.Containers[0].Env) &&
 		len(a.Annotations) == len(b.Annotations)
+}
+
+// TestTerminationMessagesMasked: what a build or a run printed reaches the operator's
+// objects — a Function's lastBuildError, its conditions and their Events, a FunctionJob's
+// result, error, output and condition — with the values of the secrets the code references
+// masked, after a rotation with the new ones.
+func TestTerminationMessagesMasked(t *testing.T) {
+	ns := newNamespace(t)
+	values := []string{"term-value-61b0-first", "term-value-d93c-second"}
+	secret := apiSecret(ns, "db", 1, map[string]string{"password": values[0]})
+	create(t, secret)
+	refs := []v1.SecretEnvVar{{Name: "DB_PASSWORD", Secret: "db", Key: "password"}}
+	fn := newFunction(ns, "leaky", "e1")
+	fn.Spec.SecretEnv = refs
+	create(t, fn)
+	finishJob(t, waitBuildJob(t, ns, "leaky", "e1"), false, "pip: could not read "+values[0])
+	failed := waitFunction(t, fn, v1.FunctionFailed)
+	if !strings.Contains(failed.Status.LastBuildError, "could not read "+rules.SecretMask) {
+		t.Errorf("lastBuildError %q, want the build's output with the value masked", failed.Status.LastBuildError)
+	}
+	eventually(t, "the build-failed Warning", func() error {
+		if ev := functionEvents(t, failed); !slices.Contains(ev, "Warning/BuildFailed") {
+			return fmt.Errorf("events %v", ev)
+		}
+		return nil
+	})
+
+	fj := createJob(t, ns, "report", v1.FunctionJobSpec{CodeSpec: v1.CodeSpec{Runtime: v1.RuntimePython311, SecretEnv: refs,
+		Source: &v1.SourceRef{ContextKey: "contexts/" + ns + "/report/1.tar.gz", SHA256: sha("e2")}}, RunID: 1})
+	finishJob(t, waitBuildJob(t, ns, "report", "e2"), true, "")
+	finishJob(t, runJob(t, fj), true, `{"token":"`+values[0]+`"}`)
+	if r := waitJobPhase(t, fj, v1.JobSucceeded, 1); r.Status.Result != `{"token":"`+rules.SecretMask+`"}` {
+		t.Errorf("run result %q, want the value masked", r.Status.Result)
+	}
+
+	// Rotated: the next run's failure quotes the new value.
+	secret.StringData = map[string]string{"password": values[1]}
+	secret.Annotations[rules.SecretVersionAnnotation] = "2"
+	if err := env.Client.Update(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	got := &v1.FunctionJob{}
+	if err := get(t, client.ObjectKeyFromObject(fj), got); err != nil {
+		t.Fatal(err)
+	}
+	update(t, got, func() { got.Spec.RunID = 2 })
+	fj.Spec.RunID = 2
+	finishJob(t, runJob(t, fj), false, `{"error":"cannot log in with `+values[1]+`"}`)
+	second := waitJobPhase(t, fj, v1.JobFailed, 2)
+	if !strings.Contains(second.Status.Error, "cannot log in with "+rules.SecretMask) {
+		t.Errorf("run error %q, want the value masked", second.Status.Error)
+	}
+
+	// Nothing the operator wrote holds a value: the Function, the FunctionJob, the Events.
+	var events eventsv1.EventList
+	if err := env.Client.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	first := &v1.FunctionJob{}
+	_ = get(t, client.ObjectKeyFromObject(fj), first)
+	leaky := &v1.Function{}
+	_ = get(t, client.ObjectKeyFromObject(fn), leaky)
+	text, err := json.Marshal([]any{leaky, first, events.Items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range values {
+		if i := strings.Index(string(text), v); i >= 0 {
+			t.Errorf("the operator's objects hold a value: …%s…", text[max(0, i-200):min(len(text), i+60)])
+		}
+	}
 }

@@ -1,16 +1,24 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"sless.dev/sless/rules"
 	"sless.dev/sless/test/pgtest"
+	"sless.dev/sless/test/testenv"
 )
 
 // TestDispatcherFireExitCodes runs `sless dispatcher fire` as the CronJob does, against a real
@@ -92,5 +100,85 @@ func TestDispatcherFireFromEnv(t *testing.T) {
 	cmd.SetErr(io.Discard)
 	if err := cmd.ExecuteContext(context.Background()); err == nil || exitCode(err) != dispatcherExitConfig {
 		t.Fatalf("invalid SLESS_MAX_ATTEMPTS: err %v, want exit code %d", err, dispatcherExitConfig)
+	}
+}
+
+// TestDispatcherMasksWhatItLogs runs `sless dispatcher fire --mask-secrets` as a cluster's
+// CronJob pod does, reading the secret through a real API server, against a function that
+// fails with the secret's value in its answer: the value is in none of the dispatcher's log
+// lines (the retry's warning quotes the error) or the history's rows, before and after a
+// rotation. (Its spans record the same masked error; the SDK's global tracer keeps the
+// first provider a process sets, so a test process that ran another command sees none.)
+func TestDispatcherMasksWhatItLogs(t *testing.T) {
+	env := testenv.ForTest(t)
+	dbURL := pgtest.NewDatabase(t, "sless_dispatcher_mask_test")
+	ctx := context.Background()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := testenv.WriteKubeconfig(env.Config, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", kubeconfig)
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}}); err != nil {
+		t.Fatal(err)
+	}
+	values := []string{"disp-value-27c4-first", "disp-value-e5a9-second"}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "tenant", Labels: map[string]string{rules.SecretLabel: "true"}},
+		StringData: map[string]string{"password": values[0]}}
+	if err := env.Client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	var current atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		http.Error(w, "cannot log in with "+current.Load().(string), http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	var logs bytes.Buffer
+	for i, v := range values {
+		if i > 0 {
+			secret.StringData = map[string]string{"password": v}
+			if err := env.Client.Update(ctx, secret); err != nil {
+				t.Fatal(err)
+			}
+		}
+		current.Store(v)
+		cmd := newDispatcherCmd()
+		cmd.SetArgs([]string{"fire", "--function", "tenant/fn", "--schedule", "@hourly", "--target-url", srv.URL, "--max-attempts", "2",
+			"--backoff", "10ms", "--mask-secrets", "db", "--database-url", dbURL})
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(&logs)
+		if err := cmd.ExecuteContext(ctx); err == nil || exitCode(err) != dispatcherExitFailed {
+			t.Fatalf("fire %d: %v, want the function's failure", i, err)
+		}
+	}
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var rows []string
+	r, err := conn.Query(ctx, "SELECT error FROM invocations WHERE function = 'fn'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r.Next() {
+		var e string
+		if err := r.Scan(&e); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, e)
+	}
+	if len(rows) != 4 || !strings.Contains(rows[0], "cannot log in with "+rules.SecretMask) {
+		t.Errorf("history errors %q, want four with the value masked", rows)
+	}
+	if !strings.Contains(logs.String(), "cannot log in with "+rules.SecretMask) {
+		t.Errorf("the retry's warning does not quote the masked error:\n%s", logs.String())
+	}
+	for sink, text := range map[string]string{"log": logs.String(), "history": strings.Join(rows, "\n")} {
+		for _, v := range values {
+			if strings.Contains(text, v) {
+				t.Errorf("the dispatcher's %s holds a value:\n%s", sink, text)
+			}
+		}
 	}
 }

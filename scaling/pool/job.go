@@ -34,10 +34,11 @@ type JobResult struct {
 }
 
 // RunJob runs spec's function once with event in job mode and waits for it; its lines go to
-// OnOutput under key, as Instance "run". Only
-// spec.Artifact, Env and Timeout are used. The process runs in its own group, killed with
-// whatever it forked when it exits, when ctx ends or when the timeout (plus a margin)
-// passes; the group is recorded in RunDir like the pool's processes.
+// OnOutput under key, as Instance "run", and its lines, result, output and error are masked
+// by spec.Mask. Only spec.Artifact, Env, Files, MemoryMB, Timeout and Mask are used. The
+// process runs in its own group, killed with whatever it forked when it exits, when ctx
+// ends or when the timeout (plus a margin) passes; the group is recorded in RunDir like the
+// pool's processes.
 func (p *Pool) RunJob(ctx context.Context, key string, spec Spec, event []byte) JobResult {
 	ctx, span := tracer.Start(ctx, "local.job", trace.WithAttributes(attribute.String("sless.runtime", spec.Artifact.Runtime)))
 	defer span.End()
@@ -56,10 +57,10 @@ func (p *Pool) RunJob(ctx context.Context, key string, spec Spec, event []byte) 
 	defer p.releaseUser(uid)
 	cmd, jailed := p.jobCommand(ctx, spec, uid, append(processEnv(spec, ""), "SLESS_MODE=job", "SLESS_EVENT="+string(event)))
 	var stdout bytes.Buffer
-	logs := newTailBuffer(8 << 10)
+	logs := newTailBuffer(8<<10, spec.Mask)
 	limit := newOutputLimit(p.opts)
 	lines := func(stream string) *lineWriter {
-		return &lineWriter{stream: stream, tail: logs, limit: limit, send: func(stream, text string) {
+		return &lineWriter{stream: stream, tail: logs, limit: limit, mask: spec.Mask, send: func(stream, text string) {
 			if on := p.opts.OnOutput; on != nil {
 				on(Line{Time: time.Now(), Function: key, Instance: "run", Stream: stream, Text: text})
 			}
@@ -93,7 +94,7 @@ func (p *Pool) RunJob(ctx context.Context, key string, spec Spec, event []byte) 
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		forgetGroup(p.opts.RunDir, pgid)
 	}
-	res := JobResult{Duration: time.Since(start), Output: logs.String(), Result: lastLine(stdout.String())}
+	res := JobResult{Duration: time.Since(start), Output: logs.String(), Result: spec.Mask.Mask(lastLine(stdout.String()))}
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		res.Err = fmt.Errorf("job did not finish within its timeout of %s: killed", spec.Timeout)

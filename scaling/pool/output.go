@@ -10,6 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/time/rate"
+
+	"sless.dev/sless/rules"
 )
 
 // Line is one line a function's process printed.
@@ -100,15 +102,18 @@ type lineWriter struct {
 	stream string
 	tail   *tailBuffer
 	limit  *outputLimit
-	send   func(stream, text string)
-	mu     sync.Mutex
-	buf    []byte
+	// mask hides the function's secret values in each line before it is sent anywhere (a
+	// line longer than maxLine is masked piece by piece).
+	mask *rules.SecretMasker
+	send func(stream, text string)
+	mu   sync.Mutex
+	buf  []byte
 }
 
 // lineWriter is pr's writer for stream: lines go to the log and OnOutput as the
 // function's, tagged with the process.
 func (pr *process) lineWriter(stream string) *lineWriter {
-	return &lineWriter{stream: stream, tail: pr.tail, limit: pr.fn.output, send: func(stream, text string) {
+	return &lineWriter{stream: stream, tail: pr.tail, limit: pr.fn.output, mask: pr.spec.Mask, send: func(stream, text string) {
 		pr.log.Info("function output", "stream", stream, "line", text)
 		if on := pr.pool.opts.OnOutput; on != nil {
 			on(Line{Time: time.Now(), Function: pr.fn.key, Instance: pr.addr, Stream: stream, Text: text})
@@ -148,5 +153,5 @@ func (w *lineWriter) emit(text []byte) {
 	if !ok {
 		return
 	}
-	w.send(w.stream, string(text))
+	w.send(w.stream, w.mask.Mask(string(text)))
 }

@@ -1,15 +1,18 @@
 package pool
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/test/testkit"
 )
 
@@ -166,4 +169,104 @@ func TestOutputBytesAreCapped(t *testing.T) {
 	if len(calm) != calls {
 		t.Errorf("the calm function printed %d lines, %d arrived: %q", calls, len(calm), calm)
 	}
+}
+
+// leaky prints its secret S every way a process can: on stdout and stderr, in a traceback,
+// in a job's result and error, crashing mid-request, and at start-up before it exits.
+const leaky = `import os, sys
+S = os.environ["S"]
+if os.environ.get("CRASH_AT_START"):
+    print("starting with", S, flush=True)
+    sys.exit(3)
+
+def handle(event, request=None):
+    print("out", S, flush=True)
+    print("err", S, file=sys.stderr, flush=True)
+    if event.get("raise"):
+        raise ValueError("failed with " + S)
+    if event.get("crash"):
+        print("crashing with", S, file=sys.stderr, flush=True)
+        os._exit(1)
+    return {"value": S}
+`
+
+// TestOutputIsMasked: what a process prints of its spec's Mask reaches the pool's log,
+// OnOutput, a start-up error, a crash warning and a job's result, output and error only as
+// ***, a multi-line value line by line; a tail cut inside a value drops that line.
+func TestOutputIsMasked(t *testing.T) {
+	const value = "pool-secret-7f3e"
+	var mu sync.Mutex
+	var logged strings.Builder
+	var lines []string
+	p := newPool(t, Options{Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil)), StopGrace: time.Second,
+		OnOutput: func(l Line) { mu.Lock(); lines = append(lines, l.Text); mu.Unlock() }})
+	art, err := buildPython(t.TempDir(), map[string]string{"handler.py": leaky})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mask := rules.NewSecretMasker([][]byte{[]byte(value)})
+	spec := Spec{Artifact: art, Env: map[string]string{"S": value}, Mask: mask, MaxProcs: 1, Target: 1, ScaleDown: time.Minute}
+	if err := p.Set("fn", spec); err != nil {
+		t.Fatal(err)
+	}
+	crashing := spec
+	crashing.Env = map[string]string{"S": value, "CRASH_AT_START": "1"}
+	if err := p.Set("start", crashing); err != nil {
+		t.Fatal(err)
+	}
+	h := serve(t, p)
+	var answers []string
+	for _, event := range []string{`{}`, `{"raise": true}`, `{"crash": true}`} {
+		_, body := h.call(t, "fn", event)
+		answers = append(answers, body)
+	}
+	if !strings.Contains(answers[0], value) {
+		t.Fatalf("the caller gets what the function answered, unmasked: %s", answers[0])
+	}
+	code, startErr := h.call(t, "start", `{}`)
+	if code != http.StatusBadGateway || !strings.Contains(startErr, "starting with "+rules.SecretMask) {
+		t.Errorf("start-up error %d %q, want its output with the value masked", code, startErr)
+	}
+	job := p.RunJob(context.Background(), "job", spec, []byte(`{"raise": true}`))
+	ok := p.RunJob(context.Background(), "job", spec, []byte(`{}`))
+	if job.Err == nil || !strings.Contains(job.Err.Error(), "failed with "+rules.SecretMask) || !strings.Contains(ok.Result, rules.SecretMask) ||
+		!strings.Contains(ok.Output, "out "+rules.SecretMask) {
+		t.Errorf("job: error %v, result %q, output %q: want the value masked", job.Err, ok.Result, ok.Output)
+	}
+	testkit.WaitFor(t, "the crash warning", 10*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(logged.String(), "function process crashed")
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	sinks := map[string]string{"log": logged.String(), "lines": strings.Join(lines, "\n"), "start-up error": startErr,
+		"job": job.Err.Error() + ok.Result + ok.Output + job.Output}
+	for sink, text := range sinks {
+		if strings.Contains(text, value) {
+			t.Errorf("%s holds the value: %s", sink, text)
+		}
+	}
+	for _, want := range []string{"out " + rules.SecretMask, "err " + rules.SecretMask, "crashing with " + rules.SecretMask} {
+		if !strings.Contains(sinks["lines"], want) || !strings.Contains(sinks["log"], want) {
+			t.Errorf("lines and log lack %q", want)
+		}
+	}
+
+	tail := newTailBuffer(16, rules.NewSecretMasker([][]byte{[]byte("abcdefgh\nijklmnop")}))
+	tail.Write([]byte("xx abcdefgh\nijklmnop\nend\n"))
+	if got := tail.String(); got != "***\nend" {
+		t.Errorf("a cut tail reads %q, want its first line dropped and the value masked", got)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -61,6 +61,12 @@ type Spec struct {
 	Disabled bool
 	// MemoryMB caps the memory of each sandboxed process (memory_mb); 0 = none.
 	MemoryMB int
+	// Mask hides the values of the function's secrets in everything the pool passes on of
+	// what its processes print: each line (OnOutput and the Logger's "function output"), the
+	// output quoted in start-up errors and crash warnings, a job's result, output and error.
+	// A process masks with the Mask of the spec it was started with; a change of Mask alone
+	// restarts nothing.
+	Mask *rules.SecretMasker
 	// Files are shown to each process as read-only directories of files (directory → file
 	// name → content: a function's secret_files), on a tmpfs of its jail only, so they are
 	// never written to disk. Only a sandboxed pool can show them (Set refuses them
@@ -83,8 +89,9 @@ type Options struct {
 	// Tick is how often idle processes are looked for and MinProcs ensured. Default 200ms.
 	Tick time.Duration
 	// OnOutput, when set, gets every line a function's processes print, within the output
-	// limits (a line saying how much was dropped takes the place of the rest); the pool's
-	// Logger gets the same lines ("function output"). It must not block.
+	// limits (a line saying how much was dropped takes the place of the rest) and masked by
+	// the spec's Mask; the pool's Logger gets the same lines ("function output"). It must not
+	// block.
 	OnOutput func(Line)
 	// OutputRate and OutputBurst cap the lines per second a function's processes print
 	// together, so a flood neither fills the log nor holds the machine. Defaults 1,000/s and

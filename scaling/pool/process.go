@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/rules"
 )
 
 // process is one running instance of a function's wrapper. ready, stopping, inflight and
@@ -48,7 +49,7 @@ type process struct {
 func newProcess(f *function, spec Spec, log *slog.Logger) *process {
 	p := f.pool
 	addr := "p" + strconv.FormatInt(p.seq.Add(1), 10)
-	return &process{pool: p, fn: f, spec: spec, log: log, addr: addr, sock: p.socketPath(addr), tail: newTailBuffer(4096), exited: make(chan struct{})}
+	return &process{pool: p, fn: f, spec: spec, log: log, addr: addr, sock: p.socketPath(addr), tail: newTailBuffer(4096, spec.Mask), exited: make(chan struct{})}
 }
 
 func (pr *process) pid() int {
@@ -339,26 +340,36 @@ func pss(pid int) int64 {
 
 // tailBuffer keeps the last n bytes written.
 type tailBuffer struct {
-	mu  sync.Mutex
-	n   int
-	buf []byte
+	mu   sync.Mutex
+	n    int
+	buf  []byte
+	cut  bool // bytes before buf were dropped
+	mask *rules.SecretMasker
 }
 
-func newTailBuffer(n int) *tailBuffer { return &tailBuffer{n: n} }
+func newTailBuffer(n int, mask *rules.SecretMasker) *tailBuffer {
+	return &tailBuffer{n: n, mask: mask}
+}
 
 func (t *tailBuffer) Write(p []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.buf = append(t.buf, p...)
 	if over := len(t.buf) - t.n; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
+		t.buf, t.cut = append(t.buf[:0], t.buf[over:]...), true
 	}
 }
 
+// String is the tail masked; once bytes were dropped its first line goes too, as it may
+// begin inside a value the masker cannot match.
 func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return string(bytes.TrimSpace(t.buf))
+	b := t.buf
+	if t.cut {
+		_, b, _ = bytes.Cut(b, []byte("\n"))
+	}
+	return t.mask.Mask(string(bytes.TrimSpace(b)))
 }
 
 // releasingBody gives the request slot back when the response body is closed, so streamed
