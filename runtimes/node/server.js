@@ -605,10 +605,11 @@ function serve(load) {
     const a = server.address();
     log('info', 'function listening', { addr: typeof a === 'string' ? a : `${a.address}:${a.port}`, timeout_seconds: TIMEOUT });
   };
-  const socket = process.env.SLESS_SOCKET;
-  if (socket) {
-    fs.rmSync(socket, { force: true }); // left by a process that was killed
-    server.listen(socket, listening);
+  const listenFD = process.env.SLESS_LISTEN_FD;
+  if (listenFD) {
+    // A Unix socket sless dev bound and handed over; listening on it here makes this
+    // process the one its dial checks for.
+    server.listen({ fd: Number(listenFD), backlog: 4096 }, listening);
   } else {
     server.listen(envInt('PORT', 8080), process.env.SLESS_HOST || '127.0.0.1', listening);
   }

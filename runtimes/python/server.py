@@ -7,33 +7,31 @@ import socket
 
 
 def _listen_early():
-    """Binds and listens before anything else is imported: the kubelet's first readiness
-    probe comes a moment after the process starts, and a refused one is retried only a probe
-    period (1 s) later; a probe that finds the socket waits in its backlog until the wrapper
-    and the handler are loaded. None when the listen happens later (job mode, a bad PORT: the
-    usual path reports it)."""
+    """Listens before anything else is imported: the kubelet's first readiness probe comes a
+    moment after the process starts, and a refused one is retried only a probe period (1 s)
+    later; a probe that finds the socket waits in its backlog until the wrapper and the
+    handler are loaded. None when the listen happens later (job mode, a bad PORT: the usual
+    path reports it)."""
     if os.environ.get("SLESS_MODE") == "job":
         return None
-    path = os.environ.get("SLESS_SOCKET", "")
+    fd = os.environ.get("SLESS_LISTEN_FD", "")
     try:
-        if path:
-            try:
-                os.unlink(path)  # left by a process that was killed
-            except FileNotFoundError:
-                pass
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.bind(path)
+        if fd:
+            sock = socket.socket(fileno=int(fd))  # bound by sless dev, listened on here
         else:
             host = os.environ.get("SLESS_HOST", "127.0.0.1")
             sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, int(os.environ.get("PORT") or 8080)))
+        sock.listen(LISTEN_BACKLOG)
     except (OSError, ValueError):
         return None
-    sock.listen(128)
     return sock
 
 
+# The kernel caps it at net.core.somaxconn; a connection beyond a full backlog is refused
+# (a Unix socket's at once), so it is as long as Go's and Node's.
+LISTEN_BACKLOG = 4096
 _EARLY = _listen_early()
 
 # The rest is imported after the early listen, on purpose.
@@ -86,21 +84,13 @@ def _quiet_disconnects(server_cls):
 class _Server(ThreadingHTTPServer):
     # The default listen backlog of 5 resets bursts of new connections (a proxy opening many
     # at once after a cold start).
-    request_queue_size = 128
+    request_queue_size = LISTEN_BACKLOG
 
 
 @_quiet_disconnects
 class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    """The same server on a Unix socket (sless dev)."""
-    request_queue_size = 128
+    """The same server on the Unix socket sless dev hands over."""
     daemon_threads = True
-
-    def server_bind(self):
-        try:
-            os.unlink(self.server_address)  # left by a process that was killed
-        except FileNotFoundError:
-            pass
-        super().server_bind()
 
 
 class BodyIncomplete(Exception):
@@ -724,20 +714,22 @@ def listen():
     """Binds and listens before the handler is imported: a readiness probe that arrives
     meanwhile waits in the backlog and is answered once the handler is loaded, instead of
     being refused and retried a probe period later (most of a cold start)."""
-    socket_path = os.environ.get("SLESS_SOCKET", "")
-    if socket_path:
+    listen_fd = os.environ.get("SLESS_LISTEN_FD", "")
+    if listen_fd:
+        if _EARLY is None:
+            raise SystemExit(f"SLESS_LISTEN_FD={listen_fd!r}: not a socket to listen on")
         Handler.disable_nagle_algorithm = False  # TCP only
-        server_cls, address = _UnixServer, socket_path
-    else:
-        server_cls, address = _Server, (os.environ.get("SLESS_HOST", "127.0.0.1"), env_int("PORT", 8080))
-    if _EARLY is None:
-        server = server_cls(address, Handler)
-    else:
-        server = server_cls(address, Handler, bind_and_activate=False)
+        server = _UnixServer("", Handler, bind_and_activate=False)
         server.socket.close()
         server.socket, server.server_address = _EARLY, _EARLY.getsockname()
-    if socket_path:
-        return server, socket_path
+        return server, server.server_address
+    address = (os.environ.get("SLESS_HOST", "127.0.0.1"), env_int("PORT", 8080))
+    if _EARLY is None:
+        server = _Server(address, Handler)
+    else:
+        server = _Server(address, Handler, bind_and_activate=False)
+        server.socket.close()
+        server.socket, server.server_address = _EARLY, _EARLY.getsockname()
     return server, f"{address[0]}:{server.server_address[1]}"
 
 

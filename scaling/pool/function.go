@@ -262,7 +262,7 @@ func (f *function) stats() Stats {
 	var s Stats
 	for _, pr := range f.procs {
 		s.Processes++
-		if pr.ready && !pr.stopping {
+		if pr.ready && !pr.stopping && !pr.dead {
 			s.Ready++
 			s.Addrs = append(s.Addrs, pr.addr)
 		}

@@ -14,14 +14,11 @@ import (
 
 // A jail is what one sandboxed process sees: a root of its own (a tmpfs) showing the
 // system's programs read-only, its build read-only, a private /tmp and /dev/shm, a minimal
-// /dev, its own processes in /proc and the directory of its socket. Roots are built by the
-// pool itself, on one OS thread that has a mount namespace of its own (jailThread), and the
-// process is started from that thread into a copy of it (CLONE_NEWNS), chrooted to its root
-// and as its user: Go cannot run code between clone and exec, and re-executing the sless
+// /dev and its own processes in /proc; its socket comes as a descriptor, with no path.
+// Roots are built by the pool itself, on one OS thread that has a mount namespace of its own
+// (jailThread), and the process is started from that thread into a copy of it (CLONE_NEWNS),
+// chrooted to its root and as its user: Go cannot run code between clone and exec, and re-executing the sless
 // binary to do it there costs its package initialization (tens of ms) on every cold start.
-
-// jailSocketDir is where a jailed function finds the directory of its socket.
-const jailSocketDir = "/run/sless"
 
 // systemPaths are shown read-only in every jail when they exist (symbolic links, as on
 // merged-/usr systems, are copied as links).
@@ -33,8 +30,6 @@ type jailRoot struct {
 	// under /opt); Binds are then shown read-only at their own paths: the build, an
 	// interpreter's installation.
 	Hide, Binds []string
-	// Socket is the host directory shown writable at jailSocketDir ("": none, a job).
-	Socket string
 	// TmpMB sizes /tmp and /dev/shm.
 	TmpMB int
 	// Files are directories of files (Spec.Files) mounted read-only on a tmpfs each,
@@ -160,14 +155,6 @@ func (c *jailRoot) build(r string) error {
 	for dir, files := range c.Files {
 		if err := mountFiles(r+dir, files, c.UID); err != nil {
 			return fmt.Errorf("files at %s: %w", dir, err)
-		}
-	}
-	if c.Socket != "" {
-		if err := os.MkdirAll(r+jailSocketDir, 0o755); err != nil {
-			return err
-		}
-		if err := unix.Mount(c.Socket, r+jailSocketDir, "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("socket directory: %w", err)
 		}
 	}
 	if err := os.Mkdir(r+"/proc", 0o555); err != nil {

@@ -55,7 +55,7 @@ func (p *Pool) RunJob(ctx context.Context, key string, spec Spec, event []byte) 
 		return JobResult{Err: err}
 	}
 	defer p.releaseUser(uid)
-	cmd, jailed := p.jobCommand(ctx, spec, uid, append(processEnv(spec, ""), "SLESS_MODE=job", "SLESS_EVENT="+string(event)))
+	cmd, jailed := p.jobCommand(ctx, spec, uid, append(processEnv(spec, false), "SLESS_MODE=job", "SLESS_EVENT="+string(event)))
 	var stdout bytes.Buffer
 	logs := newTailBuffer(8<<10, spec.Mask)
 	limit := newOutputLimit(p.opts)

@@ -25,7 +25,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -171,9 +170,11 @@ type Pool struct {
 	// health probes readiness; it never reuses connections (a probe must reach the new
 	// process).
 	health *http.Client
-	// sockDir holds the processes' sockets; seq names them.
+	// sockDir holds the processes' sockets (the pool's alone); seq names them; procs are the
+	// started processes by address, for the dial's check of who listens.
 	sockDir string
 	seq     atomic.Int64
+	procs   sync.Map // addr → *process
 	// jail starts the processes sandboxed; nil when it cannot (jailErr says why).
 	jail    *jailer
 	jailErr error
@@ -218,9 +219,8 @@ func New(opts Options) (*Pool, error) {
 	return p, nil
 }
 
-// socketPath is where the process addressed as host listens: a directory of its own, so
-// that a sandboxed process's user owns it and no other function can open it.
-func (p *Pool) socketPath(host string) string { return filepath.Join(p.sockDir, host, "sock") }
+// socketPath is where the process addressed as host listens.
+func (p *Pool) socketPath(host string) string { return filepath.Join(p.sockDir, host) }
 
 // Isolation reports whether functions run sandboxed (a user and a mount namespace of
 // their own each, with memory and process limits) and, when not, why.
@@ -245,15 +245,49 @@ func (p *Pool) releaseUser(uid int) {
 	}
 }
 
-// dialProcess connects to the socket of the process a URL's host names ("p<n>:80").
+// dialProcess connects to the socket of the process a URL's host names ("p<n>:80") and
+// checks that the process listening there is that one (its pid, and its user when
+// sandboxed), so a connection made for a function reaches that function or nothing, whatever
+// its socket's path came to lead to.
 func (p *Pool) dialProcess(ctx context.Context, _, addr string) (net.Conn, error) {
 	host := hostOnly(addr)
-	if len(host) < 2 || host[0] != 'p' || strings.Trim(host[1:], "0123456789") != "" {
-		return nil, fmt.Errorf("no function process %q", host)
+	v, ok := p.procs.Load(host)
+	if !ok {
+		return nil, &net.OpError{Op: "dial", Net: "unix", Err: fmt.Errorf("no function process %q: %w", host, fs.ErrNotExist)}
 	}
-	d := net.Dialer{Timeout: 5 * time.Second}
-	return d.DialContext(ctx, "unix", p.socketPath(host))
+	pr := v.(*process)
+	conn, err := dialUnix(ctx, pr.sock)
+	if err != nil {
+		return nil, err
+	}
+	if err := pr.checkPeer(conn.(*net.UnixConn)); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
 }
+
+// dialUnix connects to a Unix socket within dialTimeout, trying again while its backlog is
+// full (a non-blocking connect to a Unix socket fails with EAGAIN then, where TCP would wait).
+func dialUnix(ctx context.Context, path string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	var d net.Dialer
+	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+		conn, err := d.DialContext(ctx, "unix", path)
+		if err == nil || !errors.Is(err, syscall.EAGAIN) {
+			return conn, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+		}
+	}
+}
+
+// dialTimeout bounds a connection to a process, retries on a full backlog included.
+const dialTimeout = 5 * time.Second
 
 // Socket is the Unix socket of the process at addr (from Stats), as the pool dials it.
 func (p *Pool) Socket(addr string) string { return p.socketPath(addr) }
@@ -442,10 +476,10 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// listenerGone reports a connection a process's socket refused or no longer has: its server
-// has closed, unlike a dial that timed out or found the backlog full.
+// listenerGone reports a connection a process's socket refused, no longer has or has lost to
+// another listener: its server has closed, unlike a dial that timed out.
 func listenerGone(err error) bool {
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist)
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNotTheProcess)
 }
 
 // deathWait is how long a failed request waits to learn whether its process died, so that

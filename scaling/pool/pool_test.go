@@ -179,9 +179,12 @@ func TestGoneSocketIsRetriedOnANewProcess(t *testing.T) {
 	if err := h.pool.Set("fn-g", Spec{Artifact: sharedArtifact(t), MaxProcs: 2, Target: 10, ScaleDown: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	code, first := h.call(t, "fn-g", `{"unlisten": true}`)
+	code, first := h.call(t, "fn-g", `{}`)
 	if code != http.StatusOK {
-		t.Fatalf("unlisten: %d %s", code, first)
+		t.Fatalf("first request: %d %s", code, first)
+	}
+	if err := os.Remove(h.pool.Socket(h.pool.Stats("fn-g").Addrs[0])); err != nil {
+		t.Fatal(err)
 	}
 	// As when the process exits: its connections are gone, the next request dials.
 	h.pool.transport.CloseIdleConnections()

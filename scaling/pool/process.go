@@ -7,16 +7,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/rules"
@@ -69,6 +71,15 @@ func (pr *process) start() error {
 		pr.fail(err)
 		return err
 	}
+	started := false
+	defer func() {
+		for _, f := range cmd.ExtraFiles {
+			f.Close() // the process has its own copy
+		}
+		if !started {
+			_ = os.Remove(pr.sock)
+		}
+	}()
 	stdout, err := newLogPipe(pr.lineWriter("stdout"))
 	if err != nil {
 		pr.fail(err)
@@ -99,7 +110,8 @@ func (pr *process) start() error {
 		pr.failLocked(err)
 		return err
 	}
-	pr.cmd = cmd
+	pr.cmd, started = cmd, true
+	pr.pool.procs.Store(pr.addr, pr)
 	pgid, runDir := cmd.Process.Pid, pr.pool.opts.RunDir
 	if err := recordGroup(runDir, pgid); err != nil {
 		pr.log.Warn("Warning: what this function forks may outlive a crash of sless dev", "error", err)
@@ -118,7 +130,8 @@ func (pr *process) start() error {
 		// Whatever the wrapper forked dies with it, however it ended.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		forgetGroup(runDir, pgid)
-		_ = os.RemoveAll(filepath.Dir(pr.sock))
+		pr.pool.procs.Delete(pr.addr)
+		_ = os.Remove(pr.sock)
 		if jailed != nil {
 			pr.pool.jail.cleanup(jailed)
 		}
@@ -143,27 +156,76 @@ func (pr *process) start() error {
 
 // command is how the process runs: in its own group (stopping the function kills whatever
 // it forked), killed with sless dev (Pdeathsig), and jailed (jailed set) when the pool can.
+// Its socket is bound by the pool, in a directory only the pool reaches, and handed over as
+// descriptor 3: the process listens on it (so the listener's credentials are its own, which
+// the pool's dial checks) but has no path it could rename or point elsewhere.
 func (pr *process) command() (cmd *exec.Cmd, jailed *launch, err error) {
 	art := pr.spec.Artifact
 	argv := command(art)
-	dir := filepath.Dir(pr.sock)
-	if j := pr.pool.jail; j != nil {
-		if err := j.socketDir(dir, pr.fn.uid); err != nil {
-			return nil, nil, fmt.Errorf("socket directory: %w", err)
-		}
-		env := jailEnv(processEnv(pr.spec, jailSocketDir+"/"+filepath.Base(pr.sock)))
-		l := j.launch(context.Background(), pr.addr, art.Dir, argv, pr.fn.uid, jailRoot{Socket: dir, TmpMB: tmpMB(pr.spec), Files: pr.spec.Files, UID: pr.fn.uid}, env)
-		return l.cmd, l, nil
+	sock, err := bindSocket(pr.sock)
+	if err != nil {
+		return nil, nil, err
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return nil, nil, fmt.Errorf("socket directory: %w", err)
+	env := processEnv(pr.spec, true)
+	if j := pr.pool.jail; j != nil {
+		l := j.launch(context.Background(), pr.addr, art.Dir, argv, pr.fn.uid, jailRoot{TmpMB: tmpMB(pr.spec), Files: pr.spec.Files, UID: pr.fn.uid}, jailEnv(env))
+		l.cmd.ExtraFiles = []*os.File{sock}
+		return l.cmd, l, nil
 	}
 	cmd = exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = art.Dir
-	cmd.Env = processEnv(pr.spec, pr.sock)
+	cmd.Env = env
+	cmd.ExtraFiles = []*os.File{sock}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	return cmd, nil, nil
 }
+
+// listenFD is the descriptor a process finds its socket on (the first of ExtraFiles).
+const listenFD = 3
+
+// bindSocket binds a Unix stream socket at path, not yet listening, for a process to
+// listen on. Only the pool opens it: the directory is the pool's alone.
+func bindSocket(path string) (*os.File, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socket for %s: %w", path, err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("binding %s: %w", path, err)
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// checkPeer makes sure conn reached pr itself: the socket's listener was made by pr's
+// process (SO_PEERCRED holds the credentials of the process that called listen) and, when
+// sandboxed, as its function's user.
+func (pr *process) checkPeer(conn *net.UnixConn) error {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) { cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return err
+	}
+	if credErr != nil {
+		return fmt.Errorf("reading who listens on %s: %w", pr.addr, credErr)
+	}
+	uid := pr.fn.uid
+	if uid == 0 {
+		uid = os.Geteuid()
+	}
+	if pid := pr.pid(); int(cred.Pid) != pid || int(cred.Uid) != uid {
+		return &net.OpError{Op: "dial", Net: "unix", Err: fmt.Errorf("function %s: %w: its process %d (user %d), found process %d (user %d)", pr.fn.key, errNotTheProcess, pid, uid, cred.Pid, cred.Uid)}
+	}
+	return nil
+}
+
+// errNotTheProcess is a socket that leads somewhere else than its process: nothing is sent
+// there, and the process is taken out of service like one whose socket is gone.
+var errNotTheProcess = errors.New("the socket is not listened on by the process it was made for")
 
 // tmpMB sizes a jail's /tmp (and /dev/shm): memory, as a tmpfs is.
 func tmpMB(spec Spec) int {
@@ -185,8 +247,9 @@ func (pr *process) failLocked(err error) {
 }
 
 // processEnv is the wrapper's environment: a minimal base (no secrets of sless dev leak into
-// functions), the runtime's settings, the function's env vars, then the wrapper contract.
-func processEnv(spec Spec, sock string) []string {
+// functions), the runtime's settings, the function's env vars, then the wrapper contract
+// (listen: its socket is descriptor listenFD).
+func processEnv(spec Spec, listen bool) []string {
 	env := []string{}
 	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG", "TZ"} {
 		if v, ok := os.LookupEnv(k); ok {
@@ -203,8 +266,8 @@ func processEnv(spec Spec, sock string) []string {
 		env = append(env, k+"="+spec.Env[k])
 	}
 	env = append(env, "SLESS_TIMEOUT_SECONDS="+strconv.Itoa(int(spec.Timeout/time.Second)))
-	if sock != "" {
-		env = append(env, "SLESS_SOCKET="+sock)
+	if listen {
+		env = append(env, "SLESS_LISTEN_FD="+strconv.Itoa(listenFD))
 	}
 	return env
 }

@@ -125,15 +125,6 @@ func (j *jailer) probe() error {
 	return nil
 }
 
-// socketDir makes the directory of one process's socket: its user's only (the pool, as
-// root, still reaches it; no other function does).
-func (j *jailer) socketDir(dir string, uid int) error {
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return err
-	}
-	return os.Chown(dir, uid, uid)
-}
-
 // launch is one jailed process to start: its command and the root it runs in.
 type launch struct {
 	cmd  *exec.Cmd

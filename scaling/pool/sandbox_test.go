@@ -1,9 +1,14 @@
 package pool
 
 import (
+	"io"
+	"net"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,4 +77,86 @@ func TestSandboxUsers(t *testing.T) {
 		t.Errorf("removing the function took %s: held by its daemon", took)
 	}
 	testkit.WaitFor(t, "the daemon to die with its function", 10*time.Second, func() bool { return !testkit.Alive(pid) })
+}
+
+// TestDialReachesOnlyItsProcess: whatever a process's socket path comes to lead to — another
+// listener of this machine (a root-only API), another function's process, a socket bound
+// anew in its place — the pool sends that function's calls nowhere but to a process of its
+// own: the listener found is not the process's, so the process is taken out of service and
+// the call goes to a new one.
+func TestDialReachesOnlyItsProcess(t *testing.T) {
+	h := newHarness(t)
+	for _, key := range []string{"fn-a", "fn-b"} {
+		if err := h.pool.Set(key, Spec{Artifact: sharedArtifact(t), MaxProcs: 4, Target: 10, ScaleDown: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, body := h.call(t, "fn-b", `{"name": "b"}`); code != 200 {
+		t.Fatalf("fn-b: %d %s", code, body)
+	}
+	// A root-only service elsewhere on the machine (a docker.sock stand-in).
+	var reached atomic.Int64
+	other := filepath.Join(t.TempDir(), "root-only.sock")
+	ln, err := net.Listen("unix", other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		reached.Add(1)
+		io.WriteString(w, "ROOT-ONLY-API")
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+
+	redirects := map[string]func(path string) error{
+		"a symlink to a root-only socket": func(path string) error { return os.Symlink(other, path) },
+		"a symlink to another function's socket": func(path string) error {
+			return os.Symlink(h.pool.Socket(h.pool.Stats("fn-b").Addrs[0]), path)
+		},
+		"a socket bound anew at its path": func(path string) error {
+			l, err := net.Listen("unix", path)
+			if err == nil {
+				t.Cleanup(func() { l.Close() })
+			}
+			return err
+		},
+	}
+	for name, redirect := range redirects {
+		t.Run(name, func(t *testing.T) {
+			code, first := h.call(t, "fn-a", `{}`)
+			if code != 200 {
+				t.Fatalf("before: %d %s", code, first)
+			}
+			path := h.pool.Socket(addrOf(t, h.pool, "fn-a", pidOf(t, first)))
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := redirect(path); err != nil {
+				t.Fatal(err)
+			}
+			h.pool.transport.CloseIdleConnections() // the next call dials
+			code, body := h.call(t, "fn-a", `{}`)
+			if code != 200 || !strings.Contains(body, `"hello":"world"`) || pidOf(t, body) == pidOf(t, first) {
+				t.Fatalf("after the socket was redirected: %d %s (first answer %s)", code, body, first)
+			}
+			if n := reached.Load(); n != 0 {
+				t.Fatalf("the root-only service got %d requests", n)
+			}
+		})
+	}
+}
+
+// addrOf is the address of key's process pid.
+func addrOf(t *testing.T, p *Pool, key string, pid int) string {
+	t.Helper()
+	f := p.lookup(key)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, pr := range f.procs {
+		if pr.pid() == pid {
+			return pr.addr
+		}
+	}
+	t.Fatalf("%s has no process %d", key, pid)
+	return ""
 }

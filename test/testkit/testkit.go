@@ -142,16 +142,13 @@ func Responsive(t testing.TB, url string, n int, every time.Duration) {
 }
 
 // SteerablePython is a Python function whose event steers it: {"crash": true} exits the
-// process mid-request, {"unlisten": true} removes its socket and lives on (a process whose
-// server is gone but whose exit is not yet seen), {"sleep": s} holds the request; it answers with its pid and
-// "hello": the event's name (or "world").
+// process mid-request, {"sleep": s} holds the request; it answers with its pid and "hello":
+// the event's name (or "world").
 const SteerablePython = `import os, time
 
 def handle(event, request=None):
     if event.get("crash"):
         os._exit(3)
-    if event.get("unlisten"):
-        os.unlink(os.environ["SLESS_SOCKET"])
     if event.get("sleep"):
         time.sleep(event["sleep"])
     return {"pid": os.getpid(), "hello": event.get("name", "world")}

@@ -46,11 +46,13 @@ const (
 	idleTimeout       = 120 * time.Second
 	maxHeaderBytes    = 64 << 10
 	maxBodyTime       = 15 * time.Minute
+	// listenBacklog is capped by the kernel at net.core.somaxconn, as net.Listen's.
+	listenBacklog = 4096
 )
 
 type config struct {
-	// socket, when set, is the Unix socket to listen on (sless dev); else addr.
-	socket      string
+	// listenFD, when set (>= 0), is a bound Unix socket to listen on (sless dev); else addr.
+	listenFD    int
 	addr        string
 	timeout     time.Duration // 0 = none
 	maxBody     int64
@@ -85,7 +87,7 @@ func main() {
 
 func loadConfig() (config, error) {
 	cfg := config{
-		socket:      os.Getenv("SLESS_SOCKET"),
+		listenFD:    -1,
 		addr:        net.JoinHostPort(envOr("SLESS_HOST", "127.0.0.1"), envOr("PORT", "8080")),
 		maxBody:     6 << 20,
 		shutdown:    25 * time.Second,
@@ -97,6 +99,13 @@ func loadConfig() (config, error) {
 		return cfg, err
 	}
 	cfg.timeout = time.Duration(secs) * time.Second
+	if v := os.Getenv("SLESS_LISTEN_FD"); v != "" {
+		fd, err := strconv.Atoi(v)
+		if err != nil || fd < 3 {
+			return cfg, fmt.Errorf("SLESS_LISTEN_FD=%q: want a descriptor number of 3 or more", v)
+		}
+		cfg.listenFD = fd
+	}
 	if cfg.maxBody, err = envInt("SLESS_MAX_BODY_BYTES", cfg.maxBody); err != nil {
 		return cfg, err
 	}
@@ -125,11 +134,16 @@ func envInt(key string, def int64) (int64, error) {
 }
 
 func listen(cfg config) (net.Listener, error) {
-	if cfg.socket != "" {
-		_ = os.Remove(cfg.socket) // left by a process that was killed
-		ln, err := net.Listen("unix", cfg.socket)
+	if cfg.listenFD >= 0 {
+		// Listening here, not in sless dev, makes this process the one its dial checks for.
+		if err := syscall.Listen(cfg.listenFD, listenBacklog); err != nil {
+			return nil, fmt.Errorf("listen on descriptor %d: %w", cfg.listenFD, err)
+		}
+		f := os.NewFile(uintptr(cfg.listenFD), "sless-socket")
+		defer f.Close()
+		ln, err := net.FileListener(f)
 		if err != nil {
-			return nil, fmt.Errorf("listen on %s: %w", cfg.socket, err)
+			return nil, fmt.Errorf("listen on descriptor %d: %w", cfg.listenFD, err)
 		}
 		return ln, nil
 	}
