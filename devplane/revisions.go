@@ -241,6 +241,7 @@ func (b *Backend) startRevision(key string, fn api.Function, rev api.Revision, a
 		return err
 	}
 	spec := revisionSpec(fn.FunctionSpec, rev.Config, art, disabled, env, files)
+	spec.Group = key // its revisions share a user and a task limit
 	b.depMu.Lock()
 	cur, ok := b.deployed[key].revisions[rev.Name]
 	b.depMu.Unlock()

@@ -60,7 +60,7 @@ func (d *dev) readSecrets(name string) readerAnswer {
 func TestSecretsReachOnlyTheFunction(t *testing.T) {
 	spans := recordSpans()
 	d := startDev(t, devOptions{})
-	sandboxed, _ := d.backend.Pool().Isolation()
+	sandboxed := d.backend.Pool().Isolation().Sandboxed
 	ctx := context.Background()
 	const marker, rotated = "marker-5e1c-first", "marker-93aa-second"
 	if _, err := d.client.CreateSecret(ctx, d.ns, api.CreateSecret{Name: "db", SecretFields: api.SecretFields{Data: map[string]string{"password": marker, "user": "app"}}}); err != nil {

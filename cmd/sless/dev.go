@@ -145,8 +145,7 @@ func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sandboxed, why := backend.Pool().Isolation()
-	printBanner(out, endpoint, token, api.TenantNamespace(f.subject), cli, isolationText(sandboxed, why, currentUser()), f)
+	printBanner(out, endpoint, token, api.TenantNamespace(f.subject), cli, isolationText(backend.Pool().Isolation(), currentUser()), f)
 	if f.examples != "" {
 		if err := deployExamples(ctx, out, endpoint, token, api.TenantNamespace(f.subject), f.examples); err != nil {
 			log.Error("deploying the examples failed", "error", err)
@@ -167,14 +166,14 @@ func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 }
 
 // isolationText is the banner's paragraph on how functions are kept apart.
-func isolationText(sandboxed bool, why, user string) string {
-	if sandboxed {
+func isolationText(iso pool.Isolation, user string) string {
+	if iso.Sandboxed {
 		return fmt.Sprintf(`Every function runs sandboxed: as a user of its own (uid %d and up), seeing its
-build and a private /tmp only, with its memory_mb and %s processes at most.`, pool.FirstSandboxUID, "1,024")
+build and a private /tmp only, with its memory_mb and %s tasks at most (held by %s).`, pool.FirstSandboxUID, "1,024", iso.Limits)
 	}
 	return fmt.Sprintf(`Functions are not sandboxed here (%s): every function runs as your OS user (%s),
 like sless dev itself: deploy only code you trust. Tenants are kept apart at the API, not by
-the operating system.`, why, user)
+the operating system.`, iso.Why, user)
 }
 
 func printBanner(out io.Writer, endpoint, token, ns, cli, isolation string, f devFlags) {

@@ -26,12 +26,13 @@ type function struct {
 	removed  bool
 	// output caps the lines of all its processes together (not guarded by mu).
 	output *outputLimit
-	// uid is the sandbox user its processes run as; 0 when not sandboxed.
-	uid int
+	// sb is the sandbox its processes run in (shared with the function's other revisions);
+	// nil when not sandboxed.
+	sb *sandbox
 }
 
-func newFunction(p *Pool, key string, uid int) *function {
-	return &function{pool: p, key: key, uid: uid, changed: make(chan struct{}), output: newOutputLimit(p.opts)}
+func newFunction(p *Pool, key string, sb *sandbox) *function {
+	return &function{pool: p, key: key, sb: sb, changed: make(chan struct{}), output: newOutputLimit(p.opts)}
 }
 
 // broadcast wakes every waiter; call with mu held.
@@ -73,7 +74,7 @@ func (f *function) remove() {
 	for _, pr := range procs {
 		<-pr.exited
 	}
-	f.pool.releaseUser(f.uid)
+	f.pool.release(f.sb)
 }
 
 // acquire returns a ready process with a request slot taken, starting processes as the load

@@ -50,12 +50,16 @@ func (p *Pool) RunJob(ctx context.Context, key string, spec Spec, event []byte) 
 	if len(event) == 0 {
 		event = []byte("{}")
 	}
-	uid, err := p.acquireUser()
+	name := "job" + strconv.FormatInt(p.seq.Add(1), 10)
+	sb, err := p.sandbox(name)
 	if err != nil {
 		return JobResult{Err: err}
 	}
-	defer p.releaseUser(uid)
-	cmd, jailed := p.jobCommand(ctx, spec, uid, append(processEnv(spec, false), "SLESS_MODE=job", "SLESS_EVENT="+string(event)))
+	defer p.release(sb)
+	cmd, jailed, err := p.jobCommand(ctx, name, spec, sb, append(processEnv(spec, false), "SLESS_MODE=job", "SLESS_EVENT="+string(event)))
+	if err != nil {
+		return JobResult{Err: err}
+	}
 	var stdout bytes.Buffer
 	logs := newTailBuffer(8<<10, spec.Mask)
 	limit := newOutputLimit(p.opts)
@@ -83,14 +87,22 @@ func (p *Pool) RunJob(ctx context.Context, key string, spec Spec, event []byte) 
 			p.log.Warn("Warning: what this job forks may outlive a crash of sless dev", "error", rerr)
 		}
 		exited := make(chan struct{})
-		if jailed != nil && spec.MemoryMB > 0 {
-			go p.watchMemory(pgid, spec.MemoryMB, exited, p.log.With("job", key), func(text string) {
-				logs.Write([]byte("\n" + text + "\n"))
-				lines("stderr").send("stderr", text)
-			})
+		say := func(text string) {
+			logs.Write([]byte("\n" + text + "\n"))
+			lines("stderr").send("stderr", text)
+		}
+		switch {
+		case jailed != nil && jailed.cg != nil:
+			jailed.cg.killOnOOM(exited)
+		case jailed != nil && spec.MemoryMB > 0:
+			go p.watchMemory(pgid, spec.MemoryMB, exited, p.log.With("job", key), say)
 		}
 		err = cmd.Wait()
 		close(exited)
+		if jailed != nil && jailed.cg != nil && jailed.cg.oomKills() > 0 {
+			p.log.Warn("Warning: job process killed: over its memory_mb", "job", key, "memory_mb", spec.MemoryMB)
+			say(overMemory(spec.MemoryMB))
+		}
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		forgetGroup(p.opts.RunDir, pgid)
 	}
@@ -109,21 +121,23 @@ func (p *Pool) RunJob(ctx context.Context, key string, spec Spec, event []byte) 
 	return res
 }
 
-// jobCommand runs spec's build in job mode, in its own group, jailed as uid (jailed set)
-// when the pool jails its functions.
-func (p *Pool) jobCommand(ctx context.Context, spec Spec, uid int, env []string) (cmd *exec.Cmd, jailed *launch) {
+// jobCommand runs spec's build in job mode, in its own group, jailed in sb (jailed set) when
+// the pool jails its functions.
+func (p *Pool) jobCommand(ctx context.Context, name string, spec Spec, sb *sandbox, env []string) (cmd *exec.Cmd, jailed *launch, err error) {
 	art := spec.Artifact
 	argv := command(art)
 	if p.jail != nil {
-		name := "job" + strconv.FormatInt(p.seq.Add(1), 10)
-		l := p.jail.launch(ctx, name, art.Dir, argv, uid, jailRoot{TmpMB: tmpMB(spec), Files: spec.Files, UID: uid}, jailEnv(env))
-		return l.cmd, l
+		l, err := p.jail.launch(ctx, name, art.Dir, argv, sb, jailRoot{TmpMB: tmpMB(spec), Files: spec.Files}, jailEnv(env), processLimits{MemoryMB: spec.MemoryMB})
+		if err != nil {
+			return nil, nil, err
+		}
+		return l.cmd, l, nil
 	}
 	cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = art.Dir
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	return cmd, nil
+	return cmd, nil, nil
 }
 
 // jobError prefers the wrapper's {"error": "..."} result over the bare exit status.

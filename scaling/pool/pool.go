@@ -66,6 +66,10 @@ type Spec struct {
 	// A process masks with the Mask of the spec it was started with; a change of Mask alone
 	// restarts nothing.
 	Mask *rules.SecretMasker
+	// Group names the function the entry belongs to when several entries (its revisions)
+	// are one function: they share its user and its task limit. Default: the entry's key.
+	// It is read when the key is first set.
+	Group string
 	// Files are shown to each process as read-only directories of files (directory → file
 	// name → content: a function's secret_files), on a tmpfs of its jail only, so they are
 	// never written to disk. Only a sandboxed pool can show them (Set refuses them
@@ -222,26 +226,36 @@ func New(opts Options) (*Pool, error) {
 // socketPath is where the process addressed as host listens.
 func (p *Pool) socketPath(host string) string { return filepath.Join(p.sockDir, host) }
 
-// Isolation reports whether functions run sandboxed (a user and a mount namespace of
-// their own each, with memory and process limits) and, when not, why.
-func (p *Pool) Isolation() (sandboxed bool, why string) {
-	if p.jail == nil {
-		return false, p.jailErr.Error()
-	}
-	return true, ""
+// Isolation is how functions are kept apart from each other and from the machine.
+type Isolation struct {
+	// Sandboxed: each function runs as a user of its own in a mount namespace of its own;
+	// Why says why not otherwise.
+	Sandboxed bool
+	Why       string
+	// Limits says what holds memory_mb and the task limit (cgroup v2, v1, or polling).
+	Limits string
 }
 
-// acquireUser is the user a new function runs as: a sandbox user, or 0 (the pool's own).
-func (p *Pool) acquireUser() (int, error) {
+// Isolation reports how this pool isolates functions.
+func (p *Pool) Isolation() Isolation {
 	if p.jail == nil {
-		return 0, nil
+		return Isolation{Why: p.jailErr.Error()}
 	}
-	return p.jail.acquire()
+	return Isolation{Sandboxed: true, Limits: p.jail.Limits()}
 }
 
-func (p *Pool) releaseUser(uid int) {
-	if p.jail != nil && uid != 0 {
-		p.jail.release(uid)
+// sandbox is the sandbox called name (see jailer.sandbox); nil when functions run
+// unsandboxed.
+func (p *Pool) sandbox(name string) (*sandbox, error) {
+	if p.jail == nil {
+		return nil, nil
+	}
+	return p.jail.sandbox(name)
+}
+
+func (p *Pool) release(sb *sandbox) {
+	if sb != nil {
+		p.jail.release(sb)
 	}
 }
 
@@ -317,12 +331,16 @@ func (p *Pool) Set(key string, spec Spec) error {
 	}
 	f := p.fns[key]
 	if f == nil {
-		uid, err := p.acquireUser()
+		group := spec.Group
+		if group == "" {
+			group = key
+		}
+		sb, err := p.sandbox(group)
 		if err != nil {
 			p.mu.Unlock()
 			return fmt.Errorf("function %s: %w", key, err)
 		}
-		f = newFunction(p, key, uid)
+		f = newFunction(p, key, sb)
 		p.fns[key] = f
 	}
 	p.mu.Unlock()

@@ -116,17 +116,27 @@ func (pr *process) start() error {
 	if err := recordGroup(runDir, pgid); err != nil {
 		pr.log.Warn("Warning: what this function forks may outlive a crash of sless dev", "error", err)
 	}
-	if pr.pool.jail != nil && pr.spec.MemoryMB > 0 {
+	say := func(text string) {
+		if on := pr.pool.opts.OnOutput; on != nil {
+			on(Line{Time: time.Now(), Function: pr.fn.key, Instance: pr.addr, Stream: "stderr", Text: text})
+		}
+	}
+	switch {
+	case jailed != nil && jailed.cg != nil:
+		jailed.cg.killOnOOM(pr.exited)
+	case jailed != nil && pr.spec.MemoryMB > 0:
 		go pr.pool.watchMemory(pgid, pr.spec.MemoryMB, pr.exited, pr.log, func(text string) {
 			pr.fn.retire(pr)
-			if on := pr.pool.opts.OnOutput; on != nil {
-				on(Line{Time: time.Now(), Function: pr.fn.key, Instance: pr.addr, Stream: "stderr", Text: text})
-			}
+			say(text)
 		})
 	}
 	go func() {
 		err := cmd.Wait()
 		pr.fn.retire(pr)
+		if jailed != nil && jailed.cg != nil && jailed.cg.oomKills() > 0 {
+			pr.log.Warn("Warning: function process killed: over its memory_mb", "pid", pgid, "memory_mb", pr.spec.MemoryMB)
+			say(overMemory(pr.spec.MemoryMB))
+		}
 		// Whatever the wrapper forked dies with it, however it ended.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		forgetGroup(runDir, pgid)
@@ -168,7 +178,11 @@ func (pr *process) command() (cmd *exec.Cmd, jailed *launch, err error) {
 	}
 	env := processEnv(pr.spec, true)
 	if j := pr.pool.jail; j != nil {
-		l := j.launch(context.Background(), pr.addr, art.Dir, argv, pr.fn.uid, jailRoot{TmpMB: tmpMB(pr.spec), Files: pr.spec.Files, UID: pr.fn.uid}, jailEnv(env))
+		l, err := j.launch(context.Background(), pr.addr, art.Dir, argv, pr.fn.sb, jailRoot{TmpMB: tmpMB(pr.spec), Files: pr.spec.Files}, jailEnv(env), processLimits{MemoryMB: pr.spec.MemoryMB})
+		if err != nil {
+			sock.Close()
+			return nil, nil, err
+		}
 		l.cmd.ExtraFiles = []*os.File{sock}
 		return l.cmd, l, nil
 	}
@@ -213,9 +227,9 @@ func (pr *process) checkPeer(conn *net.UnixConn) error {
 	if credErr != nil {
 		return fmt.Errorf("reading who listens on %s: %w", pr.addr, credErr)
 	}
-	uid := pr.fn.uid
-	if uid == 0 {
-		uid = os.Geteuid()
+	uid := os.Geteuid()
+	if pr.fn.sb != nil {
+		uid = pr.fn.sb.uid
 	}
 	if pid := pr.pid(); int(cred.Pid) != pid || int(cred.Uid) != uid {
 		return &net.OpError{Op: "dial", Net: "unix", Err: fmt.Errorf("function %s: %w: its process %d (user %d), found process %d (user %d)", pr.fn.key, errNotTheProcess, pid, uid, cred.Pid, cred.Uid)}
@@ -331,12 +345,12 @@ func (pr *process) stop(grace time.Duration) {
 const pipeDrain = time.Second
 
 // memoryPoll is how often the resident memory of a sandboxed process and its children is
-// compared with its memory_mb.
+// compared with its memory_mb where no control group holds it.
 const memoryPoll = 50 * time.Millisecond
 
 // watchMemory kills the process group of pid once the process and its children hold more
 // than memoryMB, until exited is closed, and says so through log and through say, which is
-// called just before the kill.
+// called just before the kill: the fallback where the machine has no control groups.
 func (p *Pool) watchMemory(pid, memoryMB int, exited <-chan struct{}, log *slog.Logger, say func(string)) {
 	limit := int64(memoryMB) << 20
 	t := time.NewTicker(memoryPoll)
@@ -352,10 +366,15 @@ func (p *Pool) watchMemory(pid, memoryMB int, exited <-chan struct{}, log *slog.
 			continue
 		}
 		log.Warn("Warning: function process killed: over its memory_mb", "pid", pid, "resident_mib", rss>>20, "memory_mb", memoryMB)
-		say(fmt.Sprintf("[sless] killed: the function's processes held %d MiB, more than its memory_mb of %d", rss>>20, memoryMB))
+		say(overMemory(memoryMB))
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		return
 	}
+}
+
+// overMemory is the line a function's log gets when its process went over memory_mb.
+func overMemory(memoryMB int) string {
+	return fmt.Sprintf("[sless] killed: the function's processes went over its memory_mb of %d", memoryMB)
 }
 
 // treeRSS is the memory of pid and its descendants, in bytes (0 once it is gone): their

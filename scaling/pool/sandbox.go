@@ -29,8 +29,8 @@ const (
 type SandboxOptions struct {
 	// Off runs every function as the user of the pool even where a sandbox is possible.
 	Off bool
-	// Tasks caps the processes and threads of one function's user (all its processes
-	// together). Default 1024.
+	// Tasks caps the processes and threads of one function (all its revisions and
+	// processes together). Default 1024.
 	Tasks int
 	// Hide are directories no function sees even where a system path (/opt, /etc) would show
 	// them: the data directory, the build directory.
@@ -38,17 +38,33 @@ type SandboxOptions struct {
 }
 
 // jailer starts function processes in jails (jail.go): a user of their own, a mount
-// namespace showing the system's programs, their build and a private /tmp only.
+// namespace showing the system's programs, their build and a private /tmp only, and the
+// kernel's limits (cgroup.go).
 type jailer struct {
 	opts   SandboxOptions
 	thread *jailThread
 	// base holds the jails' roots, mounted in the thread's namespace only.
 	base    string
 	lockDir string
+	// cg holds the sandboxes' control groups; nil where the machine has none to give (cgErr
+	// says why): then RLIMIT_NPROC and polling bound them.
+	cg    *cgroupRoot
+	cgErr error
 
-	mu   sync.Mutex
-	next int
-	held map[int]*os.File // uid → its lock, held while in use
+	mu    sync.Mutex
+	next  int
+	held  map[int]*os.File // uid → its lock, held while in use
+	boxes map[string]*sandbox
+}
+
+// A sandbox is what the processes of one function share across its revisions — or of one
+// job run, or of one tenant's builds: a user no other function of this machine has and,
+// where the machine has them, a control group capped at SandboxOptions.Tasks.
+type sandbox struct {
+	name string
+	refs int
+	uid  int
+	cg   *cgroup
 }
 
 // newJailer checks that jails can be made here (root, mount namespaces) by running one.
@@ -62,7 +78,7 @@ func newJailer(opts SandboxOptions, sockDir string) (*jailer, error) {
 	if opts.Tasks <= 0 {
 		opts.Tasks = 1024
 	}
-	j := &jailer{opts: opts, base: filepath.Join(sockDir, "roots"), held: map[int]*os.File{}}
+	j := &jailer{opts: opts, base: filepath.Join(sockDir, "roots"), held: map[int]*os.File{}, boxes: map[string]*sandbox{}}
 	if err := os.Mkdir(j.base, 0o700); err != nil {
 		return nil, err
 	}
@@ -71,6 +87,7 @@ func newJailer(opts SandboxOptions, sockDir string) (*jailer, error) {
 		return nil, err
 	}
 	j.lockDir = lockDir
+	j.cg, j.cgErr = newCgroupRoot()
 	t, err := startJailThread()
 	if err != nil {
 		return nil, err
@@ -87,6 +104,15 @@ func newJailer(opts SandboxOptions, sockDir string) (*jailer, error) {
 	return j, nil
 }
 
+// Limits says what holds a sandbox's memory and tasks: the kernel's control groups, or
+// polling and a per-user process limit where the machine has none to give (and why).
+func (j *jailer) Limits() string {
+	if j.cg != nil {
+		return j.cg.Kind()
+	}
+	return fmt.Sprintf("polled memory and a per-user process limit (no cgroups: %v)", j.cgErr)
+}
+
 // SandboxLockDir is where sandbox users are locked while in use: one file per uid, flocked.
 // The locks are shared by every pool on this machine, so no two functions get one user, and
 // a pool that takes a user whose lock a dead pool left kills what still runs as it.
@@ -101,22 +127,25 @@ func SandboxLockDir() (string, error) {
 
 // probe runs true in a jail.
 func (j *jailer) probe() error {
-	uid, err := j.acquire()
+	sb, err := j.sandbox("probe")
 	if err != nil {
 		return err
 	}
-	defer j.release(uid)
+	defer j.release(sb)
 	for _, t := range []string{"/usr/bin/true", "/bin/true"} {
 		if _, err := os.Stat(t); err != nil {
 			continue
 		}
-		l := j.launch(context.Background(), "probe", "/", []string{t}, uid, jailRoot{TmpMB: 1}, nil)
+		l, err := j.launch(context.Background(), "probe", "/", []string{t}, sb, jailRoot{TmpMB: 1}, nil, processLimits{MemoryMB: 16})
+		if err != nil {
+			return err
+		}
+		defer j.cleanup(l)
 		var out bytes.Buffer
 		l.cmd.Stdout, l.cmd.Stderr = &out, &out
 		if err := j.start(l); err != nil {
 			return err
 		}
-		defer j.cleanup(l)
 		if err := l.cmd.Wait(); err != nil {
 			return fmt.Errorf("%v %s", err, strings.TrimSpace(out.String()))
 		}
@@ -125,17 +154,19 @@ func (j *jailer) probe() error {
 	return nil
 }
 
-// launch is one jailed process to start: its command and the root it runs in.
+// launch is one jailed process to start: its command, the root it runs in and the control
+// group it is born in (nil without cgroups).
 type launch struct {
 	cmd  *exec.Cmd
 	root string
 	jail jailRoot
+	cg   *cgroup
 }
 
-// launch is argv run from the build in dir as uid, in a jail named name (unique in the
-// pool) with jr's root; the interpreter's installation is shown when it lies outside the
-// system paths. ctx kills it.
-func (j *jailer) launch(ctx context.Context, name, dir string, argv []string, uid int, jr jailRoot, env []string) *launch {
+// launch is argv run from the build in dir in sb, in a jail named name (unique in the pool)
+// with jr's root and its own control group of limits l; the interpreter's installation is
+// shown when it lies outside the system paths. ctx kills it. cleanup undoes it.
+func (j *jailer) launch(ctx context.Context, name, dir string, argv []string, sb *sandbox, jr jailRoot, env []string, l processLimits) (*launch, error) {
 	argv = append([]string(nil), argv...)
 	if real, err := filepath.EvalSymlinks(argv[0]); err == nil {
 		argv[0] = real
@@ -148,16 +179,24 @@ func (j *jailer) launch(ctx context.Context, name, dir string, argv []string, ui
 			jr.Binds = append(jr.Binds, prefix)
 		}
 	}
-	jr.Hide = j.opts.Hide
+	jr.Hide, jr.UID = j.opts.Hide, sb.uid
 	root := filepath.Join(j.base, name)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = dir, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid: true, Pdeathsig: syscall.SIGKILL,
 		Cloneflags: syscall.CLONE_NEWNS, Chroot: root,
-		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}},
+		Credential: &syscall.Credential{Uid: uint32(sb.uid), Gid: uint32(sb.uid), Groups: []uint32{}},
 	}
-	return &launch{cmd: cmd, root: root, jail: jr}
+	out := &launch{cmd: cmd, root: root, jail: jr}
+	if sb.cg != nil {
+		cg, err := sb.cg.process(l)
+		if err != nil {
+			return nil, err
+		}
+		out.cg = cg
+	}
+	return out, nil
 }
 
 // nprocMu keeps one jail's process limit in place until its fork: RLIMIT_NPROC is the
@@ -179,7 +218,7 @@ func setTasks(n int) error {
 	return err
 }
 
-// start builds l's root and starts it from the jail thread.
+// start builds l's root and starts it from the jail thread, into its control group.
 func (j *jailer) start(l *launch) error {
 	return j.thread.run(func() error {
 		if err := os.Mkdir(l.root, 0o755); err != nil {
@@ -187,6 +226,19 @@ func (j *jailer) start(l *launch) error {
 		}
 		if err := l.jail.build(l.root); err != nil {
 			removeRoot(l.root)
+			return err
+		}
+		if l.cg != nil {
+			leave, err := l.cg.enter(l.cmd.SysProcAttr)
+			if err != nil {
+				removeRoot(l.root)
+				return err
+			}
+			defer leave()
+			err = l.cmd.Start()
+			if err != nil {
+				removeRoot(l.root)
+			}
 			return err
 		}
 		nprocMu.Lock()
@@ -203,8 +255,12 @@ func (j *jailer) start(l *launch) error {
 	})
 }
 
-// cleanup removes l's root once its process has exited.
+// cleanup removes l's root and control group (killing what is left in it) once its process
+// has exited.
 func (j *jailer) cleanup(l *launch) {
+	if l.cg != nil {
+		l.cg.remove()
+	}
 	_ = j.thread.run(func() error { removeRoot(l.root); return nil })
 }
 
@@ -219,11 +275,33 @@ func jailEnv(env []string) []string {
 	return append(out, "HOME=/tmp", "TMPDIR=/tmp")
 }
 
-// acquire takes a sandbox user no function on this machine has, after killing whatever a
-// crashed pool left running as it.
-func (j *jailer) acquire() (int, error) {
+// sandbox returns the sandbox called name, making it on first use (a user no function on
+// this machine has, after killing whatever a crashed pool left running as it, and its control
+// group); each call is matched by a release.
+func (j *jailer) sandbox(name string) (*sandbox, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if sb := j.boxes[name]; sb != nil {
+		sb.refs++
+		return sb, nil
+	}
+	uid, err := j.acquireLocked()
+	if err != nil {
+		return nil, err
+	}
+	sb := &sandbox{name: name, refs: 1, uid: uid}
+	if j.cg != nil {
+		if sb.cg, err = j.cg.group(j.opts.Tasks); err != nil {
+			j.held[uid].Close()
+			delete(j.held, uid)
+			return nil, err
+		}
+	}
+	j.boxes[name] = sb
+	return sb, nil
+}
+
+func (j *jailer) acquireLocked() (int, error) {
 	for i := range SandboxUIDs {
 		uid := FirstSandboxUID + (j.next+i)%SandboxUIDs
 		if j.held[uid] != nil {
@@ -247,15 +325,25 @@ func (j *jailer) acquire() (int, error) {
 	return 0, errors.New("every sandbox user is in use")
 }
 
-// release kills what still runs as uid (a daemon that left its process group) and gives
-// the user back.
-func (j *jailer) release(uid int) {
-	_ = killUser(uid)
+// release gives sb back after its last user: what still runs in it (a daemon that left its
+// process group) is killed and its user freed.
+func (j *jailer) release(sb *sandbox) {
+	j.mu.Lock()
+	if sb.refs--; sb.refs > 0 {
+		j.mu.Unlock()
+		return
+	}
+	delete(j.boxes, sb.name)
+	j.mu.Unlock()
+	if sb.cg != nil {
+		sb.cg.remove()
+	}
+	_ = killUser(sb.uid)
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if f := j.held[uid]; f != nil {
+	if f := j.held[sb.uid]; f != nil {
 		f.Close()
-		delete(j.held, uid)
+		delete(j.held, sb.uid)
 	}
 }
 

@@ -2,12 +2,14 @@ package pool
 
 import (
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,8 +49,8 @@ func TestSandboxUsers(t *testing.T) {
 		t.Skip("sandboxes need root")
 	}
 	h := newHarness(t)
-	if ok, why := h.pool.Isolation(); !ok {
-		t.Fatalf("not sandboxed as root: %s", why)
+	if iso := h.pool.Isolation(); !iso.Sandboxed {
+		t.Fatalf("not sandboxed as root: %s", iso.Why)
 	}
 	art, err := buildPython(t.TempDir(), map[string]string{"handler.py": daemon})
 	if err != nil {
@@ -159,4 +161,113 @@ func addrOf(t *testing.T, p *Pool, key string, pid int) string {
 	}
 	t.Fatalf("%s has no process %d", key, pid)
 	return ""
+}
+
+// escapee forks a grandchild in a session of its own — out of the wrapper's process tree and
+// group — that allocates event["mb"] MiB and holds them; it answers with its pid.
+const escapee = `import os, time
+
+def handle(event):
+    r, w = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(w, str(os.getpid()).encode())
+            data = bytearray(event["mb"] << 20)
+            for i in range(0, len(data), 4096):
+                data[i] = 1
+            time.sleep(60)
+        os._exit(0)
+    os.close(w)
+    pid = int(os.read(r, 32))
+    os.wait()
+    return pid
+`
+
+// TestMemoryMBHoldsWhatLeftTheTree: memory_mb holds every process a function started, one
+// that double-forked into a session of its own included (issue 51: such a daemon held 273 MiB
+// under memory_mb 64).
+func TestMemoryMBHoldsWhatLeftTheTree(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("sandboxes need root")
+	}
+	h := newHarness(t)
+	art, err := buildPython(t.TempDir(), map[string]string{"handler.py": escapee})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.pool.Set("fn-e", Spec{Artifact: art, MaxProcs: 1, Target: 1, ScaleDown: time.Minute, MemoryMB: 64}); err != nil {
+		t.Fatal(err)
+	}
+	code, body := h.call(t, "fn-e", `{"mb": 256}`)
+	pid, err := strconv.Atoi(strings.TrimSpace(body))
+	if code != 200 || err != nil {
+		t.Fatalf("the escapee: %d %s", code, body)
+	}
+	testkit.WaitFor(t, "the escaped process over memory_mb to be killed", 20*time.Second, func() bool { return !testkit.Alive(pid) })
+}
+
+// bomber forks children that sleep 3 s until it may not, then answers how many it got.
+const bomber = `import os, time
+
+def handle(event):
+    n = 0
+    try:
+        while n < event["max"]:
+            if os.fork() == 0:
+                time.sleep(3)
+                os._exit(0)
+            n += 1
+    except OSError:
+        pass
+    return n
+`
+
+// TestTasksAreCountedPerFunction: the task limit holds a function as a whole — two of its
+// revisions (pool entries of one Group) forking at once share it (issue 51: 1,406 tasks for
+// one function with two revisions under a limit of 1,024), while another function has its
+// own.
+func TestTasksAreCountedPerFunction(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("sandboxes need root")
+	}
+	const tasks = 48
+	h := serve(t, newPool(t, Options{Logger: slog.New(slog.DiscardHandler), Tick: 20 * time.Millisecond, StopGrace: 2 * time.Second, Sandbox: SandboxOptions{Tasks: tasks}}))
+	art, err := buildPython(t.TempDir(), map[string]string{"handler.py": bomber})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, group := range map[string]string{"rev-1": "fn", "rev-2": "fn", "other": ""} {
+		if err := h.pool.Set(key, Spec{Artifact: art, Group: group, MinProcs: 1, MaxProcs: 1, Target: 1, ScaleDown: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.WaitFor(t, "the warm processes", 20*time.Second, func() bool {
+		return h.pool.Stats("rev-1").Ready == 1 && h.pool.Stats("rev-2").Ready == 1 && h.pool.Stats("other").Ready == 1
+	})
+	forked := map[string]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, key := range []string{"rev-1", "rev-2", "other"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, body := h.call(t, key, `{"max": 200}`)
+			n, err := strconv.Atoi(strings.TrimSpace(body))
+			if code != 200 || err != nil {
+				t.Errorf("%s: %d %s", key, code, body)
+			}
+			mu.Lock()
+			forked[key] = n
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	// Each wrapper is a few threads of the limit itself.
+	if sum := forked["rev-1"] + forked["rev-2"]; sum >= tasks || forked["rev-1"] == 0 || forked["rev-2"] == 0 {
+		t.Errorf("two revisions of one function forked %d and %d children under a limit of %d tasks", forked["rev-1"], forked["rev-2"], tasks)
+	}
+	if n := forked["other"]; n >= tasks || n < tasks/2 {
+		t.Errorf("another function forked %d children under its own limit of %d tasks", n, tasks)
+	}
 }
