@@ -37,8 +37,12 @@ const cgroupMount = "/sys/fs/cgroup"
 type cgroupRoot struct {
 	v2   bool
 	base string
-	// home is the pool's own group (v1), where the jail thread returns after a fork.
+	// home is the pool's own group (v1), where the jail thread returns after a fork; own its
+	// path in each hierarchy (read once: cgroup1.NestedPath parses /proc on every call).
 	home cgroup1.Cgroup
+	own  map[cgroup1.Name]string
+	// subsystems are the v1 hierarchies in use (read once, as own).
+	subsystems []cgroup1.Subsystem
 	// swap: memory + swap can be limited too (v1 with swap accounting).
 	swap bool
 	// cpu: the CPU controller is there as well (optional).
@@ -90,7 +94,12 @@ func newCgroupRoot() (*cgroupRoot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cgroup v1: %w", err)
 		}
-		r := &cgroupRoot{base: "sless-" + name, home: home}
+		r := &cgroupRoot{base: "sless-" + name, home: home, own: map[cgroup1.Name]string{}, subsystems: home.Subsystems()}
+		for _, s := range home.Subsystems() {
+			if r.own[s.Name()], err = cgroup1.NestedPath("")(s.Name()); err != nil {
+				return nil, fmt.Errorf("cgroup v1: %w", err)
+			}
+		}
 		for _, s := range home.Subsystems() {
 			dir := r.v1Dir(s.Name(), "")
 			reapCgroups(dir, "sless-")
@@ -105,7 +114,7 @@ func newCgroupRoot() (*cgroupRoot, error) {
 		if !hasSubsystems(home, cgroup1.Memory, cgroup1.Pids) {
 			return nil, errors.New("cgroup v1 without both the memory and pids hierarchies")
 		}
-		if _, err := cgroup1.New(cgroup1.NestedPath(r.base), &specs.LinuxResources{}, cgroup1.WithHierarchy(v1Hierarchy)); err != nil {
+		if _, err := cgroup1.New(r.v1Path(r.base), &specs.LinuxResources{}, r.v1Hierarchy()); err != nil {
 			return nil, fmt.Errorf("cgroup v1: %w", err)
 		}
 		return r, nil
@@ -134,10 +143,24 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+func (r *cgroupRoot) v1Hierarchy() cgroup1.InitOpts {
+	return cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) { return r.subsystems, nil })
+}
+
+// v1Path is the group at path below the pool's own group.
+func (r *cgroupRoot) v1Path(path string) cgroup1.Path {
+	return func(n cgroup1.Name) (string, error) {
+		own, ok := r.own[n]
+		if !ok {
+			return "", cgroup1.ErrControllerNotActive
+		}
+		return filepath.Join(own, path), nil
+	}
+}
+
 // v1Dir is the directory of the group at path (below the pool's own group) in hierarchy n.
 func (r *cgroupRoot) v1Dir(n cgroup1.Name, path string) string {
-	own, _ := cgroup1.NestedPath("")(n)
-	return filepath.Join(cgroupMount, string(n), own, path)
+	return filepath.Join(cgroupMount, string(n), r.own[n], path)
 }
 
 // v2Resources drops what the machine cannot limit (cpu without the controller).
@@ -261,7 +284,7 @@ func (r *cgroupRoot) make(path string, res *specs.LinuxResources) (*cgroup, erro
 	if !r.cpu {
 		res.CPU = nil
 	}
-	c, err := cgroup1.New(cgroup1.NestedPath(path), res, cgroup1.WithHierarchy(v1Hierarchy))
+	c, err := cgroup1.New(r.v1Path(path), res, r.v1Hierarchy())
 	if err != nil {
 		return nil, fmt.Errorf("cgroup %s: %w", path, err)
 	}
