@@ -79,6 +79,7 @@ type devOptions struct {
 	logOut          io.Writer          // the platform's own log; default discarded
 	noSandbox       bool               // functions run as this process's user even as root
 	stopGrace       time.Duration      // a replaced process's drain; default 2 s
+	network         pool.NetworkOptions
 }
 
 func startDev(t testing.TB, o devOptions) *dev {
@@ -117,7 +118,7 @@ func startDev(t testing.TB, o devOptions) *dev {
 	}
 	b, err := devplane.New(devplane.Options{DataDir: o.dataDir, BuildDir: o.buildDir, Artifacts: arts, GatewayURL: endpoint, RetryMax: o.retryMax,
 		AMQPURL: o.amqpURL, Recorder: o.recorder, History: o.recorder, Logger: log, MaxPerNamespace: o.maxPerNamespace, AsyncStore: o.asyncStore,
-		Pool: pool.Options{Tick: 50 * time.Millisecond, StopGrace: o.stopGrace, Sandbox: pool.SandboxOptions{Off: o.noSandbox}}})
+		Pool: pool.Options{Tick: 50 * time.Millisecond, StopGrace: o.stopGrace, Sandbox: pool.SandboxOptions{Off: o.noSandbox, Network: o.network}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package devplane_test
 
 import (
 	"encoding/json"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/scaling/pool"
 	"sless.dev/sless/test/testkit"
 )
 
@@ -212,5 +215,108 @@ func TestSandboxBoundsProcesses(t *testing.T) {
 	t.Logf("the bomb forked %d: %s", got.Forked, got.Error)
 	if code, body := d.invoke("bomb", `{"max": 3}`); code != 200 || !strings.Contains(body, `"forked":3`) {
 		t.Fatalf("the bomb's function afterwards: %d %s", code, body)
+	}
+}
+
+// dialer is a Python function that connects to the TCP address an event names ({"tcp":
+// "host:port"}) and answers what it read, or listens on one ({"listen": port}) for a while.
+const dialer = `import socket, threading
+
+def handle(event):
+    if "listen" in event:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", event["listen"]))
+        s.listen(8)
+        def serve():
+            while True:
+                c, _ = s.accept()
+                c.sendall(b"VICTIM-LOOPBACK")
+                c.close()
+        threading.Thread(target=serve, daemon=True).start()
+        return {"ok": "listening"}
+    host, port = event["tcp"].rsplit(":", 1)
+    try:
+        c = socket.create_connection((host, int(port)), timeout=3)
+        c.settimeout(3)
+        return {"ok": c.recv(100).decode(errors="replace")}
+    except Exception as e:
+        return {"error": type(e).__name__ + ": " + str(e)}
+`
+
+// hostAddress is a non-loopback IPv4 address of this machine.
+func hostAddress(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
+			return ipn.IP.String()
+		}
+	}
+	t.Skip("this machine has no non-loopback IPv4 address")
+	return ""
+}
+
+// banner serves a TCP listener on addr that writes text to each connection.
+func banner(t *testing.T, addr, text string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte(text))
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestSandboxNetwork is issue 51's third attack: a sandboxed function reaches none of this
+// machine's services — on its loopback (PostgreSQL, RabbitMQ, sless dev's own gateway) or on
+// its other addresses — and no other function's listener, while an address the operator
+// allows is reached through the namespace's outbound path.
+func TestSandboxNetwork(t *testing.T) {
+	t.Parallel()
+	host := hostAddress(t)
+	onHost := banner(t, net.JoinHostPort(host, "0"), "HOST-SERVICE")
+	allowed := netip.MustParsePrefix(host + "/32")
+	d := startDev(t, devOptions{network: pool.NetworkOptions{Allow: []netip.Prefix{allowed}}})
+	if iso := d.backend.Pool().Isolation(); !iso.Sandboxed {
+		t.Skip("sandboxes need root")
+	} else if !strings.Contains(iso.Network, "outbound to public addresses only (slirp4netns) and") || strings.Contains(iso.Network, "(route") {
+		t.Fatalf("functions are on %s", iso.Network)
+	}
+	d.deploy("dialer", "python3.11", map[string]string{"handler.py": dialer}, api.FunctionFields{})
+	victim := d.as("victim")
+	victim.deploy("listener", "python3.11", map[string]string{"handler.py": dialer}, api.FunctionFields{MinReplicas: ptr[int32](1)})
+	if code, body := victim.invoke("listener", `{"listen": 7070}`); code != 200 {
+		t.Fatalf("the victim's listener: %d %s", code, body)
+	}
+	gateway := strings.TrimPrefix(d.endpoint, "http://")
+	for _, target := range []string{banner(t, "127.0.0.1:0", "LOOPBACK-SERVICE"), gateway, "127.0.0.1:7070"} {
+		code, body := d.invoke("dialer", event("tcp", target))
+		if code != 200 || !strings.Contains(body, `"error"`) {
+			t.Errorf("the function reached %s: %d %s", target, code, body)
+		}
+	}
+	// The machine's own address is one of its services too, unless the operator allows it.
+	code, body := d.invoke("dialer", event("tcp", onHost))
+	if code != 200 || !strings.Contains(body, "HOST-SERVICE") {
+		t.Errorf("an allowed address %s: %d %s", onHost, code, body)
+	}
+	closed := startDev(t, devOptions{})
+	closed.deploy("dialer", "python3.11", map[string]string{"handler.py": dialer}, api.FunctionFields{})
+	if code, body := closed.invoke("dialer", event("tcp", onHost)); code != 200 || !strings.Contains(body, `"error"`) {
+		t.Errorf("the machine's address %s without an allow-list: %d %s", onHost, code, body)
 	}
 }

@@ -36,6 +36,12 @@ func TestPublicAddress(t *testing.T) {
 		{"::ffff:10.0.0.1", false},
 		{"::ffff:169.254.169.254", false},
 		{"::ffff:93.184.216.34", true},
+		{"240.0.0.1", false},
+		{"255.255.255.255", false},
+		{"0.1.2.3", false},
+		{"11.0.0.1", true},
+		{"172.32.0.1", true},
+		{"100.128.0.1", true},
 	} {
 		if got := rules.PublicAddress(netip.MustParseAddr(c.addr)); got != c.want {
 			t.Errorf("PublicAddress(%s) = %v, want %v", c.addr, got, c.want)

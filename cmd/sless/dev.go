@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -37,6 +38,8 @@ type devFlags struct {
 	store                                                    storeFlags
 	login                                                    bool
 	callbackHosts                                            []string
+	network                                                  string
+	egressAllow                                              []string
 }
 
 func newDevCmd() *cobra.Command {
@@ -67,6 +70,8 @@ A signing key is generated into the data directory and a ready token is printed.
 	f.conns.MaxConns = 1000
 	bindCallbackFlag(fs, &f.callbackHosts)
 	fs.BoolVar(&f.login, "login", false, "save this server's endpoint and token for the sless CLI, as sless login does")
+	fs.StringVar(&f.network, "function-network", pool.NetworkIsolated, "what sandboxed functions and builds reach: isolated (a network namespace each, outbound to public addresses only through slirp4netns), none (loopback only) or host (this machine's network, its loopback services and this gateway included: a trusted single-user machine only)")
+	fs.StringSliceVar(&f.egressAllow, "function-egress-allow", nil, "private IPv4 ranges (CIDR, or an address) isolated functions may reach besides public addresses, e.g. a database on the local network; this machine's loopback is never reachable")
 	f.store.bind(fs, "")
 	fs.Lookup("artifacts-dir").Usage = "directory for uploads when no S3 endpoint is given (default <data-dir>/artifacts)"
 	return cmd
@@ -119,7 +124,13 @@ func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 		return fmt.Errorf("--listen %s: %w", f.listen, err)
 	}
 	endpoint := "http://" + ln.Addr().String()
-	opts := devplane.Options{DataDir: dataDir, Artifacts: artifacts, GatewayURL: endpoint, AMQPURL: f.amqpURL, Recorder: rec, History: reader, Logger: log, MaxBuilds: f.maxBuilds}
+	network, err := networkOptions(f)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	opts := devplane.Options{DataDir: dataDir, Artifacts: artifacts, GatewayURL: endpoint, AMQPURL: f.amqpURL, Recorder: rec, History: reader, Logger: log, MaxBuilds: f.maxBuilds,
+		Pool: pool.Options{Sandbox: pool.SandboxOptions{Network: network}}}
 	if pg, ok := reader.(*history.Postgres); ok {
 		opts.AsyncStore = pg
 	}
@@ -165,11 +176,40 @@ func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 	return nil
 }
 
+// networkOptions reads --function-network and --function-egress-allow.
+func networkOptions(f devFlags) (pool.NetworkOptions, error) {
+	o := pool.NetworkOptions{Mode: f.network}
+	switch f.network {
+	case pool.NetworkIsolated, pool.NetworkNone, pool.NetworkHost:
+	default:
+		return o, fmt.Errorf("--function-network %q: want %s, %s or %s", f.network, pool.NetworkIsolated, pool.NetworkNone, pool.NetworkHost)
+	}
+	for _, s := range f.egressAllow {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil || !a.Is4() {
+				return o, fmt.Errorf("--function-egress-allow %q: want an IPv4 range (10.1.2.0/24) or address", s)
+			}
+			p = netip.PrefixFrom(a, 32)
+		}
+		if !p.Addr().Is4() || p.Addr().IsLoopback() {
+			return o, fmt.Errorf("--function-egress-allow %q: want an IPv4 range outside the loopback (127.0.0.0/8 is never reachable)", s)
+		}
+		o.Allow = append(o.Allow, p.Masked())
+	}
+	if len(o.Allow) > 0 && f.network != pool.NetworkIsolated {
+		return o, fmt.Errorf("--function-egress-allow applies to --function-network %s only", pool.NetworkIsolated)
+	}
+	return o, nil
+}
+
 // isolationText is the banner's paragraph on how functions are kept apart.
 func isolationText(iso pool.Isolation, user string) string {
 	if iso.Sandboxed {
 		return fmt.Sprintf(`Every function runs sandboxed: as a user of its own (uid %d and up), seeing its
-build and a private /tmp only, with its memory_mb and %s tasks at most (held by %s).`, pool.FirstSandboxUID, "1,024", iso.Limits)
+build and a private /tmp only, with its memory_mb and %s tasks at most (held by %s), on
+%s.`, pool.FirstSandboxUID, "1,024", iso.Limits, iso.Network)
 	}
 	return fmt.Sprintf(`Functions are not sandboxed here (%s): every function runs as your OS user (%s),
 like sless dev itself: deploy only code you trust. Tenants are kept apart at the API, not by

@@ -150,3 +150,44 @@ func TestDevDeploysExamplesStopsCleanlyAndRestarts(t *testing.T) {
 		t.Fatalf("processes left after the second Ctrl-C: %v", procs)
 	}
 }
+
+// TestNetworkOptions: --function-network and --function-egress-allow, read or refused with
+// what to fix.
+func TestNetworkOptions(t *testing.T) {
+	for _, c := range []struct {
+		network string
+		allow   []string
+		want    []string // allowed prefixes
+		err     string
+	}{
+		{network: "isolated"},
+		{network: "none"},
+		{network: "host"},
+		{network: "isolated", allow: []string{"10.1.2.0/24", "192.168.1.7"}, want: []string{"10.1.2.0/24", "192.168.1.7/32"}},
+		{network: "isolated", allow: []string{"10.1.2.3/16"}, want: []string{"10.1.0.0/16"}},
+		{network: "open", err: "want isolated, none or host"},
+		{network: "isolated", allow: []string{"db.local"}, err: "want an IPv4 range"},
+		{network: "isolated", allow: []string{"fd00::/8"}, err: "want an IPv4 range"},
+		{network: "isolated", allow: []string{"127.0.0.1"}, err: "never reachable"},
+		{network: "none", allow: []string{"10.0.0.0/8"}, err: "applies to --function-network isolated only"},
+	} {
+		o, err := networkOptions(devFlags{network: c.network, egressAllow: c.allow})
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s %v: error %v, want %q", c.network, c.allow, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s %v: %v", c.network, c.allow, err)
+			continue
+		}
+		var got []string
+		for _, p := range o.Allow {
+			got = append(got, p.String())
+		}
+		if o.Mode != c.network || strings.Join(got, ",") != strings.Join(c.want, ",") {
+			t.Errorf("%s %v: %+v, want allow %v", c.network, c.allow, o, c.want)
+		}
+	}
+}

@@ -30,6 +30,9 @@ type jailRoot struct {
 	// under /opt); Binds are then shown read-only at their own paths: the build, an
 	// interpreter's installation.
 	Hide, Binds []string
+	// ResolvConf, when set, is shown as the jail's /etc/resolv.conf (its network
+	// namespace's resolver).
+	ResolvConf string
 	// TmpMB sizes /tmp and /dev/shm.
 	TmpMB int
 	// Files are directories of files (Spec.Files) mounted read-only on a tmpfs each,
@@ -133,6 +136,11 @@ func (c *jailRoot) build(r string) error {
 	if err := bindLinked(r, "/etc/resolv.conf"); err != nil {
 		return err
 	}
+	if c.ResolvConf != "" {
+		if err := bindFileRO(c.ResolvConf, r, "/etc/resolv.conf"); err != nil {
+			return err
+		}
+	}
 	tmp := fmt.Sprintf("mode=1777,size=%dm", c.TmpMB)
 	if err := mountTmpfs(r+"/tmp", tmp); err != nil {
 		return err
@@ -210,6 +218,22 @@ func bindLinked(r, path string) error {
 	}
 	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV)
 	return unix.Mount("", r+real, "", flags, "")
+}
+
+// bindFileRO shows the file src at path in the root r (where path leads, inside r), read-only.
+func bindFileRO(src, r, path string) error {
+	dst := r + path
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		dst = r + real // the link in the root leads to the same place
+	}
+	if _, err := os.Stat(dst); err != nil {
+		return fmt.Errorf("%s in the jail: %w", path, err)
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s over %s: %w", src, path, err)
+	}
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV)
+	return unix.Mount("", dst, "", flags, "")
 }
 
 // mountFiles shows files in dir on a tmpfs of their own (memory only), the directory and

@@ -234,6 +234,8 @@ type Isolation struct {
 	Why       string
 	// Limits says what holds memory_mb and the task limit (cgroup v2, v1, or polling).
 	Limits string
+	// Network says what functions reach on the network.
+	Network string
 }
 
 // Isolation reports how this pool isolates functions.
@@ -241,7 +243,7 @@ func (p *Pool) Isolation() Isolation {
 	if p.jail == nil {
 		return Isolation{Why: p.jailErr.Error()}
 	}
-	return Isolation{Sandboxed: true, Limits: p.jail.Limits()}
+	return Isolation{Sandboxed: true, Limits: p.jail.Limits(), Network: p.jail.Network()}
 }
 
 // sandbox is the sandbox called name (see jailer.sandbox); nil when functions run

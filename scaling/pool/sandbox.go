@@ -35,6 +35,9 @@ type SandboxOptions struct {
 	// Hide are directories no function sees even where a system path (/opt, /etc) would show
 	// them: the data directory, the build directory.
 	Hide []string
+	// Network is what functions reach on the network (default: a namespace of their own
+	// with outbound connections to public addresses only).
+	Network NetworkOptions
 }
 
 // jailer starts function processes in jails (jail.go): a user of their own, a mount
@@ -50,6 +53,10 @@ type jailer struct {
 	// says why): then RLIMIT_NPROC and polling bound them.
 	cg    *cgroupRoot
 	cgErr error
+	// net makes the sandboxes' network namespaces; nil on the machine's network (netWhy says
+	// why a mode was not had).
+	net    *networker
+	netWhy string
 
 	mu    sync.Mutex
 	next  int
@@ -65,6 +72,9 @@ type sandbox struct {
 	refs int
 	uid  int
 	cg   *cgroup
+	// net is its network namespace, made at its first start.
+	netMu sync.Mutex
+	net   *netNamespace
 }
 
 // newJailer checks that jails can be made here (root, mount namespaces) by running one.
@@ -97,11 +107,33 @@ func newJailer(opts SandboxOptions, sockDir string) (*jailer, error) {
 		t.stop()
 		return nil, err
 	}
+	if j.net, j.netWhy, err = newNetworker(opts.Network, sockDir, t); err != nil {
+		t.stop()
+		return nil, err
+	}
+	if j.net != nil && j.net.slirp != "" {
+		// slirp4netns must work here; where it does not, functions get no outbound network.
+		nn, err := j.net.make(t)
+		if err != nil {
+			j.net.opts.Mode, j.net.slirp, j.net.resolv, j.netWhy = NetworkNone, "", "", err.Error()
+		} else {
+			nn.close()
+		}
+	}
 	if err := j.probe(); err != nil {
 		t.stop()
 		return nil, fmt.Errorf("a test sandbox failed: %w", err)
 	}
 	return j, nil
+}
+
+// Network says what sandboxed functions reach on the network and, when it is less than
+// asked for, why.
+func (j *jailer) Network() string {
+	if j.netWhy != "" {
+		return j.net.Describe() + " (" + j.netWhy + ")"
+	}
+	return j.net.Describe()
 }
 
 // Limits says what holds a sandbox's memory and tasks: the kernel's control groups, or
@@ -160,6 +192,7 @@ type launch struct {
 	cmd  *exec.Cmd
 	root string
 	jail jailRoot
+	sb   *sandbox
 	cg   *cgroup
 }
 
@@ -180,6 +213,9 @@ func (j *jailer) launch(ctx context.Context, name, dir string, argv []string, sb
 		}
 	}
 	jr.Hide, jr.UID = j.opts.Hide, sb.uid
+	if j.net != nil {
+		jr.ResolvConf = j.net.resolv
+	}
 	root := filepath.Join(j.base, name)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = dir, env
@@ -188,7 +224,7 @@ func (j *jailer) launch(ctx context.Context, name, dir string, argv []string, sb
 		Cloneflags: syscall.CLONE_NEWNS, Chroot: root,
 		Credential: &syscall.Credential{Uid: uint32(sb.uid), Gid: uint32(sb.uid), Groups: []uint32{}},
 	}
-	out := &launch{cmd: cmd, root: root, jail: jr}
+	out := &launch{cmd: cmd, root: root, jail: jr, sb: sb}
 	if sb.cg != nil {
 		cg, err := sb.cg.process(l)
 		if err != nil {
@@ -218,8 +254,13 @@ func setTasks(n int) error {
 	return err
 }
 
-// start builds l's root and starts it from the jail thread, into its control group.
+// start builds l's root and starts it from the jail thread, into its control group and
+// network namespace.
 func (j *jailer) start(l *launch) error {
+	nn, err := j.network(l.sb)
+	if err != nil {
+		return err
+	}
 	return j.thread.run(func() error {
 		if err := os.Mkdir(l.root, 0o755); err != nil {
 			return err
@@ -228,31 +269,53 @@ func (j *jailer) start(l *launch) error {
 			removeRoot(l.root)
 			return err
 		}
-		if l.cg != nil {
-			leave, err := l.cg.enter(l.cmd.SysProcAttr)
-			if err != nil {
-				removeRoot(l.root)
-				return err
-			}
-			defer leave()
-			err = l.cmd.Start()
-			if err != nil {
-				removeRoot(l.root)
-			}
-			return err
+		var err error
+		if nn != nil {
+			err = nn.enter(j.net.host, func() error { return j.fork(l) })
+		} else {
+			err = j.fork(l)
 		}
-		nprocMu.Lock()
-		defer nprocMu.Unlock()
-		if err := setTasks(j.opts.Tasks); err != nil {
+		if err != nil {
 			removeRoot(l.root)
-			return fmt.Errorf("process limit: %w", err)
 		}
-		if err := l.cmd.Start(); err != nil {
-			removeRoot(l.root)
-			return err
-		}
-		return nil
+		return err
 	})
+}
+
+// fork starts l's process (on the jail thread) in its control group, or under the per-user
+// process limit where there is none.
+func (j *jailer) fork(l *launch) error {
+	if l.cg != nil {
+		leave, err := l.cg.enter(l.cmd.SysProcAttr)
+		if err != nil {
+			return err
+		}
+		defer leave()
+		return l.cmd.Start()
+	}
+	nprocMu.Lock()
+	defer nprocMu.Unlock()
+	if err := setTasks(j.opts.Tasks); err != nil {
+		return fmt.Errorf("process limit: %w", err)
+	}
+	return l.cmd.Start()
+}
+
+// network is sb's network namespace, made at its first start; nil on the machine's network.
+func (j *jailer) network(sb *sandbox) (*netNamespace, error) {
+	if j.net == nil {
+		return nil, nil
+	}
+	sb.netMu.Lock()
+	defer sb.netMu.Unlock()
+	if sb.net == nil {
+		nn, err := j.net.make(j.thread)
+		if err != nil {
+			return nil, err
+		}
+		sb.net = nn
+	}
+	return sb.net, nil
 }
 
 // cleanup removes l's root and control group (killing what is left in it) once its process
@@ -339,6 +402,9 @@ func (j *jailer) release(sb *sandbox) {
 		sb.cg.remove()
 	}
 	_ = killUser(sb.uid)
+	if sb.net != nil {
+		sb.net.close()
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if f := j.held[sb.uid]; f != nil {

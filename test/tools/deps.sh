@@ -24,10 +24,12 @@ if ! port_open 5672; then
   wait_port 5672
 fi
 
-# Headless Chromium drives the console tests; mmdebstrap and a static busybox build the
-# base-image stand-ins (base-images.sh).
+# Headless Chromium drives the console tests; slirp4netns connects sless dev's sandboxed
+# functions to the network; mmdebstrap and a static busybox build the base-image stand-ins
+# (base-images.sh).
 missing=()
 command -v chromium >/dev/null || missing+=(chromium)
+command -v slirp4netns >/dev/null || missing+=(slirp4netns) # sless dev's function network
 command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
 [ -x /bin/busybox ] || missing+=(busybox-static)
 if [ ${#missing[@]} -gt 0 ]; then
