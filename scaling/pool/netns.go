@@ -255,4 +255,3 @@ func backHome(host *os.File) {
 		panic(fmt.Sprintf("the sandbox thread cannot return to the pool's network namespace: %v", err))
 	}
 }
-
