@@ -45,7 +45,44 @@ type LocalBuilder struct {
 	// Seal makes a finished build read-only (files and directories), so the function that
 	// runs from it cannot change what a later start of it runs (sless dev).
 	Seal bool
+	// Sandbox, when set, runs the steps that execute what a tenant uploaded (installers,
+	// compilers) with the tenant's privileges only, as Tenant; without it they run as this
+	// process, with its environment.
+	Sandbox Sandbox
+	Tenant  string
 }
+
+// A Sandbox runs a tenant's build steps where the platform's privileges do not reach
+// (sless dev's process pool, run as root). Enter hands a build directory to the tenant's
+// build user; Leave kills what the tenant's steps left running and takes the directory back,
+// writable by the platform only, before anything of the platform reads or writes in it.
+type Sandbox interface {
+	Enter(tenant, dir string) error
+	RunStep(ctx context.Context, s Step) error
+	Leave(tenant, dir string) error
+}
+
+// Step is one command of a sandboxed build.
+type Step struct {
+	Tenant string
+	// Dir is the build directory, the only one the step may write besides its tenant's
+	// cache (at StepCache); Cwd lies inside it.
+	Dir, Cwd string
+	// Argv[0] is absolute; Env is the whole environment (nothing of the platform's is added).
+	Argv, Env []string
+	// Toolchain is the installation of the interpreter or compiler, shown read-only when it
+	// lies outside the system's directories.
+	Toolchain string
+	Output    io.Writer
+}
+
+// StepCache is where a sandboxed step finds its tenant's build cache, kept across builds.
+const StepCache = "/cache"
+
+// stepEnvPassed are settings of the platform's environment a sandboxed step gets: where
+// packages come from. Nothing else of it (a credential, a data directory) reaches a build.
+var stepEnvPassed = []string{"GOPROXY", "GOSUMDB", "GONOSUMDB", "GONOSUMCHECK", "GOPRIVATE", "GONOPROXY", "GOINSECURE",
+	"npm_config_registry", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "LANG", "TZ"}
 
 const artifactManifest = ".sless-artifact.json"
 
@@ -100,7 +137,7 @@ func (b LocalBuilder) build(ctx context.Context, contextData []byte, runtime, ou
 		return nil, err
 	}
 	start := time.Now()
-	art, err := b.buildIn(ctx, rt, tmp, dir)
+	art, err := b.buildSandboxed(ctx, rt, tmp, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +159,22 @@ func (b LocalBuilder) build(ctx context.Context, contextData []byte, runtime, ou
 	}
 	logger.Info("built function locally", "runtime", rt.Name, "dir", dir, "hash", hash, "duration", time.Since(start))
 	return art, nil
+}
+
+// buildSandboxed runs buildIn with the build directory handed to the sandbox for its
+// duration, when there is one.
+func (b LocalBuilder) buildSandboxed(ctx context.Context, rt Runtime, work, final string) (*Artifact, error) {
+	if b.Sandbox == nil {
+		return b.buildIn(ctx, rt, work, final)
+	}
+	if err := b.Sandbox.Enter(b.Tenant, work); err != nil {
+		return nil, err
+	}
+	art, err := b.buildIn(ctx, rt, work, final)
+	if lerr := b.Sandbox.Leave(b.Tenant, work); lerr != nil && err == nil {
+		err = fmt.Errorf("taking the build back from the sandbox: %w", lerr)
+	}
+	return art, err
 }
 
 // Unseal makes a sealed build writable by its owner again, so it can be removed.
@@ -159,13 +212,17 @@ func (b LocalBuilder) buildIn(ctx context.Context, rt Runtime, work, final strin
 		return nil, err
 	}
 	art := &Artifact{Dir: final}
+	st := steps{b: b, rt: rt, work: work, interp: interp}
 	switch rt.Language {
 	case LanguageGo:
-		env := []string{"CGO_ENABLED=0", "GOTOOLCHAIN=local", "GOFLAGS=-buildvcs=false", "GOWORK=" + filepath.Join(work, "go.work")}
-		if err := b.run(ctx, rt, work, env, interp, "mod", "download"); err != nil {
+		env := append(goEnv(), "GOWORK="+filepath.Join(work, "go.work"))
+		if b.Sandbox != nil {
+			env = append(env, "GOCACHE="+StepCache+"/"+GoBuildCache, "GOMODCACHE="+StepCache+"/gomod", "GOPATH="+StepCache+"/gopath")
+		}
+		if err := st.run(ctx, work, env, interp, "mod", "download"); err != nil {
 			return nil, err
 		}
-		if err := b.run(ctx, rt, work, env, interp, "build", "-trimpath", "-o", filepath.Join(work, "function"), "./server"); err != nil {
+		if err := st.run(ctx, work, env, interp, "build", "-trimpath", "-o", filepath.Join(work, "function"), "./server"); err != nil {
 			return nil, err
 		}
 		art.Command = []string{filepath.Join(final, "function")}
@@ -173,12 +230,12 @@ func (b LocalBuilder) buildIn(ctx context.Context, rt Runtime, work, final strin
 		art.Command = []string{interp, filepath.Join(final, "server", "server.py")}
 		art.Env = []string{"SLESS_HANDLER=" + dockerfileArg(dockerfile, "HANDLER"), "PYTHONUNBUFFERED=1"}
 		// As in the Dockerfile: a syntax error fails the build with the compiler's message.
-		if err := b.run(ctx, rt, work, nil, interp, "-m", "compileall", "-q", "handler"); err != nil {
+		if err := st.run(ctx, work, nil, interp, "-m", "compileall", "-q", "handler"); err != nil {
 			return nil, err
 		}
 		if hasRequirements(filepath.Join(work, "handler", "requirements.txt")) {
 			// From handler/, like the Dockerfile: relative paths in requirements.txt are the user's.
-			if err := b.run(ctx, rt, filepath.Join(work, "handler"), nil, interp, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+			if err := st.run(ctx, filepath.Join(work, "handler"), nil, interp, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
 				"--target", filepath.Join(work, "deps"), "-r", "requirements.txt"); err != nil {
 				return nil, err
 			}
@@ -187,7 +244,7 @@ func (b LocalBuilder) buildIn(ctx context.Context, rt Runtime, work, final strin
 	case LanguageNode:
 		art.Command = []string{interp, filepath.Join(final, "server", "server.js")}
 		art.Env = []string{"SLESS_HANDLER=" + dockerfileArg(dockerfile, "HANDLER"), "NODE_ENV=production"}
-		if err := b.npmInstall(ctx, rt, interp, filepath.Join(work, "handler")); err != nil {
+		if err := st.npmInstall(ctx, interp, filepath.Join(work, "handler")); err != nil {
 			return nil, err
 		}
 	}
@@ -195,7 +252,7 @@ func (b LocalBuilder) buildIn(ctx context.Context, rt Runtime, work, final strin
 }
 
 // npmInstall installs production dependencies when package.json declares any.
-func (b LocalBuilder) npmInstall(ctx context.Context, rt Runtime, node, dir string) error {
+func (st steps) npmInstall(ctx context.Context, node, dir string) error {
 	data, err := os.ReadFile(filepath.Join(dir, "package.json"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -207,7 +264,7 @@ func (b LocalBuilder) npmInstall(ctx context.Context, rt Runtime, node, dir stri
 		Dependencies map[string]string `json:"dependencies"`
 	}
 	if err := json.Unmarshal(data, &pkg); err != nil {
-		return &BuildError{Runtime: rt.Name, Step: "package.json", Err: err}
+		return &BuildError{Runtime: st.rt.Name, Step: "package.json", Err: err}
 	}
 	if len(pkg.Dependencies) == 0 {
 		return nil
@@ -220,23 +277,63 @@ func (b LocalBuilder) npmInstall(ctx context.Context, rt Runtime, node, dir stri
 	if _, err := os.Stat(npm); err != nil {
 		npm = "npm"
 	}
-	return b.run(ctx, rt, dir, nil, npm, args...)
+	return st.run(ctx, dir, nil, npm, args...)
 }
 
-func (b LocalBuilder) run(ctx context.Context, rt Runtime, dir string, env []string, name string, args ...string) error {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), b.Env...), env...)
+// steps runs the commands of one build of rt in work, whose interpreter or compiler is
+// interp.
+type steps struct {
+	b            LocalBuilder
+	rt           Runtime
+	work, interp string
+}
+
+// run runs one command in dir (inside work): in the sandbox when there is one.
+func (st steps) run(ctx context.Context, dir string, env []string, name string, args ...string) error {
+	b := st.b
 	var out bytes.Buffer
 	var w io.Writer = &out
 	if b.Output != nil {
 		w = io.MultiWriter(&out, b.Output)
 	}
-	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Run(); err != nil {
-		return &BuildError{Runtime: rt.Name, Step: name + " " + strings.Join(args[:min(len(args), 2)], " "), Output: out.String(), Err: err}
+	var err error
+	if b.Sandbox != nil {
+		err = b.Sandbox.RunStep(ctx, Step{Tenant: b.Tenant, Dir: st.work, Cwd: dir, Argv: append([]string{name}, args...),
+			Env: append(b.stepEnv(st.interp), env...), Toolchain: toolchainDir(st.interp), Output: w})
+	} else {
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Dir = dir
+		cmd.Env = append(append(os.Environ(), b.Env...), env...)
+		cmd.Stdout, cmd.Stderr = w, w
+		err = cmd.Run()
+	}
+	if err != nil {
+		return &BuildError{Runtime: st.rt.Name, Step: filepath.Base(name) + " " + strings.Join(args[:min(len(args), 2)], " "), Output: out.String(), Err: err}
 	}
 	return nil
+}
+
+// stepEnv is a sandboxed step's base environment: the interpreter's own directory first on
+// the PATH (npm's scripts call node), a home and temporary directory of the jail's, the tenant's
+// caches, the package-source settings passed on and the builder's own Env.
+func (b LocalBuilder) stepEnv(interp string) []string {
+	env := []string{"PATH=" + filepath.Dir(interp) + ":/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "TMPDIR=/tmp",
+		"npm_config_cache=" + StepCache + "/npm", "PIP_CACHE_DIR=" + StepCache + "/pip"}
+	for _, k := range stepEnvPassed {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return append(env, b.Env...)
+}
+
+// toolchainDir is the installation of interp (a pyenv Python's version directory, a Node.js
+// tree) to show a sandboxed step.
+func toolchainDir(interp string) string {
+	if real, err := filepath.EvalSymlinks(interp); err == nil {
+		interp = real
+	}
+	return filepath.Dir(filepath.Dir(interp))
 }
 
 // hasRequirements reports whether requirements.txt names at least one package.
@@ -347,7 +444,20 @@ func writeArtifact(dir string, art *Artifact) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, artifactManifest), data, 0o644); err != nil {
+	// Created anew, never through what a build step left at its name (a link elsewhere).
+	path := filepath.Join(dir, artifactManifest)
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("writing the build manifest: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("writing the build manifest: %w", err)
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return fmt.Errorf("writing the build manifest: %w", err)
 	}
 	return nil

@@ -61,6 +61,12 @@ type Options struct {
 	Domain string
 	// MaxBuilds caps concurrent builds. Default 2.
 	MaxBuilds int
+	// BuildTimeout bounds one build. Default 10 minutes.
+	BuildTimeout time.Duration
+	// SharedCacheDir holds what sandboxed builds of every tenant read and none writes (the
+	// Go standard library compiled by the platform), shared by the data directories of this
+	// machine. Default /var/cache/sless.
+	SharedCacheDir string
 	// MaxPerNamespace caps the functions, the triggers and the jobs of one namespace (each),
 	// so one tenant cannot fill the machine. Default 200.
 	MaxPerNamespace int
@@ -102,6 +108,20 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxBuilds <= 0 {
 		o.MaxBuilds = 2
+	}
+	if o.BuildTimeout <= 0 {
+		o.BuildTimeout = 10 * time.Minute
+	}
+	if o.SharedCacheDir == "" {
+		o.SharedCacheDir = DefaultSharedCacheDir
+	}
+	// Sandboxed builds keep each tenant's caches here; the Go standard library is laid under
+	// them read-only.
+	if o.Pool.Build.CacheDir == "" {
+		o.Pool.Build.CacheDir = filepath.Join(o.DataDir, "build-cache")
+	}
+	if o.Pool.Build.Layers == nil {
+		o.Pool.Build.Layers = map[string]string{buildkit.GoBuildCache: filepath.Join(o.SharedCacheDir, buildkit.GoBuildCache)}
 	}
 	if o.MaxPerNamespace <= 0 {
 		o.MaxPerNamespace = 200
@@ -197,6 +217,13 @@ func New(opts Options) (*Backend, error) {
 	if b.pool, err = pool.New(opts.Pool); err != nil {
 		unlock()
 		return nil, err
+	}
+	// Nothing a tenant uploads runs with sless dev's privileges: where functions are
+	// sandboxed, so are the builds that run their installers and compilers.
+	b.opts.Builder.Sandbox = b.pool.BuildSandbox()
+	if b.opts.Builder.Sandbox != nil {
+		// The first Go build waits for it; started now, most of it is done by then.
+		go func() { _ = b.warmGo(context.Background(), "go1.25") }()
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	st.published = func(*snapshot) { b.rebuildRoutes() }

@@ -307,7 +307,7 @@ func (b *Backend) artifact(ctx context.Context, ns, runtime string, src *api.Sou
 	if art, ok := b.builds.done.Load(dir); ok {
 		return art.(*buildkit.Artifact), false, nil
 	}
-	ch := b.builds.group.DoChan(dir, func() (any, error) { return b.build(ctx, runtime, src, dir, logKey) })
+	ch := b.builds.group.DoChan(dir, func() (any, error) { return b.build(ctx, ns, runtime, src, dir, logKey) })
 	var res singleflight.Result
 	select {
 	case res = <-ch: // found on disk from an earlier run: no Building phase to show
@@ -326,9 +326,11 @@ func (b *Backend) artifact(ctx context.Context, ns, runtime string, src *api.Sou
 
 // build runs one build into dir under the concurrency cap; a file lock keeps data
 // directories that share a build directory from building into the same place at once.
-func (b *Backend) build(ctx context.Context, runtime string, src *api.Source, dir, logKey string) (*buildkit.Artifact, error) {
+func (b *Backend) build(ctx context.Context, ns, runtime string, src *api.Source, dir, logKey string) (*buildkit.Artifact, error) {
 	ctx, span := tracer.Start(ctx, "devplane.build", withKey(src.ContextKey))
 	defer span.End()
+	ctx, cancel := context.WithTimeout(ctx, b.opts.BuildTimeout)
+	defer cancel()
 	data, err := b.readContext(ctx, src.ContextKey)
 	if err != nil {
 		return nil, err
@@ -352,8 +354,15 @@ func (b *Backend) build(ctx context.Context, runtime string, src *api.Source, di
 	out := &buildLog{b: b, key: logKey, mask: mask}
 	fmt.Fprintf(out, "[sless] building %s source %s\n", runtime, short(src.SHA256))
 	builder := b.opts.Builder
-	builder.Output = out
+	builder.Output, builder.Tenant = out, ns
+	if err := b.warmGo(ctx, runtime); err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		return nil, err
+	}
 	art, err := builder.Build(ctx, data, runtime, dir)
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("the build did not finish within %s: %w", b.opts.BuildTimeout, err)
+	}
 	if err != nil {
 		err = maskError(err, mask) // it goes on to the status, the log and spans
 		span.SetStatus(codes.Error, err.Error())
@@ -380,6 +389,26 @@ func maskError(err error, mask *rules.SecretMasker) error {
 		return &maskedError{err: err, text: text}
 	}
 	return err
+}
+
+// warmGo fills the shared Go build cache sandboxed Go builds lay under their own, once per
+// machine and Go version, before the first of them.
+func (b *Backend) warmGo(ctx context.Context, runtime string) error {
+	rt, err := buildkit.LookupRuntime(runtime)
+	if err != nil || rt.Language != buildkit.LanguageGo || b.opts.Builder.Sandbox == nil {
+		return nil
+	}
+	_, err, _ = b.builds.group.Do("warm-go", func() (any, error) { return nil, WarmSharedCache(ctx, b.opts.SharedCacheDir) })
+	return err
+}
+
+// DefaultSharedCacheDir is Options.SharedCacheDir's default.
+const DefaultSharedCacheDir = "/var/cache/sless"
+
+// WarmSharedCache fills dir, an Options.SharedCacheDir, with what sandboxed builds lay under
+// their own caches; it returns at once when a process of this machine did it already.
+func WarmSharedCache(ctx context.Context, dir string) error {
+	return buildkit.WarmGoCache(ctx, filepath.Join(dir, buildkit.GoBuildCache))
 }
 
 func (b *Backend) readContext(ctx context.Context, key string) ([]byte, error) {

@@ -602,8 +602,9 @@ function serve(load) {
   const listening = () => {
     fn = load(); // connections are accepted only after this returns
     wantsRequest = fn.length >= 2;
-    const a = server.address();
-    log('info', 'function listening', { addr: typeof a === 'string' ? a : `${a.address}:${a.port}`, timeout_seconds: TIMEOUT });
+    const a = server.address(); // null on a handed-over descriptor
+    const addr = a === null ? `descriptor ${process.env.SLESS_LISTEN_FD}` : typeof a === 'string' ? a : `${a.address}:${a.port}`;
+    log('info', 'function listening', { addr, timeout_seconds: TIMEOUT });
   };
   const listenFD = process.env.SLESS_LISTEN_FD;
   if (listenFD) {

@@ -30,6 +30,11 @@ type jailRoot struct {
 	// under /opt); Binds are then shown read-only at their own paths: the build, an
 	// interpreter's installation.
 	Hide, Binds []string
+	// Writable are shown read-write at their own paths (a build's directory), after Binds.
+	Writable []string
+	// Cache, when set, is a tenant's build cache shown read-write at jailCacheDir, with
+	// read-only layers the platform filled under some of its subdirectories.
+	Cache *jailCache
 	// ResolvConf, when set, is shown as the jail's /etc/resolv.conf (its network
 	// namespace's resolver).
 	ResolvConf string
@@ -160,6 +165,16 @@ func (c *jailRoot) build(r string) error {
 			return err
 		}
 	}
+	for _, w := range c.Writable {
+		if err := bindRW(w, r+w); err != nil {
+			return err
+		}
+	}
+	if c.Cache != nil {
+		if err := c.Cache.mount(r + jailCacheDir); err != nil {
+			return err
+		}
+	}
 	for dir, files := range c.Files {
 		if err := mountFiles(r+dir, files, c.UID); err != nil {
 			return fmt.Errorf("files at %s: %w", dir, err)
@@ -274,6 +289,46 @@ func mountTmpfs(dir, opts string) error {
 	}
 	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("tmpfs %s: %w", dir, err)
+	}
+	return nil
+}
+
+// bindRW shows src at dst, writable, without devices or set-user-ID programs.
+func bindRW(src, dst string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_NOSUID | unix.MS_NODEV)
+	if err := unix.Mount("", dst, "", flags, ""); err != nil {
+		return fmt.Errorf("nosuid %s: %w", src, err)
+	}
+	return nil
+}
+
+// jailCacheDir is where a build finds its tenant's cache.
+const jailCacheDir = "/cache"
+
+// jailCache is a tenant's build cache: Dir read-write, with each of Layers (a
+// subdirectory's name → a directory the platform filled) shown at that subdirectory as the
+// read-only lower layer of an overlay whose writes go to the tenant's .upper-<name>.
+type jailCache struct {
+	Dir    string
+	Layers map[string]string
+}
+
+func (c *jailCache) mount(at string) error {
+	if err := bindRW(c.Dir, at); err != nil {
+		return err
+	}
+	for name, lower := range c.Layers {
+		upper, work := filepath.Join(c.Dir, ".upper-"+name), filepath.Join(c.Dir, ".work-"+name)
+		opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work)
+		if err := unix.Mount("overlay", filepath.Join(at, name), "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+			return fmt.Errorf("cache layer %s: %w", name, err)
+		}
 	}
 	return nil
 }

@@ -116,6 +116,8 @@ type Options struct {
 	// Sandbox isolates functions from each other and from the pool where this machine
 	// allows it (see Pool.Isolation).
 	Sandbox SandboxOptions
+	// Build bounds the build steps run in sandboxes (BuildSandbox).
+	Build BuildOptions
 }
 
 func (o Options) withDefaults() Options {
@@ -144,6 +146,7 @@ func (o Options) withDefaults() Options {
 	if o.Tick <= 0 {
 		o.Tick = 200 * time.Millisecond
 	}
+	o.Build = o.Build.withDefaults()
 	return o
 }
 
@@ -182,6 +185,8 @@ type Pool struct {
 	// jail starts the processes sandboxed; nil when it cannot (jailErr says why).
 	jail    *jailer
 	jailErr error
+	// builds runs tenants' build steps in jails (with jail).
+	builds *buildSandbox
 
 	mu     sync.RWMutex
 	fns    map[string]*function
@@ -208,6 +213,8 @@ func New(opts Options) (*Pool, error) {
 	p := &Pool{opts: opts, log: log, sockDir: sockDir, fns: map[string]*function{}, done: make(chan struct{})}
 	if p.jail, p.jailErr = newJailer(opts.Sandbox, sockDir); p.jailErr != nil {
 		log.Info("functions run as the user of sless dev, not sandboxed", "reason", p.jailErr)
+	} else {
+		p.builds = &buildSandbox{p: p, opts: opts.Build, tenants: map[string]*buildTenant{}}
 	}
 	dial := p.dialProcess
 	p.transport = &http.Transport{
@@ -399,6 +406,7 @@ func (p *Pool) Close() {
 	p.wg.Wait()
 	p.transport.CloseIdleConnections()
 	if p.jail != nil {
+		p.builds.close()
 		p.jail.thread.stop() // its namespace, and the roots in it, go with it
 	}
 	_ = os.RemoveAll(p.sockDir)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -204,7 +205,7 @@ func (j *jailer) launch(ctx context.Context, name, dir string, argv []string, sb
 	if real, err := filepath.EvalSymlinks(argv[0]); err == nil {
 		argv[0] = real
 	}
-	if dir != "/" {
+	if dir != "/" && !slices.ContainsFunc(jr.Writable, func(w string) bool { return dir == w || strings.HasPrefix(dir, w+"/") }) {
 		jr.Binds = append(jr.Binds, dir)
 	}
 	if !strings.HasPrefix(argv[0], dir+"/") {
