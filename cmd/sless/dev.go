@@ -33,6 +33,7 @@ type devFlags struct {
 	dataDir, listen, amqpURL, databaseURL, examples, subject string
 	tokenTTL                                                 time.Duration
 	historySize, maxBuilds                                   int
+	buildTimeout                                             time.Duration
 	functionsDomain                                          string
 	conns                                                    gateway.ConnLimits
 	store                                                    storeFlags
@@ -61,6 +62,7 @@ A signing key is generated into the data directory and a ready token is printed.
 	fs.StringVar(&f.databaseURL, "database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL for the invocation history (env SLESS_DATABASE_URL); none: the newest --history-size records in memory")
 	fs.IntVar(&f.historySize, "history-size", history.DefaultMemoryCapacity, "invocations kept in memory without --database-url")
 	fs.IntVar(&f.maxBuilds, "max-concurrent-builds", 2, "builds that run at once; the others wait their turn")
+	fs.DurationVar(&f.buildTimeout, "build-timeout", 10*time.Minute, "longest a build may run (a sandboxed build's steps are killed then)")
 	fs.StringVar(&f.examples, "deploy-examples", "", "deploy the example functions of this directory (hello-go, hello-python, hello-node) with http triggers and a cron trigger, then print their URLs")
 	fs.StringVar(&f.subject, "subject", "dev", "subject of the printed token; its tenant namespace is derived from it")
 	fs.DurationVar(&f.tokenTTL, "token-ttl", 30*24*time.Hour, "lifetime of the printed token")
@@ -129,7 +131,7 @@ func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 		ln.Close()
 		return err
 	}
-	opts := devplane.Options{DataDir: dataDir, Artifacts: artifacts, GatewayURL: endpoint, AMQPURL: f.amqpURL, Recorder: rec, History: reader, Logger: log, MaxBuilds: f.maxBuilds,
+	opts := devplane.Options{DataDir: dataDir, Artifacts: artifacts, GatewayURL: endpoint, AMQPURL: f.amqpURL, Recorder: rec, History: reader, Logger: log, MaxBuilds: f.maxBuilds, BuildTimeout: f.buildTimeout,
 		Pool: pool.Options{Sandbox: pool.SandboxOptions{Network: network}}}
 	if pg, ok := reader.(*history.Postgres); ok {
 		opts.AsyncStore = pg
