@@ -43,7 +43,7 @@ func WarmGoCache(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("warming the Go build cache: %s env GOVERSION: %w", goBin, err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	lock, err := os.OpenFile(filepath.Join(dir, ".warm.lock"), os.O_CREATE|os.O_RDWR, 0o600)
@@ -75,16 +75,21 @@ func WarmGoCache(ctx context.Context, dir string) error {
 	if _, err := b.Build(ctx, bc.Data, runtime, filepath.Join(tmp, "build")); err != nil {
 		return fmt.Errorf("warming the Go build cache: %w", err)
 	}
-	// Readable by every build user; written by the platform only.
+	// Files readable by every build user; directories writable too, as a tenant's overlay
+	// shows them: its new entries go to its own upper layer (the lower one is never written
+	// through an overlay), and the parent directory keeps everyone else out.
+	if err := os.Chmod(filepath.Dir(dir), 0o700); err != nil {
+		return err
+	}
 	if err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
-		if err != nil || info.Mode()&os.ModeSymlink != 0 {
+		switch {
+		case err != nil || info.Mode()&os.ModeSymlink != 0:
 			return err
+		case info.IsDir():
+			return os.Chmod(p, 0o777)
+		default:
+			return os.Chmod(p, 0o444)
 		}
-		read := os.FileMode(0o444)
-		if info.IsDir() {
-			read = 0o555
-		}
-		return os.Chmod(p, info.Mode().Perm()|read)
 	}); err != nil {
 		return err
 	}

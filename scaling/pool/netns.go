@@ -86,8 +86,16 @@ func newNetworker(opts NetworkOptions, dir string, t *jailThread) (n *networker,
 		}
 	}
 	err = t.run(func() error {
-		n.host, err = os.Open("/proc/thread-self/ns/net")
-		return err
+		if n.host, err = os.Open("/proc/thread-self/ns/net"); err != nil {
+			return err
+		}
+		// The jail thread must be able to return here after making a namespace (setns needs
+		// CAP_SYS_ADMIN over its owner: not so in a user namespace of our own).
+		if err := unix.Setns(int(n.host.Fd()), unix.CLONE_NEWNET); err != nil {
+			n.host.Close()
+			return fmt.Errorf("network namespaces: %w", err)
+		}
+		return nil
 	})
 	return n, why, err
 }
