@@ -37,6 +37,7 @@ def handle(event, request=None):
         print("crashing with", S, file=sys.stderr, flush=True)
         os._exit(1)
     if how == "slow":
+        print("slow call running", flush=True)
         time.sleep(1.5)
         print("late with", S, flush=True)
     return {"value": S}
@@ -138,8 +139,11 @@ func TestPrintedSecretInNoSink(t *testing.T) {
 			}
 			slow = inv.ID
 			asyncIDs = append(asyncIDs, slow)
-			testkit.WaitFor(t, "the slow call to start", 30*time.Second, func() bool {
-				return must(d.client.GetAsyncInvocation(ctx, d.ns, slow)).Status == history.AsyncRunning
+			// Running in the handler, not only recorded as running: the dispatcher's call may
+			// still be on its way to a process then, and reach the replacement.
+			testkit.WaitFor(t, "the slow call to reach its process", 30*time.Second, func() bool {
+				_, lines := d.logs("/functions/leaker/logs", d.token)
+				return len(withText(lines, "slow call running")) == 1
 			})
 			if _, err := d.client.UpdateSecret(ctx, d.ns, "db", api.SecretFields{Data: map[string]string{"password": values[1]}}); err != nil {
 				t.Fatal(err)
