@@ -79,6 +79,7 @@ type devOptions struct {
 		history.Reader
 	}
 	proxy           gateway.ProxyConfig
+	conns           gateway.ConnLimits
 	maxPerNamespace int
 	buildDir        string        // default: the one shared by every test
 	retryMax        time.Duration // default: the dev plane's
@@ -134,7 +135,7 @@ func startDev(t testing.TB, o devOptions) *dev {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.New(gateway.Config{Backend: b, Auth: auth, Sources: arts, Recorder: o.recorder, History: o.recorder, Proxy: o.proxy,
+	gw, err := gateway.New(gateway.Config{Backend: b, Auth: auth, Sources: arts, Recorder: o.recorder, History: o.recorder, Proxy: o.proxy, Conns: o.conns,
 		Async: b.Async(), CallbackHosts: o.callbackHosts, Logger: log})
 	if err != nil {
 		t.Fatal(err)

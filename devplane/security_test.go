@@ -147,7 +147,8 @@ def handle(event):
 func TestManyConnectionsLoseNothing(t *testing.T) {
 	t.Parallel()
 	rec := &countingRecorder{Memory: history.NewMemory(100)}
-	d := startDev(t, devOptions{recorder: rec, proxy: gateway.ProxyConfig{MaxHeldPerFunction: 5000, MaxHeld: 5000}})
+	d := startDev(t, devOptions{recorder: rec, proxy: gateway.ProxyConfig{MaxHeldPerFunction: 5000, MaxHeld: 5000},
+		conns: gateway.ConnLimits{MaxRequestsPerClient: 5000}}) // every caller is 127.0.0.1
 	d.deploy("fast", "go1.25", map[string]string{"handler.go": "package handler\n\nfunc Handle(event map[string]interface{}) interface{} { return \"ok\" }\n"}, api.FunctionFields{})
 	const conns, each = 2000, 10
 	tr := &http.Transport{MaxIdleConnsPerHost: conns}

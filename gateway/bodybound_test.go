@@ -3,8 +3,10 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -161,4 +163,147 @@ func TestBodyBoundBeforeRouting(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST /fn/%s/echo: %d, want 200", ns, resp.StatusCode)
 	}
+}
+
+// TestBodyIdleBound: a /fn/ call's body that stops arriving is bounded by the body idle
+// timeout, not by the function's timeout (attack 7 of issue 51 held each slot for the
+// function's timeout): no byte for the bound is a 408, over HTTP/1.1 and HTTP/2, and the
+// function's request is cancelled. A body that pauses within the bound arrives, and so do one
+// the function stops reading for longer than the bound and one the gateway starts reading
+// only after a cold start longer than the bound: the bound counts while the gateway waits
+// for a byte, not while the function starts or works.
+func TestBodyIdleBound(t *testing.T) {
+	const ns, idle = "sless-team", 400 * time.Millisecond
+	cut := make(chan error, 10)
+	fnAddr := testkit.Serve(t, &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.Host, "pausing.") { // takes a break from reading its body
+			if _, err := io.CopyN(io.Discard, r.Body, 1024); err != nil {
+				cut <- err
+				return
+			}
+			time.Sleep(3 * idle)
+		}
+		n, err := io.Copy(io.Discard, r.Body)
+		if strings.HasPrefix(r.Host, "pausing.") {
+			n += 1024
+		}
+		if err != nil {
+			cut <- err
+			return
+		}
+		fmt.Fprint(w, n)
+	})})
+	direct := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, fnAddr)
+	}}
+	be := boundBackend{rt: coldStarts{RoundTripper: direct, wait: 3 * idle}, routes: map[string]backend.Route{
+		ns + "/read":    {Host: "read." + ns + ".svc", Timeout: time.Minute},
+		ns + "/cold":    {Host: "cold." + ns + ".svc", Timeout: time.Minute},
+		ns + "/pausing": {Host: "pausing." + ns + ".svc", Timeout: time.Minute},
+	}}
+	auth, err := gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: boundKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := gateway.New(gateway.Config{Backend: be, Auth: auth, Conns: gateway.ConnLimits{BodyIdleTimeout: idle},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serveGateway(t, srv)
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	clients := map[string]*http.Client{"HTTP/1.1": {Timeout: 10 * time.Second},
+		"HTTP/2.0": {Timeout: 10 * time.Second, Transport: &http.Transport{Protocols: &h2c}}}
+	big := strings.Repeat("x", 256<<10) // beyond what net/http buffers with the header
+	huge := strings.Repeat("x", 16<<20) // beyond the socket buffers and HTTP/2's window
+
+	for proto, client := range clients {
+		// post sends the parts of a body with pauses between them and answers the status,
+		// the body and how long the answer took.
+		post := func(t *testing.T, fn string, pause time.Duration, parts ...string) (int, string, time.Duration) {
+			t.Helper()
+			pr, pw := io.Pipe()
+			// net/http's client returns only once it stopped reading the body: a gateway that
+			// never answers fails the test rather than holding it.
+			gaveUp := time.AfterFunc(5*time.Second, func() { pw.CloseWithError(errors.New("no answer within 5 s")) })
+			t.Cleanup(func() { gaveUp.Stop(); pw.CloseWithError(errors.New("test over")) })
+			size := 0
+			for _, p := range parts {
+				size += len(p)
+			}
+			req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/fn/"+ns+"/"+fn, pr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.ContentLength = int64(size + 1000) // the rest never comes unless the parts end it
+			if len(parts) > 1 {
+				req.ContentLength = int64(size)
+			}
+			go func() {
+				for i, p := range parts {
+					if i > 0 {
+						time.Sleep(pause)
+					}
+					if _, err := io.WriteString(pw, p); err != nil {
+						return
+					}
+				}
+				if len(parts) > 1 {
+					pw.Close()
+				}
+			}()
+			start := time.Now()
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.Proto != proto {
+				t.Fatalf("answered over %s, want %s", resp.Proto, proto)
+			}
+			return resp.StatusCode, string(body), time.Since(start)
+		}
+		t.Run("a body that stops over "+proto, func(t *testing.T) {
+			code, body, took := post(t, "read", 0, "0123456789")
+			if code != http.StatusRequestTimeout || took < idle || took > idle+2*time.Second {
+				t.Fatalf("%d %q after %s; want 408 after the idle bound (%s), long before the function's timeout (1m)", code, body, took.Round(time.Millisecond), idle)
+			}
+			select {
+			case <-cut:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the function's request was not cancelled: it still waits for the body")
+			}
+		})
+		t.Run("a body that pauses within the bound over "+proto, func(t *testing.T) {
+			if code, body, _ := post(t, "read", idle/2, "01234", "56789", "abcde"); code != http.StatusOK || body != "15" {
+				t.Fatalf("%d %q; want 200 from the function with all 15 bytes", code, body)
+			}
+		})
+		t.Run("a body the function stops reading for a while over "+proto, func(t *testing.T) {
+			if code, body, _ := post(t, "pausing", 0, huge[:1<<20], huge[1<<20:]); code != http.StatusOK || body != fmt.Sprint(len(huge)) {
+				t.Fatalf("%d %.100q; want 200 from the function with all %d bytes", code, body, len(huge))
+			}
+		})
+		t.Run("a body read after a cold start over "+proto, func(t *testing.T) {
+			if code, body, _ := post(t, "cold", 0, big[:len(big)/2], big[len(big)/2:]); code != http.StatusOK || body != fmt.Sprint(len(big)) {
+				t.Fatalf("%d %.100q; want 200 from the function with all %d bytes", code, body, len(big))
+			}
+		})
+	}
+}
+
+// coldStarts holds every call to a cold.* host for wait before it goes on, as a backend
+// holds a call while the function starts: nobody reads its body meanwhile.
+type coldStarts struct {
+	http.RoundTripper
+	wait time.Duration
+}
+
+func (c coldStarts) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasPrefix(r.URL.Host, "cold.") {
+		time.Sleep(c.wait)
+	}
+	return c.RoundTripper.RoundTrip(r)
 }

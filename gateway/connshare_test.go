@@ -245,3 +245,169 @@ func TestUpgradeTakesTheRoutesRules(t *testing.T) {
 		})
 	}
 }
+
+// readingGateway serves one function "read" that reads each request's body to its end and
+// answers 200 (as the wrappers do, which read the body before the handler runs) on a gateway
+// with conns and proxy, on s.Listener. Each request the function gets is reported on entered.
+func readingGateway(t *testing.T, conns gateway.ConnLimits, proxy gateway.ProxyConfig) (addr, url string, entered <-chan struct{}) {
+	t.Helper()
+	const ns = "sless-team"
+	in := make(chan struct{}, 1000)
+	fnAddr := testkit.Serve(t, &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in <- struct{}{}
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	})})
+	be := boundBackend{rt: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, fnAddr)
+	}}, routes: map[string]backend.Route{ns + "/read": {Host: "read." + ns + ".svc"}}}
+	auth, err := gateway.NewJWTAuth(gateway.JWTConfig{HMACKey: boundKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := gateway.New(gateway.Config{Backend: be, Auth: auth, Conns: conns, Proxy: proxy,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = serveGateway(t, srv)
+	return addr, "http://" + addr + "/fn/" + ns + "/read", in
+}
+
+// h2cFrom is a client speaking HTTP/2 without TLS from the loopback address src: every call
+// a stream on one connection once the first call made it.
+func h2cFrom(t *testing.T, src string) *http.Client {
+	t.Helper()
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	rt := &http.Transport{Protocols: &h2c, DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}).DialContext}
+	t.Cleanup(rt.CloseIdleConnections)
+	return &http.Client{Transport: rt, Timeout: 20 * time.Second}
+}
+
+// holdStreams sends n POSTs to url on c, each declaring a body of 1,000 bytes it never sends,
+// and sends the statuses of those answered (the others are held) on answers as they come.
+// The streams end with the test.
+func holdStreams(t *testing.T, c *http.Client, url string, n int, answers chan<- int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	for range n {
+		body, never := io.Pipe()
+		t.Cleanup(func() { never.CloseWithError(errors.New("test over")) })
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = 1000
+		go func() {
+			resp, err := c.Do(req)
+			if err != nil {
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") == "" {
+				answers <- -resp.StatusCode // a refusal must say when to retry
+				return
+			}
+			answers <- resp.StatusCode
+		}()
+	}
+}
+
+// collect reads n statuses from answers within 10 s.
+func collect(t *testing.T, answers <-chan int, n int) map[int]int {
+	t.Helper()
+	got := map[int]int{}
+	for range n {
+		select {
+		case code := <-answers:
+			got[code]++
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d answers, want %d: %v", len(got), n, got)
+		}
+	}
+	return got
+}
+
+// awaitEntered waits for n requests to reach the function.
+func awaitEntered(t *testing.T, entered <-chan struct{}, n int) {
+	t.Helper()
+	for i := range n {
+		select {
+		case <-entered:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d held requests reached the function", i, n)
+		}
+	}
+}
+
+// TestStreamsCountAgainstTheClientsShare is attack 7 of issue 51 scaled down: one client's
+// HTTP/2 streams with a body that never comes took every slot of a public function (4
+// connections × 250 streams, within the share of connections) and others got 503. A
+// client's share is of requests in flight: a quarter of the function's cap by default, so
+// two connections × 30 streams hold 10 of its 40 slots, the other 50 streams get 429 with
+// Retry-After, and another client's call to the same function is answered.
+func TestStreamsCountAgainstTheClientsShare(t *testing.T) {
+	_, url, entered := readingGateway(t, gateway.ConnLimits{MaxConns: 1000}, gateway.ProxyConfig{MaxHeldPerFunction: 40})
+	flood := []*http.Client{h2cFrom(t, "127.0.0.2"), h2cFrom(t, "127.0.0.2")}
+	for _, c := range flood { // each client's one connection
+		resp, err := c.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.Proto != "HTTP/2.0" {
+			t.Fatalf("the flooding client speaks %s, want HTTP/2.0", resp.Proto)
+		}
+		awaitEntered(t, entered, 1)
+	}
+	answers := make(chan int, 60)
+	for _, c := range flood {
+		holdStreams(t, c, url, 30, answers)
+	}
+	awaitEntered(t, entered, 10)
+	if refused := collect(t, answers, 50); len(refused) != 1 || refused[http.StatusTooManyRequests] != 50 {
+		t.Fatalf("the flooding client's 60 streams: answers %v beside the held ones; want 50 × 429 with Retry-After", refused)
+	}
+	resp, err := h2cFrom(t, "127.0.0.3").Post(url, "text/plain", strings.NewReader("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("another client's call while one holds its share: %d, want 200", resp.StatusCode)
+	}
+}
+
+// TestOneShareForHTTP1AndHTTP2: a client's HTTP/1.1 requests and HTTP/2 streams count
+// against one share of requests in flight, whichever comes first: 6 HTTP/1.1 requests held
+// on 6 connections leave 4 of a share of 10 to its streams, and then its next HTTP/1.1
+// request, on any path, is refused too (429, the connection kept).
+func TestOneShareForHTTP1AndHTTP2(t *testing.T) {
+	addr, url, entered := readingGateway(t, gateway.ConnLimits{MaxConns: 1000, MaxRequestsPerClient: 10}, gateway.ProxyConfig{})
+	const src = "127.0.0.4"
+	for range 6 {
+		conn := from(t, src, addr)
+		if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: gw\r\nContent-Length: 1000\r\n\r\n", strings.TrimPrefix(url, "http://"+addr)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitEntered(t, entered, 6)
+	streams := make(chan int, 10)
+	holdStreams(t, h2cFrom(t, src), url, 10, streams)
+	awaitEntered(t, entered, 4)
+	if got := collect(t, streams, 6); len(got) != 1 || got[http.StatusTooManyRequests] != 6 {
+		t.Fatalf("10 streams of a client holding 6 HTTP/1.1 requests of a share of 10: answers %v beside the held ones; want 6 × 429 with Retry-After", got)
+	}
+	conn := from(t, src, addr)
+	if resp := get(t, conn, bufio.NewReader(conn), "/healthz"); resp.StatusCode != http.StatusTooManyRequests || resp.Close {
+		t.Fatalf("an HTTP/1.1 request of a client holding its share in streams and requests: %d (close %v), want 429 on a kept connection", resp.StatusCode, resp.Close)
+	}
+	other := from(t, "127.0.0.5", addr)
+	if resp := get(t, other, bufio.NewReader(other), "/healthz"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("another client meanwhile: %d, want 200", resp.StatusCode)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -16,8 +17,8 @@ import (
 )
 
 // ConnLimits bound what one client can hold of a gateway server: the time to send headers
-// and bodies, idle keep-alive time, header size, stalled response writes and the number of
-// open connections. Zero values take the defaults.
+// and bodies, idle keep-alive time, header size, stalled response writes, the number of open
+// connections and of requests in flight. Zero values take the defaults.
 type ConnLimits struct {
 	// ReadHeaderTimeout bounds sending a request's headers. Default 10s.
 	ReadHeaderTimeout time.Duration
@@ -33,17 +34,29 @@ type ConnLimits struct {
 	// connection is closed. Behind a proxy that pools connections every caller is the proxy:
 	// raise it to MaxConns there. Default MaxConns/4.
 	MaxConnsPerClient int64
+	// MaxRequestsPerClient caps the requests one client address has in flight across all its
+	// connections and their HTTP/2 streams (a stream or an upgraded connection counts for its
+	// whole life); a request beyond it gets 429. Behind a proxy that pools connections raise
+	// it with MaxConnsPerClient. Default a quarter of ProxyConfig.MaxHeldPerFunction, at most
+	// MaxConnsPerClient, so one client cannot hold every slot of a function.
+	MaxRequestsPerClient int64
 	// BodyTimeout bounds reading a request body: every one from its arrival (a request
 	// answered without reading its body included), /v1 uploads and asynchronous calls'
 	// bodies to the end. Once a /fn/ call's function is known its body is bounded by the
 	// function's timeout instead (the longest timeout when it has none). Default 2m.
 	BodyTimeout time.Duration
+	// BodyIdleTimeout bounds the wait for the next byte of a request body: a read that gets
+	// none for this long fails (408, and a /fn/ call is cancelled), whatever is left of the
+	// body's whole bound. Default 30s.
+	BodyIdleTimeout time.Duration
 	// WriteStall fails a response write that makes no progress this long (a client that
 	// stopped reading). Default 60s.
 	WriteStall time.Duration
 }
 
-func (l ConnLimits) withDefaults() ConnLimits {
+// withDefaults fills the zero values; heldPerFunction is the proxy's cap of one function's
+// requests in flight, which a client's share of requests stays a quarter of.
+func (l ConnLimits) withDefaults(heldPerFunction int64) ConnLimits {
 	if l.ReadHeaderTimeout <= 0 {
 		l.ReadHeaderTimeout = 10 * time.Second
 	}
@@ -59,8 +72,14 @@ func (l ConnLimits) withDefaults() ConnLimits {
 	if l.MaxConnsPerClient <= 0 {
 		l.MaxConnsPerClient = max(1, l.MaxConns/4)
 	}
+	if l.MaxRequestsPerClient <= 0 {
+		l.MaxRequestsPerClient = max(1, min(l.MaxConnsPerClient, heldPerFunction/4))
+	}
 	if l.BodyTimeout <= 0 {
 		l.BodyTimeout = 2 * time.Minute
+	}
+	if l.BodyIdleTimeout <= 0 {
+		l.BodyIdleTimeout = 30 * time.Second
 	}
 	if l.WriteStall <= 0 {
 		l.WriteStall = 60 * time.Second
@@ -95,13 +114,24 @@ func (s *Server) Listener(ln net.Listener) net.Listener {
 	return countedListener{Listener: ln, c: &s.conns}
 }
 
-// connCounter counts open connections, in total and per client address.
+// connCounter counts open connections, in total and per client address, and each client's
+// requests in flight.
 type connCounter struct {
 	max, perClient int64
-	idle           time.Duration
-	mu             sync.Mutex
-	open           int64
-	byClient       map[netip.Addr]int64
+	// requestsPerClient caps a client's requests in flight (clientShare.requests).
+	requestsPerClient int64
+	idle              time.Duration
+	mu                sync.Mutex
+	open              int64
+	byClient          map[netip.Addr]*clientShare
+}
+
+// clientShare is what one client address holds while it has a connection open: its
+// connections (under connCounter.mu) and its requests in flight on all of them, counted
+// without a lock on the request path.
+type clientShare struct {
+	conns    int64
+	requests atomic.Int64
 }
 
 // Why a connection's requests are refused: accepted beyond a cap.
@@ -132,23 +162,29 @@ func (c *connCounter) track(conn net.Conn) *countedConn {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.open++
-	c.byClient[client]++
-	cc := &countedConn{Conn: conn, c: c, client: client}
+	share := c.byClient[client]
+	if share == nil {
+		share = &clientShare{}
+		c.byClient[client] = share
+	}
+	share.conns++
+	cc := &countedConn{Conn: conn, c: c, client: client, share: share}
 	switch {
 	case c.open > c.max:
 		cc.over = overTotal
-	case c.byClient[client] > c.perClient:
+	case share.conns > c.perClient:
 		cc.over = overClient
 	}
 	return cc
 }
 
-func (c *connCounter) release(client netip.Addr) {
+func (c *connCounter) release(cc *countedConn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.open--
-	if c.byClient[client]--; c.byClient[client] <= 0 {
-		delete(c.byClient, client)
+	// A request still ending on a connection that closed keeps its share to release into.
+	if cc.share.conns--; cc.share.conns <= 0 {
+		delete(c.byClient, cc.client)
 	}
 }
 
@@ -159,6 +195,7 @@ type countedConn struct {
 	net.Conn
 	c        *connCounter
 	client   netip.Addr
+	share    *clientShare
 	over     int
 	upgraded atomic.Bool
 	idle     atomic.Int64 // a time.Duration; 0: IdleTimeout
@@ -186,7 +223,7 @@ func (cc *countedConn) extend() {
 }
 
 func (cc *countedConn) Close() error {
-	cc.closed.Do(func() { cc.c.release(cc.client) })
+	cc.closed.Do(func() { cc.c.release(cc) })
 	return cc.Conn.Close()
 }
 
@@ -241,67 +278,135 @@ func refuseOverCap(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// limitBody bounds the time to read r's body to d: reads after the deadline fail and the
-// handler answers (or the proxy gives up). Once the body has been read to its end the
-// deadline is lifted, so a long response does not trip the server's background read. The
-// deadline is on the connection, so it also bounds what net/http reads of a body the handler
-// left unread before it sends the answer (up to 256 KiB, to keep the connection).
-func limitBody(w http.ResponseWriter, r *http.Request, d time.Duration) *deadlineBody {
+// admitRequest counts r against its client's share of requests in flight, HTTP/1.1
+// requests and HTTP/2 streams alike, and returns the share to release when r ends (nil: r
+// is not on a counted connection, a server not on Listener); beyond the share it answers
+// 429 and returns ok false.
+func (c *connCounter) admitRequest(w http.ResponseWriter, r *http.Request) (share *clientShare, ok bool) {
+	cc, _ := r.Context().Value(connKey{}).(*countedConn)
+	if cc == nil {
+		return nil, true
+	}
+	if cc.share.requests.Add(1) > c.requestsPerClient {
+		cc.share.requests.Add(-1)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("this client has %d requests in flight at the gateway, its whole share; wait for some to finish and retry", c.requestsPerClient))
+		return nil, false
+	}
+	return cc.share, true
+}
+
+// release ends a request admitted by admitRequest (nil: one not counted).
+func (s *clientShare) release() {
+	if s != nil {
+		s.requests.Add(-1)
+	}
+}
+
+// limitBody bounds reading r's body: to d from now in all, and each read to idle without a
+// byte. A read past either fails and the handler answers (or the proxy gives up). Once the
+// body has been read to its end the deadline is lifted, so a long response does not trip the
+// server's background read. The whole bound is the connection's read deadline (the stream's
+// over HTTP/2), so it also bounds what net/http reads of a body the handler left unread
+// before it sends the answer (up to 256 KiB, to keep the connection).
+func limitBody(w http.ResponseWriter, r *http.Request, d, idle time.Duration) *deadlineBody {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil
 	}
 	rc := http.NewResponseController(w)
-	deadline := time.Now().Add(d)
-	if rc.SetReadDeadline(deadline) != nil {
+	end := time.Now().Add(d)
+	if rc.SetReadDeadline(end) != nil {
 		return nil // not a network connection (tests with a recorder)
 	}
-	b := &deadlineBody{ReadCloser: r.Body, rc: rc}
-	b.deadline.Store(deadline.UnixNano())
+	b := &deadlineBody{ReadCloser: r.Body, rc: rc, idle: idle}
+	b.end.Store(end.UnixNano())
 	r.Body = b
 	return b
 }
 
-// rebound moves the deadline of r's body, set by limitBody when the request arrived, to d
+// rebound moves the whole bound of r's body, set by limitBody when the request arrived, to d
 // from now (a body without one gets one): the proxy's once it knows the function's timeout.
-func rebound(w http.ResponseWriter, r *http.Request, d time.Duration) *deadlineBody {
+// The idle bound stays.
+func rebound(w http.ResponseWriter, r *http.Request, d, idle time.Duration) *deadlineBody {
 	b, ok := r.Body.(*deadlineBody)
 	if !ok {
-		return limitBody(w, r, d)
+		return limitBody(w, r, d, idle)
 	}
 	// A body read to its end has no deadline left, and one past it stays failed.
 	if b.done.Load() || b.expired() {
 		return b
 	}
-	deadline := time.Now().Add(d)
-	if b.rc.SetReadDeadline(deadline) == nil {
-		b.deadline.Store(deadline.UnixNano())
+	end := time.Now().Add(d)
+	if b.rc.SetReadDeadline(end) == nil {
+		b.end.Store(end.UnixNano())
 	}
 	return b
 }
 
+// deadlineBody is a request body under limitBody's bounds. The idle bound counts only while
+// a read waits for a byte, on a timer of the body's own: the body is not read while a call
+// waits for a cold start or for the function to take more, and what the client sent
+// meanwhile is there to read. (A deadline on the connection would count that too, and over
+// HTTP/2 a stream's deadline ends its body when it passes, read or not.)
 type deadlineBody struct {
 	io.ReadCloser
-	rc       *http.ResponseController
-	deadline atomic.Int64 // Unix nanoseconds
-	done     atomic.Bool
-	timedOut atomic.Bool
+	rc   *http.ResponseController
+	idle time.Duration
+	// timer fires idle after a read began; only the reading goroutine touches it.
+	timer *time.Timer
+	// end is the whole body's deadline (Unix nanoseconds).
+	end     atomic.Int64
+	reading atomic.Bool
+	done    atomic.Bool
+	// timedOut: a read failed at a deadline; idledOut: a read waited idle for a byte.
+	timedOut, idledOut atomic.Bool
+	// cut: the body ended in an error of the client's side before its end (not a deadline).
+	cut atomic.Bool
 }
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
+	if b.idledOut.Load() {
+		return 0, fmt.Errorf("no byte of the request body for %s: %w", b.idle, os.ErrDeadlineExceeded)
+	}
+	b.reading.Store(true)
+	if b.timer == nil {
+		b.timer = time.AfterFunc(b.idle, b.idleOut)
+	} else {
+		b.timer.Reset(b.idle)
+	}
 	n, err := b.ReadCloser.Read(p)
+	b.timer.Stop()
+	b.reading.Store(false)
 	switch {
-	case err == io.EOF && !b.done.Load():
-		b.done.Store(true)
-		_ = b.rc.SetReadDeadline(time.Time{})
+	case err == nil:
+	case err == io.EOF:
+		if !b.done.Load() {
+			b.done.Store(true)
+			_ = b.rc.SetReadDeadline(time.Time{})
+		}
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		b.timedOut.Store(true)
+	default:
+		b.cut.Store(true)
 	}
 	return n, err
 }
 
-// expired reports whether the body was not read to its end by its deadline (false for nil).
-// The deadline is compared too: the server cancels the request when the read fails, and
-// whoever sees that may run before the failed Read returns here.
-func (b *deadlineBody) expired() bool {
-	return b != nil && (b.timedOut.Load() || (!b.done.Load() && time.Now().UnixNano() >= b.deadline.Load()))
+// idleOut ends a read that waited idle for a byte: a deadline now fails it.
+func (b *deadlineBody) idleOut() {
+	if b.reading.Load() {
+		b.idledOut.Store(true)
+		_ = b.rc.SetReadDeadline(time.Now())
+	}
 }
+
+// expired reports whether a read of the body failed at a deadline, or one waits past it
+// (false for nil): the server cancels the request when the read fails, and whoever sees that
+// may run before the failed Read returns here.
+func (b *deadlineBody) expired() bool {
+	return b != nil && (b.timedOut.Load() || b.idledOut.Load() || (b.reading.Load() && !b.done.Load() && time.Now().UnixNano() >= b.end.Load()))
+}
+
+// broken reports whether the body ended in an error before its end that was no deadline's:
+// the client cut it off (false for nil).
+func (b *deadlineBody) broken() bool { return b != nil && b.cut.Load() }

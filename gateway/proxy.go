@@ -74,13 +74,15 @@ var w3c = propagation.TraceContext{}
 // fnProxy serves /fn/{ns}/{name}[/rest] and function hosts by forwarding to the backend's
 // transport.
 type fnProxy struct {
-	cfg    ProxyConfig
-	router backend.Router
-	auth   Authenticator
-	rec    history.Recorder
-	log    *slog.Logger
-	rp     *httputil.ReverseProxy
-	held   heldRequests
+	cfg ProxyConfig
+	// bodyIdle bounds the wait for each byte of a call's body (ConnLimits.BodyIdleTimeout).
+	bodyIdle time.Duration
+	router   backend.Router
+	auth     Authenticator
+	rec      history.Recorder
+	log      *slog.Logger
+	rp       *httputil.ReverseProxy
+	held     heldRequests
 	// async queues calls that prefer respond-async (nil: none); callbackHosts are the hosts
 	// their callbacks may go to.
 	async         backend.AsyncInvoker
@@ -140,7 +142,7 @@ const fnSandbox = "sandbox allow-scripts allow-forms allow-popups allow-download
 var sharedOriginDropped = []string{"Service-Worker-Allowed", "Set-Cookie", "Clear-Site-Data"}
 
 func newFnProxy(cfg Config, log *slog.Logger) *fnProxy {
-	p := &fnProxy{cfg: cfg.Proxy.withDefaults(), router: cfg.Backend, auth: cfg.Auth, rec: cfg.Recorder, log: log,
+	p := &fnProxy{cfg: cfg.Proxy, bodyIdle: cfg.Conns.BodyIdleTimeout, router: cfg.Backend, auth: cfg.Auth, rec: cfg.Recorder, log: log,
 		async: cfg.Async, callbackHosts: cfg.CallbackHosts}
 	p.held.perFunction = map[string]*atomic.Int64{}
 	p.rp = &httputil.ReverseProxy{
@@ -373,7 +375,7 @@ func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest, 
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	t := &target{fn: key, host: host, path: path, rawPath: rest, identity: id,
-		body: rebound(w, r, bodyLimit), start: start, revision: revision,
+		body: rebound(w, r, bodyLimit, p.bodyIdle), start: start, revision: revision,
 		timeout: route.Timeout, streamIdle: route.StreamIdle, cancel: cancel}
 	ctx = context.WithValue(ctx, targetKey{}, t)
 	if route.Timeout > 0 {
@@ -452,8 +454,8 @@ func (p *fnProxy) pick(r *http.Request, ns, name string, route backend.Route, ta
 	return host, revision, 0, ""
 }
 
-// proxyError answers a failed forward: 504 for the function's timeout, nothing for a client
-// that went away, 502 otherwise.
+// proxyError answers a failed forward: 408 for a body that did not arrive, 504 for the
+// function's timeout, nothing for a client that went away, 502 otherwise.
 func (p *fnProxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	ctx := r.Context()
 	t := ctx.Value(targetKey{}).(*target)
@@ -462,10 +464,11 @@ func (p *fnProxy) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	switch {
 	case errors.Is(err, errBodyTimeout) || t.body.expired():
-		writeError(w, http.StatusRequestTimeout, "the request body did not arrive in time")
+		writeError(w, http.StatusRequestTimeout, fmt.Sprintf("the request body did not arrive in time: no byte for %s, or not all of it within the function's timeout; the call was cancelled", p.bodyIdle))
 	case context.Cause(ctx) == errFunctionTimeout:
 		writeError(w, http.StatusGatewayTimeout, "the function did not answer within its timeout")
-	case errors.Is(ctx.Err(), context.Canceled):
+	case errors.Is(ctx.Err(), context.Canceled) || t.body.broken():
+		// The caller went away, or cut its body off: nobody is left to answer.
 		if sw, ok := w.(*statusWriter); ok {
 			sw.status = statusClientClosed
 		}

@@ -83,14 +83,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Limits == (buildkit.Limits{}) {
 		cfg.Limits = buildkit.DefaultLimits()
 	}
-	cfg.Conns = cfg.Conns.withDefaults()
+	cfg.Proxy = cfg.Proxy.withDefaults()
+	cfg.Conns = cfg.Conns.withDefaults(cfg.Proxy.MaxHeldPerFunction)
 	cfg.FunctionsDomain = strings.ToLower(strings.Trim(cfg.FunctionsDomain, "."))
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "gateway"), tracer: otel.Tracer(tracerName), conns: connCounter{max: cfg.Conns.MaxConns, perClient: cfg.Conns.MaxConnsPerClient, idle: cfg.Conns.IdleTimeout,
-		byClient: map[netip.Addr]int64{}}}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "gateway"), tracer: otel.Tracer(tracerName), conns: connCounter{max: cfg.Conns.MaxConns, perClient: cfg.Conns.MaxConnsPerClient,
+		requestsPerClient: cfg.Conns.MaxRequestsPerClient, idle: cfg.Conns.IdleTimeout, byClient: map[netip.Addr]*clientShare{}}}
 	s.proxy = newFnProxy(cfg, s.log)
 	m, err := newMetrics(cfg.Registry, s.proxy.held.total.Load, cfg.Recorder)
 	if err != nil {
@@ -112,11 +113,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The server's own body comes back afterwards, so net/http's checks of what is left
 	// unread (too large to read, 100-continue never sent: close instead) still see it.
 	body := r.Body
-	limitBody(w, r, s.cfg.Conns.BodyTimeout)
+	limitBody(w, r, s.cfg.Conns.BodyTimeout, s.cfg.Conns.BodyIdleTimeout)
 	defer func() { r.Body = body }()
 	if refuseOverCap(w, r) {
 		return
 	}
+	// One client's share is of requests, not connections: HTTP/2 multiplies a connection.
+	share, ok := s.conns.admitRequest(w, r)
+	if !ok {
+		return
+	}
+	defer share.release()
 	ns, name, inDomain, ok := splitFunctionHost(r.Host, s.cfg.FunctionsDomain)
 	switch {
 	case ok:

@@ -105,13 +105,14 @@ func (d devSession) upload(t *testing.T, name, runtime string, files map[string]
 }
 
 // TestDevBoundsConnections is attack 4 of issue 14 against `sless dev`: a body sent at a
-// byte a second is cut (on an unauthenticated /v1 call, on /fn/, on /fn/ calls answered
-// before the body is read and on an asynchronous call), 2,000 idle keep-alive connections
-// are closed, the server answering others meanwhile, and connections beyond the cap get a
-// clear 503.
+// byte a second is cut (on an unauthenticated /v1 call, on /fn/ — by the body idle bound,
+// long before the function's timeout —, on /fn/ calls answered before the body is read and
+// on an asynchronous call), 2,000 idle keep-alive connections are closed, the server
+// answering others meanwhile, and connections beyond the cap get a clear 503.
 func TestDevBoundsConnections(t *testing.T) {
-	d := startDevSession(t, "--body-timeout", "2s", "--idle-timeout", "2s", "--max-connections", "2100", "--max-connections-per-client", "2100")
-	timeout := int32(1)
+	d := startDevSession(t, "--body-timeout", "2s", "--body-idle-timeout", "500ms", "--idle-timeout", "2s",
+		"--max-connections", "2100", "--max-connections-per-client", "2100", "--max-requests-per-client", "2100")
+	timeout := int32(30)
 	d.uploadPython(t, "echo", "def handle(event):\n    return event\n",
 		api.FunctionFields{TimeoutSec: &timeout, Async: &api.AsyncFields{Enabled: ptr(true), MaxAttempts: ptr(int32(1))}},
 		"Ready", func(s api.FunctionStatus) bool { return s.Ready })
@@ -128,9 +129,9 @@ func TestDevBoundsConnections(t *testing.T) {
 
 	// The unauthenticated calls and the unknown function are answered before their body is
 	// read; the connection still may not stay open for the rest of it (net/http reads it
-	// before it answers), nor past the body timeout. A /fn/ body must arrive within the
-	// function's timeout, an asynchronous call's within the body timeout. All at once, while
-	// the server answers others.
+	// before it answers), nor past the body timeout. A /fn/ body may not pause for the body
+	// idle bound, an asynchronous call's must arrive within the body timeout. All at once,
+	// while the server answers others.
 	cases := []struct {
 		path, status string
 		header       []string

@@ -86,7 +86,9 @@ func bindConnFlags(fs *pflag.FlagSet, l *gateway.ConnLimits) {
 	fs.Int64Var(&l.MaxConns, "max-connections", 10000, "open client connections before requests get 503 and the connection is closed")
 	fs.Int64Var(&l.MaxConnsPerClient, "max-connections-per-client", 0, "open connections of one client address before its requests get 429 and the connection is closed (0: a quarter of --max-connections; behind a proxy that pools connections, raise it to --max-connections)")
 	fs.DurationVar(&l.IdleTimeout, "idle-timeout", 60*time.Second, "closes keep-alive connections idle this long")
+	fs.Int64Var(&l.MaxRequestsPerClient, "max-requests-per-client", 0, "requests one client address has in flight across all its connections and HTTP/2 streams before the next gets 429 (0: a quarter of the held-request cap per function, 250, at most --max-connections-per-client; behind a proxy that pools connections, raise it with --max-connections-per-client)")
 	fs.DurationVar(&l.BodyTimeout, "body-timeout", 2*time.Minute, "time to send a request body (uploads and asynchronous calls included); a body a function takes may take the function's timeout")
+	fs.DurationVar(&l.BodyIdleTimeout, "body-idle-timeout", 30*time.Second, "a request body that sends no byte for this long while the gateway waits for one gets 408 (a function's call is cancelled), whatever is left of its whole bound")
 }
 
 // bindCallbackFlag declares the hosts asynchronous invocations may call back.

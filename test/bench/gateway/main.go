@@ -169,7 +169,8 @@ func run() error {
 		history = ""
 	}
 	gw := exec.Command(bin, "gateway", "--listen", gwAddr, "--interceptor-url", upURL, "--database-url", history,
-		"--artifacts-dir", filepath.Join(work, "artifacts"), "--log-level", "warn", "--max-held-per-function", strconv.Itoa(*held+100), "--max-held", strconv.Itoa(*held+100))
+		"--artifacts-dir", filepath.Join(work, "artifacts"), "--log-level", "warn", "--max-held-per-function", strconv.Itoa(*held+100), "--max-held", strconv.Itoa(*held+100),
+		"--max-requests-per-client", strconv.Itoa(*held+100)) // every caller is the bench, one address
 	gw.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "SLESS_JWT_HMAC_KEY="+hmacKey)
 	gw.Stderr = os.Stderr
 	self, _ := os.Executable()
