@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
+	"sless.dev/sless/gateway/history"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/test/testkit"
 )
@@ -504,4 +506,105 @@ func TestRevisionsStoreEnvOnce(t *testing.T) {
 	checkRevisions(d, "after a restart on the earlier form")
 	runs(d, "ev-31")
 	checkSize("written again after the earlier form")
+}
+
+// failing answers every call with a 500.
+var failing = map[string]string{"handler.py": `def handle(event, request=None):
+    return {"statusCode": 500, "body": "always"}
+`}
+
+// TestRolloutMovedOnlyByTheFunction is attack 8 of issue 51 on sless dev: an anonymous
+// caller steered a health-gated rollout. Eight calls pinned to the new revision
+// (X-Sless-Revision-Key) whose bodies the caller dropped rolled a good revision back (the
+// gateway recorded them 499, and every call that did not succeed was an error); ten
+// /healthz calls through /fn/, answered by the wrapper itself, promoted a revision that
+// fails every call. Only the function's own outcomes count, and the wrappers' path is not
+// served through /fn/: the good revision keeps its step, the failing one is held without a
+// call of its own and then rolled back by its own failures.
+func TestRolloutMovedOnlyByTheFunction(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{})
+	ctx := context.Background()
+	rolloutOf := func(name, rev string) *api.RolloutState {
+		var st *api.RolloutState
+		testkit.WaitFor(t, "the rollout of "+rev, 60*time.Second, func() bool {
+			fn, err := d.client.GetFunction(ctx, d.ns, name)
+			st = fn.Status.Rollout
+			return err == nil && st != nil && st.Revision == rev
+		})
+		return st
+	}
+
+	// A good revision at 50 %; a caller pins itself to it and drops eight bodies.
+	policy := api.Rollout{Steps: []int32{50, 100}, IntervalSec: 3600, MaxErrorRate: 0.05, MinRequests: 5}
+	d.deploy("good", "python3.12", versioned, api.FunctionFields{EnvVars: &map[string]string{"VERSION": "1"}, Rollout: &policy})
+	d.update("good", api.FunctionFields{EnvVars: &map[string]string{"VERSION": "2"}})
+	rolloutOf("good", "good-2")
+	key := ""
+	for i := range 64 {
+		if code, rev, _ := d.call("good", map[string]string{rules.HeaderRevisionKey: fmt.Sprint("k", i)}); code == http.StatusOK && rev == "good-2" {
+			key = fmt.Sprint("k", i)
+			break
+		}
+	}
+	if key == "" {
+		t.Fatal("no revision key of 64 pins a caller to good-2 at 50 %")
+	}
+	addr := strings.TrimPrefix(d.endpoint, "http://")
+	for range 8 {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "POST /fn/%s/good HTTP/1.1\r\nHost: %s\r\n%s: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{",
+			d.ns, addr, rules.HeaderRevisionKey, key)
+		time.Sleep(100 * time.Millisecond) // the call is at the function, waiting for its body
+		conn.Close()
+	}
+	testkit.WaitFor(t, "the dropped calls recorded", 10*time.Second, func() bool {
+		page, err := d.reader.List(ctx, history.Query{Namespace: d.ns, Function: "good", Limit: 100})
+		n := 0
+		for _, r := range page.Records {
+			if r.Revision == "good-2" && r.HTTPStatus == history.HTTPClientClosed {
+				n++
+			}
+		}
+		return err == nil && n == 8
+	})
+	time.Sleep(3 * time.Second) // three judgements of the rollout
+	if st := rolloutOf("good", "good-2"); st.Phase != api.RolloutProgressing || st.Percent != 50 || st.Errors != 0 {
+		t.Fatalf("after eight dropped bodies the good revision's rollout is %+v; want it progressing at 50 %% with no error", st)
+	}
+
+	// A failing revision at 99 %; twelve health calls through /fn/, in four spellings, are
+	// refused and counted for nothing.
+	bad := api.Rollout{Steps: []int32{99, 100}, IntervalSec: 1, MaxErrorRate: 0.05, MinRequests: 10}
+	d.deploy("bad", "python3.12", versioned, api.FunctionFields{Rollout: &bad})
+	if _, err := d.client.UploadSource(ctx, d.ns, "bad", strings.NewReader(string(testkit.Zip(t, failing)))); err != nil {
+		t.Fatal(err)
+	}
+	rolloutOf("bad", "bad-2")
+	for _, path := range []string{rules.HealthPath, rules.HealthPath + "?hold_ms=10", "/%68ealthz", "//healthz"} {
+		for range 3 {
+			resp, err := http.Get(d.endpoint + "/fn/" + d.ns + "/bad" + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				t.Fatalf("GET /fn/%s/bad%s: %d, want 404: the wrappers' own path is the platform's", d.ns, path, resp.StatusCode)
+			}
+		}
+	}
+	time.Sleep(3 * time.Second)
+	if st := rolloutOf("bad", "bad-2"); st.Phase != api.RolloutProgressing || st.Step != 0 || st.Requests != 0 {
+		t.Fatalf("after health calls through /fn/ the failing revision's rollout is %+v; want it held at its first step with no call", st)
+	}
+	for range 20 {
+		d.call("bad", nil)
+	}
+	testkit.WaitFor(t, "the failing revision rolled back by its own failures", 30*time.Second, func() bool {
+		fn, err := d.client.GetFunction(ctx, d.ns, "bad")
+		return err == nil && fn.Status.Rollout != nil && fn.Status.Rollout.Phase == api.RolloutRolledBack
+	})
 }

@@ -325,6 +325,15 @@ func workerFetch(r *http.Request) bool {
 // serve calls the function ns/name (the revision of tag when set, from a tag host).
 func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest, tag string) {
 	start := time.Now()
+	path, err := url.PathUnescape(rest)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "malformed path escape")
+		return
+	}
+	if rules.ReservedPath(path) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("%s is the platform's own path on every function, answered by its runtime for probes and pre-warms; it is not served to callers", rules.HealthPath))
+		return
+	}
 	route, err := p.router.Route(ns, name)
 	if err != nil {
 		if code, _ := statusOf(err); code == http.StatusNotFound {
@@ -356,11 +365,6 @@ func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest, 
 	}
 	defer p.held.release(key)
 
-	path, err := url.PathUnescape(rest)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "malformed path escape")
-		return
-	}
 	if preferAsync(r.Header) {
 		p.serveAsync(w, r, ns, name, rest, route, id)
 		return

@@ -2,6 +2,7 @@ package reconcilers_test
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -104,7 +105,9 @@ func TestTrafficSplitTagsAndHistoryLimit(t *testing.T) {
 
 // TestRolloutRollsBackOnErrors: a new ready revision takes the first step of the rollout;
 // its failed calls in the invocation history above the limit send latest's share back to
-// the previous revision, with the reason in status and a Warning Event.
+// the previous revision, with the reason in status and a Warning Event. Calls that are not
+// the function's own outcomes (callers that went away, bodies that did not arrive, 4xx)
+// count for nothing (rules.RolloutOutcome, as in sless dev).
 func TestRolloutRollsBackOnErrors(t *testing.T) {
 	ns := newNamespace(t)
 	fn := readyFunction(t, ns, "gated", "b1")
@@ -119,6 +122,13 @@ func TestRolloutRollsBackOnErrors(t *testing.T) {
 		t.Fatalf("rollout %+v", r)
 	}
 	start := got.Status.Rollout.StepStarted.Time
+	for i, code := range []int{history.HTTPClientClosed, http.StatusRequestTimeout, http.StatusNotFound, http.StatusTooManyRequests} {
+		for range 5 {
+			rec := history.HTTPRecord(ns, "gated", start.Add(time.Duration(i)*time.Millisecond), time.Millisecond, code, "")
+			rec.Revision = "gated-2"
+			invocations.Record(rec)
+		}
+	}
 	for i := range 10 {
 		rec := history.Record{Namespace: ns, Function: "gated", Revision: "gated-2", Kind: history.KindHTTP,
 			Start: start.Add(time.Duration(i) * time.Millisecond), Status: history.StatusSucceeded, HTTPStatus: 200}

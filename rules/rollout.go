@@ -31,8 +31,9 @@ type Rollout struct {
 	// last 100.
 	Steps       []int32 `json:"steps"`
 	IntervalSec int32   `json:"interval_sec"`
-	// MaxErrorRate is the highest share of failed calls (5xx, timeouts, crashes) a step may
-	// see; MinRequests the calls a step needs before its rate counts.
+	// MaxErrorRate is the highest share of failed calls a step may see, MinRequests the
+	// calls a step needs before its rate counts; which calls count, and as what, is
+	// RolloutOutcome's.
 	MaxErrorRate float64 `json:"max_error_rate"`
 	MinRequests  int32   `json:"min_requests"`
 }
@@ -120,6 +121,39 @@ func (st RolloutState) describe(p Rollout) string {
 	}
 	return fmt.Sprintf("%s at %d %% of latest's traffic since %s (%d calls, %d failed); the next step after %ds with %d calls at most %.2f failed",
 		st.Revision, st.Percent, st.StepStarted.UTC().Format(time.RFC3339), st.Requests, st.Errors, p.IntervalSec, p.MinRequests, p.MaxErrorRate)
+}
+
+// Outcome is what one recorded call of a revision says about it to its rollout.
+type Outcome int
+
+const (
+	// OutcomeIgnored: no verdict on the function. A 4xx is the caller's mistake or a refusal
+	// of it (the function's own or the gateway's: 408 for a body that did not arrive, 499 for
+	// a caller that went away); the gateway's other refusals (its caps' 429 and 503, 401,
+	// 403, 404 and the platform's reserved paths) never reach a function and are never
+	// recorded. Anyone may cause these, so they cannot move a rollout.
+	OutcomeIgnored Outcome = iota
+	// OutcomeSucceeded: the function answered 1xx (an upgrade), 2xx or 3xx.
+	OutcomeSucceeded
+	// OutcomeFailed: the function answered 5xx (its wrapper's 500 for an error and 504 for
+	// its timeout included), could not be reached (502) or did not answer in time (the
+	// gateway's 504), or, for a call with no HTTP answer at all (0: a dispatcher's call that
+	// failed or ran out of time), did not answer.
+	OutcomeFailed
+)
+
+// RolloutOutcome is how a call answered with httpStatus counts toward a rollout: only the
+// function's own outcomes do. Both history stores count by it (history.Reader.RevisionOutcomes),
+// so both planes' rollouts judge alike.
+func RolloutOutcome(httpStatus int) Outcome {
+	switch {
+	case httpStatus >= 500 || httpStatus < 100:
+		return OutcomeFailed
+	case httpStatus >= 400:
+		return OutcomeIgnored
+	default:
+		return OutcomeSucceeded
+	}
 }
 
 // LatestDuringRollout is the revision latest resolves to: the previous one while the newest

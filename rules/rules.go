@@ -7,6 +7,7 @@ package rules
 
 import (
 	"fmt"
+	"path"
 	"strings"
 	"time"
 )
@@ -121,8 +122,17 @@ func AsyncDeadLetterQueue(namespace, name, configured string) string {
 }
 
 // HealthPath is the wrappers' readiness path: it answers without calling the handler, so a
-// pre-warm through it wakes a function without running it.
+// pre-warm through it wakes a function without running it. It is reserved (ReservedPath).
 const HealthPath = "/healthz"
+
+// ReservedPath reports whether p, a function's own path (after /fn/<ns>/<name>, or the whole
+// path on its host; percent-decoded), is one the wrappers answer themselves instead of the
+// handler: the platform's probes and pre-warms reach it on the function's instances, never
+// a caller through the gateway (a caller's /healthz was a success the function never
+// earned). Dot segments and doubled slashes are cleaned first.
+func ReservedPath(p string) bool {
+	return path.Clean("/"+p) == HealthPath
+}
 
 // Protocols a function's server may speak on its port. Every runtime's wrapper speaks
 // HTTP/1.1; a prebuilt image may speak HTTP/2 without TLS (h2c) instead, as a gRPC server

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"sless.dev/sless/rules"
 )
 
 // Kind is what fired an invocation.
@@ -86,9 +88,24 @@ type Recorder interface {
 type Reader interface {
 	List(ctx context.Context, q Query) (Page, error)
 	Stats(ctx context.Context, q StatsQuery) (Stats, error)
-	// RevisionOutcomes counts the invocations a revision of a function started since a time
-	// and how many did not succeed (Count and Errors of the Summary), for a rollout's gate.
+	// RevisionOutcomes counts, for a rollout's gate, the invocations a revision of a function
+	// started since a time that are the function's own outcomes and how many of them failed
+	// (Count and Errors of the Summary), as rules.RolloutOutcome judges each by its HTTP
+	// status: a caller that went away, a body that did not arrive and every 4xx count for
+	// nothing.
 	RevisionOutcomes(ctx context.Context, ns, function, revision string, since time.Time) (Summary, error)
+}
+
+// addOutcomes adds n calls answered with httpStatus to s as a rollout counts them.
+func (s *Summary) addOutcomes(httpStatus int, n int64) {
+	switch rules.RolloutOutcome(httpStatus) {
+	case rules.OutcomeFailed:
+		s.Count += n
+		s.Errors += n
+	case rules.OutcomeSucceeded:
+		s.Count += n
+	case rules.OutcomeIgnored:
+	}
 }
 
 // Query selects one page. Function is optional; Before is the Next cursor of the previous page

@@ -71,17 +71,14 @@ func (m *Memory) List(_ context.Context, q Query) (Page, error) {
 	return page(match, q.Limit), nil
 }
 
-// RevisionOutcomes counts a revision's invocations since a time among the records kept.
+// RevisionOutcomes counts a revision's outcomes since a time among the records kept.
 func (m *Memory) RevisionOutcomes(_ context.Context, ns, function, revision string, since time.Time) (Summary, error) {
 	var s Summary
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, r := range m.ring {
 		if r.Namespace == ns && r.Function == function && r.Revision == revision && !r.Start.Before(since) {
-			s.Count++
-			if r.Status != StatusSucceeded {
-				s.Errors++
-			}
+			s.addOutcomes(r.HTTPStatus, 1)
 		}
 	}
 	return s, nil

@@ -399,17 +399,33 @@ func statsSQL(q StatsQuery, start, end time.Time) (string, []any) {
 }
 
 // Stats summarizes q's invocations per bucket of its window in one query.
-// RevisionOutcomes counts a revision's invocations since a time (the index on namespace,
-// function and start serves it).
+// RevisionOutcomes counts a revision's outcomes since a time (the index on namespace,
+// function and start serves it): the database counts the calls per HTTP status, a handful
+// of rows, and the rule judges them here as in the memory store.
 func (p *Postgres) RevisionOutcomes(ctx context.Context, ns, function, revision string, since time.Time) (Summary, error) {
 	if err := p.readable(ctx); err != nil {
 		return Summary{}, err
 	}
-	var s Summary
-	err := p.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status <> 'succeeded') FROM invocations
-		WHERE namespace = $1 AND function = $2 AND started_at >= $3 AND revision = $4`, ns, function, since, revision).Scan(&s.Count, &s.Errors)
-	if err != nil {
+	fail := func(err error) (Summary, error) {
 		return Summary{}, &UnavailableError{Err: fmt.Errorf("outcomes of revision %s of %s/%s: %w", revision, ns, function, err)}
+	}
+	rows, err := p.pool.Query(ctx, `SELECT http_status, count(*) FROM invocations
+		WHERE namespace = $1 AND function = $2 AND started_at >= $3 AND revision = $4 GROUP BY http_status`, ns, function, since, revision)
+	if err != nil {
+		return fail(err)
+	}
+	defer rows.Close()
+	var s Summary
+	for rows.Next() {
+		var status int32
+		var n int64
+		if err := rows.Scan(&status, &n); err != nil {
+			return fail(err)
+		}
+		s.addOutcomes(int(status), n)
+	}
+	if err := rows.Err(); err != nil {
+		return fail(err)
 	}
 	return s, nil
 }

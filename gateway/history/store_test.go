@@ -192,19 +192,27 @@ func TestPostgresAfterClose(t *testing.T) {
 }
 
 // TestRevisionOutcomesContract: both stores count one revision's calls since a time, and
-// the ones that did not succeed, and nothing of other revisions, functions or earlier calls.
+// nothing of other revisions, functions or earlier calls; which calls count, and as what, is
+// TestRolloutOutcomesBothStores's.
 func TestRevisionOutcomesContract(t *testing.T) {
 	for name, open := range contractStores(8) {
 		t.Run(name, func(t *testing.T) {
 			rec, rd, settle := open(t)
 			base := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
-			for i, st := range []string{StatusSucceeded, StatusFailed, StatusTimeout, StatusSucceeded} {
-				rec.Record(Record{Namespace: "ns", Function: "f", Revision: "f-2", Kind: KindHTTP, Start: base.Add(time.Duration(i) * time.Second), Status: st})
+			for i, code := range []int{200, 500, 504, 200} {
+				r := HTTPRecord("ns", "f", base.Add(time.Duration(i)*time.Second), time.Millisecond, code, "")
+				r.Revision = "f-2"
+				rec.Record(r)
 			}
-			rec.Record(Record{Namespace: "ns", Function: "f", Revision: "f-2", Kind: KindHTTP, Start: base.Add(-time.Second), Status: StatusFailed})
-			rec.Record(Record{Namespace: "ns", Function: "f", Revision: "f-1", Kind: KindHTTP, Start: base, Status: StatusFailed})
-			rec.Record(Record{Namespace: "ns", Function: "g", Revision: "f-2", Kind: KindHTTP, Start: base, Status: StatusFailed})
-			rec.Record(Record{Namespace: "other", Function: "f", Revision: "f-2", Kind: KindHTTP, Start: base, Status: StatusFailed})
+			for _, r := range []Record{
+				{Namespace: "ns", Function: "f", Revision: "f-2", Start: base.Add(-time.Second)},
+				{Namespace: "ns", Function: "f", Revision: "f-1", Start: base},
+				{Namespace: "ns", Function: "g", Revision: "f-2", Start: base},
+				{Namespace: "other", Function: "f", Revision: "f-2", Start: base},
+			} {
+				r.Kind, r.Status, r.HTTPStatus = KindHTTP, StatusFailed, 500
+				rec.Record(r)
+			}
 			settle()
 			s, err := rd.RevisionOutcomes(context.Background(), "ns", "f", "f-2", base)
 			if err != nil || s.Count != 4 || s.Errors != 2 {

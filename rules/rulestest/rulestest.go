@@ -1,5 +1,6 @@
 // Package rulestest holds the tables both control planes' tests run, so that the cluster
-// and `sless dev` cannot disagree about a function's Ready, phase or route.
+// and `sless dev` cannot disagree about a function's Ready, phase or route, or about which
+// calls move a rollout.
 package rulestest
 
 import (
@@ -18,6 +19,9 @@ var readinessJSON []byte
 
 //go:embed routes.json
 var routesJSON []byte
+
+//go:embed rollout.json
+var rolloutJSON []byte
 
 // Readiness is a function whose steps stand as Steps, seen at Generation with its status of
 // ObservedGeneration, and what the API shows for it.
@@ -147,4 +151,36 @@ func RunRoutes(t *testing.T, clusterOnly bool, route func(t *testing.T, row Rout
 			}
 		})
 	}
+}
+
+// RolloutOutcome is a call answered with HTTPStatus (0: none) and how it counts toward its
+// revision's rollout.
+type RolloutOutcome struct {
+	Name       string
+	HTTPStatus int
+	Want       rules.Outcome
+}
+
+var outcomes = map[string]rules.Outcome{"succeeded": rules.OutcomeSucceeded, "failed": rules.OutcomeFailed, "ignored": rules.OutcomeIgnored}
+
+// RolloutOutcomeTable is rollout.json.
+func RolloutOutcomeTable(t testing.TB) []RolloutOutcome {
+	t.Helper()
+	var rows []struct {
+		Name       string
+		HTTPStatus int
+		Want       string
+	}
+	if err := json.Unmarshal(rolloutJSON, &rows); err != nil {
+		t.Fatalf("rollout.json: %v", err)
+	}
+	out := make([]RolloutOutcome, len(rows))
+	for i, r := range rows {
+		want, ok := outcomes[r.Want]
+		if !ok {
+			t.Fatalf("rollout.json %q: want %q is none of succeeded, failed, ignored", r.Name, r.Want)
+		}
+		out[i] = RolloutOutcome{Name: r.Name, HTTPStatus: r.HTTPStatus, Want: want}
+	}
+	return out
 }

@@ -98,7 +98,7 @@ func rolloutAttribute() schema.Attribute {
 		Optional: true,
 		MarkdownDescription: "A health-gated rollout: when a new revision becomes ready it gets `steps[0]` percent of what follows latest, " +
 			"then the next step after each `interval_sec` in which its own calls (at least `min_requests`, from the invocation history) " +
-			"failed at most `max_error_rate` (5xx, timeouts, crashes); above it the previous revision takes the share back at once and " +
+			"failed at most `max_error_rate` (5xx, timeouts, crashes; callers that went away and 4xx count for nothing); above it the previous revision takes the share back at once and " +
 			"the rollout stops, with the measured rate in the function's status (`sless describe function`). Unset: a new revision " +
 			"takes latest's share at once. `sless dev` only for now.",
 		Attributes: map[string]schema.Attribute{
