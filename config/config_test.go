@@ -47,7 +47,7 @@ func TestKustomizationsBuild(t *testing.T) {
 					t.Errorf("%s %s is not in sless-system", obj.GetKind(), obj.GetName())
 				}
 			}
-			for kind, want := range map[string]int{"CustomResourceDefinition": 4, "Deployment": 2, "ClusterRole": 2, "ClusterRoleBinding": 2, "ServiceAccount": 3, "Service": 1, "ConfigMap": 1} {
+			for kind, want := range map[string]int{"CustomResourceDefinition": 4, "Deployment": 2, "ClusterRole": 3, "ClusterRoleBinding": 2, "ServiceAccount": 3, "Service": 1, "ConfigMap": 1} {
 				if kinds[kind] != want {
 					t.Errorf("%d %s objects, want %d", kinds[kind], kind, want)
 				}

@@ -198,6 +198,14 @@ func TestHelmChartValues(t *testing.T) {
 			values: map[string]any{"gateway": map[string]any{"tlsSecret": "gateway-tls"}},
 			image:  "ghcr.io/sless-dev/sless:v0.1.0", miss: []string{"--registry="},
 		},
+		"gateway metrics with a token": {
+			values: map[string]any{"gateway": map[string]any{"metricsTokenSecret": "sless-metrics"}},
+			image:  "ghcr.io/sless-dev/sless:v0.1.0",
+		},
+		"both": {
+			values: map[string]any{"gateway": map[string]any{"tlsSecret": "gateway-tls", "metricsTokenSecret": "sless-metrics"}},
+			image:  "ghcr.io/sless-dev/sless:v0.1.0",
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -210,8 +218,15 @@ func TestHelmChartValues(t *testing.T) {
 			gw := container(t, o, "sless-gateway")
 			tlsArgs := strings.Contains(strings.Join(toStrings(gw["args"]), " "), "--tls-cert-file=/etc/sless/tls/tls.crt --tls-key-file=/etc/sless/tls/tls.key")
 			probe := fmt.Sprint(gw["readinessProbe"])
-			if secret := tc.values["gateway"] != nil; tlsArgs != secret || strings.Contains(probe, "HTTPS") != secret || strings.Contains(fmt.Sprint(gw["volumeMounts"]), "/etc/sless/tls") != secret {
+			gwValues, _ := tc.values["gateway"].(map[string]any)
+			if secret := gwValues["tlsSecret"] != nil; tlsArgs != secret || strings.Contains(probe, "HTTPS") != secret || strings.Contains(fmt.Sprint(gw["volumeMounts"]), "/etc/sless/tls") != secret {
 				t.Errorf("gateway args %v, probe %s, mounts %v: want TLS from its secret only with gateway.tlsSecret", gw["args"], probe, gw["volumeMounts"])
+			}
+			// /metrics is off unless the token's Secret is named (the gateway answers 404).
+			metricsArgs := strings.Contains(strings.Join(toStrings(gw["args"]), " "), "--metrics-token-file=/etc/sless/metrics/token")
+			if secret := gwValues["metricsTokenSecret"] != nil; metricsArgs != secret || strings.Contains(fmt.Sprint(gw["volumeMounts"]), "/etc/sless/metrics") != secret ||
+				strings.Contains(fmt.Sprint(pod(t, o, "sless-gateway")["volumes"]), "sless-metrics") != secret {
+				t.Errorf("gateway args %v, mounts %v: want the metrics token from its secret only with gateway.metricsTokenSecret", gw["args"], gw["volumeMounts"])
 			}
 			args := strings.Join(toStrings(container(t, o, "sless-operator")["args"]), "\n") + "\n"
 			for _, a := range tc.operatorArgs {
@@ -256,12 +271,17 @@ func TestConfigImage(t *testing.T) {
 // container is the first container of the Deployment name in sless-system.
 func container(t *testing.T, o objects, name string) map[string]any {
 	t.Helper()
+	return pod(t, o, name)["containers"].([]any)[0].(map[string]any)
+}
+
+// pod is the pod spec of the Deployment name.
+func pod(t *testing.T, o objects, name string) map[string]any {
+	t.Helper()
 	d, ok := o["Deployment/sless-system/"+name]
 	if !ok {
 		t.Fatalf("no Deployment %s in %v", name, o.keys())
 	}
-	spec := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
-	return spec["containers"].([]any)[0].(map[string]any)
+	return d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
 }
 
 func toStrings(v any) []string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"strings"
@@ -310,13 +309,7 @@ func TestAsyncColdStartIsInTheHistory(t *testing.T) {
 	if r := recs[0]; r.Kind != api.KindAsync || !r.ColdStart {
 		t.Fatalf("history record: %+v, want kind async with cold_start", r)
 	}
-	mresp, err := http.Get(d.endpoint + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mresp.Body.Close()
-	metrics, _ := io.ReadAll(mresp.Body)
-	if strings.Contains(string(metrics), `function="cold-async"`) {
+	if strings.Contains(d.metrics(), `function="cold-async"`) {
 		t.Fatalf("/metrics has a series of the asynchronous invocation's function: the gateway's cold-start metrics count /fn/ calls only")
 	}
 }

@@ -40,17 +40,12 @@ func TestColdStartsAreVisible(t *testing.T) {
 	if !recs[1].ColdStart || recs[0].ColdStart { // newest first
 		t.Fatalf("history cold_start (newest first): %v, %v; want false, true", recs[0].ColdStart, recs[1].ColdStart)
 	}
-	resp, err := http.Get(d.endpoint + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	metrics, _ := io.ReadAll(resp.Body)
+	metrics := d.metrics()
 	for _, want := range []string{
 		`sless_cold_starts_total{function="cold",namespace="` + d.ns + `",revision="cold-1"} 1`,
 		`sless_cold_start_duration_seconds_count{function="cold",namespace="` + d.ns + `",revision="cold-1"} 1`,
 	} {
-		if !strings.Contains(string(metrics), want) {
+		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}

@@ -136,7 +136,7 @@ func startDev(t testing.TB, o devOptions) *dev {
 		t.Fatal(err)
 	}
 	gw, err := gateway.New(gateway.Config{Backend: b, Auth: auth, Sources: arts, Recorder: o.recorder, History: o.recorder, Proxy: o.proxy, Conns: o.conns,
-		Async: b.Async(), CallbackHosts: o.callbackHosts, Logger: log})
+		Async: b.Async(), CallbackHosts: o.callbackHosts, MetricsToken: metricsToken, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,6 +231,29 @@ func (d *dev) waitSettled(name string) api.Function {
 		return fn.Status.Ready || fn.Status.Phase == api.PhaseFailed
 	})
 	return fn
+}
+
+// metricsToken is the token the test gateway serves /metrics to.
+const metricsToken = "devplane-test-metrics-token"
+
+// metrics scrapes the gateway's /metrics as Prometheus would, with the metrics token.
+func (d *dev) metrics() string {
+	d.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, d.endpoint+"/metrics", nil)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+metricsToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		d.t.Fatalf("GET /metrics with the metrics token: %d %s", resp.StatusCode, b)
+	}
+	return string(b)
 }
 
 // invoke POSTs body to /fn/<ns>/<name>.

@@ -4,6 +4,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,7 +59,10 @@ type Config struct {
 	// Registry receives the gateway's Prometheus metrics, served on /metrics. Default: a new
 	// registry with the Go and process collectors.
 	Registry *prometheus.Registry
-	Logger   *slog.Logger
+	// MetricsToken is the bearer token /metrics asks for: its series name every tenant's
+	// namespaces, functions and revisions. Empty: /metrics is not served (404).
+	MetricsToken string
+	Logger       *slog.Logger
 }
 
 // Server is the gateway's http.Handler.
@@ -159,7 +163,7 @@ func (s *Server) routes() *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
+	e.GET("/metrics", s.metricsHandler())
 	e.GET("/v1/openapi.yaml", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/yaml", openapiSpec) })
 	s.consoleRoutes(e)
 
@@ -186,6 +190,24 @@ func (s *Server) routes() *echo.Echo {
 	route(s, ns, "/jobs", http.MethodPut, jobResource)
 	route(s, ns, "/secrets", http.MethodPut, secretResource)
 	return e
+}
+
+// metricsHandler serves the Prometheus registry to callers with the metrics token only,
+// compared in constant time; no tenant's token is one.
+func (s *Server) metricsHandler() echo.HandlerFunc {
+	metrics := echo.WrapHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	want := []byte(s.cfg.MetricsToken)
+	return func(c echo.Context) error {
+		if len(want) == 0 {
+			return &httpError{Code: http.StatusNotFound, Msg: "/metrics is off: start the gateway with --metrics-token-file and scrape with Authorization: Bearer <that token>"}
+		}
+		got, err := bearerToken(c.Request())
+		if err != nil || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
+			return &httpError{Code: http.StatusUnauthorized, Msg: "/metrics needs Authorization: Bearer <the metrics token> (the gateway's --metrics-token-file)"}
+		}
+		return metrics(c)
+	}
 }
 
 // handleError is the one place errors become responses: user mistakes get their status and

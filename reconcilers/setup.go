@@ -25,6 +25,11 @@ import (
 	"sless.dev/sless/scaling"
 )
 
+// The operator's metrics endpoint asks the API server who its callers are and whether they
+// may get /metrics (cmd/sless/operator.go, metricsOptions).
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // ArtifactDeleter removes a function's uploaded sources; buildkit.Artifacts implements it
 // over S3 or the local filesystem.
 type ArtifactDeleter interface {

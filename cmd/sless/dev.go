@@ -34,7 +34,7 @@ type devFlags struct {
 	tokenTTL                                                 time.Duration
 	historySize, maxBuilds                                   int
 	buildTimeout                                             time.Duration
-	functionsDomain                                          string
+	functionsDomain, metricsTokenFile                        string
 	conns                                                    gateway.ConnLimits
 	store                                                    storeFlags
 	login                                                    bool
@@ -71,6 +71,7 @@ A signing key is generated into the data directory and a ready token is printed.
 	fs.Lookup("max-connections").DefValue = "1000"
 	f.conns.MaxConns = 1000
 	bindCallbackFlag(fs, &f.callbackHosts)
+	fs.StringVar(&f.metricsTokenFile, "metrics-token-file", "", metricsTokenUsage+" (default <data-dir>/metrics-token, generated on first use)")
 	fs.BoolVar(&f.login, "login", false, "save this server's endpoint and token for the sless CLI, as sless login does")
 	fs.StringVar(&f.network, "function-network", pool.NetworkIsolated, "what sandboxed functions and builds reach: isolated (a network namespace each, outbound to public addresses only through slirp4netns), none (loopback only) or host (this machine's network, its loopback services and this gateway included: a trusted single-user machine only)")
 	fs.StringSliceVar(&f.egressAllow, "function-egress-allow", nil, "private IPv4 ranges (CIDR, or an address) isolated functions may reach besides public addresses, e.g. a database on the local network; this machine's loopback is never reachable")
@@ -109,6 +110,16 @@ func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if f.metricsTokenFile == "" {
+		f.metricsTokenFile = filepath.Join(dataDir, "metrics-token")
+		if err := ensureSecretFile(f.metricsTokenFile); err != nil {
+			return err
+		}
+	}
+	metricsToken, err := readMetricsToken(f.metricsTokenFile)
+	if err != nil {
+		return err
+	}
 	if f.store.dir == "" {
 		f.store.dir = filepath.Join(dataDir, "artifacts")
 	}
@@ -143,7 +154,8 @@ func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 	}
 	defer backend.Close()
 	srv, err := gateway.New(gateway.Config{Backend: backend, Auth: auth, Sources: artifacts, Recorder: rec, History: reader,
-		Conns: f.conns, FunctionsDomain: f.functionsDomain, Async: backend.Async(), CallbackHosts: f.callbackHosts, Logger: log})
+		Conns: f.conns, FunctionsDomain: f.functionsDomain, Async: backend.Async(), CallbackHosts: f.callbackHosts,
+		MetricsToken: metricsToken, Logger: log})
 	if err != nil {
 		ln.Close()
 		return err
@@ -237,6 +249,7 @@ func printBanner(out io.Writer, endpoint, token, ns, cli, isolation string, f de
              (signs you in at once; a URL fragment never leaves the browser)
   functions  %[1]s/fn/%[2]s/<name>  (sandboxed on this origin)
              %[7]s
+  metrics    curl -H "Authorization: Bearer $(cat %[10]s)" %[1]s/metrics
   namespace  %[2]s
   events     %[3]s
   history    %[4]s
@@ -247,7 +260,7 @@ func printBanner(out io.Writer, endpoint, token, ns, cli, isolation string, f de
 
 export SLESS_ENDPOINT=%[1]s
 export SLESS_TOKEN=%[6]s
-`, endpoint, ns, broker, hist, f.dataDir, token, own, isolation, cli)
+`, endpoint, ns, broker, hist, f.dataDir, token, own, isolation, cli, f.metricsTokenFile)
 }
 
 // currentUser names the OS user functions run as.
@@ -256,6 +269,18 @@ func currentUser() string {
 		return u.Username
 	}
 	return "uid " + strconv.Itoa(os.Getuid())
+}
+
+// ensureSecretFile writes a random token of 32 bytes, hex-encoded, to path unless it exists.
+func ensureSecretFile(path string) error {
+	if _, err := os.Stat(path); err == nil || !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return fmt.Errorf("generating %s: %w", path, err)
+	}
+	return writeSecret(path, []byte(hex.EncodeToString(b)+"\n"))
 }
 
 // devSigningKey loads the HS256 key of the data directory, creating a random one on first

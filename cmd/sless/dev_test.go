@@ -191,3 +191,60 @@ func TestNetworkOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestDevMetricsNeedTheToken: sless dev serves /metrics, whose series name every tenant's
+// functions, only to the holder of its metrics token: generated into the data directory on
+// first use (the banner says how to scrape), or read from --metrics-token-file. Anonymous
+// callers and tenants' tokens get 401.
+func TestDevMetricsNeedTheToken(t *testing.T) {
+	scrape := func(endpoint, authz string) int {
+		req, _ := http.NewRequest(http.MethodGet, endpoint+"/metrics", nil)
+		if authz != "" {
+			req.Header.Set("Authorization", authz)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK && !strings.Contains(string(body), "sless_gateway_requests_total") {
+			t.Fatalf("/metrics answered 200 without the gateway's series: %.200s", body)
+		}
+		return resp.StatusCode
+	}
+	dir := devDataDir(t)
+	out, stop := runDevCmd(t, "--data-dir", dir, "--listen", "127.0.0.1:0")
+	banner := waitOutput(t, out, "export SLESS_TOKEN=", time.Minute)
+	d := sessionOf(t, banner)
+	generated := filepath.Join(dir, "metrics-token")
+	token, err := os.ReadFile(generated)
+	if err != nil {
+		t.Fatalf("no metrics token generated: %v", err)
+	}
+	if want := `curl -H "Authorization: Bearer $(cat ` + generated + `)" ` + d.endpoint + "/metrics"; !strings.Contains(banner, want) {
+		t.Errorf("the banner does not say how to scrape (%s):\n%s", want, banner)
+	}
+	for authz, want := range map[string]int{"": http.StatusUnauthorized, "Bearer " + d.token: http.StatusUnauthorized,
+		"Bearer " + strings.TrimSpace(string(token)): http.StatusOK} {
+		if got := scrape(d.endpoint, authz); got != want {
+			t.Errorf("GET /metrics with %.20q: %d, want %d", authz, got, want)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	own := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(own, []byte("the-operators-own-metrics-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _ = runDevCmd(t, "--data-dir", dir, "--listen", "127.0.0.1:0", "--metrics-token-file", own)
+	d = sessionOf(t, waitOutput(t, out, "export SLESS_TOKEN=", time.Minute))
+	for authz, want := range map[string]int{"Bearer " + strings.TrimSpace(string(token)): http.StatusUnauthorized,
+		"Bearer the-operators-own-metrics-token": http.StatusOK} {
+		if got := scrape(d.endpoint, authz); got != want {
+			t.Errorf("with --metrics-token-file, GET /metrics with %.20q: %d, want %d", authz, got, want)
+		}
+	}
+}

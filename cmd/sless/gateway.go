@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -35,7 +36,7 @@ type gatewayFlags struct {
 	codeCheckURL, codeCheckModel               string
 	functionsDomain, buildNamespace            string
 	tlsCertFile, tlsKeyFile                    string
-	amqpURL                                    string
+	amqpURL, metricsTokenFile                  string
 	callbackHosts                              []string
 	proxy                                      gateway.ProxyConfig
 	conns                                      gateway.ConnLimits
@@ -48,7 +49,8 @@ func newGatewayCmd() *cobra.Command {
 		Use:   "gateway",
 		Short: "Serve the /v1 REST API, the /fn/ invocation proxy and the console",
 		Long: `Serves /v1 (REST API, JWT-authenticated), /fn/<namespace>/<function> (forwarded to the KEDA HTTP
-interceptor with the function's routing host), /console, /metrics and /healthz.
+interceptor with the function's routing host), /console, /healthz, and /metrics to the
+holder of the --metrics-token-file token.
 Tokens are verified with an HS256 key (env SLESS_JWT_HMAC_KEY or --jwt-hmac-key-file) and/or the
 RS256/ES256 keys of --jwks-url. Traces are exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.`,
 		Args: cobra.NoArgs,
@@ -77,8 +79,24 @@ RS256/ES256 keys of --jwks-url. Traces are exported over OTLP when OTEL_EXPORTER
 	bindCallbackFlag(fs, &f.callbackHosts)
 	fs.StringVar(&f.buildNamespace, "build-namespace", envOr("SLESS_BUILD_NAMESPACE", "sless-system"), "namespace the operator runs builds in, read for build logs (env SLESS_BUILD_NAMESPACE)")
 	bindConnFlags(fs, &f.conns)
+	fs.StringVar(&f.metricsTokenFile, "metrics-token-file", os.Getenv("SLESS_METRICS_TOKEN_FILE"), metricsTokenUsage+"; empty: /metrics is off (env SLESS_METRICS_TOKEN_FILE)")
 	f.store.bind(fs, "/var/lib/sless/artifacts")
 	return cmd
+}
+
+const metricsTokenUsage = "file holding the token /metrics is served to (Authorization: Bearer <token>; at least 16 characters): its series name every tenant's functions"
+
+// readMetricsToken reads the metrics token of path.
+func readMetricsToken(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--metrics-token-file: %w", err)
+	}
+	token := strings.TrimSpace(string(data))
+	if len(token) < 16 {
+		return "", fmt.Errorf("--metrics-token-file %s holds %d characters; a metrics token needs at least 16 (e.g. openssl rand -hex 32)", path, len(token))
+	}
+	return token, nil
 }
 
 // bindConnFlags adds the connection limits shared by `sless gateway` and `sless dev`.
@@ -107,6 +125,14 @@ func runGateway(cmd *cobra.Command, f gatewayFlags) error {
 	if err != nil {
 		return err
 	}
+	var metricsToken string
+	if f.metricsTokenFile != "" {
+		if metricsToken, err = readMetricsToken(f.metricsTokenFile); err != nil {
+			return err
+		}
+	} else {
+		logger.Info("/metrics is off: no --metrics-token-file")
+	}
 	stopTelemetry, err := gateway.SetupTelemetry(ctx, "sless-gateway")
 	if err != nil {
 		return err
@@ -125,7 +151,7 @@ func runGateway(cmd *cobra.Command, f gatewayFlags) error {
 		return err
 	}
 	gcfg := gateway.Config{Backend: backend, Auth: auth, Sources: artifacts, Proxy: f.proxy, Conns: f.conns,
-		FunctionsDomain: f.functionsDomain, Logger: logger}
+		FunctionsDomain: f.functionsDomain, MetricsToken: metricsToken, Logger: logger}
 	if f.codeCheckURL != "" {
 		gcfg.CodeCheck = &codecheck.LLM{URL: f.codeCheckURL, Model: f.codeCheckModel, APIKey: os.Getenv("SLESS_CODE_CHECK_API_KEY")}
 	}

@@ -172,8 +172,29 @@ func TestGatewayCertificateRenewed(t *testing.T) {
 	testkit.WaitFor(t, "the renewed certificate served", 20*time.Second, func() bool { return bytes.Equal(served(), renewed) })
 }
 
+// TestMetricsTokenFile: the metrics token of --metrics-token-file is read as a Secret mounts
+// it (a trailing newline dropped); a missing file or one too short to be a secret is refused
+// with the flag named.
+func TestMetricsTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{"good": "0123456789abcdef0123\n", "short": "secret\n", "empty": ""} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := readMetricsToken(filepath.Join(dir, "good")); err != nil || got != "0123456789abcdef0123" {
+		t.Errorf("good: %q, %v", got, err)
+	}
+	for _, name := range []string{"short", "empty", "missing"} {
+		if _, err := readMetricsToken(filepath.Join(dir, name)); err == nil || !strings.Contains(err.Error(), "--metrics-token-file") {
+			t.Errorf("%s: %v, want an error naming --metrics-token-file", name, err)
+		}
+	}
+}
+
 // TestGatewayCommand runs `sless gateway` as users do (flags, env, kubeconfig) against a real
-// API server and PostgreSQL: the API answers with a verified token, /fn/ reaches the function
+// API server and PostgreSQL: /metrics answers only the metrics token, the API answers with a
+// verified token, /fn/ reaches the function
 // through the interceptor address, the invocation lands in the history with the trace id of
 // the span exported to an OTLP collector (OTEL_* variables), and cancelling the
 // command drains and returns.
@@ -201,14 +222,32 @@ func TestGatewayCommand(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	metricsToken := filepath.Join(t.TempDir(), "metrics-token")
+	if err := os.WriteFile(metricsToken, []byte("gateway-command-metrics-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cmd := newGatewayCmd()
 	cmd.SetArgs([]string{"--listen=" + addr, "--interceptor-url=" + interceptor.URL, "--database-url=" + dbURL,
-		"--artifacts-dir=" + t.TempDir(), "--log-level=warn"})
+		"--artifacts-dir=" + t.TempDir(), "--log-level=warn", "--metrics-token-file=" + metricsToken})
 	cmd.SetErr(io.Discard)
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 	base := "http://" + addr
 	waitOK(t, base+"/healthz", done)
+	for authz, want := range map[string]int{"": http.StatusUnauthorized, "Bearer gateway-command-metrics-token": http.StatusOK} {
+		req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+		if authz != "" {
+			req.Header.Set("Authorization", authz)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET /metrics with %q: %d, want %d", authz, resp.StatusCode, want)
+		}
+	}
 
 	tok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{Subject: "cmd-test",
 		ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}).SignedString([]byte(key))

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"os"
 
 	"github.com/go-logr/logr"
@@ -21,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"sless.dev/sless/apis/scheme"
@@ -39,7 +42,7 @@ func newOperatorCmd() *cobra.Command {
 		allowedRegistries              []string
 		store                          storeFlags
 		metricsAddr, probeAddr         string
-		leaderElect                    bool
+		metricsSecure, leaderElect     bool
 		leaderElectionNamespace, level string
 		databaseURL                    string
 	)
@@ -76,9 +79,13 @@ func newOperatorCmd() *cobra.Command {
 			// Cache only what sless manages: the operator's memory stays flat however many
 			// unrelated Deployments, Services or Jobs the cluster runs.
 			managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{scaling.LabelManagedBy: "sless"})}
+			metrics, err := metricsOptions(metricsAddr, metricsSecure)
+			if err != nil {
+				return err
+			}
 			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 				Scheme:                  s,
-				Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+				Metrics:                 metrics,
 				HealthProbeBindAddress:  probeAddr,
 				LeaderElection:          leaderElect,
 				LeaderElectionID:        "sless-operator.sless.dev",
@@ -129,7 +136,8 @@ func newOperatorCmd() *cobra.Command {
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
+	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus metrics endpoint (0 disables it)")
+	fs.BoolVar(&metricsSecure, "metrics-secure", true, "serve metrics over HTTPS, only to callers whose Kubernetes token may get the non-resource URL /metrics (TokenReview, SubjectAccessReview; the chart's ClusterRole sless-metrics-reader); false: plain HTTP, on a loopback --metrics-bind-address only")
 	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.BoolVar(&leaderElect, "leader-elect", true, "elect one active operator among replicas")
 	fs.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader lease (default: the pod's)")
@@ -163,6 +171,23 @@ func newOperatorCmd() *cobra.Command {
 		opts.Build.Bucket, opts.Build.S3Endpoint, opts.Build.S3Region = store.s3.Bucket, store.s3.Endpoint, store.s3.Region
 	}
 	return cmd
+}
+
+// metricsOptions serves the controller-runtime metrics on addr. Every pod of the cluster
+// can reach the operator's, tenants' functions included, and they name every tenant's
+// objects: secure, a caller needs a Kubernetes token that may get /metrics (as kubelet's and
+// kube-apiserver's endpoints do); insecure is for a loopback address only.
+func metricsOptions(addr string, secure bool) (metricsserver.Options, error) {
+	if secure {
+		return metricsserver.Options{BindAddress: addr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization}, nil
+	}
+	if addr != "0" {
+		host, _, err := net.SplitHostPort(addr)
+		if ip, perr := netip.ParseAddr(host); err != nil || perr != nil || !ip.IsLoopback() {
+			return metricsserver.Options{}, fmt.Errorf("--metrics-secure=false serves the operator's metrics to whoever reaches --metrics-bind-address %q: bind it to a loopback address (127.0.0.1:8080) or keep --metrics-secure", addr)
+		}
+	}
+	return metricsserver.Options{BindAddress: addr}, nil
 }
 
 // ownImage is the image of the operator's own pod (POD_NAME and POD_NAMESPACE from the

@@ -2,15 +2,21 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
@@ -46,8 +52,14 @@ func TestOperatorCommand(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", self.Namespace)
 	t.Setenv("POD_NAME", self.Name)
 
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := ln.Addr().String()
+	ln.Close()
 	cmd := newOperatorCmd()
-	cmd.SetArgs([]string{"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0",
+	cmd.SetArgs([]string{"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=127.0.0.1:0",
 		"--leader-election-namespace=sless-system", "--artifacts-dir=" + t.TempDir(), "--log-level=warn",
 		// No registry to resolve example.org/pre:1 from; allowed, or the policy refuses it.
 		"--registries-skipping-tag-resolving=example.org", "--allowed-registries=example.org"})
@@ -108,5 +120,83 @@ func TestOperatorCommand(t *testing.T) {
 	if img := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image; img != selfImage {
 		t.Errorf("dispatcher image %s, want the operator's own %s", img, selfImage)
 	}
+	operatorMetricsNeedAToken(t, env, metricsAddr)
 	stopCommand(t, "operator", cancel, done)
+}
+
+// operatorMetricsNeedAToken: the operator's metrics (every tenant's objects in its series)
+// are served only to a caller whose Kubernetes token may get /metrics: none is 401, a
+// service account without the chart's sless-metrics-reader role 403, one bound to it 200.
+func operatorMetricsNeedAToken(t *testing.T, env *testenv.Env, addr string) {
+	t.Helper()
+	ctx := context.Background()
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "sless-metrics-reader"},
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
+	if err := env.Client.Create(ctx, reader); err != nil {
+		t.Fatal(err)
+	}
+	token := func(name string, bound bool) string {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "tenant"}}
+		if err := env.Client.Create(ctx, sa); err != nil {
+			t.Fatal(err)
+		}
+		if bound {
+			if err := env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: reader.Name},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: "tenant"}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tr, err := cs.CoreV1().ServiceAccounts("tenant").CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // the operator serves a self-signed certificate
+	for _, tc := range []struct {
+		who, token string
+		want       int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{"a tenant's service account", token("tenant-pod", false), http.StatusForbidden},
+		{"a scraper bound to sless-metrics-reader", token("scraper", true), http.StatusOK},
+	} {
+		var code int
+		deadline := time.Now().Add(30 * time.Second)
+		for { // the role binding reaches the API server's authorizer in a moment
+			req, _ := http.NewRequest(http.MethodGet, "https://"+addr+"/metrics", nil)
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			resp, err := hc.Do(req)
+			if err == nil {
+				resp.Body.Close()
+				code = resp.StatusCode
+			}
+			if code == tc.want || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if code != tc.want {
+			t.Errorf("the operator's /metrics for %s: %d, want %d", tc.who, code, tc.want)
+		}
+	}
+}
+
+// TestOperatorMetricsFlags: plain-HTTP metrics only on a loopback address.
+func TestOperatorMetricsFlags(t *testing.T) {
+	for addr, ok := range map[string]bool{"127.0.0.1:8080": true, "[::1]:8080": true, "0": true, ":8080": false, "0.0.0.0:8080": false, "10.0.0.7:8080": false, "localhost:8080": false} {
+		if _, err := metricsOptions(addr, false); (err == nil) != ok {
+			t.Errorf("--metrics-secure=false --metrics-bind-address=%s: %v, want allowed %v", addr, err, ok)
+		}
+	}
+	if o, err := metricsOptions(":8443", true); err != nil || !o.SecureServing || o.FilterProvider == nil {
+		t.Errorf("secure metrics: %+v, %v; want HTTPS with the authentication and authorization filter", o, err)
+	}
 }

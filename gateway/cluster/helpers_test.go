@@ -3,7 +3,6 @@ package cluster_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"testing"
 	"time"
 
@@ -84,12 +83,3 @@ func forge(t testing.TB, sub string) string {
 }
 
 func jsonRaw(s string) json.RawMessage { return json.RawMessage(s) }
-
-func readAll(t testing.TB, r io.Reader) string {
-	t.Helper()
-	b, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}

@@ -114,7 +114,7 @@ func TestHistoryDatabaseOutage(t *testing.T) {
 var droppedRE = regexp.MustCompile(`(?m)^sless_gateway_history_dropped_total (\S+)$`)
 
 func droppedMetric(t *testing.T, base string) float64 {
-	m := droppedRE.FindStringSubmatch(readAll(t, get(t, base+"/metrics")))
+	m := droppedRE.FindStringSubmatch(scrape(t, base))
 	if m == nil {
 		t.Fatal("/metrics lacks sless_gateway_history_dropped_total")
 	}

@@ -111,7 +111,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	}
 	h.server, err = gateway.New(gateway.Config{
 		Backend: b, Auth: auth, Sources: buildkit.Artifacts{Store: store}, Limits: o.limits, CodeCheck: o.codeCheck,
-		Recorder: h.history, History: h.history, Proxy: o.proxy, FunctionsDomain: o.functionsDomain, Logger: log,
+		Recorder: h.history, History: h.history, Proxy: o.proxy, FunctionsDomain: o.functionsDomain, MetricsToken: metricsToken, Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -120,6 +120,29 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	t.Cleanup(srv.Close)
 	h.URL = srv.URL
 	return h
+}
+
+// metricsToken is the token the test gateway serves /metrics to.
+const metricsToken = "cluster-test-metrics-token"
+
+// scrape reads base's /metrics as Prometheus would, with the metrics token.
+func scrape(t testing.TB, base string) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+metricsToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics with the metrics token: %d %s", resp.StatusCode, b)
+	}
+	return string(b)
 }
 
 // tenant is a fresh identity: its token, namespace and an API client.

@@ -420,7 +420,7 @@ func TestProxyHeldRequestCap(t *testing.T) {
 	if code, _, _ := do(t, "GET", b+"/block", "", "", nil); code != http.StatusServiceUnavailable {
 		t.Fatalf("fourth request in total: %d, want 503", code)
 	}
-	metrics := readAll(t, get(t, h.URL+"/metrics"))
+	metrics := scrape(t, h.URL)
 	for _, want := range []string{"sless_gateway_fn_held_requests 3", "sless_gateway_fn_rejected_total 2",
 		`sless_gateway_requests_total{code="503",handler="fn"} 2`, `sless_gateway_request_duration_seconds_count{handler="fn"}`} {
 		if !strings.Contains(metrics, want) {
@@ -634,17 +634,6 @@ func TestProxyColdStart(t *testing.T) {
 	if !page.Invocations[1].ColdStart || page.Invocations[0].ColdStart { // newest first
 		t.Fatalf("cold_start in the history: %+v", page.Invocations)
 	}
-}
-
-func get(t testing.TB, u string) io.Reader {
-	t.Helper()
-	resp, err := http.Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return strings.NewReader(string(b))
 }
 
 // TestProxyInterceptorDown answers 502 with a JSON error when nothing listens at the
