@@ -337,7 +337,7 @@ func rebound(w http.ResponseWriter, r *http.Request, d, idle time.Duration) *dea
 		return b
 	}
 	end := time.Now().Add(d)
-	if b.rc.SetReadDeadline(end) == nil {
+	if b.setReadDeadline(end) {
 		b.end.Store(end.UnixNano())
 	}
 	return b
@@ -350,8 +350,12 @@ func rebound(w http.ResponseWriter, r *http.Request, d, idle time.Duration) *dea
 // HTTP/2 a stream's deadline ends its body when it passes, read or not.)
 type deadlineBody struct {
 	io.ReadCloser
-	rc   *http.ResponseController
-	idle time.Duration
+	// rc is the request's until its handler returns (finished): a body may still be read
+	// then, by a transport that goes on sending it, and an HTTP/2 stream's writer is reused.
+	rc       *http.ResponseController
+	mu       sync.Mutex
+	finished bool
+	idle     time.Duration
 	// timer fires idle after a read began; only the reading goroutine touches it.
 	timer *time.Timer
 	// end is the whole body's deadline (Unix nanoseconds).
@@ -365,6 +369,9 @@ type deadlineBody struct {
 }
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
+	if b.done.Load() {
+		return b.ReadCloser.Read(p)
+	}
 	if b.idledOut.Load() {
 		return 0, fmt.Errorf("no byte of the request body for %s: %w", b.idle, os.ErrDeadlineExceeded)
 	}
@@ -380,10 +387,8 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	switch {
 	case err == nil:
 	case err == io.EOF:
-		if !b.done.Load() {
-			b.done.Store(true)
-			_ = b.rc.SetReadDeadline(time.Time{})
-		}
+		b.done.Store(true)
+		b.setReadDeadline(time.Time{})
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		b.timedOut.Store(true)
 	default:
@@ -396,7 +401,24 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 func (b *deadlineBody) idleOut() {
 	if b.reading.Load() {
 		b.idledOut.Store(true)
-		_ = b.rc.SetReadDeadline(time.Now())
+		b.setReadDeadline(time.Now())
+	}
+}
+
+// setReadDeadline moves the request's read deadline while its handler runs and reports
+// whether it did.
+func (b *deadlineBody) setReadDeadline(t time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.finished && b.rc.SetReadDeadline(t) == nil
+}
+
+// finish ends the body's hold on its request's connection: its handler returns (nil: none).
+func (b *deadlineBody) finish() {
+	if b != nil {
+		b.mu.Lock()
+		b.finished = true
+		b.mu.Unlock()
 	}
 }
 

@@ -381,6 +381,7 @@ func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest, 
 	t := &target{fn: key, host: host, path: path, rawPath: rest, identity: id,
 		body: rebound(w, r, bodyLimit, p.bodyIdle), start: start, revision: revision,
 		timeout: route.Timeout, streamIdle: route.StreamIdle, cancel: cancel}
+	defer t.body.finish() // before the handler returns: the transport may still read the body
 	ctx = context.WithValue(ctx, targetKey{}, t)
 	if route.Timeout > 0 {
 		var cancel context.CancelFunc

@@ -117,8 +117,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The server's own body comes back afterwards, so net/http's checks of what is left
 	// unread (too large to read, 100-continue never sent: close instead) still see it.
 	body := r.Body
-	limitBody(w, r, s.cfg.Conns.BodyTimeout, s.cfg.Conns.BodyIdleTimeout)
-	defer func() { r.Body = body }()
+	bounded := limitBody(w, r, s.cfg.Conns.BodyTimeout, s.cfg.Conns.BodyIdleTimeout)
+	defer func() { r.Body = body; bounded.finish() }()
 	if refuseOverCap(w, r) {
 		return
 	}
