@@ -95,22 +95,21 @@ func (s *Source) sizeHint() int {
 
 func contextEntries(src *Source) ([]entry, error) {
 	lang := string(src.Runtime.Language)
-	wrapper := map[Language]string{LanguageGo: "go/server/server.go", LanguagePython: "python/server.py", LanguageNode: "node/server.js"}[src.Runtime.Language]
 	dockerfile, err := runtimes.FS.ReadFile(lang + "/Dockerfile")
 	if err != nil {
 		return nil, fmt.Errorf("embedded %s Dockerfile: %w", lang, err)
-	}
-	server, err := runtimes.FS.ReadFile(wrapper)
-	if err != nil {
-		return nil, fmt.Errorf("embedded %s wrapper: %w", lang, err)
 	}
 	args := map[string]string{"BASE_IMAGE": src.Runtime.BaseImage, "HANDLER": src.Entrypoint}
 	if src.Runtime.Language == LanguageGo {
 		args = map[string]string{"BUILDER_IMAGE": src.Runtime.BuilderImage, "RUNTIME_IMAGE": src.Runtime.BaseImage}
 	}
-	entries := []entry{
-		{name: DockerfilePath, mode: 0o644, data: setDockerfileArgs(dockerfile, args)},
-		{name: serverDir + wrapper[strings.LastIndexByte(wrapper, '/')+1:], mode: 0o644, data: server},
+	entries := []entry{{name: DockerfilePath, mode: 0o644, data: setDockerfileArgs(dockerfile, args)}}
+	for _, file := range runtimes.Wrapper(lang) {
+		data, err := runtimes.FS.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("embedded %s wrapper: %w", lang, err)
+		}
+		entries = append(entries, entry{name: serverDir + file[strings.LastIndexByte(file, '/')+1:], mode: 0o644, data: data})
 	}
 	if src.Runtime.Language == LanguageGo {
 		entries = append(entries, goWorkspace(src)...)

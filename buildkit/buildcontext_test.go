@@ -83,7 +83,7 @@ func TestBuildContextIsDeterministic(t *testing.T) {
 			t.Errorf("%s: mode %o, want %o", h.Name, h.Mode, wantMode)
 		}
 	}
-	if got := strings.Join(names, " "); got != "Dockerfile handler/handler.py handler/lib/x.py handler/run.sh server/server.py" {
+	if got := strings.Join(names, " "); got != "Dockerfile handler/handler.py handler/lib/x.py handler/run.sh server/server.py server/sless_identity.py" {
 		t.Errorf("entries = %s", got)
 	}
 }
@@ -104,8 +104,10 @@ func TestBuildContextLayout(t *testing.T) {
 				"server/go.mod":    {"module sless/fn/server\n", "go 1.23\n"},
 				"server/bind.go":   {`import handler "example.com/fn"`, "handler.Handle(event, request)"},
 				"server/server.go": {"package main"},
-				"handler/go.mod":   {"module example.com/fn"},
-				"handler/go.sum":   {"sum"},
+				// The verifier of signed calls (runtimes/README.md) beside each wrapper.
+				"server/identity.go": {"func verifyIdentity"},
+				"handler/go.mod":     {"module example.com/fn"},
+				"handler/go.sum":     {"sum"},
 			},
 		},
 		{
@@ -130,14 +132,16 @@ func TestBuildContextLayout(t *testing.T) {
 				"Dockerfile":               {"ARG BASE_IMAGE=python:3.12.11-slim-bookworm\n", "ARG HANDLER=app.main\n", "pip install"},
 				"handler/requirements.txt": {"requests"},
 				"server/server.py":         {"SLESS_HANDLER"},
+				"server/sless_identity.py": {"def refusal"},
 			},
 		},
 		{
 			name: "node", runtime: "nodejs22",
 			zip: makeZip(t, file("handler.js", ""), file("package.json", `{"dependencies":{"ms":"2.1.3"}}`)),
 			want: map[string][]string{
-				"Dockerfile":       {"ARG BASE_IMAGE=node:22.17.1-bookworm-slim\n", "ARG HANDLER=handler.handle\n", "npm install --omit=dev"},
-				"server/server.js": {"SLESS_HANDLER"},
+				"Dockerfile":               {"ARG BASE_IMAGE=node:22.17.1-bookworm-slim\n", "ARG HANDLER=handler.handle\n", "npm install --omit=dev"},
+				"server/server.js":         {"SLESS_HANDLER"},
+				"server/sless_identity.js": {"function refusal"},
 			},
 		},
 	}

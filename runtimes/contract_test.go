@@ -3,6 +3,7 @@ package runtimes_test
 import (
 	"bufio"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,6 +22,7 @@ import (
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/buildkit/sourcezip"
 	"sless.dev/sless/dispatcher"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/test/testkit"
 )
 
@@ -88,7 +91,7 @@ func TestContract(t *testing.T) {
 			addr := startEcho(t, name)
 			for _, tc := range contractCases {
 				t.Run(tc.name, func(t *testing.T) {
-					status, got := send(t, addr, tc.method, tc.target, tc.headers, tc.body)
+					status, got := call(t, addr, tc.method, tc.target, tc.headers, tc.body)
 					if want := max(tc.status, 200); status != want {
 						t.Fatalf("status %d, want %d: %s", status, want, got)
 					}
@@ -112,7 +115,7 @@ func TestContract(t *testing.T) {
 						if err != nil {
 							t.Fatalf("EventBody(%q): %v", tc.body, err)
 						}
-						_, got := send(t, addr, "POST", "/", []string{"Content-Type", "application/json"}, string(msg))
+						_, got := call(t, addr, "POST", "/", []string{"Content-Type", "application/json"}, string(msg))
 						var fromAMQP struct{ Event map[string]any }
 						if err := json.Unmarshal(got, &fromAMQP); err != nil || !jsonEqual(t, fromAMQP.Event, tc.event) {
 							t.Errorf("as an AMQP message (posted %s): event %s, want %s", msg, marshal(fromAMQP.Event), tc.event)
@@ -127,12 +130,13 @@ func TestContract(t *testing.T) {
 				}
 				ev.Trigger = "every-five"
 				body := marshal(ev)
-				_, got := send(t, addr, "POST", "/", []string{"Content-Type", "application/json"}, body)
+				_, got := call(t, addr, "POST", "/", []string{"Content-Type", "application/json"}, body)
 				var echo struct{ Event map[string]any }
 				if err := json.Unmarshal(got, &echo); err != nil || !jsonEqual(t, echo.Event, body) {
 					t.Errorf("event %s, want %s", marshal(echo.Event), body)
 				}
 			})
+			t.Run("signed calls", func(t *testing.T) { signedCalls(t, addr) })
 		})
 	}
 }
@@ -169,7 +173,8 @@ func startEcho(t *testing.T, runtime string) string {
 	port := testkit.FreePort(t)
 	cmd := exec.Command(art.Command[0], art.Command[1:]...)
 	cmd.Dir = art.Dir
-	cmd.Env = append(append(os.Environ(), art.Env...), "PORT="+strconv.Itoa(port), "SLESS_HOST=127.0.0.1")
+	cmd.Env = append(append(os.Environ(), art.Env...), "PORT="+strconv.Itoa(port), "SLESS_HOST=127.0.0.1",
+		rules.EnvIdentityKey+"="+hex.EncodeToString(contractKey))
 	stderr := &testkit.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
@@ -200,6 +205,86 @@ func startEcho(t *testing.T, runtime string) string {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s not healthy after 30s:\n%s", runtime, stderr.String())
 		}
+	}
+}
+
+// contractKey is the echo functions' key (SLESS_IDENTITY_KEY): every call but the health
+// path must be signed with it.
+var contractKey = rules.FunctionKey([]byte("contract master"), "contract", "echo")
+
+// call sends a request the platform signed, as the gateway would (send).
+func call(t *testing.T, addr, method, target string, headers []string, body string) (int, []byte) {
+	t.Helper()
+	return send(t, addr, method, target, signed(method, target, headers, time.Now()), body)
+}
+
+// signed is headers with the signature of a call of method to target made at.
+func signed(method, target string, headers []string, at time.Time) []string {
+	h := http.Header{}
+	for i := 0; i+1 < len(headers); i += 2 {
+		h.Add(headers[i], headers[i+1])
+	}
+	path, _, _ := strings.Cut(target, "?")
+	return append(slices.Clone(headers), rules.HeaderSignature, rules.Signature(contractKey, at.Unix(), method, path, h))
+}
+
+// signedCalls: a runtime's wrapper with a key serves only calls signed with it, fresh,
+// whose X-Sless-* headers are the ones signed (runtimes/README.md, "Signed calls"); every
+// refusal is a 401 with a JSON error and the handler never runs (the echo would answer).
+func signedCalls(t *testing.T, addr string) {
+	identity := []string{"X-Sless-Subject", "alice", "X-Sless-Namespace", "sless-1a2b3c4d"}
+	for _, tc := range []struct {
+		name          string
+		target        string
+		headers       []string
+		status        int
+		subject       string // in the handler's request headers, when it ran
+		stale, forged bool
+	}{
+		{name: "the caller's identity, signed", target: "/orders?id=7", headers: identity, status: 200, subject: "alice"},
+		{name: "a subject in UTF-8, signed", target: "/", headers: []string{"X-Sless-Subject", "zo\u00eb@example.com"}, status: 200},
+		{name: "a path starting with //, signed", target: "//double/slash", status: 200},
+		{name: "a forged subject, unsigned", target: "/", headers: identity, status: 401},
+		{name: "a subject changed after signing", target: "/", headers: identity, forged: true, status: 401},
+		{name: "a call without a signature", target: "/", status: 401},
+		{name: "a stale signature", target: "/", headers: identity, stale: true, status: 401},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			headers := tc.headers
+			switch {
+			case tc.stale:
+				headers = signed("POST", tc.target, headers, time.Now().Add(-rules.SignatureBehind-time.Minute))
+			case tc.forged:
+				headers = signed("POST", tc.target, []string{"X-Sless-Subject", "alice"}, time.Now())
+				headers = append(headers, "X-Sless-Namespace", "sless-1a2b3c4d")
+			case tc.status == 200:
+				headers = signed("POST", tc.target, headers, time.Now())
+			}
+			status, got := send(t, addr, "POST", tc.target, headers, `{"n":1}`)
+			if status != tc.status {
+				t.Fatalf("status %d, want %d: %s", status, tc.status, got)
+			}
+			var answer struct {
+				Error   string
+				Event   map[string]any
+				Request struct{ Headers map[string]string }
+			}
+			if err := json.Unmarshal(got, &answer); err != nil {
+				t.Fatalf("answer %s: %v", got, err)
+			}
+			if tc.status != 200 {
+				if answer.Error == "" || answer.Event != nil {
+					t.Errorf("refused with %s: want a JSON error and no handler run", got)
+				}
+				return
+			}
+			if answer.Event["n"] != float64(1) {
+				t.Errorf("the handler's event %v", answer.Event)
+			}
+			if tc.subject != "" && answer.Request.Headers["x-sless-subject"] != tc.subject {
+				t.Errorf("the handler saw subject %q, want %q", answer.Request.Headers["x-sless-subject"], tc.subject)
+			}
+		})
 	}
 }
 

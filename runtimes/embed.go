@@ -5,7 +5,17 @@ package runtimes
 
 import "embed"
 
-// FS holds go/, python/ and node/: each a server source and the Dockerfile that uses it.
+// FS holds go/, python/ and node/: each a wrapper (Wrapper) and the Dockerfile that uses it.
 //
-//go:embed go/server/server.go go/Dockerfile python/server.py python/Dockerfile node/server.js node/Dockerfile
+//go:embed go/server/server.go go/server/identity.go go/Dockerfile python/server.py python/sless_identity.py python/Dockerfile node/server.js node/sless_identity.js node/Dockerfile
 var FS embed.FS
+
+// Wrapper lists the files of language's wrapper in FS (language: go, python or node): the
+// server, then the verifier of signed calls it loads; a build context's server/ holds them.
+func Wrapper(language string) []string {
+	return map[string][]string{
+		"go":     {"go/server/server.go", "go/server/identity.go"},
+		"python": {"python/server.py", "python/sless_identity.py"},
+		"node":   {"node/server.js", "node/sless_identity.js"},
+	}[language]
+}

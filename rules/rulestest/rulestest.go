@@ -1,6 +1,7 @@
 // Package rulestest holds the tables both control planes' tests run, so that the cluster
 // and `sless dev` cannot disagree about a function's Ready, phase or route, or about which
-// calls move a rollout.
+// calls move a rollout, and the vectors that hold the signer of calls and the wrappers'
+// verifiers equal.
 package rulestest
 
 import (
@@ -22,6 +23,12 @@ var routesJSON []byte
 
 //go:embed rollout.json
 var rolloutJSON []byte
+
+// IdentityJSON is identity.json, the signed-call vectors: the Go signer's test and every
+// wrapper's verifier (the Python and Node ones read the file itself) run it.
+//
+//go:embed identity.json
+var IdentityJSON []byte
 
 // Readiness is a function whose steps stand as Steps, seen at Generation with its status of
 // ObservedGeneration, and what the API shows for it.
@@ -183,4 +190,37 @@ func RolloutOutcomeTable(t testing.TB) []RolloutOutcome {
 		out[i] = RolloutOutcome{Name: r.Name, HTTPStatus: r.HTTPStatus, Want: want}
 	}
 	return out
+}
+
+// Identity is identity.json: a function's clock, the keys (hex) by name, the cases and one
+// key derivation.
+type Identity struct {
+	Now        int64
+	Keys       map[string]string
+	Cases      []IdentityCase
+	Derivation struct{ Master, Namespace, Function, Key string }
+}
+
+// IdentityCase is one request to a function holding Keys[Key] ("" none), the headers as
+// sent, what its signature was made over (nil when it has none made by the signer) and
+// Want: "ok" or the verifier's reason for refusing it.
+type IdentityCase struct {
+	Name, Key, Method, Path string
+	Headers                 [][2]string
+	Signed                  *struct {
+		Key, Method, Path string
+		T                 int64
+		Headers           [][2]string
+	}
+	Want string
+}
+
+// IdentityTable is identity.json.
+func IdentityTable(t testing.TB) Identity {
+	t.Helper()
+	var id Identity
+	if err := json.Unmarshal(IdentityJSON, &id); err != nil {
+		t.Fatalf("identity.json: %v", err)
+	}
+	return id
 }

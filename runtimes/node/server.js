@@ -5,6 +5,7 @@ const http = require('node:http');
 const net = require('node:net');
 const path = require('node:path');
 const fs = require('node:fs');
+const identity = require('./sless_identity.js'); // the verifier of signed calls
 
 const HEALTH_PATH = '/healthz';
 const MAX_HEALTH_HOLD_MS = 2000; // the cap of ?hold_ms on the health path
@@ -32,6 +33,8 @@ function envInt(key, def) {
 const TIMEOUT = envInt('SLESS_TIMEOUT_SECONDS', 0);
 const MAX_BODY = envInt('SLESS_MAX_BODY_BYTES', 6 << 20);
 const SHUTDOWN_GRACE = envInt('SLESS_SHUTDOWN_SECONDS', 25);
+// Read (and taken out of the environment) before the handler is loaded.
+const IDENTITY_KEY = identity.loadKey();
 // The drain closes idle keep-alive connections only once no request has come for this long:
 // a caller (the interceptor's pool, pinned to this pod through the Service) may be sending
 // on one at that instant, and a POST whose connection closed under it is not retried.
@@ -428,6 +431,14 @@ function serve(load) {
     }
     const start = Date.now();
     const traceparent = headerValue(req, 'traceparent');
+    const refused = identity.refusal(IDENTITY_KEY, req.method, req.url, req.rawHeaders, start / 1000);
+    if (refused !== null) {
+      const payload = errorJSON(refused.message);
+      // Its body is never read: the connection ends with the answer.
+      res.writeHead(refused.status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload), Connection: 'close' }).end(payload);
+      logInvocation(req.method, pathname, refused.status, 0, traceparent);
+      return;
+    }
     const answer = (status, ctype, payload, headers) => {
       if (draining) res.setHeader('Connection', 'close'); // SIGTERM came while it ran
       if (headers === undefined) {

@@ -52,6 +52,8 @@ import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, unquote
 
+import sless_identity  # beside this file: the verifier of signed calls
+
 HEALTH_PATH = "/healthz"
 MAX_HEALTH_HOLD = 2.0  # seconds: the cap of ?hold_ms on the health path
 
@@ -112,6 +114,8 @@ def env_int(key, default):
 
 TIMEOUT = env_int("SLESS_TIMEOUT_SECONDS", 0)
 MAX_BODY = env_int("SLESS_MAX_BODY_BYTES", 6 << 20)
+# Read (and taken out of the environment) before the handler is imported.
+IDENTITY_KEY = sless_identity.load_key()
 SHUTDOWN_GRACE = env_int("SLESS_SHUTDOWN_SECONDS", 25)
 # The drain closes idle keep-alive connections only once no request has come for this long:
 # a caller (the interceptor's pool, pinned to this pod through the Service) may be sending
@@ -644,6 +648,21 @@ class Handler(BaseHTTPRequestHandler):
         if not no_body and self.command != "HEAD":
             self.wfile.write(payload)
 
+    def refuse_unsigned(self, path):
+        """Answers a call the platform did not sign for this function (sless_identity) and
+        says so; the request target is the raw one (self.path has '//' folded)."""
+        words = self.requestline.split()
+        refused = sless_identity.refusal(IDENTITY_KEY, self.command, words[1] if len(words) > 1 else self.path,
+                                         self.headers.items(), time.time())
+        if refused is None:
+            return False
+        status, _, message = refused
+        self.close_connection = True  # its body is never read
+        self.respond(status, "application/json", dumps({"error": message}), close=True)
+        log("info", "invocation", method=self.command, path=path, status=status, duration_ms=0,
+            traceparent=self.headers.get("traceparent", ""))
+        return True
+
     def handle_any(self):
         path, _, query = self.path.partition("?")
         if path == HEALTH_PATH and self.command == "GET":
@@ -651,6 +670,8 @@ class Handler(BaseHTTPRequestHandler):
             if hold > 0 and not self.server.draining:
                 time.sleep(hold)
             self.respond(200, "application/json", b'{"status":"ok"}')
+            return
+        if self.refuse_unsigned(path):
             return
         if MALFORMED_ESCAPE.search(path):
             self.close_connection = True

@@ -247,6 +247,10 @@ func (w *wrapper) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
+	if ref := verifyIdentity(identityKey, identityKeyOK, r.Method, r.RequestURI, r.Header, start); ref != nil {
+		w.logInvocation(r, writeError(rw, ref.status, ref.text), start)
+		return
+	}
 	if httpHandler != nil {
 		w.logInvocation(r, w.serveHTTPForm(rw, r), start)
 		return
