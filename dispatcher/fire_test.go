@@ -55,9 +55,12 @@ func TestFire(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var calls atomic.Int32
+			var calls, unsigned atomic.Int32
 			var event atomic.Value
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if !signedWith(r, testKey) {
+					unsigned.Add(1)
+				}
 				var ev map[string]any
 				_ = json.NewDecoder(r.Body).Decode(&ev)
 				event.Store(ev)
@@ -70,6 +73,7 @@ func TestFire(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			inv.Key = testKey
 			rec := history.NewMemory(0)
 			err = dispatcher.Fire(context.Background(), dispatcher.FireConfig{
 				Function: dispatcher.FunctionRef{Namespace: "ns", Name: "tick"}, Trigger: "every-5m", Schedule: "*/5 * * * *",
@@ -79,6 +83,9 @@ func TestFire(t *testing.T) {
 			var ie *dispatcher.InvocationError
 			if tc.wantErr != (err != nil) || tc.wantErr && (!errors.As(err, &ie) || ie.Attempts != 3) {
 				t.Fatalf("Fire err = %v, want error %v with 3 attempts", err, tc.wantErr)
+			}
+			if n := unsigned.Load(); n != 0 {
+				t.Fatalf("%d attempts reached the function without its signature", n)
 			}
 			ev := event.Load().(map[string]any)
 			if ev["type"] != "cron" || ev["schedule"] != "*/5 * * * *" || ev["scheduledTime"] != "2026-11-29T09:00:00Z" || ev["trigger"] != "every-5m" {

@@ -74,6 +74,10 @@ type HTTPInvoker struct {
 	Host    string
 	Targets []Target
 	Client  *http.Client
+	// Key is the function's key (rules.FunctionKey): each call is signed with it as it goes
+	// out (rules.SignRequest), over the X-Sless-* headers the dispatcher set. Nil sends
+	// calls unsigned, which a function holding a key refuses.
+	Key []byte
 }
 
 // Target is a revision a dispatcher calls: Percent of the calls go to Host, the revision's
@@ -140,6 +144,9 @@ func (i *HTTPInvoker) Invoke(ctx context.Context, c Call) (Result, error) {
 		req.Host, revision = i.Targets[n].Host, i.Targets[n].Revision
 	} else if i.Host != "" {
 		req.Host = i.Host
+	}
+	if i.Key != nil {
+		rules.SignRequest(req, i.Key, time.Now())
 	}
 	resp, err := i.Client.Do(req)
 	if err != nil {

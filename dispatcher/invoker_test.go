@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"sless.dev/sless/dispatcher"
+	"sless.dev/sless/rules"
 )
 
 // connServer is a function server that counts the connections it accepted and can close them
@@ -266,5 +268,48 @@ func TestParseTarget(t *testing.T) {
 	got, err := dispatcher.ParseTarget("fn-a-12.ns.rev.d=40")
 	if err != nil || got != (dispatcher.Target{Revision: "fn-a-12", Host: "fn-a-12.ns.rev.d", Percent: 40}) {
 		t.Errorf("ParseTarget = %+v, %v", got, err)
+	}
+}
+
+// testKey is the key of the function the dispatchers' tests invoke.
+var testKey = rules.FunctionKey([]byte("dispatcher-test-master"), "ns", "fn")
+
+// signedWith reports whether r arrived signed with key just now, over what it carries: its
+// method, path as sent and every X-Sless-* header (the wrappers' check, runtimes/README.md).
+func signedWith(r *http.Request, key []byte) bool {
+	sig := r.Header.Values(rules.HeaderSignature)
+	if len(sig) != 1 {
+		return false
+	}
+	ts, err := strconv.ParseInt(strings.TrimPrefix(strings.Split(sig[0], ",")[0], "t="), 10, 64)
+	return err == nil && time.Since(time.Unix(ts, 0)) < time.Minute &&
+		sig[0] == rules.Signature(key, ts, r.Method, rules.SignaturePath(r.URL), r.Header)
+}
+
+// TestHTTPInvokerSigns: with the function's key, every call goes out signed over what the
+// function receives — an event's or cron tick's trigger headers, an asynchronous replay's
+// method, escaped path and the caller's identity the gateway queued — each attempt anew.
+func TestHTTPInvokerSigns(t *testing.T) {
+	var got atomic.Value
+	_, inv := newInvoker(t, 1, func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Clone(context.Background()))
+	})
+	inv.Key = testKey
+	for _, c := range []dispatcher.Call{
+		{Header: http.Header{"X-Sless-Trigger-Kind": {"cron"}, "X-Sless-Schedule": {"*/5 * * * *"}, "X-Sless-Attempt": {"1"}}},
+		{Header: http.Header{"X-Sless-Trigger-Kind": {"cron"}, "X-Sless-Schedule": {"*/5 * * * *"}, "X-Sless-Attempt": {"2"}}},
+		{Method: http.MethodPut, Path: "/a%20b/x%2Fy", RawQuery: "q=1",
+			Header: http.Header{"X-Sless-Subject": {"alice"}, "X-Sless-Namespace": {"ns"}, "X-Sless-Attempt": {"3"}, "Content-Type": {"text/plain"}}},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := inv.Invoke(ctx, c)
+		cancel()
+		r, _ := got.Load().(*http.Request)
+		if err != nil || r == nil || !signedWith(r, testKey) {
+			t.Fatalf("call %+v: %v; the function got %v, not signed with its key", c, err, r.Header)
+		}
+		if signedWith(r, rules.FunctionKey([]byte("dispatcher-test-master"), "ns", "other")) {
+			t.Fatal("the signature also holds for another function")
+		}
 	}
 }

@@ -179,6 +179,8 @@ type fnServer struct {
 	headers map[string]http.Header
 	bodies  map[string]string
 	started int
+	// unsigned counts calls that did not arrive signed with testKey.
+	unsigned int
 }
 
 func newFnServer(t *testing.T, respond func(id string, n int) (int, time.Duration)) *fnServer {
@@ -196,6 +198,9 @@ func newFnServer(t *testing.T, respond func(id string, n int) (int, time.Duratio
 		f.calls[id] = n
 		f.headers[id] = r.Header.Clone()
 		f.bodies[id] = string(body)
+		if !signedWith(r, testKey) {
+			f.unsigned++
+		}
 		f.mu.Unlock()
 		w.WriteHeader(status)
 		fmt.Fprint(w, "boom")
@@ -221,6 +226,7 @@ func config(t *testing.T, q string, f *fnServer) dispatcher.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
+	inv.Key = testKey
 	return dispatcher.Config{
 		URL: testkit.AMQPURL(t), Queue: q, Function: dispatcher.FunctionRef{Namespace: "ns", Name: "fn"}, Trigger: "orders",
 		Concurrency: 16, ExitWhenEmpty: true, IdleTimeout: 300 * time.Millisecond,

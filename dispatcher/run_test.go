@@ -72,6 +72,9 @@ func TestRetryThenSucceed(t *testing.T) {
 	if calls["0"] != 3 || h.Get("X-Sless-Attempt") != "3" {
 		t.Fatalf("invoked %d times, last attempt header %q; want 3 and \"3\"", calls["0"], h.Get("X-Sless-Attempt"))
 	}
+	if f.unsigned != 0 {
+		t.Fatalf("%d of the attempts reached the function without its signature", f.unsigned)
+	}
 	if st.Retried != 2 || st.Acked != 1 || st.DeadLettered != 0 {
 		t.Fatalf("stats %+v, want 2 retried, 1 acked", st)
 	}

@@ -95,6 +95,8 @@ type fnProxy struct {
 	coldStartTime *prometheus.HistogramVec
 	// lastErrLog is the Unix second of the last forwarding-failure log line.
 	lastErrLog atomic.Int64
+	// master signs each call with its function's key (nil: unsigned).
+	master []byte
 }
 
 // target is what Rewrite and ModifyResponse need to know about one proxied request.
@@ -143,10 +145,10 @@ var sharedOriginDropped = []string{"Service-Worker-Allowed", "Set-Cookie", "Clea
 
 func newFnProxy(cfg Config, log *slog.Logger) *fnProxy {
 	p := &fnProxy{cfg: cfg.Proxy, bodyIdle: cfg.Conns.BodyIdleTimeout, router: cfg.Backend, auth: cfg.Auth, rec: cfg.Recorder, log: log,
-		async: cfg.Async, callbackHosts: cfg.CallbackHosts}
+		async: cfg.Async, callbackHosts: cfg.CallbackHosts, master: cfg.IdentityMaster}
 	p.held.perFunction = map[string]*atomic.Int64{}
 	p.rp = &httputil.ReverseProxy{
-		Rewrite:        rewrite,
+		Rewrite:        p.rewrite,
 		ModifyResponse: p.modifyResponse,
 		Transport:      cfg.Backend.Transport(),
 		ErrorHandler:   p.proxyError,
@@ -157,9 +159,10 @@ func newFnProxy(cfg Config, log *slog.Logger) *fnProxy {
 
 // rewrite points the outgoing request at the function: routing host, path without the /fn/
 // prefix, X-Forwarded-*, the W3C trace context of the gateway's span, and the caller's
-// verified identity instead of its credentials. ReverseProxy has already removed hop-by-hop
-// headers (Proxy-Authorization among them) and the client's X-Forwarded-*.
-func rewrite(pr *httputil.ProxyRequest) {
+// verified identity instead of its credentials, signed with the function's key last, over
+// the request as it goes out. ReverseProxy has already removed hop-by-hop headers
+// (Proxy-Authorization among them) and the client's X-Forwarded-*.
+func (p *fnProxy) rewrite(pr *httputil.ProxyRequest) {
 	t := pr.In.Context().Value(targetKey{}).(*target)
 	pr.Out.URL.Scheme, pr.Out.URL.Host = "http", t.host
 	pr.Out.URL.Path, pr.Out.URL.RawPath = t.path, t.rawPath
@@ -167,6 +170,10 @@ func rewrite(pr *httputil.ProxyRequest) {
 	pr.SetXForwarded()
 	functionHeader(pr.Out.Header, t.identity)
 	w3c.Inject(pr.Out.Context(), propagation.HeaderCarrier(pr.Out.Header))
+	if p.master != nil {
+		ns, name, _ := strings.Cut(t.fn, "/")
+		rules.SignRequest(pr.Out, rules.FunctionKey(p.master, ns, name), time.Now())
+	}
 }
 
 // functionHeader replaces the caller's credentials, trace context, client-address claims

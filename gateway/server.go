@@ -50,6 +50,10 @@ type Config struct {
 	// CallbackHosts are the hosts ("example.com", "*.example.com") asynchronous invocations
 	// may POST their outcome to; none turns callbacks off.
 	CallbackHosts []string
+	// IdentityMaster is the platform's master key: every /fn/ call is signed with the
+	// function's key derived from it (rules.SignRequest), which the function's wrapper
+	// checks. Nil sends calls unsigned, which a function holding a key refuses.
+	IdentityMaster []byte
 	// Conns bound connections and request bodies (see HTTPServer).
 	Conns ConnLimits
 	// FunctionsDomain, when set, serves each function on a host of its own,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/cluster"
 	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/rules"
 )
 
 func init() { subcommands = append(subcommands, newDispatcherCmd) }
@@ -32,6 +34,7 @@ const (
 // dispatcherCommon are the flags both modes share.
 type dispatcherCommon struct {
 	function, trigger, targetURL, targetHost, databaseURL, logLevel string
+	identityKey, identityMaster                                     string
 	retry                                                           dispatcher.RetryPolicy
 	timeout                                                         time.Duration
 	maskSecrets, targets                                            []string
@@ -49,6 +52,8 @@ func (c *dispatcherCommon) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.retry.Backoff, "backoff", time.Second, "delay before the second attempt; doubles per attempt")
 	fs.DurationVar(&c.retry.MaxBackoff, "max-backoff", time.Minute, "cap on the delay between attempts")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "per-invocation timeout (the function's timeout plus a margin)")
+	fs.StringVar(&c.identityKey, "identity-key", "", "the function's key (64 hex digits) every call is signed with, which its wrapper checks; set it as SLESS_IDENTITY_KEY (the operator renders it from the function's Secret), never on the command line")
+	fs.StringVar(&c.identityMaster, "identity-master", "", "the platform's master key (64 hex digits) the function's key is derived from, instead of --identity-key; set it as SLESS_IDENTITY_MASTER")
 	fs.StringSliceVar(&c.maskSecrets, "mask-secrets", nil, "secrets of the function's namespace whose values are masked (***) in what is recorded: read through the Kubernetes API with the pod's service account, again every "+maskRefresh.String())
 }
 
@@ -89,6 +94,12 @@ func (c *dispatcherCommon) start(cmd *cobra.Command, concurrency int) (*dispatch
 		}
 		httpInv.Targets = append(httpInv.Targets, target)
 	}
+	if httpInv.Key, err = c.signingKey(fn); err != nil {
+		return nil, err
+	}
+	if httpInv.Key == nil {
+		log.Warn("Warning: no identity key (SLESS_IDENTITY_KEY or SLESS_IDENTITY_MASTER): calls go unsigned, and a function holding a key refuses them")
+	}
 	var inv dispatcher.Invoker = httpInv
 	if len(c.maskSecrets) > 0 {
 		cfg, err := ctrlconfig.GetConfig()
@@ -126,6 +137,28 @@ func (c *dispatcherCommon) start(cmd *cobra.Command, concurrency int) (*dispatch
 		shutdownWithin(10*time.Second, stopTelemetry, log, "telemetry export")
 	}
 	return rt, nil
+}
+
+// signingKey is the key calls to fn are signed with: --identity-key, else derived from
+// --identity-master; nil with neither.
+func (c *dispatcherCommon) signingKey(fn dispatcher.FunctionRef) ([]byte, error) {
+	if c.identityKey != "" && c.identityMaster != "" {
+		return nil, &dispatcher.ConfigError{Field: "identity-key", Reason: "give the function's key or the master it is derived from, not both"}
+	}
+	for _, k := range []struct{ field, hex string }{{"identity-key", c.identityKey}, {"identity-master", c.identityMaster}} {
+		if k.hex == "" {
+			continue
+		}
+		key, err := hex.DecodeString(k.hex)
+		if err != nil || len(key) != rules.IdentityMasterBytes {
+			return nil, &dispatcher.ConfigError{Field: k.field, Reason: "not 64 hex digits"}
+		}
+		if k.field == "identity-master" {
+			key = rules.FunctionKey(key, fn.Namespace, fn.Name)
+		}
+		return key, nil
+	}
+	return nil, nil
 }
 
 // maskRefresh is how often a dispatcher reads the secrets it masks again: a rotated value is

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -75,12 +76,21 @@ func TestDispatcherFireExitCodes(t *testing.T) {
 }
 
 // TestDispatcherFireFromEnv configures fire mode only through SLESS_* variables, as a
-// CronJob pod with env from a Secret would.
+// CronJob pod with env from a Secret would: its calls are signed with the function's key,
+// given itself (SLESS_IDENTITY_KEY, the tenant namespace's dispatchers) or derived from the
+// master (SLESS_IDENTITY_MASTER, the platform namespace's).
 func TestDispatcherFireFromEnv(t *testing.T) {
+	master := bytes.Repeat([]byte{7}, rules.IdentityMasterBytes)
+	key := rules.FunctionKey(master, "ns", "from-env")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		if r.Header.Get("X-Sless-Trigger-Kind") != "cron" {
+		sig := r.Header.Get(rules.HeaderSignature)
+		ts, _ := strconv.ParseInt(strings.TrimPrefix(strings.Split(sig, ",")[0], "t="), 10, 64)
+		switch {
+		case r.Header.Get("X-Sless-Trigger-Kind") != "cron":
 			w.WriteHeader(http.StatusBadRequest)
+		case sig != rules.Signature(key, ts, r.Method, rules.SignaturePath(r.URL), r.Header):
+			w.WriteHeader(http.StatusUnauthorized)
 		}
 	}))
 	defer srv.Close()
@@ -88,18 +98,29 @@ func TestDispatcherFireFromEnv(t *testing.T) {
 	t.Setenv("SLESS_SCHEDULE", "*/10 * * * *")
 	t.Setenv("SLESS_TARGET_URL", srv.URL)
 	t.Setenv("SLESS_MAX_ATTEMPTS", "1")
-	cmd := newDispatcherCmd()
-	cmd.SetArgs([]string{"fire"})
-	cmd.SetErr(io.Discard)
-	if err := cmd.ExecuteContext(context.Background()); err != nil {
-		t.Fatalf("fire configured from env: %v", err)
+	fire := func() error {
+		cmd := newDispatcherCmd()
+		cmd.SetArgs([]string{"fire"})
+		cmd.SetErr(io.Discard)
+		return cmd.ExecuteContext(context.Background())
 	}
-	t.Setenv("SLESS_MAX_ATTEMPTS", "three")
-	cmd = newDispatcherCmd()
-	cmd.SetArgs([]string{"fire"})
-	cmd.SetErr(io.Discard)
-	if err := cmd.ExecuteContext(context.Background()); err == nil || exitCode(err) != dispatcherExitConfig {
-		t.Fatalf("invalid SLESS_MAX_ATTEMPTS: err %v, want exit code %d", err, dispatcherExitConfig)
+	if err := fire(); err == nil || exitCode(err) != dispatcherExitFailed {
+		t.Fatalf("fire without a key: %v, want the function's refusal (exit code %d)", err, dispatcherExitFailed)
+	}
+	t.Setenv("SLESS_IDENTITY_MASTER", hex.EncodeToString(master))
+	if err := fire(); err != nil {
+		t.Fatalf("fire configured from env, key derived from the master: %v", err)
+	}
+	t.Setenv("SLESS_IDENTITY_MASTER", "")
+	t.Setenv("SLESS_IDENTITY_KEY", hex.EncodeToString(key))
+	if err := fire(); err != nil {
+		t.Fatalf("fire configured from env, the function's key: %v", err)
+	}
+	for env, value := range map[string]string{"SLESS_MAX_ATTEMPTS": "three", "SLESS_IDENTITY_KEY": "abc"} {
+		t.Setenv(env, value)
+		if err := fire(); err == nil || exitCode(err) != dispatcherExitConfig {
+			t.Fatalf("invalid %s: err %v, want exit code %d", env, err, dispatcherExitConfig)
+		}
 	}
 }
 

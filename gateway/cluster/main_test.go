@@ -112,6 +112,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	h.server, err = gateway.New(gateway.Config{
 		Backend: b, Auth: auth, Sources: buildkit.Artifacts{Store: store}, Limits: o.limits, CodeCheck: o.codeCheck,
 		Recorder: h.history, History: h.history, Proxy: o.proxy, FunctionsDomain: o.functionsDomain, MetricsToken: metricsToken, Logger: log,
+		IdentityMaster: identityMaster,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -144,6 +145,10 @@ func scrape(t testing.TB, base string) string {
 	}
 	return string(b)
 }
+
+// identityMaster is the harness gateway's master key: it signs every /fn/ call with the
+// function's key derived from it (signedFor checks what reached the interceptor).
+var identityMaster = []byte("cluster-test-master")
 
 // tenant is a fresh identity: its token, namespace and an API client.
 type tenant struct {

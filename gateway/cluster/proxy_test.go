@@ -132,6 +132,27 @@ func (h *harness) waitRoute(ns, name string, ok func(backend.Route) bool) {
 	})
 }
 
+// signedFor checks that the call got reached the interceptor signed, just now, with the key
+// of function ns/fn, over its method, escaped path and exactly the X-Sless-* headers in
+// platform (rules.SignRequest; the wrappers check the same).
+func signedFor(t *testing.T, got echoed, ns, fn string, platform http.Header) {
+	t.Helper()
+	for k := range got.Header {
+		if strings.HasPrefix(k, "X-Sless-") && k != rules.HeaderSignature && got.Header.Get(k) != platform.Get(k) {
+			t.Errorf("the function got %s: %q, want %q", k, got.Header.Get(k), platform.Get(k))
+		}
+	}
+	sig := got.Header.Values(rules.HeaderSignature)
+	var ts int64
+	if len(sig) == 1 {
+		ts, _ = strconv.ParseInt(strings.TrimPrefix(strings.Split(sig[0], ",")[0], "t="), 10, 64)
+	}
+	key := rules.FunctionKey(identityMaster, ns, fn)
+	if want := rules.Signature(key, ts, got.Method, got.RawPath, platform); len(sig) != 1 || sig[0] != want || time.Since(time.Unix(ts, 0)) > time.Minute {
+		t.Errorf("the function got the signature %v, want %s (one, made just now)", sig, want)
+	}
+}
+
 func TestProxyForwarding(t *testing.T) {
 	up := newUpstream(t)
 	h := newHarness(t, harnessOptions{interceptor: up.URL})
@@ -149,6 +170,7 @@ func TestProxyForwarding(t *testing.T) {
 	req.Header.Set("Cookie", "session=secret")
 	req.Header.Set("X-Sless-Subject", "forged")
 	req.Header.Set("X-Sless-Namespace", "forged")
+	req.Header.Set("X-Sless-Signature", "t=1,v1=forged")
 	req.Header.Set("Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -186,6 +208,7 @@ func TestProxyForwarding(t *testing.T) {
 			t.Errorf("%s = %q, want %q", c.what, c.got, c.want)
 		}
 	}
+	signedFor(t, got, tn.ns, "echo", http.Header{}) // the client's X-Sless-* and signature gone
 	tp := got.Header.Get("Traceparent")
 	if !strings.HasPrefix(tp, "00-4bf92f3577b34da6a3ce929d0e0e4736-") || strings.Contains(tp, "00f067aa0ba902b7") {
 		t.Errorf("traceparent = %q, want the caller's trace continued with the gateway's span", tp)
@@ -495,6 +518,9 @@ func TestProxyAccess(t *testing.T) {
 		t.Fatalf("function saw Authorization %q, X-Sless-Subject %q, X-Sless-Namespace %q; want none, %q, %q",
 			got.Header.Get("Authorization"), got.Header.Get("X-Sless-Subject"), got.Header.Get("X-Sless-Namespace"), alice.sub, alice.ns)
 	}
+	// Signed with the function's key over the identity, so the function can tell it from one
+	// a caller that went around the gateway wrote.
+	signedFor(t, got, alice.ns, "private", http.Header{"X-Sless-Subject": {alice.sub}, "X-Sless-Namespace": {alice.ns}})
 	// A bare token without the Bearer scheme is not a credential.
 	req, _ = http.NewRequest("GET", private+"/echo", nil)
 	req.Header.Set("Authorization", alice.token)
