@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -206,6 +207,26 @@ func TestHelmChartValues(t *testing.T) {
 			values: map[string]any{"gateway": map[string]any{"tlsSecret": "gateway-tls", "metricsTokenSecret": "sless-metrics"}},
 			image:  "ghcr.io/sless-dev/sless:v0.1.0",
 		},
+		"network policies by default, the interceptor as its Helm chart labels it": {
+			image: "ghcr.io/sless-dev/sless:v0.1.0",
+			operatorArgs: []string{"--identity-secret=sless-identity", "--network-policies=true", "--interceptor-namespace=keda",
+				"--interceptor-pod-labels=app.kubernetes.io/component=interceptor"},
+			miss: []string{"--function-egress-allow"},
+		},
+		"network policies for a kustomize-installed add-on, with an allow-list": {
+			values: map[string]any{"networkPolicy": map[string]any{"interceptorNamespace": "addons",
+				"interceptorPodLabels": "app.kubernetes.io/instance=interceptor,app.kubernetes.io/part-of=keda",
+				"egressAllow":          []any{"10.1.2.3/32:5432", "169.254.20.10/32:53/UDP"}}},
+			image: "ghcr.io/sless-dev/sless:v0.1.0",
+			operatorArgs: []string{"--network-policies=true", "--interceptor-namespace=addons",
+				"--interceptor-pod-labels=app.kubernetes.io/instance=interceptor,app.kubernetes.io/part-of=keda",
+				"--function-egress-allow=10.1.2.3/32:5432", "--function-egress-allow=169.254.20.10/32:53/UDP"},
+		},
+		"network policies off": {
+			values:       map[string]any{"networkPolicy": map[string]any{"enabled": false}},
+			image:        "ghcr.io/sless-dev/sless:v0.1.0",
+			operatorArgs: []string{"--network-policies=false"},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -227,6 +248,9 @@ func TestHelmChartValues(t *testing.T) {
 			if secret := gwValues["metricsTokenSecret"] != nil; metricsArgs != secret || strings.Contains(fmt.Sprint(gw["volumeMounts"]), "/etc/sless/metrics") != secret ||
 				strings.Contains(fmt.Sprint(pod(t, o, "sless-gateway")["volumes"]), "sless-metrics") != secret {
 				t.Errorf("gateway args %v, mounts %v: want the metrics token from its secret only with gateway.metricsTokenSecret", gw["args"], gw["volumeMounts"])
+			}
+			if !slices.Contains(toStrings(gw["args"]), "--identity-secret=sless-identity") {
+				t.Errorf("gateway args %v: want the identity secret the operator reads too", gw["args"])
 			}
 			args := strings.Join(toStrings(container(t, o, "sless-operator")["args"]), "\n") + "\n"
 			for _, a := range tc.operatorArgs {

@@ -64,8 +64,8 @@ func TestAsyncDispatcherFollowsTheSetting(t *testing.T) {
 		}
 	}
 	for _, e := range c.Env {
-		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != opts.AsyncSecret {
-			t.Errorf("env %s does not come from the platform's secret: %+v", e.Name, e.ValueFrom)
+		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || !slices.Contains([]string{opts.AsyncSecret, opts.IdentitySecret}, e.ValueFrom.SecretKeyRef.Name) {
+			t.Errorf("env %s does not come from the platform's secrets: %+v", e.Name, e.ValueFrom)
 		}
 	}
 	if *sj.Spec.MaxReplicaCount != 3 || sj.Spec.Triggers[0].Metadata["queueName"] != ns+".async.worker" {

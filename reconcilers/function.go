@@ -125,6 +125,10 @@ func (r *FunctionReconciler) reconcileFunction(ctx context.Context, fn *v1.Funct
 	st.RoutingHost = rules.RoutingHost(fn.Namespace, fn.Name, r.Options.Domain)
 	defer st.DeriveReady(gen, "serving at "+st.URL)
 
+	if err := r.reconcileIsolation(ctx, fn); err != nil {
+		st.MarkCondition(gen, v1.ConditionDeployed, metav1.ConditionFalse, v1.ReasonDeployFailed, err.Error())
+		return err
+	}
 	err := r.reconcileImage(ctx, fn)
 	var wait retryAfter
 	if err != nil && !errors.As(err, &wait) {
@@ -432,6 +436,8 @@ func (r *FunctionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(r.builds.owner(scaling.LabelFunction)), builder.WithPredicates(notCreated)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podFunction), builder.WithPredicates(podTroubleChanged)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(referrers(r.Client, func() client.ObjectList { return &v1.FunctionList{} }, secretRefIndex))).
+		// Its identity Secret: one deleted by hand is written again.
+		Owns(&corev1.Secret{}, builder.WithPredicates(notCreated)).
 		// The add-on merge-patches the HTTPScaledObject's annotations onto the ScaledObject it
 		// generates whenever it reconciles, from its own cache: a stale pass re-adds the paused
 		// annotation syncScaledObjectPause just removed. Its annotation changes wake the

@@ -16,6 +16,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -116,17 +117,25 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 	ns := newNamespace(t)
 	fn := readyFunction(t, ns, "steady", "b")
 	key := revisionKey(fn, 1)
+	named := func(name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
+	// The function, what runs its revision, its identity Secret and its namespace's
+	// NetworkPolicies.
+	objects := []struct {
+		obj client.Object
+		key client.ObjectKey
+	}{
+		{&v1.Function{}, client.ObjectKeyFromObject(fn)}, {&v1.Revision{}, key}, {&appsv1.Deployment{}, key},
+		{&corev1.Service{}, key}, {&httpv1alpha1.HTTPScaledObject{}, key},
+		{&corev1.Secret{}, named(scaling.IdentitySecretName(fn.Name))},
+		{&networkingv1.NetworkPolicy{}, named(scaling.FunctionsNetworkPolicy)}, {&networkingv1.NetworkPolicy{}, named(scaling.JobsNetworkPolicy)},
+	}
 	versions := func() string {
 		var b bytes.Buffer
-		for _, obj := range []client.Object{&v1.Function{}, &v1.Revision{}, &appsv1.Deployment{}, &corev1.Service{}, &httpv1alpha1.HTTPScaledObject{}} {
-			key := key
-			if _, ok := obj.(*v1.Function); ok {
-				key = client.ObjectKeyFromObject(fn)
-			}
-			if err := get(t, key, obj); err != nil {
+		for _, o := range objects {
+			if err := get(t, o.key, o.obj); err != nil {
 				t.Fatal(err)
 			}
-			fmt.Fprintf(&b, "%T=%s ", obj, obj.GetResourceVersion())
+			fmt.Fprintf(&b, "%T/%s=%s ", o.obj, o.key.Name, o.obj.GetResourceVersion())
 		}
 		return b.String()
 	}
@@ -136,15 +145,15 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 	// Touch an unrelated annotation on the Deployment: a reconcile runs and must write nothing back.
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	update(t, dep, func() { metav1.SetMetaDataAnnotation(&dep.ObjectMeta, "touched", "yes") })
-	before = strings.Replace(before, "*v1.Deployment="+dep.ResourceVersion, "", 1)
+	before = strings.Replace(before, "*v1.Deployment/"+key.Name+"="+dep.ResourceVersion, "", 1)
 	time.Sleep(2 * time.Second)
 	_ = get(t, key, dep)
 	after := versions()
-	if !strings.Contains(after, "*v1.Deployment="+dep.ResourceVersion) {
+	if !strings.Contains(after, "*v1.Deployment/"+key.Name+"="+dep.ResourceVersion) {
 		t.Errorf("deployment rewritten after an unrelated change")
 	}
 	for _, part := range strings.Fields(before) {
-		if strings.HasPrefix(part, "*v1.Deployment=") {
+		if strings.HasPrefix(part, "*v1.Deployment/") {
 			continue
 		}
 		if !strings.Contains(after, part) {

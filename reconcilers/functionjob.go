@@ -28,8 +28,9 @@ type FunctionJobReconciler struct {
 	client.Client
 	Reader client.Reader // uncached, for the run's pod
 	Config
-	builds builds
-	policy imagepolicy.Policy
+	builds   builds
+	policy   imagepolicy.Policy
+	children *children
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -149,6 +150,10 @@ func (r *FunctionJobReconciler) run(ctx context.Context, fj *v1.FunctionJob, cod
 	desired := scaling.MakeRunJob(fj, code, image, r.Options)
 	err := r.Get(ctx, client.ObjectKeyFromObject(desired), job)
 	if apierrors.IsNotFound(err) {
+		// The run executes the tenant's code: its namespace's NetworkPolicies first.
+		if err := ensureNetworkPolicies(ctx, r.children, fj.Namespace, r.Options); err != nil {
+			return err
+		}
 		if err := r.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating job %s: %w", desired.Name, err)
 		}

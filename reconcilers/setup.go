@@ -135,7 +135,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if err := (&TriggerReconciler{Client: mgr.GetClient(), Config: cfg, warm: warm, children: kids}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&FunctionJobReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Config: cfg, builds: b, policy: res.policy}).SetupWithManager(mgr)
+	return (&FunctionJobReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Config: cfg, builds: b, policy: res.policy, children: kids}).SetupWithManager(mgr)
 }
 
 // referrers maps an object to the requests of the objects of newList's kind in its namespace

@@ -66,6 +66,7 @@ func TestMain(m *testing.M) {
 	}
 	opts.SlessImage = "registry.example/sless:test"
 	opts.AsyncSecret = "sless-gateway"
+	opts.IdentityMaster = []byte("reconcilers-test-master-32-bytes")
 	// The interceptor the operator pre-warms functions through: it notes each request.
 	interceptor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		warmed.Store(r.Host+r.URL.Path, time.Now())

@@ -2,6 +2,7 @@ package scaling_test
 
 import (
 	"context"
+	"net/netip"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +36,13 @@ func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 	opts.SlessImage = "registry.example/sless:test"
 	opts.HistorySecret = "sless-history"
 	opts.Build.RegistrySecret = "registry-push"
+	opts.IdentityMaster = []byte("0123456789abcdef0123456789abcdef")
+	allow, err := scaling.ParseEgressRule("fd12::/64:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Network.EgressAllow = []scaling.EgressRule{allow}
+	opts.Network.APIServer = []netip.Addr{netip.MustParseAddr("34.120.1.2")}
 	for _, ns := range []string{"sless-apply", opts.Build.Namespace} {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
@@ -91,6 +99,10 @@ func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 		scaling.MakeSecretReaderServiceAccount(fn),
 		scaling.MakeSecretReaderRole(fn),
 		scaling.MakeSecretReaderRoleBinding(fn, opts),
+		scaling.MakeIdentitySecret(fn, opts),
+	}
+	for _, p := range scaling.MakeTenantNetworkPolicies(fn.Namespace, opts) {
+		objs = append(objs, p)
 	}
 	for _, o := range objs {
 		gvk, err := apiutil.GVKForObject(o, env.Scheme)

@@ -50,6 +50,7 @@ func MakeAsyncScaledJob(fn *v1.Function, opts Options) *kedav1alpha1.ScaledJob {
 	c.Env = []corev1.EnvVar{
 		{Name: "SLESS_AMQP_URL", ValueFrom: asyncSecretKey(opts, "SLESS_AMQP_URL")},
 		{Name: "SLESS_DATABASE_URL", ValueFrom: asyncSecretKey(opts, "SLESS_DATABASE_URL")},
+		identityMasterEnv(opts),
 	}
 	return drainingScaledJob(asyncMeta(fn, opts), dispatcherPod(c, fn, DispatcherServiceAccount), queue, 20, max(a.MaxJobs, 1), AsyncName(fn.Namespace, fn.Name))
 }

@@ -174,7 +174,8 @@ func MakeDeployment(fn *v1.Function, rev *v1.Revision, secretVersions map[string
 	c := functionContainer(code, rev.Status.Image,
 		corev1.EnvVar{Name: "SLESS_FUNCTION", Value: fn.Name},
 		corev1.EnvVar{Name: "SLESS_NAMESPACE", Value: fn.Namespace},
-		corev1.EnvVar{Name: "SLESS_REVISION", Value: rev.Name})
+		corev1.EnvVar{Name: "SLESS_REVISION", Value: rev.Name},
+		identityKeyEnv(fn.Name))
 	c.Ports = []corev1.ContainerPort{{Name: portName, ContainerPort: port, Protocol: corev1.ProtocolTCP}}
 	c.ReadinessProbe = &corev1.Probe{ProbeHandler: readiness(code.Protocol), PeriodSeconds: 1, FailureThreshold: 3}
 	// A pod being deleted keeps serving for a moment: the interceptor routes by EndpointSlice,
@@ -193,18 +194,22 @@ func MakeDeployment(fn *v1.Function, rev *v1.Revision, secretVersions map[string
 			Replicas: ptr.To(fn.Spec.Scale.MinReplicas),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: secretsAnnotation(secretVersions)},
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: podAnnotations(secretVersions, opts)},
 				Spec:       pod,
 			},
 		},
 	}
 }
 
-func secretsAnnotation(versions map[string]int64) map[string]string {
+// podAnnotations roll a function's pods when what they read at start changes: the
+// checksum of the versions of the secrets they reference, the fingerprint of the master key
+// theirs is derived from.
+func podAnnotations(versions map[string]int64, opts Options) map[string]string {
+	a := map[string]string{AnnotationIdentity: rules.KeyFingerprint(opts.IdentityMaster)}
 	if sum := rules.SecretsChecksum(versions); sum != "" {
-		return map[string]string{rules.SecretsChecksumAnnotation: sum}
+		a[rules.SecretsChecksumAnnotation] = sum
 	}
-	return nil
+	return a
 }
 
 // readiness probes the wrappers' health path; a server speaking h2c (an image of the user's)

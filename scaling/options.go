@@ -1,10 +1,11 @@
 package scaling
 
 import (
-	"sless.dev/sless/rules"
-
+	"errors"
 	"fmt"
 	"time"
+
+	"sless.dev/sless/rules"
 )
 
 // Options is the cluster-wide configuration the renderers need beyond the objects themselves.
@@ -32,6 +33,15 @@ type Options struct {
 	// ImagePullSecret, when set, is attached to the function pods whose image is their
 	// namespace's own in Build.Registry (<registry>/<namespace>/…).
 	ImagePullSecret string
+	// IdentityMaster is the platform's master key (rules.IdentityMasterBytes): each
+	// function's key is derived from it (MakeIdentitySecret). Its fingerprint is on every
+	// function's pod template. Never rendered itself.
+	IdentityMaster []byte
+	// IdentitySecret names the Secret in Build.Namespace holding the master (key
+	// IdentityMasterField, hex), which the asynchronous dispatchers there read.
+	IdentitySecret string
+	// Network is what the tenants' NetworkPolicies admit (MakeTenantNetworkPolicies).
+	Network NetworkOptions
 
 	Build BuildOptions
 }
@@ -78,6 +88,8 @@ func DefaultOptions() Options {
 		GatewayURL:       "http://sless-gateway.sless-system:8080",
 		InterceptorURL:   "http://keda-add-ons-http-interceptor-proxy.keda:8080",
 		ColdStartTimeout: 2 * time.Minute,
+		IdentitySecret:   "sless-identity",
+		Network:          DefaultNetworkOptions(),
 		Build: BuildOptions{
 			Namespace:   "sless-system",
 			KanikoImage: DefaultKanikoImage,
@@ -101,6 +113,18 @@ func (o Options) Validate() error {
 		if v == "" {
 			return fmt.Errorf("scaling options: %s is required", name)
 		}
+	}
+	if len(o.IdentityMaster) != rules.IdentityMasterBytes {
+		return fmt.Errorf("scaling options: the identity master key must be %d bytes, got %d", rules.IdentityMasterBytes, len(o.IdentityMaster))
+	}
+	if o.IdentitySecret == "" {
+		return errors.New("scaling options: identity secret is required")
+	}
+	if o.ColdStartTimeout > rules.MaxColdStartHold {
+		return fmt.Errorf("scaling options: cold start timeout %s is above %s: a call held that long would reach the function with an expired signature", o.ColdStartTimeout, rules.MaxColdStartHold)
+	}
+	if err := o.Network.validate(); err != nil {
+		return err
 	}
 	if o.Build.MaxConcurrent < 0 {
 		return fmt.Errorf("scaling options: max concurrent builds must be 0 (no cap) or more, got %d", o.Build.MaxConcurrent)

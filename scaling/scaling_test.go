@@ -23,8 +23,12 @@ func testOptions() Options {
 	o.Build.S3Endpoint = "http://s3.sless-system:7070"
 	o.Build.RegistrySecret = "registry-push"
 	o.HistorySecret = "sless-history"
+	o.IdentityMaster = testMaster
 	return o
 }
+
+// testMaster is the platform's master key in these tests.
+var testMaster = []byte("0123456789abcdef0123456789abcdef")
 
 // mutated is a fixture with a test's changes applied.
 func mutated[T any](v T, mut []func(T)) T {
@@ -350,9 +354,9 @@ func TestMakeAsyncScaledJob(t *testing.T) {
 					t.Errorf("args %v lack %s", c.Args, want)
 				}
 			}
-			if len(c.Env) != 2 || c.Env[0].ValueFrom.SecretKeyRef.Name != "sless-gateway" || c.Env[0].ValueFrom.SecretKeyRef.Key != "SLESS_AMQP_URL" ||
-				c.Env[1].ValueFrom.SecretKeyRef.Key != "SLESS_DATABASE_URL" {
-				t.Errorf("env %+v: only the platform secret's two keys, never the tenant's history secret", c.Env)
+			if len(c.Env) != 3 || c.Env[0].ValueFrom.SecretKeyRef.Name != "sless-gateway" || c.Env[0].ValueFrom.SecretKeyRef.Key != "SLESS_AMQP_URL" ||
+				c.Env[1].ValueFrom.SecretKeyRef.Key != "SLESS_DATABASE_URL" || c.Env[2].ValueFrom.SecretKeyRef.Name != "sless-identity" {
+				t.Errorf("env %+v: only the platform secret's two keys and the identity master, never a tenant's secret", c.Env)
 			}
 			if *sj.Spec.MaxReplicaCount != tc.maxJobs || sj.Spec.Triggers[0].AuthenticationRef.Name != sj.Name {
 				t.Errorf("max %d, auth %v", *sj.Spec.MaxReplicaCount, sj.Spec.Triggers[0].AuthenticationRef)
@@ -598,6 +602,12 @@ func TestBuildOptionsValidate(t *testing.T) {
 		"a cap of builds": {mut: func(o *Options) { o.Build.MaxConcurrent = 2 }},
 		"negative cap":    {mut: func(o *Options) { o.Build.MaxConcurrent = -1 }, want: "max concurrent builds must be 0 (no cap) or more, got -1"},
 		"no deadline":     {mut: func(o *Options) { o.Build.Deadline = 0 }, want: "build deadline must be positive"},
+		"no master key":   {mut: func(o *Options) { o.IdentityMaster = nil }, want: "identity master key must be 32 bytes, got 0"},
+		"a cold start held past a signature's window": {mut: func(o *Options) { o.ColdStartTimeout = 11 * time.Minute },
+			want: "cold start timeout 11m0s is above 10m0s"},
+		"network policies without the interceptor's pods": {mut: func(o *Options) { o.Network.InterceptorPods = nil },
+			want: "the interceptor's namespace and pod labels are required"},
+		"no network policies, no interceptor needed": {mut: func(o *Options) { o.Network = NetworkOptions{} }},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -69,6 +69,9 @@ func dispatcherContainer(trigger string, fn *v1.Function, opts Options, args ...
 			RunAsUser:                ptr.To(int64(65532)),
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		},
+		// It signs its calls with the function's key (a dispatcher in the platform namespace
+		// derives it from the master instead: MakeAsyncScaledJob).
+		Env: []corev1.EnvVar{identityKeyEnv(fn.Name)},
 	}
 	if opts.HistorySecret != "" {
 		c.Env = append(c.Env, corev1.EnvVar{Name: "SLESS_DATABASE_URL", ValueFrom: &corev1.EnvVarSource{

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"sless.dev/sless/dispatcher"
@@ -35,6 +36,7 @@ type gatewayFlags struct {
 	insecureNoAuth                             bool
 	codeCheckURL, codeCheckModel               string
 	functionsDomain, buildNamespace            string
+	identitySecret                             string
 	tlsCertFile, tlsKeyFile                    string
 	amqpURL, metricsTokenFile                  string
 	callbackHosts                              []string
@@ -78,6 +80,7 @@ RS256/ES256 keys of --jwks-url. Traces are exported over OTLP when OTEL_EXPORTER
 	fs.StringVar(&f.amqpURL, "amqp-url", os.Getenv("SLESS_AMQP_URL"), "RabbitMQ URL asynchronous invocations are queued on (env SLESS_AMQP_URL); with --database-url it turns on Prefer: respond-async")
 	bindCallbackFlag(fs, &f.callbackHosts)
 	fs.StringVar(&f.buildNamespace, "build-namespace", envOr("SLESS_BUILD_NAMESPACE", "sless-system"), "namespace the operator runs builds in, read for build logs (env SLESS_BUILD_NAMESPACE)")
+	fs.StringVar(&f.identitySecret, "identity-secret", envOr("SLESS_IDENTITY_SECRET", scaling.DefaultOptions().IdentitySecret), "Secret in the build namespace with the master key /fn/ calls are signed with, each with its function's key (made at the first start; the operator reads the same; env SLESS_IDENTITY_SECRET)")
 	bindConnFlags(fs, &f.conns)
 	fs.StringVar(&f.metricsTokenFile, "metrics-token-file", os.Getenv("SLESS_METRICS_TOKEN_FILE"), metricsTokenUsage+"; empty: /metrics is off (env SLESS_METRICS_TOKEN_FILE)")
 	f.store.bind(fs, "/var/lib/sless/artifacts")
@@ -146,12 +149,20 @@ func runGateway(cmd *cobra.Command, f gatewayFlags) error {
 	if err != nil {
 		return err
 	}
+	kc, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return err
+	}
+	master, err := cluster.IdentityMaster(ctx, kc, f.buildNamespace, f.identitySecret)
+	if err != nil {
+		return err
+	}
 	artifacts, err := f.store.open(ctx)
 	if err != nil {
 		return err
 	}
 	gcfg := gateway.Config{Backend: backend, Auth: auth, Sources: artifacts, Proxy: f.proxy, Conns: f.conns,
-		FunctionsDomain: f.functionsDomain, MetricsToken: metricsToken, Logger: logger}
+		FunctionsDomain: f.functionsDomain, MetricsToken: metricsToken, IdentityMaster: master, Logger: logger}
 	if f.codeCheckURL != "" {
 		gcfg.CodeCheck = &codecheck.LLM{URL: f.codeCheckURL, Model: f.codeCheckModel, APIKey: os.Getenv("SLESS_CODE_CHECK_API_KEY")}
 	}

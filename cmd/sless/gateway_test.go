@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -14,12 +15,16 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,6 +33,7 @@ import (
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	gwclient "sless.dev/sless/gateway/client"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/test/otlptest"
 	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testenv"
@@ -209,10 +215,17 @@ func TestGatewayCommand(t *testing.T) {
 	t.Setenv("KUBECONFIG", kubeconfig)
 	t.Setenv("SLESS_JWT_HMAC_KEY", key)
 	dbURL := pgtest.NewDatabase(t, "sless_gateway_cmd_test")
+	var signed atomic.Value // the signature and the call it is over, of the last call
 	interceptor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		signed.Store(r.Clone(context.Background()))
 		fmt.Fprintf(w, "host=%s path=%s", r.Host, r.URL.Path)
 	}))
 	defer interceptor.Close()
+	// The gateway signs /fn/ calls with a master it keeps in the build namespace (made at
+	// its first start when the operator has not made it yet).
+	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sless-system"}}); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -281,6 +294,17 @@ func TestGatewayCommand(t *testing.T) {
 	resp.Body.Close()
 	if want := "host=hi." + ns + ".fn.test path=/world"; string(body) != want {
 		t.Fatalf("function saw %q, want %q", body, want)
+	}
+	var masterSecret corev1.Secret
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "sless-system", Name: "sless-identity"}, &masterSecret); err != nil {
+		t.Fatal(err)
+	}
+	master, _ := hex.DecodeString(string(masterSecret.Data["master"]))
+	call := signed.Load().(*http.Request)
+	sig := call.Header.Get(rules.HeaderSignature)
+	ts, _ := strconv.ParseInt(strings.TrimPrefix(strings.Split(sig, ",")[0], "t="), 10, 64)
+	if want := rules.Signature(rules.FunctionKey(master, ns, "hi"), ts, call.Method, rules.SignaturePath(call.URL), call.Header); sig != want || len(master) != 32 {
+		t.Fatalf("the call reached the interceptor signed %q, want %q (the key of %s/hi under the master in sless-identity)", sig, want, ns)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	var traceID string

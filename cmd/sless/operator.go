@@ -16,7 +16,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -27,6 +30,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"sless.dev/sless/apis/scheme"
+	"sless.dev/sless/gateway/cluster"
 	"sless.dev/sless/reconcilers"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling"
@@ -45,6 +49,7 @@ func newOperatorCmd() *cobra.Command {
 		metricsSecure, leaderElect     bool
 		leaderElectionNamespace, level string
 		databaseURL                    string
+		egressAllow                    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "operator",
@@ -64,13 +69,28 @@ func newOperatorCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			c, err := client.New(cfg, client.Options{Scheme: s})
+			if err != nil {
+				return err
+			}
 			if opts.SlessImage == "" {
-				c, err := client.New(cfg, client.Options{Scheme: s})
-				if err != nil {
-					return err
-				}
 				if opts.SlessImage, err = ownImage(cmd.Context(), c); err != nil {
 					return err
+				}
+			}
+			if opts.IdentityMaster, err = cluster.IdentityMaster(cmd.Context(), c, opts.Build.Namespace, opts.IdentitySecret); err != nil {
+				return err
+			}
+			for _, a := range egressAllow {
+				r, err := scaling.ParseEgressRule(a)
+				if err != nil {
+					return fmt.Errorf("--function-egress-allow %w", err)
+				}
+				opts.Network.EgressAllow = append(opts.Network.EgressAllow, r)
+			}
+			if opts.Network.Enabled {
+				if opts.Network.APIServer, err = apiServerAddresses(cmd.Context(), c); err != nil {
+					logger.Warn("Warning: the API server's addresses could not be read; a public one is not taken out of what functions may reach", "error", err)
 				}
 			}
 			if err := opts.Validate(); err != nil {
@@ -101,8 +121,9 @@ func newOperatorCmd() *cobra.Command {
 					&corev1.Pod{}: managed,
 					// The identities through which dispatchers read a function's secrets.
 					&corev1.ServiceAccount{}: managed, &rbacv1.Role{}: managed, &rbacv1.RoleBinding{}: managed,
-					// The secrets API's Secrets only: functions reference no other.
-					&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{rules.SecretLabel: "true"})},
+					// The secrets API's Secrets (labelled as sless's too) and the functions'
+					// identity Secrets: functions reference no other.
+					&corev1.Secret{}: managed, &networkingv1.NetworkPolicy{}: managed,
 				}},
 			})
 			if err != nil {
@@ -150,7 +171,12 @@ func newOperatorCmd() *cobra.Command {
 	fs.StringVar(&opts.AsyncSecret, "async-secret", os.Getenv("SLESS_ASYNC_SECRET"), "Secret in the build namespace with SLESS_AMQP_URL and SLESS_DATABASE_URL: functions with async enabled get a dispatcher ScaledJob there (env SLESS_ASYNC_SECRET); empty: no asynchronous invocations")
 	fs.StringVar(&databaseURL, "database-url", os.Getenv("SLESS_DATABASE_URL"), "PostgreSQL URL of the invocation history health-gated rollouts are judged by (env SLESS_DATABASE_URL); empty: rollouts hold at their step")
 	fs.StringVar(&opts.HistorySecret, "history-secret", opts.HistorySecret, "Secret (key url) in tenant namespaces with the PostgreSQL URL dispatcher pods record to")
-	fs.DurationVar(&opts.ColdStartTimeout, "cold-start-timeout", opts.ColdStartTimeout, "how long the interceptor holds a request for a function at zero")
+	fs.DurationVar(&opts.ColdStartTimeout, "cold-start-timeout", opts.ColdStartTimeout, "how long the interceptor holds a request for a function at zero (at most "+rules.MaxColdStartHold.String()+": a signed call held longer reaches the function expired)")
+	fs.StringVar(&opts.IdentitySecret, "identity-secret", opts.IdentitySecret, "Secret in the build namespace with the master key every function's key is derived from (made at the first start; the gateway reads the same)")
+	fs.BoolVar(&opts.Network.Enabled, "network-policies", opts.Network.Enabled, "render NetworkPolicies in tenant namespaces: function pods take connections from the interceptor only, function and job pods reach DNS, public addresses and --function-egress-allow only")
+	fs.StringVar(&opts.Network.InterceptorNamespace, "interceptor-namespace", opts.Network.InterceptorNamespace, "namespace of the KEDA HTTP interceptor's pods, which function pods take connections from")
+	fs.StringToStringVar(&opts.Network.InterceptorPods, "interceptor-pod-labels", opts.Network.InterceptorPods, "labels of the KEDA HTTP interceptor's pods (its Helm chart's; the add-on's kustomize install labels them app.kubernetes.io/instance=interceptor)")
+	fs.StringSliceVar(&egressAllow, "function-egress-allow", nil, "more destinations function and job pods may reach, CIDR[:PORT[/PROTOCOL]] (e.g. 10.1.2.3/32:5432, 169.254.20.10/32:53/UDP; repeatable)")
 	fs.StringVar(&opts.ImagePullSecret, "image-pull-secret", opts.ImagePullSecret, "pull Secret attached to function pods whose image is their namespace's own in --registry (<registry>/<namespace>/…)")
 	fs.StringSliceVar(&allowedRegistries, "allowed-registries", reconcilers.DefaultAllowedRegistries,
 		"registries (host[:port][/path]) prebuilt images (a Function's or FunctionJob's image) may come from, besides the namespace's own images in --registry (always allowed; other namespaces' there never are); their hosts are reached even on private addresses")
@@ -188,6 +214,26 @@ func metricsOptions(addr string, secure bool) (metricsserver.Options, error) {
 		}
 	}
 	return metricsserver.Options{BindAddress: addr}, nil
+}
+
+// apiServerAddresses are the addresses the API server's Service (default/kubernetes) sends
+// to: a public one is taken out of what the tenants' code may reach.
+func apiServerAddresses(ctx context.Context, c client.Reader) ([]netip.Addr, error) {
+	var list discoveryv1.EndpointSliceList
+	if err := c.List(ctx, &list, client.InNamespace(metav1.NamespaceDefault), client.MatchingLabels{discoveryv1.LabelServiceName: "kubernetes"}); err != nil {
+		return nil, fmt.Errorf("listing the API server's endpoints: %w", err)
+	}
+	var out []netip.Addr
+	for _, s := range list.Items {
+		for _, e := range s.Endpoints {
+			for _, a := range e.Addresses {
+				if ip, err := netip.ParseAddr(a); err == nil {
+					out = append(out, ip)
+				}
+			}
+		}
+	}
+	return out, nil
 }
 
 // ownImage is the image of the operator's own pod (POD_NAME and POD_NAMESPACE from the

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/hex"
 	"net"
 	"net/http"
 	"os"
@@ -14,12 +15,14 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling"
 	"sless.dev/sless/test/testenv"
 )
@@ -119,6 +122,24 @@ func TestOperatorCommand(t *testing.T) {
 	}
 	if img := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image; img != selfImage {
 		t.Errorf("dispatcher image %s, want the operator's own %s", img, selfImage)
+	}
+	// It made the master key at its start, gave each function a key derived from it and
+	// the tenant namespace its NetworkPolicies.
+	var master, fnKey corev1.Secret
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "sless-system", Name: "sless-identity"}, &master); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "tenant", Name: scaling.IdentitySecretName("pre")}, &fnKey); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := hex.DecodeString(string(master.Data["master"]))
+	if string(fnKey.Data["key"]) != hex.EncodeToString(rules.FunctionKey(m, "tenant", "pre")) {
+		t.Errorf("the function's key is not derived from the master in sless-identity")
+	}
+	for _, name := range []string{scaling.FunctionsNetworkPolicy, scaling.JobsNetworkPolicy} {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "tenant", Name: name}, &networkingv1.NetworkPolicy{}); err != nil {
+			t.Errorf("NetworkPolicy %s: %v", name, err)
+		}
 	}
 	operatorMetricsNeedAToken(t, env, metricsAddr)
 	stopCommand(t, "operator", cancel, done)

@@ -187,7 +187,7 @@ func (n *networker) connect(nn *netNamespace) error {
 // would otherwise connect to as any other — less what Allow covers (a more specific allowed
 // range is routed to slirp4netns instead).
 func (n *networker) blocked() []netip.Prefix {
-	out := slices.Clone(rules.NonPublicIPv4)
+	out := slices.DeleteFunc(rules.NonPublicPrefixes(), func(p netip.Prefix) bool { return !p.Addr().Is4() })
 	addrs, _ := net.InterfaceAddrs()
 	for _, a := range addrs {
 		if ipn, ok := a.(*net.IPNet); ok {

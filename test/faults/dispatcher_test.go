@@ -3,6 +3,7 @@
 package faults
 
 import (
+	"encoding/hex"
 	"testing"
 	"time"
 
@@ -10,11 +11,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling"
 )
 
 // dispatcherNamespace is the namespace of the function the standalone dispatchers invoke.
 const dispatcherNamespace = "faults"
+
+// faultsMaster is the platform's master key in this suite: the gateway reads it from its
+// Secret (readyFunction), the dispatchers get the ledger function's key derived from it, and
+// the function checks their calls with that key (startFunction).
+var faultsMaster = []byte("faults-suite-master-of-32-bytes!")
 
 // dispatcherSpec is `sless dispatcher` exactly as an event trigger's ScaledJob pod runs it
 // (arguments and environment rendered by scaling.MakeScaledJob), with the function's own
@@ -31,8 +38,10 @@ func dispatcherSpec(t *testing.T, name, queue, target, dbURL string) procSpec {
 	}}
 	opts := scaling.DefaultOptions()
 	opts.InterceptorURL, opts.HistorySecret = target, "history"
+	opts.IdentityMaster = faultsMaster
 	c := scaling.MakeScaledJob(tr, fn, opts).Spec.JobTargetRef.Template.Spec.Containers[0]
-	secrets := map[string]string{"broker": s.broker.url, "history": dbURL}
+	secrets := map[string]string{"broker": s.broker.url, "history": dbURL,
+		scaling.IdentitySecretName(fn.Name): hex.EncodeToString(rules.FunctionKey(opts.IdentityMaster, fn.Namespace, fn.Name))}
 	spec := procSpec{name: name, argv: append([]string{s.sless}, c.Args...)}
 	for _, e := range c.Env {
 		spec.env = append(spec.env, e.Name+"="+secretValue(t, e, secrets))

@@ -6,6 +6,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/test/testkit"
 )
 
@@ -95,7 +97,8 @@ func startFunction(t *testing.T, name string, ledger *ledgerServer) string {
 	addr := testkit.FreeAddr(t)
 	_, port, _ := strings.Cut(addr, ":")
 	p := startProcT(t, procSpec{name: name, argv: s.fn.Command, dir: s.fn.Dir,
-		env: append(append([]string{}, s.fn.Env...), "PORT="+port, "SLESS_HOST=127.0.0.1", "FAULTS_LEDGER="+ledger.URL)})
+		env: append(append([]string{}, s.fn.Env...), "PORT="+port, "SLESS_HOST=127.0.0.1", "FAULTS_LEDGER="+ledger.URL,
+			rules.EnvIdentityKey+"="+hex.EncodeToString(rules.FunctionKey(faultsMaster, dispatcherNamespace, "ledger")))})
 	url := "http://" + addr
 	if err := until(30*time.Second, p, func() bool { return healthy(url + "/healthz") }); err != nil {
 		t.Fatalf("function %s: %v", name, err)

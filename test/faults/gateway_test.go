@@ -4,6 +4,7 @@ package faults
 
 import (
 	"context"
+	"encoding/hex"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,10 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/scaling"
 	"sless.dev/sless/test/testenv"
 	"sless.dev/sless/test/testkit"
 )
@@ -74,8 +77,16 @@ func startGateway(t *testing.T, spec procSpec, addr string) *proc {
 func readyFunction(t *testing.T, env *testenv.Env, ns, name string) {
 	t.Helper()
 	ctx := context.Background()
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sless-system"}},
+		// The master the gateway signs calls with (startFunction's key is derived from it).
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "sless-system", Name: "sless-identity"},
+			Data: map[string][]byte{scaling.IdentityMasterField: []byte(hex.EncodeToString(faultsMaster))}},
+	} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
 	}
 	fn := &v1alpha1.Function{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	fn.Spec.Runtime, fn.Spec.Image = ledgerRuntime, "registry.local/faults/ledger:v1"

@@ -105,6 +105,7 @@ func run(n, workers int) error {
 	c := env.Client
 	opts := scaling.DefaultOptions()
 	opts.SlessImage = "registry.example/sless:bench"
+	opts.IdentityMaster = []byte("operator-bench-master-of-32-byte")
 	for _, ns := range []string{"bench-baseline", "bench", opts.Build.Namespace} {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return err
