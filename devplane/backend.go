@@ -148,6 +148,9 @@ type Backend struct {
 	store   *store
 	secrets *secretStore
 	pool    *pool.Pool
+	// identity is the master key every function's key derives from (rules.FunctionKey):
+	// the gateway and the trigger runners sign calls with them, the processes check them.
+	identity []byte
 
 	// deployed holds what the pool serves, by function key; routes is the /fn/ table built
 	// from it and the store's snapshot after every change, read without locks.
@@ -200,7 +203,13 @@ func New(opts Options) (*Backend, error) {
 		unlock()
 		return nil, err
 	}
-	b := &Backend{opts: opts, log: opts.Logger.With("component", "devplane"), store: st, secrets: secrets,
+	identity, err := dataKey(filepath.Join(opts.DataDir, "identity.key"), "the identity master key",
+		"remove it to have a new one made (every function restarts with its new key)")
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	b := &Backend{opts: opts, log: opts.Logger.With("component", "devplane"), store: st, secrets: secrets, identity: identity,
 		deployed: map[string]deployment{}, builds: newBuilds(opts.MaxBuilds),
 		logs:    &logStore{dir: filepath.Join(opts.DataDir, "logs"), m: map[string]*objectLog{}},
 		runners: runners{m: map[string]*runner{}}, jobs: jobRuns{m: map[string]context.CancelFunc{}}, unlock: unlock}

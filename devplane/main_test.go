@@ -136,7 +136,7 @@ func startDev(t testing.TB, o devOptions) *dev {
 		t.Fatal(err)
 	}
 	gw, err := gateway.New(gateway.Config{Backend: b, Auth: auth, Sources: arts, Recorder: o.recorder, History: o.recorder, Proxy: o.proxy, Conns: o.conns,
-		Async: b.Async(), CallbackHosts: o.callbackHosts, MetricsToken: metricsToken, Logger: log})
+		Async: b.Async(), CallbackHosts: o.callbackHosts, MetricsToken: metricsToken, IdentityMaster: b.IdentityMaster(), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

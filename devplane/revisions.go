@@ -3,6 +3,7 @@ package devplane
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -240,6 +241,12 @@ func (b *Backend) startRevision(key string, fn api.Function, rev api.Revision, a
 	if err != nil {
 		return err
 	}
+	// Its key, with which the gateway and the trigger runners sign its calls, is masked in
+	// what it prints as its secrets' values are.
+	if env == nil {
+		env = map[string]string{}
+	}
+	env[rules.EnvIdentityKey] = hex.EncodeToString(b.functionKey(fn.Namespace, fn.Name))
 	spec := revisionSpec(fn.FunctionSpec, rev.Config, art, disabled, env, files)
 	spec.Group = key // its revisions share a user and a task limit
 	b.depMu.Lock()

@@ -26,6 +26,8 @@ import (
 // AES-256-GCM under a key generated into the data directory on first use:
 //
 //	secrets.key                       32 random bytes (0600)
+//	identity.key                      32 random bytes (0600): the master key calls to
+//	                                  functions are signed with (rules.FunctionKey)
 //	secrets/<ns>/<name>.json          keys, version, times and the sealed data (0600)
 //
 // So the state files, and a copy or backup of them, hold no value; a copy of the whole
@@ -55,7 +57,7 @@ type secretStore struct {
 
 // openSecrets loads every secret of dataDir, creating its key on first use.
 func openSecrets(dataDir string) (*secretStore, error) {
-	key, err := secretKey(filepath.Join(dataDir, "secrets.key"))
+	key, err := dataKey(filepath.Join(dataDir, "secrets.key"), "the secrets key", "remove it and the secrets directory to start with no secrets")
 	if err != nil {
 		return nil, err
 	}
@@ -88,8 +90,9 @@ func openSecrets(dataDir string) (*secretStore, error) {
 	return s, nil
 }
 
-// secretKey reads the data directory's secret key, generating it when there is none.
-func secretKey(path string) ([]byte, error) {
+// dataKey reads one of the data directory's 32-byte keys (what names it; fresh says how
+// to start over without it), generating it when there is none.
+func dataKey(path, what, fresh string) ([]byte, error) {
 	key, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		key = make([]byte, 32)
@@ -98,7 +101,7 @@ func secretKey(path string) ([]byte, error) {
 		}
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
-			return nil, fmt.Errorf("creating the secrets key %s: %w", path, err)
+			return nil, fmt.Errorf("creating %s %s: %w", what, path, err)
 		}
 		_, err = f.Write(key)
 		if err == nil {
@@ -109,15 +112,15 @@ func secretKey(path string) ([]byte, error) {
 		}
 		if err != nil {
 			os.Remove(path)
-			return nil, fmt.Errorf("writing the secrets key %s: %w", path, err)
+			return nil, fmt.Errorf("writing %s %s: %w", what, path, err)
 		}
 		return key, syncDir(filepath.Dir(path))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the secrets key %s: %w", path, err)
+		return nil, fmt.Errorf("reading %s %s: %w", what, path, err)
 	}
 	if len(key) != 32 {
-		return nil, fmt.Errorf("the secrets key %s is %d bytes, not 32: restore it from a backup of the data directory, or remove it and the secrets directory to start with no secrets", path, len(key))
+		return nil, fmt.Errorf("%s %s is %d bytes, not 32: restore it from a backup of the data directory, or %s", what, path, len(key), fresh)
 	}
 	return key, nil
 }

@@ -172,17 +172,24 @@ func (b *Backend) noteTrigger(key string, change func(*api.TriggerStatus)) {
 	}
 }
 
-// invoker calls a deployed function through the pool, as the gateway's /fn/ would, with the
-// values of its secrets masked in the answers the history and asynchronous results keep.
+// invoker calls a deployed function through the pool, as the gateway's /fn/ would, signed
+// with the function's key, with the values of its secrets masked in the answers the history
+// and asynchronous results keep.
 func (b *Backend) invoker(host string) dispatcher.Invoker {
+	fnKey, _, _ := b.keyOfHost(host)
 	return dispatcher.MaskingInvoker{
-		Inner: &dispatcher.HTTPInvoker{URL: "http://" + host + "/", Client: &http.Client{Transport: revisionRouter{b}}},
-		Masker: func(context.Context) (*rules.SecretMasker, error) {
-			fnKey, _, _ := b.keyOfHost(host)
-			return b.maskOf(fnKey), nil
-		},
+		Inner: &dispatcher.HTTPInvoker{URL: "http://" + host + "/", Client: &http.Client{Transport: revisionRouter{b}},
+			Key: b.functionKey(splitKey(fnKey))},
+		Masker: func(context.Context) (*rules.SecretMasker, error) { return b.maskOf(fnKey), nil },
 	}
 }
+
+// functionKey is the key calls to function ns/name are signed with.
+func (b *Backend) functionKey(ns, name string) []byte { return rules.FunctionKey(b.identity, ns, name) }
+
+// IdentityMaster is the master key of the functions' keys, for the gateway that signs
+// their /fn/ calls (gateway.Config.IdentityMaster).
+func (b *Backend) IdentityMaster() []byte { return b.identity }
 
 // runCron fires at every tick of the schedule in its time zone, having woken the function
 // prewarm_seconds before when asked. A tick that comes while the previous firing still runs

@@ -155,7 +155,7 @@ func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 	defer backend.Close()
 	srv, err := gateway.New(gateway.Config{Backend: backend, Auth: auth, Sources: artifacts, Recorder: rec, History: reader,
 		Conns: f.conns, FunctionsDomain: f.functionsDomain, Async: backend.Async(), CallbackHosts: f.callbackHosts,
-		MetricsToken: metricsToken, Logger: log})
+		MetricsToken: metricsToken, IdentityMaster: backend.IdentityMaster(), Logger: log})
 	if err != nil {
 		ln.Close()
 		return err
