@@ -174,12 +174,12 @@ func TestBuildContextLayout(t *testing.T) {
 
 func TestKanikoSpec(t *testing.T) {
 	hash := strings.Repeat("ab", 32)
-	spec, err := NewKanikoSpec("sless", ContextKey("team-a", "hello", "20260101T000000.000000000Z"), hash, "registry.local:5000/", "team-a", "hello")
+	spec, err := NewKanikoSpec(ContextKey("team-a", "hello", "20260101T000000.000000000Z"), hash, "registry.local:5000/", "team-a", "hello")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := KanikoSpec{
-		Context:     "s3://sless/contexts/team-a/hello/20260101T000000.000000000Z.tar.gz",
+		ContextKey:  "contexts/team-a/hello/20260101T000000.000000000Z.tar.gz",
 		Dockerfile:  "Dockerfile",
 		Destination: "registry.local:5000/team-a/hello:sha-abababababababab",
 		Tag:         "sha-abababababababab",
@@ -187,12 +187,13 @@ func TestKanikoSpec(t *testing.T) {
 	if spec != want {
 		t.Fatalf("spec = %+v\nwant %+v", spec, want)
 	}
-	if args := strings.Join(spec.Args(), " "); !strings.Contains(args, "--context=s3://sless/") || !strings.Contains(args, "--destination=registry.local:5000/team-a/hello:sha-") {
-		t.Errorf("args = %s", args)
-	}
-	for _, bad := range []struct{ bucket, hash string }{{"", hash}, {"sless", "short"}, {"sless", strings.Repeat("G", 64)}} {
-		if _, err := NewKanikoSpec(bad.bucket, "contexts/a/b/c.tar.gz", bad.hash, "r", "a", "b"); err == nil {
-			t.Errorf("bucket %q hash %q: want an error", bad.bucket, bad.hash)
+	for _, bad := range []struct{ key, hash, ns, name string }{
+		{"", hash, "a", "b"}, {"k", "short", "a", "b"}, {"k", strings.Repeat("G", 64), "a", "b"},
+		// Names that would put the image outside the namespace's repositories.
+		{"k", hash, "a", "../b"}, {"k", hash, "a/b", "c"}, {"k", hash, "..", "c"}, {"k", hash, "a", ""}, {"k", hash, "", "b"},
+	} {
+		if _, err := NewKanikoSpec(bad.key, bad.hash, "r", bad.ns, bad.name); err == nil {
+			t.Errorf("%+v: want an error", bad)
 		}
 	}
 }

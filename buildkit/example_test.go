@@ -26,17 +26,17 @@ func Example() {
 		panic(err)
 	}
 	ts := buildkit.Timestamp(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	spec, err := buildkit.NewKanikoSpec("sless-artifacts", buildkit.ContextKey("team-a", "hello", ts), bc.Hash, "registry.local:5000", "team-a", "hello")
+	spec, err := buildkit.NewKanikoSpec(buildkit.ContextKey("team-a", "hello", ts), bc.Hash, "registry.local:5000", "team-a", "hello")
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(buildkit.ZipKey("team-a", "hello", ts))
-	fmt.Println(spec.Context)
+	fmt.Println(spec.ContextKey)
 	fmt.Println(spec.Dockerfile)
 	fmt.Println(spec.Destination == "registry.local:5000/team-a/hello:"+bc.ImageTag())
 	// Output:
 	// functions/team-a/hello/20260102T030405.000000000Z.zip
-	// s3://sless-artifacts/contexts/team-a/hello/20260102T030405.000000000Z.tar.gz
+	// contexts/team-a/hello/20260102T030405.000000000Z.tar.gz
 	// Dockerfile
 	// true
 }

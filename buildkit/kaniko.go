@@ -5,6 +5,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"sless.dev/sless/rules"
 )
 
 // Object keys (SPEC: functions/{ns}/{name}/{ts}.zip, contexts/{ns}/{name}/{ts}.tar.gz).
@@ -31,36 +33,39 @@ func functionPrefixes(ns, name string) []string {
 	return []string{zipPrefix + ns + "/" + name + "/", contextPrefix + ns + "/" + name + "/"}
 }
 
-// KanikoSpec is what the kaniko Job needs to build one function image.
+// KanikoSpec is what a cluster build needs to build one function image.
 type KanikoSpec struct {
-	// Context is the build context URL for --context, e.g. s3://bucket/contexts/ns/fn/ts.tar.gz.
-	Context string
+	// ContextKey is the build context's key in the artifact store (the build's fetch step
+	// reads it; kaniko gets it as a file).
+	ContextKey string
 	// Dockerfile is the Dockerfile path inside the context, for --dockerfile.
 	Dockerfile string
-	// Destination is the image reference to push, for --destination.
+	// Destination is the image reference the build's push step pushes to:
+	// {registry}/{ns}/{name}:{tag}, never outside {registry}/{ns}/.
 	Destination string
 	// Tag is Destination's tag, derived from the context hash.
 	Tag string
 }
 
-// Args are the kaniko executor arguments for the spec.
-func (k KanikoSpec) Args() []string {
-	return []string{"--context=" + k.Context, "--dockerfile=" + k.Dockerfile, "--destination=" + k.Destination,
-		"--reproducible"}
-}
-
-// NewKanikoSpec describes the build of the context stored at contextKey in bucket, whose
-// content hash is hash, into registry (host[:port][/path]) as {registry}/{ns}/{name}:{tag}.
-func NewKanikoSpec(bucket, contextKey, hash, registry, ns, name string) (KanikoSpec, error) {
-	if bucket == "" || contextKey == "" || registry == "" || ns == "" || name == "" {
-		return KanikoSpec{}, fmt.Errorf("kaniko spec for %s/%s: bucket, context key, registry, namespace and name are required", ns, name)
+// NewKanikoSpec describes the build of the context stored at contextKey, whose content hash
+// is hash, into registry (host[:port][/path]) as {registry}/{ns}/{name}:{tag}. ns and name
+// must be DNS labels (as every namespace and Function name is), so the image lands in the
+// namespace's own repositories whatever they are.
+func NewKanikoSpec(contextKey, hash, registry, ns, name string) (KanikoSpec, error) {
+	if contextKey == "" || registry == "" {
+		return KanikoSpec{}, fmt.Errorf("kaniko spec for %s/%s: context key and registry are required", ns, name)
+	}
+	for _, n := range []string{ns, name} {
+		if err := rules.CheckName(n); err != nil {
+			return KanikoSpec{}, fmt.Errorf("kaniko spec for %s/%s: %w", ns, name, err)
+		}
 	}
 	if len(hash) != 64 || strings.Trim(hash, "0123456789abcdef") != "" {
 		return KanikoSpec{}, fmt.Errorf("kaniko spec for %s/%s: context hash %q is not a sha256 hex digest", ns, name, hash)
 	}
 	tag := ImageTag(hash)
 	return KanikoSpec{
-		Context:     "s3://" + bucket + "/" + contextKey,
+		ContextKey:  contextKey,
 		Dockerfile:  DockerfilePath,
 		Destination: ImageRepository(registry, ns, name) + ":" + tag,
 		Tag:         tag,

@@ -188,12 +188,16 @@ func TestHelmChartValues(t *testing.T) {
 		image              string
 		operatorArgs, miss []string
 	}{
-		"defaults": {image: "ghcr.io/sless-dev/sless:v0.1.0", miss: []string{"--registry=", "--kaniko-image="}},
+		"defaults": {image: "ghcr.io/sless-dev/sless:v0.1.0", miss: []string{"--registry=", "--kaniko-image=", "--build-egress="}},
 		"by digest, own registry and kaniko": {
 			values: map[string]any{"image": map[string]any{"repository": "registry.example/sless", "digest": digest},
 				"operator": map[string]any{"registry": "registry.example/fn", "kanikoImage": "registry.example/kaniko@" + digest, "extraArgs": []any{"--registry-secret=push"}}},
 			image:        "registry.example/sless@" + digest,
 			operatorArgs: []string{"--registry=registry.example/fn", "--kaniko-image=registry.example/kaniko@" + digest, "--registry-secret=push"},
+		},
+		"build egress narrowed to a mirror and a node-local DNS cache": {
+			values: map[string]any{"operator": map[string]any{"buildEgress": []any{"203.0.113.7/32:443", "169.254.20.10/32:53/udp,53/tcp"}}},
+			image:  "ghcr.io/sless-dev/sless:v0.1.0", operatorArgs: []string{"--build-egress=203.0.113.7/32:443", "--build-egress=169.254.20.10/32:53/udp,53/tcp"},
 		},
 		"gateway over TLS": {
 			values: map[string]any{"gateway": map[string]any{"tlsSecret": "gateway-tls"}},

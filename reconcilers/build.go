@@ -42,18 +42,22 @@ type buildResult struct {
 // already retried within each build).
 var registryRetryDelay = 15 * time.Second
 
-// builds runs kaniko Jobs for Functions and self-contained FunctionJobs. Job names derive
-// from the source hash, so a restarted operator finds the build it started instead of
-// starting another.
+// builds runs build Jobs (scaling.MakeBuildJob) for Functions and self-contained
+// FunctionJobs. Job names derive from the source hash, so a restarted operator finds the
+// build it started instead of starting another.
 type builds struct {
 	client client.Client
 	reader client.Reader // uncached: pods are read only when a build ends
-	opts   scaling.BuildOptions
-	queue  *buildQueue // nil: no cap
+	// kids applies the build pods' NetworkPolicy.
+	kids  *children
+	opts  scaling.BuildOptions
+	all   scaling.Options
+	queue *buildQueue // nil: no cap
 }
 
-func newBuilds(c client.Client, reader client.Reader, opts scaling.BuildOptions) builds {
-	return builds{client: c, reader: reader, opts: opts, queue: newBuildQueue(opts.MaxConcurrent, c, opts.Namespace)}
+func newBuilds(c client.Client, reader client.Reader, kids *children, opts scaling.Options) builds {
+	return builds{client: c, reader: reader, kids: kids, opts: opts.Build, all: opts,
+		queue: newBuildQueue(opts.Build.MaxConcurrent, c, opts.Build.Namespace)}
 }
 
 // ensure starts the build of t unless it exists, and reports how it stands.
@@ -66,7 +70,7 @@ func (b builds) ensure(ctx context.Context, t scaling.BuildTarget) (buildResult,
 	key := client.ObjectKey{Namespace: b.opts.Namespace, Name: scaling.BuildJobName(t.Namespace, t.Name, t.Source.SHA256)}
 	err = b.client.Get(ctx, key, job)
 	if apierrors.IsNotFound(err) {
-		desired, err := scaling.MakeBuildJob(t, b.opts)
+		desired, err := scaling.MakeBuildJob(t, b.all)
 		if err != nil {
 			return buildResult{}, err
 		}
@@ -76,6 +80,11 @@ func (b builds) ensure(ctx context.Context, t scaling.BuildTarget) (buildResult,
 		}
 		if queued != nil {
 			return buildResult{state: buildQueued, image: image, message: queued.String()}, nil
+		}
+		// No build runs without its policy: applied (when changed) before each one starts.
+		if err := b.ensurePolicy(ctx); err != nil {
+			b.queue.created(key.Name, "")
+			return buildResult{}, err
 		}
 		err = b.client.Create(ctx, desired)
 		b.queue.created(key.Name, desired.UID) // "" when the create failed
@@ -89,7 +98,7 @@ func (b builds) ensure(ctx context.Context, t scaling.BuildTarget) (buildResult,
 	}
 	switch {
 	case jobCondition(job, batchv1.JobComplete):
-		return buildResult{state: buildSucceeded, image: image, job: job}, nil
+		return b.succeeded(ctx, t, job, image)
 	case jobCondition(job, batchv1.JobFailed):
 		msg := b.failure(ctx, job)
 		return buildResult{state: buildFailed, image: image, job: job, message: msg, unreachable: unreachableRegistry(msg, b.opts)}, nil
@@ -97,8 +106,26 @@ func (b builds) ensure(ctx context.Context, t scaling.BuildTarget) (buildResult,
 	return buildResult{state: buildRunning, image: image, job: job}, nil
 }
 
-// failure explains a failed Job: the Job's reason plus the container's termination message,
-// which for kaniko is the tail of its log (FallbackToLogsOnError).
+// succeeded reads the image a completed build pushed, by digest, from its push step. A
+// build whose pod is gone (deleted by hand; its Job's TTL would have taken the Job too) is
+// run again: the same source gives the same image. A push step that reported no digest of
+// the image's repository fails the build.
+func (b builds) succeeded(ctx context.Context, t scaling.BuildTarget, job *batchv1.Job, dest string) (buildResult, error) {
+	pod := newestPod(ctx, b.reader, job)
+	if pod == nil {
+		log.FromContext(ctx).Info("the completed build's pod is gone: building again", "job", job.Name)
+		return buildResult{state: buildRunning, image: dest, job: job}, b.retry(ctx, t)
+	}
+	image, ok := scaling.BuildDigest(pod, dest)
+	if !ok {
+		return buildResult{state: buildFailed, image: dest, job: job,
+			message: "the build's push step did not report " + dest + " by digest"}, nil
+	}
+	return buildResult{state: buildSucceeded, image: image, job: job}, nil
+}
+
+// failure explains a failed Job: the Job's reason plus the failed step's termination message
+// (scaling.BuildFailure), for kaniko the tail of its log (FallbackToLogsOnError).
 func (b builds) failure(ctx context.Context, job *batchv1.Job) string {
 	reason := "build failed"
 	for _, c := range job.Status.Conditions {
@@ -106,8 +133,10 @@ func (b builds) failure(ctx context.Context, job *batchv1.Job) string {
 			reason = strings.TrimSpace(c.Reason + ": " + c.Message)
 		}
 	}
-	if msg := terminationMessage(ctx, b.reader, job); msg != "" {
-		return reason + "\n" + msg
+	if pod := newestPod(ctx, b.reader, job); pod != nil {
+		if msg := scaling.BuildFailure(pod); msg != "" {
+			return reason + "\n" + msg
+		}
 	}
 	return reason
 }
@@ -165,7 +194,7 @@ func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) bool {
 }
 
 // terminationMessage returns the termination message of the first terminated container of
-// the Job's newest pod: the result of a run, or the log tail of a failed one.
+// the Job's newest pod (a run Job's one): the result of a run, or the log tail of a failed one.
 func terminationMessage(ctx context.Context, r client.Reader, job *batchv1.Job) string {
 	pod := newestPod(ctx, r, job)
 	if pod == nil {

@@ -222,7 +222,7 @@ func (r *FunctionReconciler) reconcileImage(ctx context.Context, fn *v1.Function
 		built(metav1.ConditionFalse, v1.ReasonBuilding, res.message)
 		return retryAfter(queueRecheck) // a finished build wakes it sooner (builds.owner)
 	}
-	built(metav1.ConditionFalse, v1.ReasonBuilding, "kaniko job "+res.job.Name+" is building the source")
+	built(metav1.ConditionFalse, v1.ReasonBuilding, "build job "+res.job.Name+" is building the source")
 	return nil
 }
 

@@ -32,13 +32,13 @@ func TestFunctionBuildsThenDeploys(t *testing.T) {
 	fn := newFunction(ns, "hello", "a")
 	create(t, fn)
 	job := waitBuildJob(t, ns, "hello", "a")
-	args := strings.Join(job.Spec.Template.Spec.Containers[0].Args, " ")
-	wantImage := opts.Build.Registry + "/" + ns + "/hello:sha-" + sha("a")[:16]
-	for _, want := range []string{"--context=s3://" + opts.Build.Bucket + "/contexts/" + ns + "/hello/1.tar.gz", "--destination=" + wantImage} {
-		if !strings.Contains(args, want) {
-			t.Errorf("kaniko args %q lack %q", args, want)
-		}
+	fetch, push := strings.Join(job.Spec.Template.Spec.InitContainers[0].Args, " "), strings.Join(job.Spec.Template.Spec.Containers[0].Args, " ")
+	if !strings.Contains(fetch, "--key=contexts/"+ns+"/hello/1.tar.gz") || !strings.Contains(push, "--destination="+opts.Build.Registry+"/"+ns+"/hello:sha-"+sha("a")[:16]) {
+		t.Errorf("the build fetches %q and pushes %q", fetch, push)
 	}
+	// What runs is the image the build pushed, by digest: a tag pushed over later does not
+	// change it.
+	wantImage := builtImage(t, job)
 	building := waitFunction(t, fn, v1.FunctionBuilding)
 	if c := meta.FindStatusCondition(building.Status.Conditions, v1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse || c.Reason != "Building" {
 		t.Errorf("Ready while building = %+v", c)
@@ -220,11 +220,12 @@ func TestUnreachableRegistryIsRetried(t *testing.T) {
 	fn := newFunction(ns, "offline", "e")
 	create(t, fn)
 	first := waitBuildJob(t, ns, "offline", "e")
-	finishJob(t, first, false, `error checking push permissions: Get "http://`+opts.Build.Registry+`/v2/": dial tcp 10.0.0.9:5000: connect: connection refused`)
+	failBuildStep(t, first, scaling.BuildPushContainer, `sless: pushing `+opts.Build.Registry+`/`+ns+`/offline:sha-eeee: Get "http://`+opts.Build.Registry+`/v2/": dial tcp 10.0.0.9:5000: connect: connection refused`)
 	got := waitFunction(t, fn, v1.FunctionFailed)
 	ready := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady)
-	if ready.Reason != v1.ReasonRegistryUnavailable || !strings.Contains(ready.Message, "registry "+opts.Build.Registry+" is unreachable") {
-		t.Errorf("Ready condition %+v, want the unreachable registry named", ready)
+	if ready.Reason != v1.ReasonRegistryUnavailable || !strings.Contains(ready.Message, "registry "+opts.Build.Registry+" is unreachable") ||
+		!strings.Contains(ready.Message, "pushing the image failed: sless: pushing") {
+		t.Errorf("Ready condition %+v, want the unreachable registry named and the push step's error", ready)
 	}
 	var retried *batchv1.Job
 	eventually(t, "a retried build", func() error {

@@ -139,7 +139,7 @@ func (r *FunctionJobReconciler) resolve(ctx context.Context, fj *v1.FunctionJob)
 		return nil, "", "queued", retryAfter(queueRecheck) // a finished build wakes it sooner (builds.owner)
 	}
 	st.Phase = v1.JobBuilding
-	setCondition(fj, &st.Conditions, v1.ConditionSucceeded, metav1.ConditionUnknown, v1.ReasonBuilding, "kaniko job "+res.job.Name+" is building the source")
+	setCondition(fj, &st.Conditions, v1.ConditionSucceeded, metav1.ConditionUnknown, v1.ReasonBuilding, "build job "+res.job.Name+" is building the source")
 	return nil, "", "building", nil
 }
 

@@ -120,7 +120,7 @@ func TestSelfContainedJobBuildsThenRuns(t *testing.T) {
 	}
 	finishJob(t, run, true, `"done"`)
 	got := waitJobPhase(t, fj, v1.JobSucceeded, 1)
-	if got.Status.Result != `"done"` || !strings.HasSuffix(got.Status.Image, "/"+ns+"/oneoff:sha-"+sha("8")[:16]) {
+	if got.Status.Result != `"done"` || got.Status.Image != builtImage(t, build) {
 		t.Errorf("status %+v", got.Status)
 	}
 

@@ -122,12 +122,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	}); err != nil {
 		return fmt.Errorf("index functions by secret: %w", err)
 	}
-	b := newBuilds(mgr.GetClient(), mgr.GetAPIReader(), cfg.Options.Build)
+	kids := newChildren(mgr.GetClient())
+	b := newBuilds(mgr.GetClient(), mgr.GetAPIReader(), kids, cfg.Options)
 	res, err := newResolver(cfg)
 	if err != nil {
 		return err
 	}
-	kids := newChildren(mgr.GetClient())
 	if err := (&FunctionReconciler{Client: mgr.GetClient(), Config: cfg, builds: b, children: kids, resolver: res, Recorder: mgr.GetEventRecorder("sless-operator")}).SetupWithManager(mgr); err != nil {
 		return err
 	}

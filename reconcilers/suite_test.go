@@ -2,6 +2,8 @@ package reconcilers_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -96,6 +98,8 @@ func TestMain(m *testing.M) {
 	testRegistry = strings.TrimPrefix(reg.URL, "http://")
 	opts.Build.Registry = testRegistry
 	opts.Build.InsecureRegistries = []string{testRegistry}
+	// The artifact store as an in-cluster Service (TestBuildPodsNetworkPolicy creates it).
+	opts.Build.S3Endpoint = "http://minio." + opts.Build.Namespace + ":9000"
 	e, err := testenv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -260,8 +264,43 @@ func waitBuildJob(t *testing.T, ns, name, seed string) *batchv1.Job {
 }
 
 // finishJob plays the Job controller and kubelet, which envtest does not run: a pod that ran
-// and terminated with message, then the Job's terminal conditions.
+// and terminated with message, then the Job's terminal conditions. A build's pod ran its
+// steps: a failed build failed in kaniko (failBuildStep names another step), a successful
+// one's push step reports message, or builtImage(job) when message is empty.
 func finishJob(t *testing.T, job *batchv1.Job, succeed bool, message string) {
+	t.Helper()
+	failed := ""
+	if !succeed {
+		failed = scaling.BuildKanikoContainer
+	}
+	finishPod(t, job, failed, message)
+}
+
+// failBuildStep fails the build job in step with message.
+func failBuildStep(t *testing.T, job *batchv1.Job, step, message string) {
+	t.Helper()
+	finishPod(t, job, step, message)
+}
+
+// builtImage is what the fake push step of a build job reports: the destination's
+// repository at a digest made of the job's name.
+func builtImage(t *testing.T, job *batchv1.Job) string {
+	t.Helper()
+	for _, a := range job.Spec.Template.Spec.Containers[0].Args {
+		if d, ok := strings.CutPrefix(a, "--destination="); ok {
+			repo, _, _ := strings.Cut(d, ":sha-")
+			sum := sha256.Sum256([]byte(job.Name))
+			return repo + "@sha256:" + hex.EncodeToString(sum[:])
+		}
+	}
+	t.Fatalf("job %s pushes nothing", job.Name)
+	return ""
+}
+
+// finishPod runs job's pod to its end: every container (init containers first) succeeds up
+// to failed, which exits 1 with message; the ones after it never start. With failed empty the
+// last container's message is message (a build's: builtImage when empty).
+func finishPod(t *testing.T, job *batchv1.Job, failed, message string) {
 	t.Helper()
 	ctx := context.Background()
 	start := metav1.NewTime(time.Now().Add(-3 * time.Second).Truncate(time.Second))
@@ -271,20 +310,43 @@ func finishJob(t *testing.T, job *batchv1.Job, succeed bool, message string) {
 		Spec:       job.Spec.Template.Spec,
 	}
 	create(t, pod)
-	exit := int32(0)
-	if !succeed {
-		exit = 1
+	build := len(pod.Spec.InitContainers) > 0
+	if build && failed == "" && message == "" {
+		message = builtImage(t, job)
 	}
-	pod.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: pod.Spec.Containers[0].Name, Image: pod.Spec.Containers[0].Image,
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Message: message, StartedAt: start, FinishedAt: end}},
-	}}}
-	if !succeed {
+	pod.Status.Phase = corev1.PodSucceeded
+	if failed != "" {
 		pod.Status.Phase = corev1.PodFailed
+	}
+	ended := false
+	status := func(c corev1.Container, last bool) corev1.ContainerStatus {
+		cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image}
+		term := &corev1.ContainerStateTerminated{StartedAt: start, FinishedAt: end}
+		switch {
+		case ended:
+			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "PodInitializing"}
+			return cs
+		case c.Name == failed:
+			term.ExitCode, term.Message, ended = 1, message, true
+		case failed == "" && last:
+			term.Message = message
+		}
+		cs.State.Terminated = term
+		return cs
+	}
+	for _, c := range pod.Spec.InitContainers {
+		pod.Status.InitContainerStatuses = append(pod.Status.InitContainerStatuses, status(c, false))
+	}
+	for i, c := range pod.Spec.Containers {
+		if failed != "" && !build {
+			failed = c.Name // a run Job's one container
+		}
+		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, status(c, i == len(pod.Spec.Containers)-1))
 	}
 	if err := env.Client.Status().Update(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
+	succeed := failed == ""
 	now := metav1.Now()
 	if err := get(t, client.ObjectKeyFromObject(job), job); err != nil {
 		t.Fatal(err)

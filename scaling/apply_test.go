@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -78,7 +79,7 @@ func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	build, err := scaling.MakeBuildJob(scaling.BuildTarget{Namespace: fn.Namespace, Name: fn.Name, Label: scaling.LabelFunction, Source: *fn.Spec.Source}, opts.Build)
+	build, err := scaling.MakeBuildJob(scaling.BuildTarget{Namespace: fn.Namespace, Name: fn.Name, Label: scaling.LabelFunction, Source: *fn.Spec.Source}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +96,13 @@ func TestRenderedObjectsAreAcceptedByTheAPIServer(t *testing.T) {
 		scaling.MakeTriggerAuthentication(event),
 		scaling.MakeCronJob(cron, fn, opts),
 		build,
+		scaling.MakeBuildNetworkPolicy(opts.Build, scaling.BuildReach{
+			Endpoints: []scaling.BuildEndpoint{
+				{Namespace: opts.Build.Namespace, Selector: map[string]string{"app": "registry"}, Ports: []intstr.IntOrString{intstr.FromInt32(5000)}},
+				{Prefixes: []netip.Prefix{netip.MustParsePrefix("10.244.0.1/32"), netip.MustParsePrefix("fd00::5/128")}, Ports: []intstr.IntOrString{intstr.FromString("s3")}},
+			},
+			Never: []netip.Prefix{netip.MustParsePrefix("34.118.0.10/32")},
+		}),
 		scaling.MakeRunJob(fj, &fn.Spec.CodeSpec, "registry/img:sha-1", opts),
 		scaling.MakeSecretReaderServiceAccount(fn),
 		scaling.MakeSecretReaderRole(fn),

@@ -73,6 +73,10 @@ type BuildOptions struct {
 	MaxConcurrent int
 	// MemoryMB is the memory limit of the kaniko container.
 	MemoryMB int32
+	// Egress are the address ranges build pods may reach besides DNS, the registry, its
+	// mirrors and the artifact store (MakeBuildNetworkPolicy); DefaultBuildEgress: every
+	// public address.
+	Egress []BuildEgress
 }
 
 // DefaultKanikoImage is kaniko's last upstream release, pinned by the digest of its
@@ -99,6 +103,7 @@ func DefaultOptions() Options {
 			S3Secret:    "sless-s3",
 			Deadline:    15 * time.Minute,
 			MemoryMB:    2048,
+			Egress:      DefaultBuildEgress,
 		},
 	}
 }

@@ -50,6 +50,7 @@ func newOperatorCmd() *cobra.Command {
 		leaderElectionNamespace, level string
 		databaseURL                    string
 		egressAllow                    []string
+		buildEgress                    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "operator",
@@ -59,6 +60,14 @@ func newOperatorCmd() *cobra.Command {
 			logger, err := newLogger(cmd, level)
 			if err != nil {
 				return err
+			}
+			opts.Build.Egress = nil
+			for _, e := range buildEgress {
+				be, err := scaling.ParseBuildEgress(e)
+				if err != nil {
+					return fmt.Errorf("--build-egress: %w", err)
+				}
+				opts.Build.Egress = append(opts.Build.Egress, be)
 			}
 			log.SetLogger(logr.FromSlogHandler(logger.Handler()))
 			cfg, err := ctrl.GetConfig()
@@ -119,6 +128,8 @@ func newOperatorCmd() *cobra.Command {
 					&kedav1alpha1.ScaledObject{}: managed,
 					// Function and build pods carry the labels of their templates.
 					&corev1.Pod{}: managed,
+					// The build pods' NetworkPolicy.
+					&networkingv1.NetworkPolicy{}: managed,
 					// The identities through which dispatchers read a function's secrets.
 					&corev1.ServiceAccount{}: managed, &rbacv1.Role{}: managed, &rbacv1.RoleBinding{}: managed,
 					// The secrets API's Secrets (labelled as sless's too) and the functions'
@@ -182,13 +193,18 @@ func newOperatorCmd() *cobra.Command {
 		"registries (host[:port][/path]) prebuilt images (a Function's or FunctionJob's image) may come from, besides the namespace's own images in --registry (always allowed; other namespaces' there never are); their hosts are reached even on private addresses")
 	fs.StringSliceVar(&skipTagResolution, "registries-skipping-tag-resolving", reconcilers.DefaultSkipTagResolution,
 		"registries (host[:port]) whose prebuilt images run as given, their tags not resolved to digests: images loaded into the nodes, private registries the operator has no credentials for")
-	fs.StringVar(&opts.Build.Namespace, "build-namespace", opts.Build.Namespace, "namespace kaniko build Jobs run in")
-	fs.StringVar(&opts.Build.KanikoImage, "kaniko-image", opts.Build.KanikoImage, "kaniko executor image, pinned by digest")
-	fs.StringSliceVar(&opts.Build.InsecureRegistries, "kaniko-insecure-registry", nil, "registry host[:port] kaniko pushes to and pulls from, and prebuilt images' tags are resolved from, over plain HTTP (repeatable)")
+	fs.StringVar(&opts.Build.Namespace, "build-namespace", opts.Build.Namespace, "namespace build Jobs run in")
+	fs.StringVar(&opts.Build.KanikoImage, "kaniko-image", opts.Build.KanikoImage, "kaniko executor image, pinned by digest (it holds no credential: base images come from the registries anonymously)")
+	fs.StringSliceVar(&opts.Build.InsecureRegistries, "kaniko-insecure-registry", nil, "registry host[:port] builds push to and pull from, and prebuilt images' tags are resolved from, over plain HTTP (repeatable)")
 	fs.StringSliceVar(&opts.Build.RegistryMirrors, "kaniko-registry-mirror", nil, "mirror of Docker Hub for the Dockerfiles' base images (repeatable)")
 	fs.StringVar(&opts.Build.Registry, "registry", opts.Build.Registry, "registry host[:port][/path] function images are pushed to")
-	fs.StringVar(&opts.Build.RegistrySecret, "registry-secret", opts.Build.RegistrySecret, "dockerconfigjson Secret in the build namespace used to push")
-	fs.StringVar(&opts.Build.S3Secret, "build-s3-secret", opts.Build.S3Secret, "Secret in the build namespace with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY for kaniko")
+	fs.StringVar(&opts.Build.RegistrySecret, "registry-secret", opts.Build.RegistrySecret, "dockerconfigjson Secret in the build namespace the builds' push step pushes with (kaniko never holds it)")
+	fs.StringVar(&opts.Build.S3Secret, "build-s3-secret", opts.Build.S3Secret, "Secret in the build namespace with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY the builds' fetch step reads contexts with (kaniko never holds it)")
+	var defaultEgress []string
+	for _, e := range scaling.DefaultBuildEgress {
+		defaultEgress = append(defaultEgress, e.String())
+	}
+	fs.StringArrayVar(&buildEgress, "build-egress", defaultEgress, "CIDR[:PORT[/udp],...] build pods may reach besides DNS, the registry, its mirrors and the artifact store: package registries, Docker Hub (repeatable; given, it replaces the default). Private, link-local, CGNAT and the API server's addresses are left out of every range unless one lies wholly inside them")
 	fs.DurationVar(&opts.Build.Deadline, "build-timeout", opts.Build.Deadline, "longest a build may run")
 	fs.IntVar(&opts.Build.MaxConcurrent, "max-concurrent-builds", 0, "build Jobs that run at once; the others wait in the operator, spending none of --build-timeout (0: no cap)")
 	store.bind(fs, "/var/lib/sless/artifacts")

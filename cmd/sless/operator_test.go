@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/hex"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,7 +68,8 @@ func TestOperatorCommand(t *testing.T) {
 	cmd.SetArgs([]string{"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=127.0.0.1:0",
 		"--leader-election-namespace=sless-system", "--artifacts-dir=" + t.TempDir(), "--log-level=warn",
 		// No registry to resolve example.org/pre:1 from; allowed, or the policy refuses it.
-		"--registries-skipping-tag-resolving=example.org", "--allowed-registries=example.org"})
+		"--registries-skipping-tag-resolving=example.org", "--allowed-registries=example.org",
+		"--build-egress=203.0.113.0/24:443,80", "--build-egress=10.20.0.5/32:5000"})
 	cmd.SetErr(os.Stderr)
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
@@ -91,6 +95,23 @@ func TestOperatorCommand(t *testing.T) {
 			t.Fatal("the operator created no build job")
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// The build runs the operator's own image for its steps, under the policy the flags say.
+	if img := job.Spec.Template.Spec.Containers[0].Image; img != selfImage {
+		t.Errorf("push step image %s, want the operator's own %s", img, selfImage)
+	}
+	np := &networkingv1.NetworkPolicy{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "sless-system", Name: scaling.BuildNetworkPolicyName}, np); err != nil {
+		t.Fatalf("no build NetworkPolicy: %v", err)
+	}
+	var blocks []string
+	for _, r := range np.Spec.Egress {
+		if b := r.To[0].IPBlock; b != nil {
+			blocks = append(blocks, b.CIDR)
+		}
+	}
+	if !slices.Contains(blocks, "203.0.113.0/24") || !slices.Contains(blocks, "10.20.0.5/32") || slices.Contains(blocks, "0.0.0.0/0") {
+		t.Errorf("egress blocks %v, want the two --build-egress ranges instead of the default", blocks)
 	}
 	// A prebuilt function goes straight to its first revision's Deployment (its registry is
 	// allowed and skips tag resolution).
@@ -219,5 +240,22 @@ func TestOperatorMetricsFlags(t *testing.T) {
 	}
 	if o, err := metricsOptions(":8443", true); err != nil || !o.SecureServing || o.FilterProvider == nil {
 		t.Errorf("secure metrics: %+v, %v; want HTTPS with the authentication and authorization filter", o, err)
+	}
+}
+
+// TestOperatorRefusesABadBuildEgress: a --build-egress the operator cannot read stops it at
+// once, saying what to write instead.
+func TestOperatorRefusesABadBuildEgress(t *testing.T) {
+	for arg, want := range map[string]string{
+		"--build-egress=registry.example:443": "want CIDR[:PORT,...]",
+		"--build-egress=10.0.0.1/8":           "did you mean 10.0.0.0/8",
+		"--build-egress=0.0.0.0/0:https":      "not a number from 1 to 65535",
+	} {
+		cmd := newOperatorCmd()
+		cmd.SetArgs([]string{arg})
+		cmd.SetErr(io.Discard)
+		if err := cmd.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", arg, err, want)
+		}
 	}
 }

@@ -24,7 +24,7 @@ import (
 )
 
 // A function's log is its pods' logs through the API server (pods/log, which the kubelet
-// serves), every replica merged; a build's is the kaniko pod's in the build namespace; a
+// serves), every replica merged; a build's is its pod's kaniko step in the build namespace; a
 // job's its latest run's pod. A pod's log lives as long as the pod: what a function printed
 // before it scaled to zero is gone with its pods (export logs with OpenTelemetry or the
 // cluster's log collector to keep them).
@@ -198,8 +198,9 @@ func (b *Backend) logPods(ctx context.Context, q backend.LogQuery) (labels.Selec
 		return nil, "", "", nil, err
 	}
 	if q.Source == backend.LogBuild {
-		// Builds run in the platform namespace: the tenant's only by these labels.
-		return labels.SelectorFromSet(labels.Set{scaling.LabelFunctionNamespace: q.Namespace, scaling.LabelFunction: q.Name}), b.buildNamespace, "", nil, nil
+		// Builds run in the platform namespace: the tenant's only by these labels. Their log is
+		// kaniko's, the step that builds (the others only fetch and push).
+		return labels.SelectorFromSet(labels.Set{scaling.LabelFunctionNamespace: q.Namespace, scaling.LabelFunction: q.Name}), b.buildNamespace, scaling.BuildKanikoContainer, nil, nil
 	}
 	return labels.SelectorFromSet(labels.Set{scaling.LabelFunction: q.Name}), q.Namespace, scaling.FunctionContainer, &fn.Spec.CodeSpec, nil
 }
@@ -222,8 +223,8 @@ func (b *Backend) podsOf(ctx context.Context, ns string, sel labels.Selector, la
 // podLog reads one pod's log as it stands. A pod that is gone (deleted since the list, as in
 // a scale-in) or whose container has not started has no lines to give: it is skipped.
 func (b *Backend) podLog(ctx context.Context, p corev1.Pod, opts *corev1.PodLogOptions) ([]api.LogLine, error) {
-	if p.Status.Phase == corev1.PodPending {
-		return nil, nil // no container has run yet
+	if !hasRun(p, opts.Container) {
+		return nil, nil
 	}
 	rc, err := b.pods.CoreV1().Pods(p.Namespace).GetLogs(p.Name, opts).Stream(ctx)
 	if podWithoutLog(err) {
@@ -237,6 +238,21 @@ func (b *Backend) podLog(ctx context.Context, p corev1.Pod, opts *corev1.PodLogO
 	var lines []api.LogLine
 	err = scanLog(rc, p, func(l api.LogLine) error { lines = append(lines, l); return nil })
 	return lines, err
+}
+
+// hasRun tells whether p's container has run, so its log may have lines: in any pod past
+// Pending, and in a Pending one only an init container that has started (a build's kaniko
+// step runs while its pod is Pending).
+func hasRun(p corev1.Pod, container string) bool {
+	if p.Status.Phase != corev1.PodPending {
+		return true
+	}
+	for _, cs := range p.Status.InitContainerStatuses {
+		if cs.Name == container && (cs.State.Running != nil || cs.State.Terminated != nil) {
+			return true
+		}
+	}
+	return false
 }
 
 // podWithoutLog tells the answers of pods/log for a pod that has none to give: NotFound (the
@@ -298,7 +314,7 @@ func (b *Backend) follow(ctx context.Context, q backend.LogQuery, ns string, sel
 	defer wg.Wait()
 	followed := map[string]bool{}
 	attach := func(p corev1.Pod) {
-		if followed[p.Name] || p.Status.Phase == corev1.PodPending {
+		if followed[p.Name] || !hasRun(p, container) {
 			return
 		}
 		followed[p.Name] = true

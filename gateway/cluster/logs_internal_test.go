@@ -292,3 +292,30 @@ func TestReadLogsSkipsGonePods(t *testing.T) {
 		t.Error("a timeout counts as a pod without a log")
 	}
 }
+
+// TestHasRun: a build's pod is Pending while its kaniko step (an init container) runs, and
+// its log is read then; any other Pending pod's container has not run.
+func TestHasRun(t *testing.T) {
+	init := func(name string, st corev1.ContainerState) corev1.PodStatus {
+		return corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: name, State: st}}}
+	}
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	for _, tc := range []struct {
+		name      string
+		status    corev1.PodStatus
+		container string
+		want      bool
+	}{
+		{"a running pod", corev1.PodStatus{Phase: corev1.PodRunning}, "function", true},
+		{"a failed build", corev1.PodStatus{Phase: corev1.PodFailed}, "kaniko", true},
+		{"a pending pod", corev1.PodStatus{Phase: corev1.PodPending}, "function", false},
+		{"kaniko running in a pending pod", init("kaniko", running), "kaniko", true},
+		{"kaniko done, push starting", init("kaniko", corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}), "kaniko", true},
+		{"the fetch step running, kaniko waiting", init("fetch", running), "kaniko", false},
+		{"kaniko waiting", init("kaniko", corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}), "kaniko", false},
+	} {
+		if got := hasRun(corev1.Pod{Status: tc.status}, tc.container); got != tc.want {
+			t.Errorf("%s: hasRun = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
