@@ -200,7 +200,7 @@ func TestKanikoSpec(t *testing.T) {
 
 // checkCopySources fails a COPY from the build context that names the context root or a
 // path the context lacks: kaniko's context directory is 0750 (copied onto the workdir it
-// locks out the image's user) and holds the downloaded context.tar.gz.
+// locks out the image's user).
 func checkCopySources(t *testing.T, line string, files map[string]string) {
 	t.Helper()
 	fields := strings.Fields(line)

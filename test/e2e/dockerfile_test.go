@@ -79,7 +79,7 @@ func (g *ground) startPlatformBuild(ctx context.Context) error {
 		"--build-arg=GOPROXY=http://" + nodeIP + ":" + strconv.Itoa(goProxyPort), "--build-arg=BASE_IMAGE=" + base, "--build-arg=VERSION=e2e",
 		"--insecure-registry=" + registryDoor, "--registry-mirror=" + registryDoor, "--reproducible", "--verbosity=warn",
 		"--cache=true", "--cache-repo=oci:/layer-cache/platform", "--cache-ttl=" + layerCacheTTL.String(),
-	}, map[string]string{"/layer-cache": layers})
+	}, map[string]string{"/layer-cache": layers, "/kaniko/.docker": g.dockerConfig})
 }
 
 // layerCacheTTL is how long a layer kaniko cached for the Dockerfile build stays in use.

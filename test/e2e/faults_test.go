@@ -65,11 +65,13 @@ func TestBuildFailures(t *testing.T) {
 // the function answers. Serial: the other journeys need the registry.
 func TestRegistryOutage(t *testing.T) {
 	tn := newTenant(t)
-	// The outage is the destination's: the executor image is on the nodes already, as on any
-	// cluster that has built before (and usually from another registry). This journey may be
-	// the suite's first build.
-	if _, _, err := g.kubelets[0].rt.pull(context.Background(), g.kanikoImage); err != nil {
-		t.Fatalf("pre-pull the kaniko executor: %v", err)
+	// The outage is the destination's: the executor and the platform image (the build's fetch
+	// and push steps) are on the nodes already, as on any cluster that has built before (and
+	// usually from another registry). This journey may be the suite's first build.
+	for _, img := range []string{g.kanikoImage, g.platformImage} {
+		if _, _, err := g.kubelets[0].rt.pull(context.Background(), img); err != nil {
+			t.Fatalf("pre-pull %s: %v", img, err)
+		}
 	}
 	g.reg.Stop()
 	restarted := false
@@ -132,7 +134,7 @@ func TestUnpullableImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
+	if err := remote.Write(ref, img, remote.WithContext(ctx), g.reg.Auth()); err != nil {
 		t.Fatal(err)
 	}
 	digest, err := img.Digest()

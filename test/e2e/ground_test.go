@@ -75,7 +75,12 @@ const (
 	bucket       = "sless"
 	s3Key        = "sless-e2e"
 	s3Secret     = "sless-e2e-secret"
-	hmacKey      = "e2e-signing-key-0123456789abcdef0123456789abcdef"
+	// The registry takes pushes only with this account (as docs/install.md requires): the
+	// builds' push step has it from the registry-push Secret, the ground's own pushes from
+	// g.reg.Auth() and g.dockerConfig; pulls are anonymous.
+	registryUser     = "sless-e2e-builds"
+	registryPassword = "e2e-registry-push-0123456789abcdef"
+	hmacKey          = "e2e-signing-key-0123456789abcdef0123456789abcdef"
 )
 
 // ground is the running test ground.
@@ -93,7 +98,9 @@ type ground struct {
 	dbURL      string
 	gatewayURL string
 	reg        *images.Registry
-	standIns   map[string]v1.Hash // stand-in name (library/python:3.11...) → digest
+	// dockerConfig is a directory holding a config.json with the registry's push account.
+	dockerConfig string
+	standIns     map[string]v1.Hash // stand-in name (library/python:3.11...) → digest
 	// platformImage and kanikoImage are references by digest in the registry.
 	platformImage, kanikoImage string
 	procs                      []*component

@@ -43,7 +43,7 @@ func TestGRPCOnTheCluster(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./test/images/grpchealth: %v\n%s", err, out)
 	}
-	ref, err := images.PushBinary(ctx, bin, registry+"/"+tn.ns+"/grpchealth:1", t.TempDir())
+	ref, err := images.PushBinary(ctx, bin, registry+"/"+tn.ns+"/grpchealth:1", t.TempDir(), g.reg.Auth())
 	if err != nil {
 		t.Fatal(err)
 	}

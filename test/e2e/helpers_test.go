@@ -136,7 +136,7 @@ func deployShared(t testing.TB, tn tenant, name string, fields api.FunctionField
 	if err != nil {
 		t.Fatalf("read the shared image: %v", err)
 	}
-	if err := remote.Write(dst, img, remote.WithContext(ctx)); err != nil { // blobs mounted, not copied
+	if err := remote.Write(dst, img, remote.WithContext(ctx), g.reg.Auth()); err != nil { // blobs mounted, not copied
 		t.Fatalf("copy the shared image to %s: %v", dst, err)
 	}
 	fields.Image = ptr.To(dst.String())

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	appsv1 "k8s.io/api/apps/v1"
@@ -29,7 +30,7 @@ import (
 // would be: base images under the names the Dockerfiles use (Debian-built stand-ins), the
 // kaniko executor built from source, and the platform image built by `make image`.
 func (g *ground) startRegistry(ctx context.Context) error {
-	reg, err := images.StartRegistry(registryIP+":5000", filepath.Join(g.dir, "registry"))
+	reg, err := images.StartRegistry(registryIP+":5000", filepath.Join(g.dir, "registry"), &authn.Basic{Username: registryUser, Password: registryPassword})
 	if err != nil {
 		return err
 	}
@@ -38,13 +39,20 @@ func (g *ground) startRegistry(ctx context.Context) error {
 	if err := g.hosts.set(registryIP, registryName); err != nil {
 		return err
 	}
+	g.dockerConfig = filepath.Join(g.dir, "docker")
+	if err := os.MkdirAll(g.dockerConfig, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(g.dockerConfig, "config.json"), reg.DockerConfig(registry, registryDoor), 0o644); err != nil {
+		return err
+	}
 	start := time.Now()
-	if g.standIns, err = images.PushStandIns(ctx, g.tools["base-images"], registry); err != nil {
+	if g.standIns, err = images.PushStandIns(ctx, g.tools["base-images"], registry, reg.Auth()); err != nil {
 		return err
 	}
 	g.log.Info("base-image stand-ins pushed", "took", time.Since(start).Round(time.Millisecond))
 	if g.kanikoImage, err = images.PushKaniko(ctx, filepath.Join(g.tools["kaniko"], "executor"), "/etc/ssl/certs/ca-certificates.crt",
-		registry+"/kaniko/executor:e2e", g.dir); err != nil {
+		registry+"/kaniko/executor:e2e", g.dir, reg.Auth()); err != nil {
 		return err
 	}
 	start = time.Now()
@@ -52,7 +60,7 @@ func (g *ground) startRegistry(ctx context.Context) error {
 	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "image", "REGISTRY="+registry+"/sless", "PLATFORMS=linux/amd64",
 		"BASE_IMAGE="+registry+"/distroless/static-debian12@"+g.standIns["distroless/static-debian12:nonroot"].String(),
 		"KO_FLAGS=--insecure-registry", "IMAGE_REF="+refFile)
-	cmd.Dir = testenv.RepoRoot()
+	cmd.Dir, cmd.Env = testenv.RepoRoot(), append(os.Environ(), "DOCKER_CONFIG="+g.dockerConfig) // ko pushes with the account
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("make image: %w\n%s", err, out)
 	}
@@ -83,6 +91,11 @@ func (g *ground) installSless(ctx context.Context) error {
 		if err := g.client.Create(ctx, s); err != nil {
 			return err
 		}
+	}
+	push := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "registry-push", Namespace: "sless-system"},
+		Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: g.reg.DockerConfig(registry)}}
+	if err := g.client.Create(ctx, push); err != nil {
+		return err
 	}
 	if err := g.helmInstall(ctx); err != nil {
 		return err
@@ -116,11 +129,14 @@ func (g *ground) helmInstall(ctx context.Context) error {
 	values := map[string]any{
 		"image":  map[string]any{"repository": ref.Context().Name(), "digest": ref.Identifier()},
 		"config": map[string]any{"SLESS_S3_ENDPOINT": "http://" + nodeIP + ":" + strconv.Itoa(s3Port), "SLESS_FUNCTIONS_DOMAIN": functionsDomain},
-		"operator": map[string]any{"replicas": 1, "registry": registry, "kanikoImage": g.kanikoImage, "extraArgs": []any{
-			"--kaniko-insecure-registry=" + registry, "--kaniko-registry-mirror=" + registry,
-			"--history-secret=sless-history", "--build-timeout=" + buildTimeout.String(),
-			// The journeys run in parallel on 2 cores: two kaniko builds at a time, the rest queued.
-			"--max-concurrent-builds=2"}},
+		"operator": map[string]any{"replicas": 1, "registry": registry, "kanikoImage": g.kanikoImage,
+			// Public addresses (the default) and the registry, which is on a private one. The
+			// ground's kubelets do not enforce NetworkPolicy; the operator renders it all the same.
+			"buildEgress": []any{"0.0.0.0/0", "::/0", registryIP + "/32:5000,5001"}, "extraArgs": []any{
+				"--kaniko-insecure-registry=" + registry, "--kaniko-registry-mirror=" + registry,
+				"--history-secret=sless-history", "--build-timeout=" + buildTimeout.String(), "--registry-secret=registry-push",
+				// The journeys run in parallel on 2 cores: two kaniko builds at a time, the rest queued.
+				"--max-concurrent-builds=2"}},
 		"gateway": map[string]any{"replicas": 1},
 	}
 	flags := genericclioptions.NewConfigFlags(false)

@@ -274,8 +274,8 @@ func (k *kubelet) allocIP() (string, error) {
 	return ip, nil
 }
 
-// runPod runs the pod's single container (sless renders no multi-container pods), restarting
-// it under restartPolicy Always, and keeps the pod's status current.
+// runPod runs the pod's init containers, then its single container (sless renders no pod with
+// more), restarting it under restartPolicy Always, and keeps the pod's status current.
 func (k *kubelet) runPod(ctx context.Context, p *corev1.Pod, r *podRun) {
 	defer close(r.done)
 	key := p.Namespace + "/" + p.Name
@@ -288,6 +288,9 @@ func (k *kubelet) runPod(ctx context.Context, p *corev1.Pod, r *podRun) {
 	dir := filepath.Join(k.dir, string(p.UID))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		log.Error("pod directory", "err", err)
+		return
+	}
+	if !k.runInit(ctx, p, ip, dir, r) {
 		return
 	}
 	c := &p.Spec.Containers[0]
@@ -318,7 +321,7 @@ func (k *kubelet) runPod(ctx context.Context, p *corev1.Pod, r *podRun) {
 					Message: fmt.Sprintf("back-off restarting failed container %s (exit code %d)", c.Name, exit)}}
 				cs.LastTerminationState = corev1.ContainerState{Terminated: term}
 			}
-			st.ContainerStatuses = []corev1.ContainerStatus{cs}
+			putStatus(st, p, cs)
 		})
 		log.Info("container exited", "exit", exit, "restartPolicy", p.Spec.RestartPolicy)
 		if never {
@@ -333,6 +336,68 @@ func (k *kubelet) runPod(ctx context.Context, p *corev1.Pod, r *podRun) {
 	}
 }
 
+// runInit runs p's init containers one after another to completion, as the kubelet does before
+// the pod's containers, the pod Pending meanwhile; the first that fails fails the pod (sless
+// renders init containers only with restartPolicy Never: a build's steps). It reports whether
+// the pod's containers may start.
+func (k *kubelet) runInit(ctx context.Context, p *corev1.Pod, ip, dir string, r *podRun) bool {
+	if len(p.Spec.InitContainers) == 0 {
+		return true
+	}
+	initializing := func(c corev1.Container) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: c.Name, Image: c.Image,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}
+	}
+	k.setStatus(ctx, p, func(st *corev1.PodStatus) {
+		st.Phase = corev1.PodPending
+		setCondition(st, corev1.PodInitialized, false)
+		for _, c := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
+			putStatus(st, p, initializing(c))
+		}
+	})
+	for i := range p.Spec.InitContainers {
+		c := &p.Spec.InitContainers[i]
+		exit, msg, started := k.runContainer(ctx, p, c, ip, dir, 0, r)
+		if ctx.Err() != nil {
+			return false
+		}
+		term := &corev1.ContainerStateTerminated{ExitCode: int32(exit), Message: msg, Reason: "Completed", StartedAt: started, FinishedAt: metav1.Now()}
+		if exit != 0 {
+			term.Reason = "Error"
+		}
+		k.setStatus(ctx, p, func(st *corev1.PodStatus) {
+			putStatus(st, p, corev1.ContainerStatus{Name: c.Name, Image: c.Image, State: corev1.ContainerState{Terminated: term}})
+			if exit != 0 {
+				st.Phase = corev1.PodFailed
+			}
+		})
+		k.log.Info("init container exited", "pod", p.Namespace+"/"+p.Name, "container", c.Name, "exit", exit)
+		if exit != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// putStatus puts cs in place of the status of its container in st, among the init
+// containers' or the containers' as cs's container is one or the other.
+func putStatus(st *corev1.PodStatus, p *corev1.Pod, cs corev1.ContainerStatus) {
+	list := &st.ContainerStatuses
+	if slices.ContainsFunc(p.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == cs.Name }) {
+		list = &st.InitContainerStatuses
+	}
+	if i := slices.IndexFunc(*list, func(s corev1.ContainerStatus) bool { return s.Name == cs.Name }); i >= 0 {
+		(*list)[i] = cs
+		return
+	}
+	*list = append(*list, cs)
+}
+
+// initContainer tells whether c is one of p's init containers.
+func initContainer(p *corev1.Pod, c *corev1.Container) bool {
+	return slices.ContainsFunc(p.Spec.InitContainers, func(ic corev1.Container) bool { return ic.Name == c.Name })
+}
+
 // runContainer starts c once and returns its exit code, termination message and start time.
 func (k *kubelet) runContainer(ctx context.Context, p *corev1.Pod, c *corev1.Container, ip, dir string, restarts int32, r *podRun) (int, string, metav1.Time) {
 	key := p.Namespace + "/" + p.Name
@@ -340,7 +405,7 @@ func (k *kubelet) runContainer(ctx context.Context, p *corev1.Pod, c *corev1.Con
 	if !ok {
 		return 1, "", metav1.Now()
 	}
-	termPath := filepath.Join(dir, "termination-log")
+	termPath := filepath.Join(dir, "termination-log-"+c.Name)
 	logPath := filepath.Join(dir, fmt.Sprintf("%s_%s_%s-%d.log", p.Namespace, p.Name, c.Name, restarts))
 	logf, err := os.Create(logPath)
 	var spec containerSpec
@@ -360,8 +425,8 @@ func (k *kubelet) runContainer(ctx context.Context, p *corev1.Pod, c *corev1.Con
 		k.log.Warn("container cannot start", "pod", key, "err", err)
 		k.setStatus(ctx, p, func(st *corev1.PodStatus) {
 			st.Phase = corev1.PodPending
-			st.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, ImageID: img.ref, RestartCount: restarts,
-				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: err.Error()}}}}
+			putStatus(st, p, corev1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: img.ref, RestartCount: restarts,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: err.Error()}}})
 		})
 		<-ctx.Done()
 		return 1, err.Error(), metav1.Now()
@@ -375,17 +440,24 @@ func (k *kubelet) runContainer(ctx context.Context, p *corev1.Pod, c *corev1.Con
 	started := metav1.Now()
 	k.marks.mark(key, "started", started.Time)
 	ready := c.ReadinessProbe == nil
+	init := initContainer(p, c)
 	k.setStatus(ctx, p, func(st *corev1.PodStatus) {
-		st.Phase, st.HostIP, st.PodIP = corev1.PodRunning, k.ip, ip
+		st.HostIP, st.PodIP = k.ip, ip
 		st.HostIPs, st.PodIPs = []corev1.HostIP{{IP: k.ip}}, []corev1.PodIP{{IP: ip}}
 		if st.StartTime == nil {
 			st.StartTime = &started
 		}
 		setCondition(st, corev1.PodScheduled, true)
+		running := corev1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: img.ref, RestartCount: restarts,
+			Started: ptr.To(true), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}
+		if init { // the pod stays Pending until its init containers are done
+			putStatus(st, p, running)
+			return
+		}
+		st.Phase = corev1.PodRunning
 		setCondition(st, corev1.PodInitialized, true)
+		putStatus(st, p, running)
 		setPodReady(st, ready)
-		st.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, ImageID: img.ref, RestartCount: restarts, Ready: ready,
-			Started: ptr.To(true), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}
 	})
 	exited := make(chan int, 1)
 	go func() { exited <- run.wait() }()
@@ -422,8 +494,8 @@ func (k *kubelet) pullWithBackoff(ctx context.Context, p *corev1.Pod, c *corev1.
 		for _, reason := range []string{"ErrImagePull", "ImagePullBackOff"} {
 			k.setStatus(ctx, p, func(st *corev1.PodStatus) {
 				st.Phase = corev1.PodPending
-				st.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, RestartCount: restarts,
-					State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: err.Error()}}}}
+				putStatus(st, p, corev1.ContainerStatus{Name: c.Name, Image: c.Image, RestartCount: restarts,
+					State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: err.Error()}}})
 			})
 			select {
 			case <-ctx.Done():
@@ -521,8 +593,10 @@ func (k *kubelet) containerSpec(ctx context.Context, p *corev1.Pod, c *corev1.Co
 // key (or per item), its mode the volume's defaultMode (0644 when unset), owned by root and
 // the pod's fsGroup when it has one, shown read-only at the mount path; a missing Secret fails
 // the start, as a real kubelet keeps the pod in ContainerCreating. A hostPath volume of type
-// Directory is the host's directory, which must exist. Any other kind of volume fails loudly:
-// a build Job's registry credentials, say, must not silently go missing.
+// Directory is the host's directory, which must exist. An emptyDir is a directory of the
+// pod's (mode 0777, as the kubelet makes it) that every container of the pod shares for the
+// pod's life. Any other kind of volume fails loudly: a build Job's registry credentials, say,
+// must not silently go missing.
 func (k *kubelet) volumes(ctx context.Context, p *corev1.Pod, c *corev1.Container, dir string) ([]bindMount, error) {
 	var mounts []bindMount
 	for _, vm := range c.VolumeMounts {
@@ -538,8 +612,19 @@ func (k *kubelet) volumes(ctx context.Context, p *corev1.Pod, c *corev1.Containe
 			mounts = append(mounts, bindMount{Source: hp.Path, Target: vm.MountPath, ReadOnly: vm.ReadOnly})
 			continue
 		}
+		if i >= 0 && p.Spec.Volumes[i].EmptyDir != nil {
+			vdir := filepath.Join(dir, "empty-dirs", vm.Name)
+			if err := os.MkdirAll(vdir, 0o777); err != nil {
+				return nil, err
+			}
+			if err := os.Chmod(vdir, 0o777); err != nil { // past the umask
+				return nil, err
+			}
+			mounts = append(mounts, bindMount{Source: vdir, Target: vm.MountPath, ReadOnly: vm.ReadOnly})
+			continue
+		}
 		if i < 0 || p.Spec.Volumes[i].Secret == nil {
-			return nil, fmt.Errorf("volume %s: only Secret and hostPath volumes are supported by the e2e kubelet", vm.Name)
+			return nil, fmt.Errorf("volume %s: only Secret, hostPath and emptyDir volumes are supported by the e2e kubelet", vm.Name)
 		}
 		src := p.Spec.Volumes[i].Secret
 		s, err := k.cs.CoreV1().Secrets(p.Namespace).Get(ctx, src.SecretName, metav1.GetOptions{})

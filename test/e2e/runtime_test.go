@@ -193,7 +193,9 @@ func podNetwork(pid int, veth, ip string) error {
 	steps := [][]string{
 		{"ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", strconv.Itoa(pid)},
 		{"ip", "link", "set", veth, "up"},
-		{"ip", "route", "add", ip + "/32", "dev", veth},
+		// replace: the pod's previous container (an init container, a restart) may still be
+		// leaving with its own veth and the route to the same address.
+		{"ip", "route", "replace", ip + "/32", "dev", veth},
 		{"nsenter", ns, "ip", "link", "set", "lo", "up"},
 		{"nsenter", ns, "ip", "addr", "add", ip + "/32", "dev", "eth0"},
 		{"nsenter", ns, "ip", "link", "set", "eth0", "up"},

@@ -6,6 +6,7 @@ package images
 import (
 	"archive/tar"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,10 +17,12 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -37,19 +40,54 @@ type Registry struct {
 	handler http.Handler
 	mu      sync.Mutex
 	srv     *http.Server
+	// push, when set, is the one account that may write (HTTP Basic); reads are anonymous.
+	push *authn.Basic
 }
 
 // StartRegistry serves a registry on addr ("127.0.0.1:0" picks a port) keeping blobs in dir.
-func StartRegistry(addr, dir string) (*Registry, error) {
+// With push, every request that writes (anything but GET and HEAD) needs its credentials, as
+// a registry a platform builds into must (docs/install.md); reads stay anonymous.
+func StartRegistry(addr, dir string, push *authn.Basic) (*Registry, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	r := &Registry{handler: registry.New(registry.WithBlobHandler(registry.NewDiskBlobHandler(dir)),
-		registry.Logger(log.New(io.Discard, "", 0)))}
+	r := &Registry{push: push}
+	reg := registry.New(registry.WithBlobHandler(registry.NewDiskBlobHandler(dir)), registry.Logger(log.New(io.Discard, "", 0)))
+	r.handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if push != nil && req.Method != http.MethodGet && req.Method != http.MethodHead {
+			if u, p, ok := req.BasicAuth(); !ok || u != push.Username || p != push.Password {
+				w.Header().Set("WWW-Authenticate", `Basic realm="sless-test-registry"`)
+				http.Error(w, "pushes need credentials", http.StatusUnauthorized)
+				return
+			}
+		}
+		reg.ServeHTTP(w, req)
+	})
 	if err := r.listen(addr); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// Auth is what a client pushes with: the push account, or anonymous.
+func (r *Registry) Auth() remote.Option {
+	if r.push == nil {
+		return remote.WithAuth(authn.Anonymous)
+	}
+	return remote.WithAuth(r.push)
+}
+
+// DockerConfig is a Docker config.json holding the push account for each of hosts (this
+// registry's names, host:port), as a kubernetes.io/dockerconfigjson Secret holds it.
+func (r *Registry) DockerConfig(hosts ...string) []byte {
+	auths := map[string]map[string]string{}
+	for _, h := range hosts {
+		if r.push != nil {
+			auths[h] = map[string]string{"auth": base64.StdEncoding.EncodeToString([]byte(r.push.Username + ":" + r.push.Password))}
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"auths": auths})
+	return b
 }
 
 func (r *Registry) listen(addr string) error {
@@ -112,7 +150,8 @@ type standIns struct {
 
 // PushStandIns pushes the stand-ins built into dir (test/tools/base-images.sh) to host under
 // their names (library/python:3.11.13-slim-bookworm, ...) and returns each name's digest.
-func PushStandIns(ctx context.Context, dir, host string) (map[string]v1.Hash, error) {
+// opts carry the registry's credentials.
+func PushStandIns(ctx context.Context, dir, host string, opts ...remote.Option) (map[string]v1.Hash, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "images.json"))
 	if err != nil {
 		return nil, fmt.Errorf("base-image stand-ins: %w", err)
@@ -147,10 +186,11 @@ func PushStandIns(ctx context.Context, dir, host string) (map[string]v1.Hash, er
 			idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: plat}})
 		}
 		var artifact interface{ Digest() (v1.Hash, error) } = idx
-		write := func(ref name.Reference) error { return remote.WriteIndex(ref, idx, remote.WithContext(ctx)) }
+		opts := append(slices.Clone(opts), remote.WithContext(ctx))
+		write := func(ref name.Reference) error { return remote.WriteIndex(ref, idx, opts...) }
 		if len(platforms) == 1 {
 			artifact = single
-			write = func(ref name.Reference) error { return remote.Write(ref, single, remote.WithContext(ctx)) }
+			write = func(ref name.Reference) error { return remote.Write(ref, single, opts...) }
 		}
 		d, err := artifact.Digest()
 		if err != nil {
@@ -202,7 +242,7 @@ func LayerFromDir(dir, tmpDir string) (v1.Layer, error) {
 // PushKaniko pushes an executor image laid out as upstream's (/kaniko/executor, its CA
 // bundle under /kaniko/ssl, /kaniko/.docker, the same environment and entrypoint) holding
 // the executor built by test/tools/kaniko.sh, and returns its reference by digest.
-func PushKaniko(ctx context.Context, executor, caBundle, repo, tmpDir string) (string, error) {
+func PushKaniko(ctx context.Context, executor, caBundle, repo, tmpDir string, opts ...remote.Option) (string, error) {
 	root := filepath.Join(tmpDir, "kaniko-root")
 	for _, d := range []string{"kaniko/ssl/certs", "kaniko/.docker", "workspace"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
@@ -221,13 +261,13 @@ func PushKaniko(ctx context.Context, executor, caBundle, repo, tmpDir string) (s
 		Env: []string{"HOME=/root", "USER=root", "PATH=/usr/local/bin:/kaniko", "SSL_CERT_DIR=/kaniko/ssl/certs",
 			"DOCKER_CONFIG=/kaniko/.docker/", "DOCKER_CREDENTIAL_GCR_CONFIG=/kaniko/.config/gcloud/docker_credential_gcr_config.json"},
 		Entrypoint: []string{"/kaniko/executor"}, WorkingDir: "/workspace",
-	})
+	}, opts...)
 }
 
 // PushBinary pushes an image holding only the static linux/amd64 binary at /server, its
 // entrypoint (a prebuilt image of a user's, as ko would make it from scratch), and returns its
 // reference by digest.
-func PushBinary(ctx context.Context, binary, repo, tmpDir string) (string, error) {
+func PushBinary(ctx context.Context, binary, repo, tmpDir string, opts ...remote.Option) (string, error) {
 	root, err := os.MkdirTemp(tmpDir, "binary-root-")
 	if err != nil {
 		return "", err
@@ -235,12 +275,12 @@ func PushBinary(ctx context.Context, binary, repo, tmpDir string) (string, error
 	if out, err := exec.Command("cp", binary, filepath.Join(root, "server")).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("copying %s: %w: %s", binary, err, out)
 	}
-	return pushDir(ctx, root, repo, tmpDir, v1.Config{Entrypoint: []string{"/server"}, WorkingDir: "/"})
+	return pushDir(ctx, root, repo, tmpDir, v1.Config{Entrypoint: []string{"/server"}, WorkingDir: "/"}, opts...)
 }
 
 // pushDir pushes a linux/amd64 image of one layer, dir's content, with cfg as repo, and
 // returns its reference by digest.
-func pushDir(ctx context.Context, dir, repo, tmpDir string, cfg v1.Config) (string, error) {
+func pushDir(ctx context.Context, dir, repo, tmpDir string, cfg v1.Config, opts ...remote.Option) (string, error) {
 	layer, err := LayerFromDir(dir, tmpDir)
 	if err != nil {
 		return "", err
@@ -253,7 +293,7 @@ func pushDir(ctx context.Context, dir, repo, tmpDir string, cfg v1.Config) (stri
 	if err != nil {
 		return "", err
 	}
-	if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
+	if err := remote.Write(ref, img, append(opts, remote.WithContext(ctx))...); err != nil {
 		return "", fmt.Errorf("pushing %s: %w", repo, err)
 	}
 	d, err := img.Digest()

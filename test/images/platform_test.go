@@ -27,7 +27,7 @@ import (
 func TestPlatformImage(t *testing.T) {
 	ctx := context.Background()
 	standIns := testenv.BuiltTool(t, "base-images.sh")
-	reg, err := StartRegistry("127.0.0.1:0", t.TempDir())
+	reg, err := StartRegistry("127.0.0.1:0", t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
