@@ -177,7 +177,8 @@ type FunctionStatus struct {
 	// +optional
 	Phase FunctionPhase `json:"phase,omitempty"`
 
-	// Image is the image the Deployment runs.
+	// Image is the image the Deployment runs, by digest (<repository>@sha256:…): the one the
+	// build pushed, or spec.image's tag resolved.
 	// +optional
 	Image string `json:"image,omitempty"`
 
