@@ -239,10 +239,18 @@ func TestBuildStepsHoldOnlyTheirCredentials(t *testing.T) {
 			}
 			for _, c := range []corev1.Container{steps[BuildFetchContainer], push} {
 				sc := c.SecurityContext
-				if sc == nil || !ptr.Deref(sc.RunAsNonRoot, false) || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) ||
-					ptr.Deref(sc.AllowPrivilegeEscalation, true) || sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
-					t.Errorf("%s security context %+v: want non-root, read-only root, no privilege escalation, no capabilities", c.Name, sc)
+				if sc == nil || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) || ptr.Deref(sc.AllowPrivilegeEscalation, true) ||
+					sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 {
+					t.Errorf("%s security context %+v: want a read-only root, no privilege escalation, no capabilities", c.Name, sc)
 				}
+			}
+			// The fetch step writes as a user of its own; the push step reads kaniko's 0600
+			// blobs as their owner, root, without CAP_DAC_OVERRIDE or any other capability.
+			if sc := steps[BuildFetchContainer].SecurityContext; !ptr.Deref(sc.RunAsNonRoot, false) || ptr.Deref(sc.RunAsUser, 0) == 0 {
+				t.Errorf("fetch runs as %v (non-root %v), want a user of its own", sc.RunAsUser, sc.RunAsNonRoot)
+			}
+			if sc := push.SecurityContext; ptr.Deref(sc.RunAsUser, -1) != 0 {
+				t.Errorf("push runs as %v, want root (without capabilities) to read kaniko's blobs", sc.RunAsUser)
 			}
 			if ptr.Deref(pod.AutomountServiceAccountToken, true) || pod.ServiceAccountName != "" {
 				t.Errorf("the build pod gets a service-account token (automount %v, account %q)", pod.AutomountServiceAccountToken, pod.ServiceAccountName)

@@ -108,6 +108,10 @@ func MakeBuildJob(t BuildTarget, opts Options) (*batchv1.Job, error) {
 	}
 	workspace.ReadOnly = true
 	push := platformStep(BuildPushContainer, opts.SlessImage, workspace, pushArgs...)
+	// kaniko, as root, writes the layout's blobs 0600 (os.CreateTemp): the push step reads
+	// them as their owner, root without a single capability (no CAP_DAC_OVERRIDE), so it
+	// reads what root owns and nothing of another user's.
+	push.SecurityContext.RunAsNonRoot, push.SecurityContext.RunAsUser = ptr.To(false), ptr.To(int64(0))
 	pod := corev1.PodSpec{
 		InitContainers:               []corev1.Container{fetch, kaniko},
 		Containers:                   []corev1.Container{push},
@@ -145,7 +149,8 @@ func MakeBuildJob(t BuildTarget, opts Options) (*batchv1.Job, error) {
 }
 
 // platformStep is a build step the platform's own binary runs (`sless build-step ...`) as a
-// non-root user on a read-only root, its error as its termination message.
+// non-root user without capabilities on a read-only root, its error as its termination
+// message.
 func platformStep(name, image string, workspace corev1.VolumeMount, args ...string) corev1.Container {
 	return corev1.Container{
 		Name:  name,

@@ -46,22 +46,24 @@ type Options struct {
 	Build BuildOptions
 }
 
-// BuildOptions configures kaniko image builds. Build Jobs run in Namespace (the platform's
-// own), so tenants never see the registry or S3 credentials.
+// BuildOptions configures image builds (MakeBuildJob). Build Jobs run in Namespace (the
+// platform's own), so tenants never see the registry or S3 credentials, and inside a build
+// pod only the fetch and push steps hold them.
 type BuildOptions struct {
 	Namespace string
 	// KanikoImage is the executor image, pinned by digest (DefaultKanikoImage).
 	KanikoImage string
 	// Registry is host[:port][/path]; images go to <Registry>/<namespace>/<name>:sha-<hash>.
 	Registry string
-	// InsecureRegistries are registries kaniko talks plain HTTP to (push and pull).
+	// InsecureRegistries are registries builds talk plain HTTP to (kaniko's pulls, the push).
 	InsecureRegistries []string
 	// RegistryMirrors serve the Dockerfiles' Docker Hub base images (kaniko --registry-mirror).
 	RegistryMirrors []string
-	// RegistrySecret is a kubernetes.io/dockerconfigjson Secret in Namespace used to push.
+	// RegistrySecret is a kubernetes.io/dockerconfigjson Secret in Namespace the push step
+	// pushes with.
 	RegistrySecret string
 	// Bucket, S3Endpoint and S3Region locate the build contexts; S3Secret holds
-	// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+	// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, which the fetch step reads them with.
 	Bucket     string
 	S3Endpoint string
 	S3Region   string
