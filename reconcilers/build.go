@@ -50,27 +50,25 @@ type builds struct {
 	reader client.Reader // uncached: pods are read only when a build ends
 	// kids applies the build pods' NetworkPolicy.
 	kids  *children
-	opts  scaling.BuildOptions
-	all   scaling.Options
+	opts  scaling.Options
 	queue *buildQueue // nil: no cap
 }
 
 func newBuilds(c client.Client, reader client.Reader, kids *children, opts scaling.Options) builds {
-	return builds{client: c, reader: reader, kids: kids, opts: opts.Build, all: opts,
-		queue: newBuildQueue(opts.Build.MaxConcurrent, c, opts.Build.Namespace)}
+	return builds{client: c, reader: reader, kids: kids, opts: opts, queue: newBuildQueue(opts.Build.MaxConcurrent, c, opts.Build.Namespace)}
 }
 
 // ensure starts the build of t unless it exists, and reports how it stands.
 func (b builds) ensure(ctx context.Context, t scaling.BuildTarget) (buildResult, error) {
-	image, err := scaling.ImageFor(t, b.opts)
+	image, err := scaling.ImageFor(t, b.opts.Build)
 	if err != nil {
 		return buildResult{}, err
 	}
 	job := &batchv1.Job{}
-	key := client.ObjectKey{Namespace: b.opts.Namespace, Name: scaling.BuildJobName(t.Namespace, t.Name, t.Source.SHA256)}
+	key := client.ObjectKey{Namespace: b.opts.Build.Namespace, Name: scaling.BuildJobName(t.Namespace, t.Name, t.Source.SHA256)}
 	err = b.client.Get(ctx, key, job)
 	if apierrors.IsNotFound(err) {
-		desired, err := scaling.MakeBuildJob(t, b.all)
+		desired, err := scaling.MakeBuildJob(t, b.opts)
 		if err != nil {
 			return buildResult{}, err
 		}
@@ -101,7 +99,7 @@ func (b builds) ensure(ctx context.Context, t scaling.BuildTarget) (buildResult,
 		return b.succeeded(ctx, t, job, image)
 	case jobCondition(job, batchv1.JobFailed):
 		msg := b.failure(ctx, job)
-		return buildResult{state: buildFailed, image: image, job: job, message: msg, unreachable: unreachableRegistry(msg, b.opts)}, nil
+		return buildResult{state: buildFailed, image: image, job: job, message: msg, unreachable: unreachableRegistry(msg, b.opts.Build)}, nil
 	}
 	return buildResult{state: buildRunning, image: image, job: job}, nil
 }
@@ -143,7 +141,7 @@ func (b builds) failure(ctx context.Context, job *batchv1.Job) string {
 
 // retry removes t's failed build Job, so the next ensure starts the build again.
 func (b builds) retry(ctx context.Context, t scaling.BuildTarget) error {
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: b.opts.Namespace, Name: scaling.BuildJobName(t.Namespace, t.Name, t.Source.SHA256)}}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: b.opts.Build.Namespace, Name: scaling.BuildJobName(t.Namespace, t.Name, t.Source.SHA256)}}
 	if err := b.client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting failed build job %s for a retry: %w", job.Name, err)
 	}
@@ -176,7 +174,7 @@ func unreachableRegistry(log string, opts scaling.BuildOptions) string {
 
 // deleteAll removes every build Job of t (the owner is going away).
 func (b builds) deleteAll(ctx context.Context, t scaling.BuildTarget) error {
-	err := b.client.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(b.opts.Namespace),
+	err := b.client.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(b.opts.Build.Namespace),
 		client.MatchingLabels(scaling.BuildLabels(t)), client.PropagationPolicy("Background"))
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting build jobs of %s/%s: %w", t.Namespace, t.Name, err)

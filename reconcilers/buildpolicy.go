@@ -35,7 +35,7 @@ func (b builds) ensurePolicy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return ensure(ctx, b.kids, nil, scaling.MakeBuildNetworkPolicy(b.opts, reach), &networkingv1.NetworkPolicy{}, nil)
+	return ensure(ctx, b.kids, nil, scaling.MakeBuildNetworkPolicy(b.opts.Build, reach), &networkingv1.NetworkPolicy{}, nil)
 }
 
 // reach finds where a build's steps connect — the registry (push, base images), the mirrors
@@ -44,15 +44,15 @@ func (b builds) ensurePolicy(ctx context.Context) error {
 func (b builds) reach(ctx context.Context) (scaling.BuildReach, error) {
 	var r scaling.BuildReach
 	var hosts []string
-	for _, reg := range append([]string{b.opts.Registry}, b.opts.RegistryMirrors...) {
+	for _, reg := range append([]string{b.opts.Build.Registry}, b.opts.Build.RegistryMirrors...) {
 		host, _, _ := strings.Cut(reg, "/")
 		port := "443"
-		if slices.Contains(b.opts.InsecureRegistries, host) {
+		if slices.Contains(b.opts.Build.InsecureRegistries, host) {
 			port = "80"
 		}
 		hosts = append(hosts, withPort(host, port))
 	}
-	if u, err := url.Parse(b.opts.S3Endpoint); err == nil && u.Host != "" {
+	if u, err := url.Parse(b.opts.Build.S3Endpoint); err == nil && u.Host != "" {
 		hosts = append(hosts, withPort(u.Host, map[bool]string{true: "443", false: "80"}[u.Scheme == "https"]))
 	}
 	for _, hp := range hosts {
