@@ -24,7 +24,7 @@ func goEnv() []string {
 // compiles — the standard library packages the wrapper imports — once per Go version (a
 // marker file, under a lock, so processes sharing dir warm it once). It builds the platform's
 // own wrapper with an empty handler, as the platform: no tenant's code runs, so sandboxed
-// builds may lay dir read-only under their own cache (scaling/pool's BuildOptions.Layers)
+// builds may lay dir read-only under their own cache (devplane/pool's BuildOptions.Layers)
 // instead of compiling the standard library again for every tenant. Every Go runtime builds
 // with this machine's one toolchain, so one warm serves them all.
 func WarmGoCache(ctx context.Context, dir string) error {

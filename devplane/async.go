@@ -17,7 +17,7 @@ import (
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 	"sless.dev/sless/rules"
 )
 

@@ -14,7 +14,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"sless.dev/sless/gateway/api"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testkit"
 )

@@ -1,7 +1,7 @@
 // Package devplane is the control plane of `sless dev`, the local counterpart of the
 // reconcilers and KEDA: functions, triggers and jobs live in the data directory (store.go),
 // uploads are built on this machine (buildkit's local builds, cached by tenant and content
-// hash) and run as processes of scaling/pool; cron and AMQP triggers fire through the
+// hash) and run as processes of devplane/pool; cron and AMQP triggers fire through the
 // dispatcher package. It implements backend.Backend, so the REST API and /fn/ in
 // front of it are the cluster gateway's, unchanged.
 package devplane
@@ -24,12 +24,12 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/devplane/pool"
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 	"sless.dev/sless/rules"
-	"sless.dev/sless/scaling/pool"
 )
 
 // Options configures the dev plane.

@@ -18,7 +18,7 @@ import (
 	"sless.dev/sless/devplane"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testkit"
 )

@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"testing"
 
+	"sless.dev/sless/devplane/pool"
 	"sless.dev/sless/gateway/api"
-	"sless.dev/sless/scaling/pool"
 )
 
 // buildProbe is a Node function whose npm install runs a preinstall script as a tenant's

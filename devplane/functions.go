@@ -18,10 +18,10 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/devplane/pool"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/rules"
-	"sless.dev/sless/scaling/pool"
 )
 
 var tracer = otel.Tracer("sless.dev/sless/devplane")

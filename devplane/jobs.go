@@ -7,11 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"sless.dev/sless/devplane/pool"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 	"sless.dev/sless/rules"
-	"sless.dev/sless/scaling/pool"
 )
 
 // jobRuns are the runs in progress, by job key, so a deleted or re-run job stops its run.

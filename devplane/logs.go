@@ -15,10 +15,10 @@ import (
 	"sync"
 	"time"
 
+	"sless.dev/sless/devplane/pool"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/rules"
-	"sless.dev/sless/scaling/pool"
 )
 
 // Logs of sless dev: what each function's processes, its latest build and each job's latest

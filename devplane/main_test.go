@@ -19,11 +19,11 @@ import (
 
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/devplane"
+	"sless.dev/sless/devplane/pool"
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
-	"sless.dev/sless/gateway/history"
-	"sless.dev/sless/scaling/pool"
+	"sless.dev/sless/history"
 	"sless.dev/sless/test/testkit"
 )
 

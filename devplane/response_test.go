@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"sless.dev/sless/gateway/api"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 	"sless.dev/sless/test/testkit"
 )
 

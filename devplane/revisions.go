@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/devplane/pool"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/rules"
-	"sless.dev/sless/scaling/pool"
 )
 
 // Revisions in sless dev: a function's record keeps its revisions in its status (the

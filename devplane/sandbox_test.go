@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"sless.dev/sless/devplane/pool"
 	"sless.dev/sless/gateway/api"
-	"sless.dev/sless/scaling/pool"
 	"sless.dev/sless/test/testkit"
 )
 

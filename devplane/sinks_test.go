@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"sless.dev/sless/gateway/api"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/test/testkit"
 )

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 	"sless.dev/sless/rules"
 )
 

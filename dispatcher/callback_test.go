@@ -18,7 +18,7 @@ import (
 
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/gateway/api"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testkit"

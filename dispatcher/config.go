@@ -10,7 +10,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 )
 
 // FunctionRef names the invoked function, written "namespace/name".

@@ -13,7 +13,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 )
 
 const (

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"sless.dev/sless/dispatcher"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 )
 
 // Consume a queue and invoke a function through the gateway until SIGTERM (ctx), recording

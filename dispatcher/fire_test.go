@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"sless.dev/sless/dispatcher"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 )
 
 func TestNewCronEventReportsTheTick(t *testing.T) {

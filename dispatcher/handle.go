@@ -10,7 +10,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 )
 
 // publishTimeout bounds the wait for the broker's confirm of a retry or dead-letter publish.

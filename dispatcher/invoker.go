@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 	"sless.dev/sless/rules"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"sless.dev/sless/dispatcher"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 	"sless.dev/sless/test/pgtest"
 )
 

@@ -19,7 +19,7 @@ import (
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 )
 
 // Headers of an asynchronous call.

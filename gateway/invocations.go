@@ -8,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"sless.dev/sless/gateway/api"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 )
 
 // invocationQuery parses ?limit=&before= of the invocations endpoint.

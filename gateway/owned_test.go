@@ -12,7 +12,7 @@ import (
 
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/backend"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 )
 
 // recordedFunction keeps the header of the last request that reached it.

@@ -13,7 +13,7 @@ import (
 
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/backend"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 	"sless.dev/sless/test/testkit"
 )
 

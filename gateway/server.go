@@ -25,7 +25,7 @@ import (
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/gateway/codecheck"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 )
 
 // Config wires a Server. Backend and Auth are required.

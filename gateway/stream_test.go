@@ -12,7 +12,7 @@ import (
 
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/backend"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 	"sless.dev/sless/test/testkit"
 )
 

@@ -21,7 +21,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 )
 
 // tracerName names the gateway's spans. The tracer is taken from the global provider when a

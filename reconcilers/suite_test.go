@@ -30,7 +30,7 @@ import (
 
 	v1 "sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/buildkit"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 	"sless.dev/sless/reconcilers"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling"

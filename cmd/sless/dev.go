@@ -21,10 +21,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"sless.dev/sless/devplane"
+	"sless.dev/sless/devplane/pool"
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
-	"sless.dev/sless/gateway/history"
-	"sless.dev/sless/scaling/pool"
+	"sless.dev/sless/history"
 )
 
 func init() { subcommands = append(subcommands, newDevCmd) }

@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"sless.dev/sless/buildkit"
+	"sless.dev/sless/devplane/pool"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
-	"sless.dev/sless/scaling/pool"
 	"sless.dev/sless/test/testkit"
 )
 

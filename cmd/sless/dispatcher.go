@@ -18,7 +18,7 @@ import (
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/cluster"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 	"sless.dev/sless/rules"
 )
 

@@ -23,7 +23,7 @@ import (
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/cluster"
 	"sless.dev/sless/gateway/codecheck"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 	"sless.dev/sless/scaling"
 )
 

@@ -17,7 +17,7 @@ import (
 
 	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway/api"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 	"sless.dev/sless/test/browser"
 	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testkit"

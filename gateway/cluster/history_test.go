@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testkit"
 )

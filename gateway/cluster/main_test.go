@@ -25,7 +25,7 @@ import (
 	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/gateway/cluster"
 	"sless.dev/sless/gateway/codecheck"
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testenv"
 	"sless.dev/sless/test/testkit"

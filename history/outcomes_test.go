@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"sless.dev/sless/gateway/history"
+	"sless.dev/sless/history"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/rules/rulestest"
 	"sless.dev/sless/test/pgtest"

@@ -117,7 +117,7 @@ func OpenPostgres(dsn string, opts PostgresOptions) (*Postgres, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create history database pool: %w", err)
 	}
-	meter := otel.Meter("sless.dev/sless/gateway/history")
+	meter := otel.Meter("sless.dev/sless/history")
 	p := &Postgres{
 		pool: pool,
 		opts: opts,

@@ -39,7 +39,7 @@ import (
 	"sless.dev/sless/rules"
 )
 
-var tracer = otel.Tracer("sless.dev/sless/scaling/pool")
+var tracer = otel.Tracer("sless.dev/sless/devplane/pool")
 
 // Spec is how one function runs.
 type Spec struct {
