@@ -121,6 +121,13 @@ func TestBuildContextLayout(t *testing.T) {
 			},
 		},
 		{
+			// What go mod tidy writes beside golang.org/x modules: Go orders 1.25 below 1.25.0,
+			// so a go.work saying 1.25 would be refused.
+			name: "go.mod at a release's .0", runtime: "go1.25",
+			zip:  makeZip(t, file("h.go", "package handler\nfunc Handle(event map[string]any) any { return nil }\n"), file("go.mod", "module example.com/fn\n\ngo 1.25.0\n")),
+			want: map[string][]string{"go.work": {"go 1.25.0\n"}},
+		},
+		{
 			name: "go net/http form", runtime: "go1.25",
 			zip:  makeZip(t, file("h.go", "package handler\nimport \"net/http\"\nfunc Handle(w http.ResponseWriter, r *http.Request) {}\n")),
 			want: map[string][]string{"server/bind.go": {"httpHandler = handler.Handle\n"}},

@@ -7,9 +7,9 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
+	"go/version"
 	"path"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"golang.org/x/mod/modfile"
@@ -268,49 +268,16 @@ func checkGoMod(src *Source) error {
 			Fix: "name your module anything else, e.g. myfunction"}
 	}
 	if mf.Go != nil {
-		if compareGoVersions(goMinor(mf.Go.Version), src.Runtime.Version) > 0 {
+		if version.Compare(version.Lang("go"+mf.Go.Version), "go"+src.Runtime.Version) > 0 {
 			return &ValidationError{Rule: RuleBadManifest, File: "go.mod",
 				Reason: fmt.Sprintf("go.mod requires go %s but runtime %s has Go %s", mf.Go.Version, src.Runtime.Name, src.Runtime.Version),
 				Fix:    "choose a newer runtime or lower the go directive"}
 		}
-		if compareGoVersions(mf.Go.Version, src.goVersion) > 0 {
+		// Compared in Go's own order ("1.25" < "1.25.0"): go.work's line below a module's
+		// makes the go command refuse the workspace.
+		if version.Compare("go"+mf.Go.Version, "go"+src.goVersion) > 0 {
 			src.goVersion = mf.Go.Version
 		}
 	}
 	return nil
-}
-
-// compareGoVersions compares dotted Go versions numerically ("1.23.4" > "1.23"); anything
-// after a non-digit (rc1, beta) is ignored, which is enough to spot a too-new directive.
-func compareGoVersions(a, b string) int {
-	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < max(len(pa), len(pb)); i++ {
-		na, nb := leadingInt(pa, i), leadingInt(pb, i)
-		if na != nb {
-			if na < nb {
-				return -1
-			}
-			return 1
-		}
-	}
-	return 0
-}
-
-// goMinor trims a Go version to language major.minor: "1.23.4" → "1.23".
-func goMinor(v string) string {
-	parts := strings.SplitN(v, ".", 3)
-	return strings.Join(parts[:min(len(parts), 2)], ".")
-}
-
-func leadingInt(parts []string, i int) int {
-	if i >= len(parts) {
-		return 0
-	}
-	s := parts[i]
-	end := 0
-	for end < len(s) && s[end] >= '0' && s[end] <= '9' {
-		end++
-	}
-	n, _ := strconv.Atoi(s[:end])
-	return n
 }
