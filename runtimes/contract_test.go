@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/buildkit/sourcezip"
 	"sless.dev/sless/dispatcher"
@@ -88,7 +90,8 @@ func TestContract(t *testing.T) {
 	for _, name := range runtimeNames {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			addr := startEcho(t, name)
+			art := build(t, name, filepath.Join("testdata", "echo", string(buildkit.Runtimes[name].Language)))
+			addr := start(t, name, art)
 			for _, tc := range contractCases {
 				t.Run(tc.name, func(t *testing.T) {
 					status, got := call(t, addr, tc.method, tc.target, tc.headers, tc.body)
@@ -141,10 +144,52 @@ func TestContract(t *testing.T) {
 	}
 }
 
-// startEcho builds the echo handler for runtime as `sless dev` does and runs it on a
-// loopback port until the test ends. A runtime missing from the machine skips under -short
-// (make test-unit) and fails otherwise (make test installs them: test/tools/deps.sh).
-func startEcho(t *testing.T, runtime string) string {
+// webSocketRuntime is the Go runtime the WebSocket handler builds on: golang.org/x/net
+// requires Go 1.25. Only the net/http form upgrades (runtimes/README.md, "WebSockets").
+const webSocketRuntime = "go1.25"
+
+// TestWebSocketLibraries: a WebSocket echo works through the wrapper with every library
+// runtimes/README.md names for the net/http form, whether it unwraps the response writer
+// (http.ResponseController) or type-asserts http.Hijacker on it (gorilla/websocket,
+// golang.org/x/net/websocket).
+func TestWebSocketLibraries(t *testing.T) {
+	art := build(t, webSocketRuntime, filepath.Join("testdata", "websocket", "go"))
+	addr := start(t, webSocketRuntime, art, "SLESS_TIMEOUT_SECONDS=30")
+	for _, library := range []string{"coder", "gorilla", "xnet"} {
+		t.Run(library, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			path := "/" + library
+			// golang.org/x/net/websocket.Handler refuses an upgrade without an Origin, as a
+			// browser always sends one.
+			sig := signed("GET", path, nil, time.Now())
+			h := http.Header{"Origin": {"http://" + addr}, sig[0]: {sig[1]}}
+			c, resp, err := websocket.Dial(ctx, "ws://"+addr+path, &websocket.DialOptions{HTTPHeader: h})
+			if err != nil {
+				status := 0
+				if resp != nil {
+					status = resp.StatusCode
+				}
+				t.Fatalf("upgrade: status %d: %v", status, err)
+			}
+			defer c.CloseNow()
+			for _, msg := range []string{"one", "two"} {
+				if err := c.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+					t.Fatal(err)
+				}
+				if _, got, err := c.Read(ctx); err != nil || string(got) != "echo: "+msg {
+					t.Fatalf("echo of %q: %q %v", msg, got, err)
+				}
+			}
+			_ = c.Close(websocket.StatusNormalClosure, "done")
+		})
+	}
+}
+
+// build builds the handler in dir for runtime as `sless dev` does. A runtime missing from
+// the machine skips under -short (make test-unit) and fails otherwise (make test installs
+// them: test/tools/deps.sh).
+func build(t *testing.T, runtime, dir string) *buildkit.Artifact {
 	t.Helper()
 	rt := buildkit.Runtimes[runtime]
 	if _, err := buildkit.Interpreter(rt); err != nil {
@@ -153,7 +198,7 @@ func startEcho(t *testing.T, runtime string) string {
 		}
 		t.Fatalf("runtime %s: %v (test/tools/deps.sh installs it)", runtime, err)
 	}
-	zip, _, err := sourcezip.Zip(filepath.Join("testdata", "echo", string(rt.Language)))
+	zip, _, err := sourcezip.Zip(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,11 +215,18 @@ func startEcho(t *testing.T, runtime string) string {
 	if err != nil {
 		t.Fatalf("local build for %s: %v", runtime, err)
 	}
+	return art
+}
+
+// start runs a built function (with env added) on a loopback port until the test ends and
+// returns its address once it is healthy.
+func start(t *testing.T, runtime string, art *buildkit.Artifact, env ...string) string {
+	t.Helper()
 	port := testkit.FreePort(t)
 	cmd := exec.Command(art.Command[0], art.Command[1:]...)
 	cmd.Dir = art.Dir
-	cmd.Env = append(append(os.Environ(), art.Env...), "PORT="+strconv.Itoa(port), "SLESS_HOST=127.0.0.1",
-		rules.EnvIdentityKey+"="+hex.EncodeToString(contractKey))
+	cmd.Env = append(append(append(os.Environ(), art.Env...), "PORT="+strconv.Itoa(port), "SLESS_HOST=127.0.0.1",
+		rules.EnvIdentityKey+"="+hex.EncodeToString(contractKey)), env...)
 	stderr := &testkit.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {

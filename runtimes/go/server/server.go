@@ -4,6 +4,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -291,8 +292,10 @@ func (w *wrapper) serveHTTPForm(rw http.ResponseWriter, r *http.Request) (status
 	return sw.status
 }
 
-// statusWriter remembers the status a net/http handler sent; Unwrap keeps Flush, Hijack and
-// deadlines (http.ResponseController) working.
+// statusWriter remembers the status a net/http handler sent. It is an http.Flusher and an
+// http.Hijacker itself, for libraries that type-assert the writer (gorilla/websocket,
+// golang.org/x/net/websocket), and Unwrap serves http.ResponseController (deadlines and the
+// rest) and the libraries that use it (github.com/coder/websocket).
 type statusWriter struct {
 	http.ResponseWriter
 	status int
@@ -317,6 +320,16 @@ func (s *statusWriter) Flush() {
 		s.status = http.StatusOK
 	}
 	_ = http.NewResponseController(s.ResponseWriter).Flush() // as http.Flusher: nothing to report
+}
+
+// Hijack hands the connection to the handler; it is then logged as switching protocols (an
+// upgrade writes its 101 on the connection itself), and a later panic cuts it.
+func (s *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(s.ResponseWriter).Hijack()
+	if err == nil && s.status == 0 {
+		s.status = http.StatusSwitchingProtocols
+	}
+	return conn, rw, err
 }
 
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
