@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	"sless.dev/sless/buildkit/sourcezip"
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/runtimes"
 	"sless.dev/sless/test/testkit"
 )
 
@@ -140,6 +142,9 @@ func TestContract(t *testing.T) {
 				}
 			})
 			t.Run("signed calls", func(t *testing.T) { signedCalls(t, addr) })
+			t.Run("a slow body is a 408 at the function's timeout", func(t *testing.T) {
+				slowBody(t, start(t, name, art, "SLESS_TIMEOUT_SECONDS=1"), time.Second)
+			})
 		})
 	}
 }
@@ -182,6 +187,89 @@ func TestWebSocketLibraries(t *testing.T) {
 				}
 			}
 			_ = c.Close(websocket.StatusNormalClosure, "done")
+		})
+	}
+}
+
+// TestWrapperBodyBound: without a timeout of its own a function's body must arrive within
+// the longest timeout a function may set, rules.MaxTimeoutSeconds, as at the gateway; the
+// wrappers cannot import rules, so each states it as a literal held equal here.
+func TestWrapperBodyBound(t *testing.T) {
+	for file, pattern := range map[string]string{
+		"go/server/server.go": `(?m)^\s*maxBodySeconds\s*=\s*(\d+)$`,
+		"python/server.py":    `(?m)^MAX_BODY_SECONDS = (\d+)$`,
+		"node/server.js":      `(?m)^const MAX_BODY_SECONDS = (\d+);$`,
+	} {
+		src, err := runtimes.FS.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(pattern).FindSubmatch(src)
+		if m == nil {
+			t.Errorf("%s: no %s", file, pattern)
+		} else if got := string(m[1]); got != strconv.Itoa(rules.MaxTimeoutSeconds) {
+			t.Errorf("%s: the body bound without a timeout is %s s, rules.MaxTimeoutSeconds %d", file, got, rules.MaxTimeoutSeconds)
+		}
+	}
+}
+
+// slowBody sends a body that trickles in, a byte every 300 ms, for longer than the function's
+// timeout, with a length and chunked: the wrapper answers 408 once timeout has passed since
+// the headers, however often a byte comes, and the handler never runs (runtimes/README.md,
+// "Connections").
+func slowBody(t *testing.T, addr string, timeout time.Duration) {
+	const body = `{"trickled":"slowly"}`
+	for framing, wire := range map[string]string{
+		"Content-Length: " + strconv.Itoa(len(body)): body,
+		"Transfer-Encoding: chunked":                 fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body),
+	} {
+		t.Run(framing, func(t *testing.T) {
+			c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			var req strings.Builder
+			fmt.Fprintf(&req, "POST / HTTP/1.1\r\nHost: %s\r\n%s\r\n", addr, framing)
+			headers := signed("POST", "/", nil, time.Now())
+			for i := 0; i+1 < len(headers); i += 2 {
+				fmt.Fprintf(&req, "%s: %s\r\n", headers[i], headers[i+1])
+			}
+			req.WriteString("\r\n")
+			if _, err := io.WriteString(c, req.String()); err != nil {
+				t.Fatal(err)
+			}
+			sent := time.Now()
+			stop := make(chan struct{})
+			defer close(stop)
+			go func() {
+				tick := time.NewTicker(300 * time.Millisecond)
+				defer tick.Stop()
+				for i := range len(wire) {
+					select {
+					case <-stop:
+						return
+					case <-tick.C:
+					}
+					if _, err := c.Write([]byte{wire[i]}); err != nil {
+						return // the wrapper answered and closed
+					}
+				}
+			}()
+			_ = c.SetReadDeadline(sent.Add(timeout + 10*time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("no answer %s after the headers: %v", time.Since(sent).Round(time.Millisecond), err)
+			}
+			resp.Body.Close()
+			took := time.Since(sent)
+			if resp.StatusCode != http.StatusRequestTimeout {
+				t.Fatalf("status %d after %s, want 408 at the %s timeout", resp.StatusCode, took.Round(time.Millisecond), timeout)
+			}
+			// The whole body would take over 6 s; a bound per read would never end it.
+			if took < timeout-100*time.Millisecond || took > timeout+2500*time.Millisecond {
+				t.Errorf("408 after %s, want it at the %s timeout", took.Round(time.Millisecond), timeout)
+			}
 		})
 	}
 }

@@ -31,6 +31,10 @@ function envInt(key, def) {
 }
 
 const TIMEOUT = envInt('SLESS_TIMEOUT_SECONDS', 0);
+// The body must arrive within the function's timeout, or the longest one a function may set
+// (rules.MaxTimeoutSeconds; runtimes/contract_test.go holds them equal) when it has none.
+const MAX_BODY_SECONDS = 900;
+const BODY_SECONDS = TIMEOUT || MAX_BODY_SECONDS;
 const MAX_BODY = envInt('SLESS_MAX_BODY_BYTES', 6 << 20);
 const SHUTDOWN_GRACE = envInt('SLESS_SHUTDOWN_SECONDS', 25);
 // Read (and taken out of the environment) before the handler is loaded.
@@ -368,7 +372,8 @@ function decodePath(raw) {
 }
 
 // readBody calls done(err, body) once: with the whole body, or with an error (tooLarge set
-// when the body exceeds MAX_BODY). Callbacks rather than promises: this is the hot path.
+// when the body exceeds MAX_BODY, timedOut when it has not arrived within BODY_SECONDS,
+// however often bytes trickle in). Callbacks rather than promises: this is the hot path.
 function readBody(req, done) {
   const chunks = [];
   let size = 0;
@@ -376,9 +381,14 @@ function readBody(req, done) {
   const finish = (err, body) => {
     if (!finished) {
       finished = true;
+      clearTimeout(timer);
       done(err, body);
     }
   };
+  const timer = setTimeout(() => {
+    req.pause();
+    finish(Object.assign(new Error('too slow'), { timedOut: true }));
+  }, BODY_SECONDS * 1000);
   req.on('data', (chunk) => {
     size += chunk.length;
     if (size > MAX_BODY) {
@@ -455,6 +465,9 @@ function serve(load) {
       if (err.tooLarge) {
         answer(413, 'application/json', errorJSON(`request body exceeds ${MAX_BODY} bytes`));
         discardBody(req);
+      } else if (err.timedOut) {
+        res.setHeader('Connection', 'close');
+        answer(408, 'application/json', errorJSON(`the request body did not arrive within ${BODY_SECONDS}s`));
       } else {
         res.setHeader('Connection', 'close');
         answer(400, 'application/json', errorJSON(`reading request body: ${err.message}`));
@@ -604,11 +617,12 @@ function serve(load) {
       else finish(result);
     });
   });
-  // Bounds: headers within 10 s, the whole request within the function's timeout (15 min
-  // without one), idle keep-alive 120 s (longer than the gateway's pool and the KEDA
-  // interceptor keep theirs, so they close first).
+  // Bounds: headers within 10 s, the body within BODY_SECONDS (readBody), the whole request
+  // within both (for a body nothing reads, as on the health path), idle keep-alive 120 s
+  // (longer than the gateway's pool and the KEDA interceptor keep theirs, so they close
+  // first).
   server.headersTimeout = 10000;
-  server.requestTimeout = (TIMEOUT || 900) * 1000;
+  server.requestTimeout = server.headersTimeout + BODY_SECONDS * 1000;
   server.keepAliveTimeout = 120000;
   const listening = () => {
     fn = load(); // connections are accepted only after this returns

@@ -99,6 +99,10 @@ class BodyIncomplete(Exception):
     pass
 
 
+class BodyTimeout(Exception):
+    pass
+
+
 def env_int(key, default):
     raw = os.environ.get(key, "")
     if raw == "":
@@ -113,6 +117,10 @@ def env_int(key, default):
 
 
 TIMEOUT = env_int("SLESS_TIMEOUT_SECONDS", 0)
+# The body must arrive within the function's timeout, or the longest one a function may set
+# (rules.MaxTimeoutSeconds; runtimes/contract_test.go holds them equal) when it has none.
+MAX_BODY_SECONDS = 900
+BODY_TIME = TIMEOUT or MAX_BODY_SECONDS
 MAX_BODY = env_int("SLESS_MAX_BODY_BYTES", 6 << 20)
 # Read (and taken out of the environment) before the handler is imported.
 IDENTITY_KEY = sless_identity.load_key()
@@ -447,9 +455,9 @@ class BodyTooLarge(Exception):
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body are separate writes
-    # Every blocking read (a request line, headers, body, or waiting on an idle keep-alive
-    # connection) gives up after this long; longer than the gateway's pool and the KEDA
-    # interceptor keep idle connections, so they close first.
+    # Every blocking read of a request line or headers, or waiting on an idle keep-alive
+    # connection, gives up after this long (longer than the gateway's pool and the KEDA
+    # interceptor keep idle connections, so they close first); the body has BODY_TIME.
     timeout = 120
     call = None
     server_version = "sless-python"
@@ -491,33 +499,71 @@ class Handler(BaseHTTPRequestHandler):
             if self.close_connection:
                 return
 
-    def read_body(self):
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            return self.read_chunked()
-        length = int(self.headers.get("Content-Length") or 0)
+    def read_body(self, deadline):
+        """The request body, read by the monotonic deadline (BodyTimeout after it, however
+        often bytes trickle in); BodyIncomplete when the connection ended first."""
+        chunked = self.headers.get("Transfer-Encoding", "").lower() == "chunked"
+        length = 0 if chunked else int(self.headers.get("Content-Length") or 0)
+        if length < 0:
+            raise ValueError("negative Content-Length")
         if length > MAX_BODY:
             raise BodyTooLarge()
-        body = self.rfile.read(length)
-        if len(body) < length:  # the connection ended (or timed out) before the body did
-            raise BodyIncomplete()
-        return body
+        if not chunked and length == 0:
+            return b""
+        try:
+            return self.read_chunked(deadline) if chunked else self.read_exactly(length, deadline)
+        finally:
+            self.connection.settimeout(self.timeout)  # the answer and the next request's bounds
 
-    def read_chunked(self):
+    def within(self, deadline, read, arg):
+        """read(arg) on the request's stream (one socket read at most), given what is left
+        until the deadline."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise BodyTimeout()
+        self.connection.settimeout(left)
+        try:
+            return read(arg)
+        except TimeoutError:
+            raise BodyTimeout() from None
+
+    def read_exactly(self, size, deadline):
+        parts = []
+        while size > 0:
+            part = self.within(deadline, self.rfile.read1, size)
+            if not part:
+                raise BodyIncomplete()
+            parts.append(part)
+            size -= len(part)
+        return b"".join(parts)
+
+    def read_line(self, deadline):
+        """One line of a chunked body, as readline: short (b"" at the end) when the
+        connection ended."""
+        line = b""
+        while not line.endswith(b"\n"):
+            data = self.within(deadline, self.rfile.peek, 1)
+            if not data:
+                break
+            end = data.find(b"\n")
+            line += self.rfile.read(end + 1 if end >= 0 else len(data))
+            if len(line) > MAX_BODY:
+                raise BodyTooLarge()
+        return line
+
+    def read_chunked(self, deadline):
         chunks, total = [], 0
         while True:
-            size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            size = int(self.read_line(deadline).split(b";")[0].strip() or b"0", 16)
             if size == 0:
-                while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                while self.read_line(deadline) not in (b"\r\n", b"\n", b""):
                     pass
                 return b"".join(chunks)
             total += size
             if total > MAX_BODY:
                 raise BodyTooLarge()
-            chunk = self.rfile.read(size)
-            if len(chunk) < size:
-                raise BodyIncomplete()
-            chunks.append(chunk)
-            self.rfile.readline()
+            chunks.append(self.read_exactly(size, deadline))
+            self.read_line(deadline)
 
     def discard_body(self):
         """Reads (a bounded amount of) an oversized body so the client, still sending, gets
@@ -680,13 +726,20 @@ class Handler(BaseHTTPRequestHandler):
         start = time.monotonic()
         self.streaming = None  # a stream's header went out: False, True for text/event-stream
         try:
-            body = self.read_body()
+            body = self.read_body(start + BODY_TIME)
         except BodyTooLarge:
             status, ctype, payload = 413, "application/json", dumps({"error": f"request body exceeds {MAX_BODY} bytes"})
             self.close_connection = True  # the rest of the body makes the connection unusable
             self.respond(status, ctype, payload)
             self.discard_body()
-        except (BodyIncomplete, TimeoutError, ValueError) as exc:
+        except BodyTimeout:
+            status = 408
+            self.close_connection = True
+            try:
+                self.respond(status, "application/json", dumps({"error": f"the request body did not arrive within {BODY_TIME}s"}), close=True)
+            except OSError:
+                pass  # the client is gone
+        except (BodyIncomplete, ValueError) as exc:
             status = 400
             self.close_connection = True
             try:

@@ -41,12 +41,13 @@ const healthPath = "/healthz"
 
 // Connection bounds: headers, idle keep-alive (longer than the idle timeouts of the gateway's
 // pool and the KEDA interceptor in front, so they close first), header size, and the body of
-// a function without a timeout.
+// a function without a timeout: the longest timeout a function may set
+// (rules.MaxTimeoutSeconds; runtimes/contract_test.go holds them equal).
 const (
 	readHeaderTimeout = 10 * time.Second
 	idleTimeout       = 120 * time.Second
 	maxHeaderBytes    = 64 << 10
-	maxBodyTime       = 15 * time.Minute
+	maxBodySeconds    = 900
 	// listenBacklog is capped by the kernel at net.core.somaxconn, as net.Listen's.
 	listenBacklog = 4096
 )
@@ -363,7 +364,7 @@ func (w *wrapper) logInvocation(r *http.Request, status int, start time.Time) {
 func (w *wrapper) invoke(rw http.ResponseWriter, r *http.Request, start time.Time) int {
 	bodyTime := w.cfg.timeout
 	if bodyTime == 0 {
-		bodyTime = maxBodyTime
+		bodyTime = maxBodySeconds * time.Second
 	}
 	_ = http.NewResponseController(rw).SetReadDeadline(start.Add(bodyTime))
 	body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, w.cfg.maxBody))
