@@ -75,8 +75,12 @@ type BuildError struct {
 	Err     error
 }
 
-func (e *BuildError) Error() string {
-	return fmt.Sprintf("%s build failed at %s: %v\n%s", e.Runtime, e.Step, e.Err, e.Output)
+func (e *BuildError) Error() string { return e.Summary() + "\n" + e.Output }
+
+// Summary is the error without Output, for a log that has the output already (Output is a
+// copy of what the build wrote to LocalBuilder.Output).
+func (e *BuildError) Summary() string {
+	return fmt.Sprintf("%s build failed at %s: %v", e.Runtime, e.Step, e.Err)
 }
 
 func (e *BuildError) Unwrap() error { return e.Err }

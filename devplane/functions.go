@@ -364,13 +364,23 @@ func (b *Backend) build(ctx context.Context, ns, runtime string, src *api.Source
 		err = fmt.Errorf("the build did not finish within %s: %w", b.opts.BuildTimeout, err)
 	}
 	if err != nil {
+		logged := mask.Mask(withoutOutput(err))
 		err = maskError(err, mask) // it goes on to the status, the log and spans
 		span.SetStatus(codes.Error, err.Error())
-		fmt.Fprintf(out, "[sless] build failed: %v\n", err)
+		fmt.Fprintf(out, "[sless] build failed: %s\n", logged)
 	} else {
 		fmt.Fprintln(out, "[sless] build done")
 	}
 	return art, err
+}
+
+// withoutOutput is err's text without a failed build step's output, for the build log: the
+// step wrote it there as it ran.
+func withoutOutput(err error) string {
+	if be, ok := errors.AsType[*buildkit.BuildError](err); ok && be.Output != "" {
+		return strings.Replace(err.Error(), be.Error(), be.Summary(), 1)
+	}
+	return err.Error()
 }
 
 // maskedError is an error whose text has secret values masked; errors.As and errors.Is

@@ -338,9 +338,13 @@ func waitDeployed(ctx context.Context, s *session, out io.Writer, name string, p
 			last = state
 		}
 		if failed {
-			msg := firstOf(fn.Status.LastBuildError, fn.Status.Message)
-			return false, failedError(fmt.Errorf("function %s failed to build:\n%s\nfix the code and deploy again; `sless logs %s --build` shows the whole build output",
-				name, strings.TrimRight(msg, "\n"), name))
+			msg := strings.TrimRight(firstOf(fn.Status.LastBuildError, fn.Status.Message), "\n")
+			why := ":\n" + msg
+			if build.shown(msg) {
+				why = " (the build's output above says why)"
+			}
+			return false, failedError(fmt.Errorf("function %s failed to build%s\nfix the code and deploy again; `sless logs %s --build` shows the whole build output",
+				name, why, name))
 		}
 		if fn.Status.Phase != api.PhaseFailed {
 			prev = fn.Status // a later Failed is a new one
@@ -372,6 +376,7 @@ type buildFollower struct {
 	mu       sync.Mutex
 	out      io.Writer
 	lastLine time.Time
+	lines    []string // the build's own lines printed, trimmed
 	cancel   func()
 	done     chan struct{}
 	once     sync.Once
@@ -393,6 +398,9 @@ func followBuild(ctx context.Context, s *session, out io.Writer, name string, si
 		defer close(b.done)
 		_ = s.c.BuildLogs(ctx, s.ns, name, client.LogOptions{Since: since.UTC().Format(time.RFC3339Nano), Follow: true}, func(l api.LogLine) error {
 			b.printf("  | %s\n", l.Line)
+			b.mu.Lock()
+			b.lines = append(b.lines, strings.TrimSpace(l.Line))
+			b.mu.Unlock()
 			return nil
 		})
 	}()
@@ -404,6 +412,25 @@ func (b *buildFollower) printf(format string, args ...any) {
 	defer b.mu.Unlock()
 	fmt.Fprintf(b.out, format, args...)
 	b.lastLine = time.Now()
+}
+
+// shown reports whether the build's lines printed so far hold every line of text (each as a
+// whole line or the end of one, as in "[sless] build failed: <error>"), so a failure need not
+// print the compiler's message again.
+func (b *buildFollower) shown(text string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	some := false
+	for _, want := range strings.Split(text, "\n") {
+		if want = strings.TrimSpace(want); want == "" {
+			continue
+		}
+		if !slices.ContainsFunc(b.lines, func(line string) bool { return strings.HasSuffix(line, want) }) {
+			return false
+		}
+		some = true
+	}
+	return some
 }
 
 func (b *buildFollower) stop() {

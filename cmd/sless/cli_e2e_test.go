@@ -194,6 +194,11 @@ func TestCLIJourney(t *testing.T) {
 		}
 		r = cli.fails(exitFailed, "function gofn failed to build", gofn, "deploy")
 		mustContain(t, "compile error", r.stderr, "undefined: name", "sless logs gofn --build")
+		// Once: streamed with the build's output, which the log's last line and the error
+		// refer to rather than repeat.
+		if n := strings.Count(r.stderr, "handler.go:9:2: undefined: name"); n != 1 {
+			t.Errorf("the compiler's message is printed %d times, want once:\n%s", n, r.stderr)
+		}
 		if err := os.WriteFile(filepath.Join(gofn, "handler.go"), good, 0o644); err != nil {
 			t.Fatal(err)
 		}
