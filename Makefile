@@ -53,7 +53,9 @@ config-image:
 ## Helm chart), then render config/default/sless.yaml from the chart: the chart is the one
 ## install definition, config/default its kustomize form. cmd/sless/deps.txt lists the
 ## third-party packages of the binary on both image platforms: the Dockerfile compiles them in
-## a layer of their own.
+## a layer of their own. The provider's reference pages (terraform-provider-sless/docs) are
+## tfplugindocs' from its schema and examples/; it reads the schema through the Terraform CLI
+## the provider's tests use (TF_ACC_TERRAFORM_PATH, else test/tools/terraform.sh builds it).
 generate:
 	$(GO) tool controller-gen object paths=./apis/... crd paths=./apis/... output:crd:artifacts:config=config/crd/bases
 	$(GO) tool controller-gen rbac:roleName=sless-operator paths=./reconcilers/... output:rbac:artifacts:config=config/helm/sless/templates
@@ -61,10 +63,12 @@ generate:
 	$(GO) test ./config -run '^TestHelmChartMatchesConfig$$' -count=1 -args -update
 	@set -euo pipefail; deps() { GOOS=linux GOARCH=$$1 CGO_ENABLED=0 $(GO) list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./cmd/sless | grep -v '^sless.dev/' | sort; }; \
 	comm -12 <(deps amd64) <(deps arm64) > cmd/sless/deps.txt
+	@set -euo pipefail; tf=$${TF_ACC_TERRAFORM_PATH:-$$(test/tools/terraform.sh)}; \
+	cd terraform-provider-sless && PATH="$$(dirname "$$tf"):$$PATH" $(GO) tool tfplugindocs generate --provider-name sless
 
 ## verify-generated: fail when generated files are not what `make generate` produces.
 verify-generated: generate
-	@git diff --exit-code -- apis config cmd/sless/deps.txt || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code -- apis config cmd/sless/deps.txt terraform-provider-sless/docs || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
 
 ## lint: gofmt, go vet and staticcheck over every module.
 lint:

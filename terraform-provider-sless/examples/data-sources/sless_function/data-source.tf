@@ -1,0 +1,4 @@
+# Another configuration can look the function up by name.
+data "sless_function" "hello" {
+  name = sless_function.hello.name
+}
