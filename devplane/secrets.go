@@ -20,6 +20,7 @@ import (
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/rules"
+	triggerkinds "sless.dev/sless/triggers"
 )
 
 // Secrets live outside the state directory, one file each, their values sealed with
@@ -289,7 +290,7 @@ func (o secretObjects) Delete(_ context.Context, ns, name string) error {
 func keysOf(data map[string][]byte) []string { return slices.Sorted(maps.Keys(data)) }
 
 // kickSecretUsers reconciles what references secret name of ns: its functions (new values,
-// or a missing one) and its event triggers (the broker URL).
+// or a missing one) and its triggers (an event trigger's broker URL).
 func (b *Backend) kickSecretUsers(ns, name string) {
 	snap := b.store.snapshot()
 	for key, r := range snap.functions {
@@ -298,7 +299,7 @@ func (b *Backend) kickSecretUsers(ns, name string) {
 		}
 	}
 	for key, r := range snap.triggers {
-		if r.Namespace == ns && r.Spec.Type == api.TriggerEvent && r.Spec.BrokerSecret == name {
+		if r.Namespace == ns && triggerkinds.Uses(r.Spec, name) {
 			b.kickTrigger(key)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"sless.dev/sless/gateway/api"
-	"sless.dev/sless/gateway/backend"
 )
 
 func TestDecodeJSON(t *testing.T) {
@@ -142,33 +141,4 @@ func FuzzSplitFnPath(f *testing.F) {
 			t.Fatalf("splitFnPath(%q) = %q %q %q", p, ns, name, rest)
 		}
 	})
-}
-
-func TestValidateCron(t *testing.T) {
-	cases := []struct {
-		schedule, tz string
-		field        string
-	}{
-		{"*/5 * * * *", "", ""},
-		{"0 9 * * MON-FRI", "Europe/Berlin", ""},
-		{"@hourly", "UTC", ""},
-		{"", "", "schedule"},
-		{"* * * *", "", "schedule"},
-		{"0 0 * * * *", "", "schedule"},
-		{"60 * * * *", "", "schedule"},
-		{"@every 5m", "", "schedule"},
-		{"CRON_TZ=UTC 0 * * * *", "", "schedule"},
-		{"@daily", "Nowhere/City", "timezone"},
-		{"@daily", "../etc/passwd", "timezone"},
-	}
-	for _, tc := range cases {
-		err := validateCron(tc.schedule, tc.tz)
-		var iv *backend.InvalidError
-		switch {
-		case tc.field == "" && err != nil:
-			t.Errorf("%q %q: %v", tc.schedule, tc.tz, err)
-		case tc.field != "" && (!errors.As(err, &iv) || iv.Field != tc.field):
-			t.Errorf("%q %q: %v, want an error on %s", tc.schedule, tc.tz, err, tc.field)
-		}
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/triggers"
 )
 
 // The handlers decode and validate a request, call the Backend and answer with the wire
@@ -86,7 +87,7 @@ var (
 		name:  func(req api.CreateTrigger) string { return req.Name },
 		base: func(req api.CreateTrigger) (api.TriggerSpec, api.TriggerFields, error) {
 			if req.Type == nil {
-				return api.TriggerSpec{}, req.TriggerFields, invalid("type", "required; use http, cron or event")
+				return api.TriggerSpec{}, req.TriggerFields, invalid("type", "required; use %s", triggers.Names())
 			}
 			return defaultTriggerSpec(*req.Type), req.TriggerFields, nil
 		},
@@ -98,7 +99,7 @@ var (
 			if err := validateTriggerSpec(*spec); err != nil {
 				return err
 			}
-			return tenantQueues(ns, [][2]string{{"queue", spec.Queue}, {"dead_letter_queue", spec.DeadLetterQueue}})
+			return tenantQueues(ns, triggers.Queues(*spec))
 		},
 	}
 	jobResource = resource[api.Job, api.JobSpec, api.CreateJob, api.JobFields]{

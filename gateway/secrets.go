@@ -10,6 +10,7 @@ import (
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/triggers"
 )
 
 // secretResource is the secrets API: values go in (create, PUT) and never come out; an
@@ -45,8 +46,8 @@ func secretData(f api.SecretFields) (map[string][]byte, error) {
 	return nil, invalid(err.Field, "%s", err.Reason)
 }
 
-// secretInUse refuses to delete a secret that a function or an event trigger of namespace
-// ns references, naming them: a deleted secret would turn them not Ready.
+// secretInUse refuses to delete a secret that a function or a trigger of namespace ns
+// references, naming them: a deleted secret would turn them not Ready.
 func secretInUse(ctx context.Context, b backend.Backend, ns, name string) error {
 	fns, err := b.Functions().List(ctx, ns)
 	if err != nil {
@@ -63,7 +64,7 @@ func secretInUse(ctx context.Context, b backend.Backend, ns, name string) error 
 		}
 	}
 	for _, t := range trs {
-		if t.Type == api.TriggerEvent && t.BrokerSecret == name {
+		if triggers.Uses(t.TriggerSpec, name) {
 			users = append(users, "trigger "+t.Name)
 		}
 	}
@@ -71,7 +72,7 @@ func secretInUse(ctx context.Context, b backend.Backend, ns, name string) error 
 		return nil
 	}
 	return &backend.ConflictError{Kind: "secret", Namespace: ns, Name: name,
-		Reason: "in use by " + strings.Join(users, ", ") + "; remove the references first (secret_env, secret_files, broker_secret)"}
+		Reason: "in use by " + strings.Join(users, ", ") + "; remove the references first (" + strings.Join(append([]string{"secret_env", "secret_files"}, triggers.SecretFields()...), ", ") + ")"}
 }
 
 // validSecretRefs checks a function's secret_env and secret_files: variable names allowed

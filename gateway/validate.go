@@ -8,6 +8,7 @@ import (
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/triggers"
 )
 
 // validName checks a namespace or object name: a DNS-1123 label.
@@ -25,13 +26,10 @@ func validRuntime(field, rt string) error {
 	return nil
 }
 
-// validQueue checks a RabbitMQ queue name: at most rules.MaxQueueLength bytes of printable characters.
+// validQueue checks a RabbitMQ queue name (rules.CheckQueue).
 func validQueue(field, q string, required bool) error {
-	switch {
-	case q == "" && required:
-		return invalid(field, "a queue name of 1-%d characters is required", rules.MaxQueueLength)
-	case len(q) > rules.MaxQueueLength || strings.ContainsFunc(q, func(c rune) bool { return c < 0x20 || c == 0x7f }):
-		return invalid(field, "%q is not a queue name: use at most %d printable characters", q, rules.MaxQueueLength)
+	if err := rules.CheckQueue(field, q, required); err != nil {
+		return invalid(err.Field, "%s", err.Reason)
 	}
 	return nil
 }
@@ -50,8 +48,8 @@ func tenantQueues(ns string, queues [][2]string) error {
 }
 
 func inRange(field string, v, lo, hi int64) error {
-	if v < lo || v > hi {
-		return invalid(field, "%d is out of range; use %d-%d", v, lo, hi)
+	if err := rules.CheckRange(field, v, lo, hi); err != nil {
+		return invalid(err.Field, "%s", err.Reason)
 	}
 	return nil
 }
@@ -216,8 +214,8 @@ func validateFunctionSpec(s api.FunctionSpec) error {
 // defaultTriggerSpec holds the defaults of a new trigger of type typ.
 func defaultTriggerSpec(typ string) api.TriggerSpec {
 	s := api.TriggerSpec{Type: typ, Enabled: true}
-	if typ == api.TriggerEvent {
-		s.BrokerSecretKey, s.MaxAttempts, s.BackoffMs = rules.DefaultBrokerSecretKey, rules.DefaultMaxAttempts, rules.DefaultBackoffMillis
+	if k, ok := triggers.Lookup(typ); ok {
+		k.Default(&s)
 	}
 	return s
 }
@@ -229,101 +227,27 @@ func applyTriggerFields(spec *api.TriggerSpec, f api.TriggerFields) error {
 	}
 	setIf(&spec.Function, f.Function)
 	setIf(&spec.Enabled, f.Enabled)
-	setIf(&spec.RequireAuth, f.RequireAuth)
-	setIf(&spec.Schedule, f.Schedule)
-	setIf(&spec.Timezone, f.Timezone)
-	setIf(&spec.PrewarmSeconds, f.PrewarmSeconds)
-	setIf(&spec.Queue, f.Queue)
-	setIf(&spec.BrokerSecret, f.BrokerSecret)
-	setIf(&spec.BrokerSecretKey, f.BrokerSecretKey)
-	setIf(&spec.MaxAttempts, f.MaxAttempts)
-	setIf(&spec.BackoffMs, f.BackoffMs)
-	setIf(&spec.DeadLetterQueue, f.DeadLetterQueue)
+	triggers.Apply(spec, f)
 	return nil
 }
 
-// validateTriggerSpec checks a complete spec: the fields of its type are set and valid, the
-// fields of other types are not set.
+// validateTriggerSpec checks a complete spec: the fields of its kind are set and valid (the
+// kind's own rules), the fields only other kinds take are not set.
 func validateTriggerSpec(s api.TriggerSpec) error {
 	if err := validName("function", s.Function); err != nil {
 		return err
 	}
-	cronSet := s.Schedule != "" || s.Timezone != "" || s.PrewarmSeconds != 0
-	eventSet := s.Queue != "" || s.BrokerSecret != "" || s.DeadLetterQueue != ""
-	switch s.Type {
-	case api.TriggerHTTP:
-		if cronSet || eventSet {
-			return invalid(misplaced(s), "only cron and event triggers take this field; an http trigger has function, enabled and require_auth")
-		}
-		return nil
-	case api.TriggerCron:
-		if eventSet || s.RequireAuth {
-			return invalid(misplaced(s), "a cron trigger takes schedule, timezone and prewarm_seconds only")
-		}
-		if err := inRange("prewarm_seconds", int64(s.PrewarmSeconds), 0, rules.MaxPrewarmSeconds); err != nil {
-			return err
-		}
-		return validateCron(s.Schedule, s.Timezone)
-	case api.TriggerEvent:
-		if cronSet || s.RequireAuth {
-			return invalid(misplaced(s), "an event trigger takes queue, broker_secret and retry fields only")
-		}
-		return validateEvent(s)
+	k, ok := triggers.Lookup(s.Type)
+	if !ok {
+		return invalid("type", "unknown trigger type %q; use %s", s.Type, triggers.Names())
 	}
-	return invalid("type", "unknown trigger type %q; use http, cron or event", s.Type)
-}
-
-// misplaced names the first set field that does not belong to s.Type.
-func misplaced(s api.TriggerSpec) string {
-	fields := []struct {
-		name  string
-		set   bool
-		types string
-	}{
-		{"schedule", s.Schedule != "", "cron"},
-		{"timezone", s.Timezone != "", "cron"},
-		{"prewarm_seconds", s.PrewarmSeconds != 0, "cron"},
-		{"queue", s.Queue != "", "event"},
-		{"broker_secret", s.BrokerSecret != "", "event"},
-		{"dead_letter_queue", s.DeadLetterQueue != "", "event"},
-		{"require_auth", s.RequireAuth, "http"},
+	if f := triggers.Misplaced(s); f != "" {
+		return invalid(f, "%s", k.Takes())
 	}
-	for _, f := range fields {
-		if f.set && f.types != s.Type {
-			return f.name
-		}
-	}
-	return ""
-}
-
-// validateCron parses a schedule the way the cron firing will.
-func validateCron(schedule, tz string) error {
-	if err := rules.CheckSchedule(schedule); err != nil {
-		return invalid("schedule", "%s", err)
-	}
-	if tz == "" {
-		return nil
-	}
-	if err := rules.CheckTimezone(tz); err != nil {
-		return invalid("timezone", "%s", err)
+	if err := k.Validate(s); err != nil {
+		return invalid(err.Field, "%s", err.Reason)
 	}
 	return nil
-}
-
-func validateEvent(s api.TriggerSpec) error {
-	if err := validQueue("queue", s.Queue, true); err != nil {
-		return err
-	}
-	if s.BrokerSecret == "" || len(s.BrokerSecret) > rules.MaxSecretNameLength {
-		return invalid("broker_secret", "an event trigger needs the name of a Secret holding the amqp:// URL")
-	}
-	if err := validQueue("dead_letter_queue", s.DeadLetterQueue, false); err != nil {
-		return err
-	}
-	if err := inRange("max_attempts", int64(s.MaxAttempts), 1, rules.MaxAttempts); err != nil {
-		return err
-	}
-	return inRange("backoff_ms", int64(s.BackoffMs), 0, rules.MaxBackoffMillis)
 }
 
 // applyJobFields sets the sent fields of f on spec.

@@ -23,6 +23,7 @@ import (
 	v1 "sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/history"
 	"sless.dev/sless/scaling"
+	"sless.dev/sless/triggers"
 )
 
 // The operator's metrics endpoint asks the API server who its callers are and whether they
@@ -70,9 +71,9 @@ type RevisionOutcomes interface {
 // Function change wakes exactly its dependents; without it they wait for a resync.
 const functionRefIndex = "spec.functionRef.name"
 
-// brokerSecretIndex indexes event Triggers by their broker secret, so the secret's creation
-// or rotation wakes them.
-const brokerSecretIndex = "spec.event.brokerSecretRef.name"
+// triggerSecretIndex indexes Triggers by the secrets their kind reads (an event trigger's
+// broker secret), so a secret's creation or rotation wakes them.
+const triggerSecretIndex = "trigger.secrets"
 
 // specChanged lets through what the user changed (spec, labels, annotations, deletion, which
 // all bump the generation or metadata) but not the status writes a reconciler makes itself:
@@ -109,13 +110,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	}); err != nil {
 		return fmt.Errorf("index function jobs by function: %w", err)
 	}
-	if err := idx.IndexField(ctx, &v1.Trigger{}, brokerSecretIndex, func(o client.Object) []string {
-		if e := o.(*v1.Trigger).Spec.Event; e != nil {
-			return []string{e.BrokerSecretRef.Name}
+	if err := idx.IndexField(ctx, &v1.Trigger{}, triggerSecretIndex, func(o client.Object) []string {
+		var names []string
+		for _, r := range triggers.SecretRefs(triggers.FromCRD(o.(*v1.Trigger).Spec)) {
+			names = append(names, r.Secret)
 		}
-		return nil
+		return names
 	}); err != nil {
-		return fmt.Errorf("index triggers by broker secret: %w", err)
+		return fmt.Errorf("index triggers by secret: %w", err)
 	}
 	if err := idx.IndexField(ctx, &v1.Function{}, secretRefIndex, func(o client.Object) []string {
 		return o.(*v1.Function).Spec.SecretNames()

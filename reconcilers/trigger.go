@@ -20,6 +20,7 @@ import (
 	v1 "sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling"
+	"sless.dev/sless/triggers"
 )
 
 // +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list;watch;create;update;patch;delete
@@ -84,7 +85,7 @@ func (r *TriggerReconciler) reconcileTrigger(ctx context.Context, tr *v1.Trigger
 	case v1.TriggerEvent:
 		// The broker URL comes from a secret of the secrets API, as a function's secrets do:
 		// a trigger cannot make KEDA and the dispatcher read another Secret of its namespace.
-		if missing := r.brokerSecretMissing(ctx, tr); missing != "" {
+		if missing := r.secretMissing(ctx, tr); missing != "" {
 			st.Active = false
 			setCondition(tr, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSecretNotFound, missing)
 			return nil
@@ -109,14 +110,19 @@ func (r *TriggerReconciler) reconcileTrigger(ctx context.Context, tr *v1.Trigger
 	return r.prewarm(tr, fn, time.Now())
 }
 
-// brokerSecretMissing says which of an event trigger's broker secret and key does not exist.
-func (r *TriggerReconciler) brokerSecretMissing(ctx context.Context, tr *v1.Trigger) string {
-	ref := tr.Spec.Event.BrokerSecretRef
-	s, missing := slessSecret(ctx, r.Client, tr.Namespace, ref.Name)
-	if missing != "" {
-		return "broker_secret: " + missing
+// secretMissing says which secret or key the trigger's kind reads (an event trigger's broker
+// secret) does not exist.
+func (r *TriggerReconciler) secretMissing(ctx context.Context, tr *v1.Trigger) string {
+	for _, ref := range triggers.SecretRefs(triggers.FromCRD(tr.Spec)) {
+		s, missing := slessSecret(ctx, r.Client, tr.Namespace, ref.Secret)
+		if missing != "" {
+			return ref.Field + ": " + missing
+		}
+		if missing := missingKey(s, ref.Key, ref.KeyField); missing != "" {
+			return missing
+		}
 	}
-	return missingKey(s, scaling.BrokerSecretKey(ref), "broker_secret_key")
+	return ""
 }
 
 func (r *TriggerReconciler) fail(tr *v1.Trigger, err error) error {
@@ -149,7 +155,7 @@ func (r *TriggerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&kedav1alpha1.ScaledJob{}, builder.WithPredicates(notCreated)).
 		Owns(&kedav1alpha1.TriggerAuthentication{}, builder.WithPredicates(notCreated)).
 		Watches(&v1.Function{}, handler.EnqueueRequestsFromMapFunc(referrers(r.Client, triggerList, functionRefIndex))).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(referrers(r.Client, triggerList, brokerSecretIndex))).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(referrers(r.Client, triggerList, triggerSecretIndex))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
 		Named("trigger").
 		Complete(r)

@@ -18,6 +18,7 @@ import (
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/triggers"
 )
 
 // The namespace's secrets: values go in (sless secret create, set) and never come out. Every
@@ -101,8 +102,10 @@ func secretUses(name string, fns []api.Function, trs []api.Trigger) []secretUse 
 		}
 	}
 	for _, t := range trs {
-		if t.Type == api.TriggerEvent && t.BrokerSecret == name {
-			uses = append(uses, secretUse{Kind: "trigger", Name: t.Name, Key: firstOf(t.BrokerSecretKey, rules.DefaultBrokerSecretKey)})
+		for _, r := range triggers.SecretRefs(t.TriggerSpec) {
+			if r.Secret == name {
+				uses = append(uses, secretUse{Kind: "trigger", Name: t.Name, Key: r.Key})
+			}
 		}
 	}
 	return uses

@@ -32,6 +32,7 @@ import (
 	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling"
+	"sless.dev/sless/triggers"
 )
 
 // Options configures the cluster backend.
@@ -250,7 +251,7 @@ var (
 		spec: func(f api.Function) api.FunctionSpec { return f.FunctionSpec }, apply: func(o *v1alpha1.Function, s api.FunctionSpec) error { return applyFunctionSpec(&o.Spec, s) }}
 	triggerKind = kind[v1alpha1.Trigger, *v1alpha1.Trigger, v1alpha1.TriggerList, *v1alpha1.TriggerList, api.TriggerSpec, api.Trigger]{
 		name: "trigger", items: func(l *v1alpha1.TriggerList) []v1alpha1.Trigger { return l.Items }, view: triggerOf,
-		spec: func(t api.Trigger) api.TriggerSpec { return t.TriggerSpec }, apply: func(o *v1alpha1.Trigger, s api.TriggerSpec) error { applyTriggerSpec(&o.Spec, s); return nil }}
+		spec: func(t api.Trigger) api.TriggerSpec { return t.TriggerSpec }, apply: func(o *v1alpha1.Trigger, s api.TriggerSpec) error { triggers.ToCRD(&o.Spec, s); return nil }}
 	jobKind = kind[v1alpha1.FunctionJob, *v1alpha1.FunctionJob, v1alpha1.FunctionJobList, *v1alpha1.FunctionJobList, api.JobSpec, api.Job]{
 		name: "job", items: func(l *v1alpha1.FunctionJobList) []v1alpha1.FunctionJob { return l.Items }, view: jobOf,
 		spec: func(j api.Job) api.JobSpec { return j.JobSpec }, apply: func(o *v1alpha1.FunctionJob, s api.JobSpec) error { applyJobSpec(&o.Spec, s); return nil }}

@@ -16,6 +16,7 @@ import (
 	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/triggers"
 )
 
 // The functions below map CRD objects to the wire model and back. The apply* functions write
@@ -136,43 +137,11 @@ func sourceRef(s *api.Source) *v1alpha1.SourceRef {
 }
 
 func triggerOf(t *v1alpha1.Trigger) api.Trigger {
-	s := t.Spec
-	out := api.Trigger{
+	return api.Trigger{
 		Name: t.Name, Namespace: t.Namespace, CreatedAt: t.CreationTimestamp.UTC(),
-		TriggerSpec: api.TriggerSpec{Type: string(s.Type), Function: s.FunctionRef.Name, Enabled: s.IsEnabled(), RequireAuth: s.RequireAuth},
+		TriggerSpec: triggers.FromCRD(t.Spec),
 		Status: api.TriggerStatus{Active: t.Status.Active, URL: t.Status.URL, LastFireTime: timeOf(t.Status.LastFireTime),
 			Message: readyMessage(t.Status.Conditions)},
-	}
-	if c := s.Cron; c != nil {
-		out.Schedule, out.Timezone, out.PrewarmSeconds = c.Schedule, c.Timezone, c.PrewarmSeconds
-	}
-	if e := s.Event; e != nil {
-		out.Queue, out.BrokerSecret, out.BrokerSecretKey = e.Queue, e.BrokerSecretRef.Name, e.BrokerSecretRef.Key
-		out.MaxAttempts, out.BackoffMs, out.DeadLetterQueue = e.Retry.MaxAttempts, e.Retry.BackoffMillis, e.DeadLetterQueue
-	}
-	return out
-}
-
-func applyTriggerSpec(dst *v1alpha1.TriggerSpec, s api.TriggerSpec) {
-	enabled := s.Enabled
-	dst.Type, dst.FunctionRef.Name, dst.Enabled, dst.RequireAuth = v1alpha1.TriggerType(s.Type), s.Function, &enabled, s.RequireAuth
-	if s.Type == api.TriggerCron {
-		if dst.Cron == nil {
-			dst.Cron = &v1alpha1.CronSpec{}
-		}
-		dst.Cron.Schedule, dst.Cron.Timezone, dst.Cron.PrewarmSeconds = s.Schedule, s.Timezone, s.PrewarmSeconds
-	} else {
-		dst.Cron = nil
-	}
-	if s.Type == api.TriggerEvent {
-		if dst.Event == nil {
-			dst.Event = &v1alpha1.EventSpec{}
-		}
-		e := dst.Event
-		e.Queue, e.BrokerSecretRef = s.Queue, v1alpha1.SecretKeyReference{Name: s.BrokerSecret, Key: s.BrokerSecretKey}
-		e.Retry.MaxAttempts, e.Retry.BackoffMillis, e.DeadLetterQueue = s.MaxAttempts, s.BackoffMs, s.DeadLetterQueue
-	} else {
-		dst.Event = nil
 	}
 }
 

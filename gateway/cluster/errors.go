@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"sless.dev/sless/gateway/backend"
+	"sless.dev/sless/triggers"
 )
 
 // codeFields maps CRD paths shared by Function and FunctionJob to API field names.
@@ -38,21 +39,12 @@ var apiFields = map[string]map[string]string{
 		"spec.async.deadLetterQueue":        "async.dead_letter_queue",
 		"spec.async.maxJobs":                "async.max_jobs",
 	}),
-	"trigger": {
-		"metadata.name":                  "name",
-		"spec.type":                      "type",
-		"spec.functionRef":               "function",
-		"spec.enabled":                   "enabled",
-		"spec.requireAuth":               "require_auth",
-		"spec.cron":                      "schedule",
-		"spec.cron.timezone":             "timezone",
-		"spec.event":                     "queue",
-		"spec.event.brokerSecretRef":     "broker_secret",
-		"spec.event.brokerSecretRef.key": "broker_secret_key",
-		"spec.event.retry.maxAttempts":   "max_attempts",
-		"spec.event.retry.backoffMillis": "backoff_ms",
-		"spec.event.deadLetterQueue":     "dead_letter_queue",
-	},
+	"trigger": merge(map[string]string{
+		"metadata.name":    "name",
+		"spec.type":        "type",
+		"spec.functionRef": "function",
+		"spec.enabled":     "enabled",
+	}, triggers.CRDFields()),
 	"job": merge(codeFields, map[string]string{
 		"spec.functionRef": "function",
 		"spec.event":       "event",
