@@ -12,6 +12,7 @@ import (
 	v1 "sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/triggers/kind"
 )
 
 // warmers keep functions up for the ticks of cron triggers that ask for a pre-warm: the
@@ -57,14 +58,14 @@ func (w *warmers) keep(uid types.UID, host string, until time.Time) {
 	}()
 }
 
-// prewarm starts the warming of tr's function when its window for the next tick has begun,
-// and says when to look again: at the next window's start, or just after the tick.
-func (r *TriggerReconciler) prewarm(tr *v1.Trigger, fn *v1.Function, now time.Time) error {
-	c := tr.Spec.Cron
+// prewarm starts the warming of tr's function when its window for the next tick of its
+// schedule c (nil: its kind has none) has begun, and says when to look again: at the next
+// window's start, or just after the tick.
+func (r *TriggerReconciler) prewarm(tr *v1.Trigger, fn *v1.Function, c *kind.Schedule, now time.Time) error {
 	if c == nil || c.PrewarmSeconds <= 0 || !tr.Spec.IsEnabled() || r.warm == nil {
 		return nil
 	}
-	next, err := dispatcher.NextTick(c.Schedule, c.Timezone, now)
+	next, err := dispatcher.NextTick(c.Cron, c.TimeZone, now)
 	if err != nil {
 		return nil // the CRD's pattern admits what cron cannot parse: the CronJob reports it
 	}

@@ -26,9 +26,10 @@ import (
 // +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=keda.sh,resources=scaledjobs;triggerauthentications,verbs=get;list;watch;create;update;patch;delete
 
-// TriggerReconciler renders what fires a Function: a CronJob for cron triggers, a KEDA
-// ScaledJob (+ TriggerAuthentication) for event triggers; http triggers only report their URL
-// (their enabled flag pauses the Function's HTTPScaledObject, see FunctionReconciler).
+// TriggerReconciler renders what a trigger's kind has the operator run (kind.Cluster): a
+// CronJob for a schedule (cron), a KEDA ScaledJob (+ TriggerAuthentication) for a scaler
+// (event); a kind that routes (http) only reports its URL (its enabled flag pauses the
+// Function's HTTPScaledObject, see FunctionReconciler).
 type TriggerReconciler struct {
 	client.Client
 	Config
@@ -70,26 +71,32 @@ func (r *TriggerReconciler) reconcileTrigger(ctx context.Context, tr *v1.Trigger
 			fmt.Sprintf("function %q is %s; the trigger starts when it is Ready", fn.Name, phaseOf(fn)))
 		return nil
 	}
-	switch tr.Spec.Type {
-	case v1.TriggerHTTP:
+	k, ok := triggers.Lookup(string(tr.Spec.Type))
+	if !ok {
+		return r.fail(tr, fmt.Errorf("unknown trigger type %q", tr.Spec.Type))
+	}
+	if k.Routes() {
 		st.URL = fn.Status.URL
-	case v1.TriggerCron:
-		cj := scaling.MakeCronJob(tr, fn, r.Options)
+	}
+	// A kind's secrets (an event trigger's broker URL) come from the secrets API, as a
+	// function's secrets do: a trigger cannot make KEDA and the dispatcher read another
+	// Secret of its namespace.
+	if missing := r.secretMissing(ctx, tr); missing != "" {
+		st.Active = false
+		setCondition(tr, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSecretNotFound, missing)
+		return nil
+	}
+	plan := k.Cluster(tr.Spec)
+	if plan.Schedule != nil {
 		live := &batchv1.CronJob{}
-		if err := ensure(ctx, r.children, tr, cj, live, nil); err != nil {
+		if err := ensure(ctx, r.children, tr, scaling.MakeCronJob(tr, fn, r.Options), live, nil); err != nil {
 			return r.fail(tr, err)
 		}
 		if live.Status.LastScheduleTime != nil {
 			st.LastFireTime = live.Status.LastScheduleTime.DeepCopy()
 		}
-	case v1.TriggerEvent:
-		// The broker URL comes from a secret of the secrets API, as a function's secrets do:
-		// a trigger cannot make KEDA and the dispatcher read another Secret of its namespace.
-		if missing := r.secretMissing(ctx, tr); missing != "" {
-			st.Active = false
-			setCondition(tr, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSecretNotFound, missing)
-			return nil
-		}
+	}
+	if plan.Scaler != nil {
 		if err := ensure(ctx, r.children, tr, scaling.MakeTriggerAuthentication(tr), &kedav1alpha1.TriggerAuthentication{}, nil); err != nil {
 			return r.fail(tr, err)
 		}
@@ -107,7 +114,7 @@ func (r *TriggerReconciler) reconcileTrigger(ctx context.Context, tr *v1.Trigger
 	} else {
 		setCondition(tr, &st.Conditions, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonDisabled, "enabled is false: frozen in place")
 	}
-	return r.prewarm(tr, fn, time.Now())
+	return r.prewarm(tr, fn, plan.Schedule, time.Now())
 }
 
 // secretMissing says which secret or key the trigger's kind reads (an event trigger's broker

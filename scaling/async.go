@@ -7,6 +7,7 @@ import (
 
 	v1 "sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/triggers/rabbitmq"
 )
 
 // A function's asynchronous invocations wait in rules.AsyncQueue on the platform's broker.
@@ -46,11 +47,11 @@ func MakeAsyncScaledJob(fn *v1.Function, opts Options) *kedav1alpha1.ScaledJob {
 	a := fn.Spec.Async
 	queue := rules.AsyncQueue(fn.Namespace, fn.Name)
 	c := dispatcherContainer("", fn, opts,
-		drainArgs(queue, rules.AsyncDeadLetterQueue(fn.Namespace, fn.Name, a.DeadLetterQueue), a.Retry, "--async")...)
+		rabbitmq.DrainArgs(queue, rules.AsyncDeadLetterQueue(fn.Namespace, fn.Name, a.DeadLetterQueue), a.Retry, "--async")...)
 	c.Env = []corev1.EnvVar{
 		{Name: "SLESS_AMQP_URL", ValueFrom: asyncSecretKey(opts, "SLESS_AMQP_URL")},
 		{Name: "SLESS_DATABASE_URL", ValueFrom: asyncSecretKey(opts, "SLESS_DATABASE_URL")},
 		identityMasterEnv(opts),
 	}
-	return drainingScaledJob(asyncMeta(fn, opts), dispatcherPod(c, fn, DispatcherServiceAccount), queue, 20, max(a.MaxJobs, 1), AsyncName(fn.Namespace, fn.Name))
+	return drainingScaledJob(asyncMeta(fn, opts), dispatcherPod(c, fn, DispatcherServiceAccount), rabbitmq.Scaler(queue, 20, max(a.MaxJobs, 1)), AsyncName(fn.Namespace, fn.Name))
 }

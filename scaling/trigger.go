@@ -14,6 +14,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/triggers"
+	"sless.dev/sless/triggers/kind"
 )
 
 // TriggerLabels select a trigger's children.
@@ -25,12 +27,27 @@ func triggerMeta(tr *v1.Trigger, name string) metav1.ObjectMeta {
 	return ownedMeta(tr, "Trigger", name, TriggerLabels(tr))
 }
 
-// DeadLetterQueue is where an event trigger's exhausted messages go.
-func DeadLetterQueue(e *v1.EventSpec) string {
-	if e.DeadLetterQueue != "" {
-		return e.DeadLetterQueue
+// clusterOf is what tr's kind has the operator run (nothing for a kind the registry does
+// not know: the CRD's enum admits only registered ones).
+func clusterOf(tr *v1.Trigger) kind.Cluster {
+	if k, ok := triggers.Lookup(string(tr.Spec.Type)); ok {
+		return k.Cluster(tr.Spec)
 	}
-	return e.Queue + ".dlq"
+	return kind.Cluster{}
+}
+
+// triggerContainer is the dispatcher container of tr's kind for fn.
+func triggerContainer(tr *v1.Trigger, fn *v1.Function, opts Options, plan kind.Cluster) corev1.Container {
+	c := dispatcherContainer(tr.Name, fn, opts, plan.Args...)
+	c.Args = append(c.Args, plan.Flags...)
+	env := make([]corev1.EnvVar, 0, len(plan.Env)+len(c.Env))
+	for _, e := range plan.Env {
+		env = append(env, corev1.EnvVar{Name: e.Name, ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: e.Secret}, Key: e.Key},
+		}})
+	}
+	c.Env = append(env, c.Env...)
+	return c
 }
 
 // invocationTimeout is how long the dispatcher waits for one invocation: the function's
@@ -115,22 +132,9 @@ func dispatcherPod(c corev1.Container, fn *v1.Function, serviceAccount string) c
 	return pod
 }
 
-// drainArgs make `sless dispatcher` (with flags) consume queue until it is empty, retrying
-// as retry says and moving exhausted messages to dlq.
-func drainArgs(queue, dlq string, retry v1.RetryPolicy, flags ...string) []string {
-	return append(append([]string{"dispatcher"}, flags...),
-		"--queue="+queue,
-		"--dead-letter-queue="+dlq,
-		"--max-attempts="+strconv.Itoa(int(retry.MaxAttempts)),
-		"--backoff="+(time.Duration(retry.BackoffMillis)*time.Millisecond).String(),
-		"--exit-when-empty",
-	)
-}
-
-// drainingScaledJob is a ScaledJob whose rabbitmq scaler, authenticated by the
-// TriggerAuthentication auth, starts Jobs of pod while messages wait in queue: one per
-// queueLength waiting, at most maxJobs at once.
-func drainingScaledJob(meta metav1.ObjectMeta, pod corev1.PodTemplateSpec, queue string, queueLength, maxJobs int32, auth string) *kedav1alpha1.ScaledJob {
+// drainingScaledJob is a ScaledJob whose scaler sc, authenticated by the
+// TriggerAuthentication auth, starts Jobs of pod: at most sc.MaxJobs at once.
+func drainingScaledJob(meta metav1.ObjectMeta, pod corev1.PodTemplateSpec, sc kind.Scaler, auth string) *kedav1alpha1.ScaledJob {
 	return &kedav1alpha1.ScaledJob{
 		ObjectMeta: meta,
 		Spec: kedav1alpha1.ScaledJobSpec{
@@ -141,76 +145,60 @@ func drainingScaledJob(meta metav1.ObjectMeta, pod corev1.PodTemplateSpec, queue
 			PollingInterval:            ptr.To(int32(5)),
 			SuccessfulJobsHistoryLimit: ptr.To(int32(3)),
 			FailedJobsHistoryLimit:     ptr.To(int32(5)),
-			MaxReplicaCount:            ptr.To(maxJobs),
+			MaxReplicaCount:            ptr.To(sc.MaxJobs),
 			Triggers: []kedav1alpha1.ScaleTriggers{{
-				Type: "rabbitmq",
-				Metadata: map[string]string{
-					"queueName": queue,
-					"mode":      "QueueLength",
-					"value":     strconv.Itoa(int(queueLength)),
-					"protocol":  "amqp",
-				},
+				Type:              sc.Type,
+				Metadata:          sc.Metadata,
 				AuthenticationRef: &kedav1alpha1.AuthenticationRef{Name: auth},
 			}},
 		},
 	}
 }
 
-// TriggerAuthenticationName names the KEDA TriggerAuthentication of an event trigger.
+// TriggerAuthenticationName names the KEDA TriggerAuthentication of a trigger with a scaler.
 func TriggerAuthenticationName(tr *v1.Trigger) string { return ScaledJobName(tr.Name) }
 
-// MakeTriggerAuthentication lets KEDA's rabbitmq scaler read the broker URL from the
-// trigger's Secret without the URL ever appearing in the ScaledJob.
+// MakeTriggerAuthentication lets the scaler of tr's kind read its parameters from the
+// trigger's secrets (an event trigger's broker URL) without them ever appearing in the
+// ScaledJob.
 func MakeTriggerAuthentication(tr *v1.Trigger) *kedav1alpha1.TriggerAuthentication {
-	ref := tr.Spec.Event.BrokerSecretRef
+	var refs []kedav1alpha1.AuthSecretTargetRef
+	if sc := clusterOf(tr).Scaler; sc != nil {
+		for _, a := range sc.Auth {
+			refs = append(refs, kedav1alpha1.AuthSecretTargetRef{Parameter: a.Parameter, Name: a.Secret, Key: a.Key})
+		}
+	}
 	return &kedav1alpha1.TriggerAuthentication{
 		ObjectMeta: triggerMeta(tr, TriggerAuthenticationName(tr)),
-		Spec: kedav1alpha1.TriggerAuthenticationSpec{
-			SecretTargetRef: []kedav1alpha1.AuthSecretTargetRef{{Parameter: "host", Name: ref.Name, Key: BrokerSecretKey(ref)}},
-		},
+		Spec:       kedav1alpha1.TriggerAuthenticationSpec{SecretTargetRef: refs},
 	}
 }
 
-// BrokerSecretKey is the key of an event trigger's broker secret that holds the URL.
-func BrokerSecretKey(ref v1.SecretKeyReference) string {
-	if ref.Key != "" {
-		return ref.Key
-	}
-	return "host"
-}
-
-// MakeScaledJob renders the KEDA ScaledJob of an event trigger: the rabbitmq scaler starts
-// dispatcher Jobs while messages wait; each consumes until the queue is drained.
-// enabled=false pauses it in place.
+// MakeScaledJob renders the KEDA ScaledJob of a trigger whose kind has a scaler (an event
+// trigger's rabbitmq scaler): it starts dispatcher Jobs while there is work; each works until
+// there is none. enabled=false pauses it in place.
 func MakeScaledJob(tr *v1.Trigger, fn *v1.Function, opts Options) *kedav1alpha1.ScaledJob {
-	e := tr.Spec.Event
-	c := dispatcherContainer(tr.Name, fn, opts, drainArgs(e.Queue, DeadLetterQueue(e), e.Retry)...)
-	ref := e.BrokerSecretRef
-	c.Env = append([]corev1.EnvVar{{Name: "SLESS_AMQP_URL", ValueFrom: &corev1.EnvVarSource{
-		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: BrokerSecretKey(ref)},
-	}}}, c.Env...)
-	sj := drainingScaledJob(triggerMeta(tr, ScaledJobName(tr.Name)), dispatcherPod(c, fn, SecretReaderName(fn)), e.Queue, e.QueueLength, e.MaxJobs, TriggerAuthenticationName(tr))
+	plan := clusterOf(tr)
+	c := triggerContainer(tr, fn, opts, plan)
+	sj := drainingScaledJob(triggerMeta(tr, ScaledJobName(tr.Name)), dispatcherPod(c, fn, SecretReaderName(fn)), *plan.Scaler, TriggerAuthenticationName(tr))
 	if !tr.Spec.IsEnabled() {
 		sj.Annotations = map[string]string{AnnotationPaused: "true"}
 	}
 	return sj
 }
 
-// MakeCronJob renders the CronJob of a cron trigger: exact ticks (KEDA's cron scaler is
-// window-based), each running `sless dispatcher fire` through the interceptor.
+// MakeCronJob renders the CronJob of a trigger whose kind fires on a schedule (a cron
+// trigger): exact ticks, each running the kind's dispatcher through the interceptor.
 // enabled=false suspends it in place.
 func MakeCronJob(tr *v1.Trigger, fn *v1.Function, opts Options) *batchv1.CronJob {
-	cr := tr.Spec.Cron
-	c := dispatcherContainer(tr.Name, fn, opts, "dispatcher", "fire", "--schedule="+cr.Schedule)
-	if cr.Timezone != "" {
-		c.Args = append(c.Args, "--timezone="+cr.Timezone)
-	}
+	plan := clusterOf(tr)
+	sc := plan.Schedule
 	cj := &batchv1.CronJob{
 		ObjectMeta: triggerMeta(tr, CronJobName(tr.Name)),
 		Spec: batchv1.CronJobSpec{
-			Schedule:                   cr.Schedule,
-			ConcurrencyPolicy:          batchv1.ConcurrencyPolicy(cr.ConcurrencyPolicy),
-			StartingDeadlineSeconds:    ptr.To(cr.StartingDeadlineSeconds),
+			Schedule:                   sc.Cron,
+			ConcurrencyPolicy:          batchv1.ConcurrencyPolicy(sc.ConcurrencyPolicy),
+			StartingDeadlineSeconds:    ptr.To(sc.StartingDeadlineSeconds),
 			Suspend:                    ptr.To(!tr.Spec.IsEnabled()),
 			SuccessfulJobsHistoryLimit: ptr.To(int32(3)),
 			FailedJobsHistoryLimit:     ptr.To(int32(3)),
@@ -219,24 +207,24 @@ func MakeCronJob(tr *v1.Trigger, fn *v1.Function, opts Options) *batchv1.CronJob
 				Spec: batchv1.JobSpec{
 					// The dispatcher retries by itself; a pod-level retry would double-fire.
 					BackoffLimit: ptr.To(int32(0)),
-					Template:     dispatcherPod(c, fn, SecretReaderName(fn)),
+					Template:     dispatcherPod(triggerContainer(tr, fn, opts, plan), fn, SecretReaderName(fn)),
 				},
 			},
 		},
 	}
-	if cr.Timezone != "" {
-		cj.Spec.TimeZone = ptr.To(cr.Timezone)
+	if sc.TimeZone != "" {
+		cj.Spec.TimeZone = ptr.To(sc.TimeZone)
 	}
 	return cj
 }
 
-// HTTPGate is the gate of a function's http triggers (triggers of other types and those
-// being deleted are passed over): whether its URL requires auth or is closed.
-func HTTPGate(triggers []v1.Trigger) rules.Gate {
+// HTTPGate is the gate of a function's http triggers (triggers of kinds that are no route
+// and those being deleted are passed over): whether its URL requires auth or is closed.
+func HTTPGate(trs []v1.Trigger) rules.Gate {
 	var http []rules.HTTPTrigger
-	for i := range triggers {
-		t := &triggers[i]
-		if t.Spec.Type == v1.TriggerHTTP && t.DeletionTimestamp.IsZero() {
+	for i := range trs {
+		t := &trs[i]
+		if k, ok := triggers.Lookup(string(t.Spec.Type)); ok && k.Routes() && t.DeletionTimestamp.IsZero() {
 			http = append(http, rules.HTTPTrigger{Enabled: t.Spec.IsEnabled(), RequireAuth: t.Spec.RequireAuth})
 		}
 	}

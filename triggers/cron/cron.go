@@ -73,3 +73,20 @@ func (k Kind) ToCRD(s api.TriggerSpec, dst *v1alpha1.TriggerSpec) {
 func (Kind) CRDFields() map[string]string {
 	return map[string]string{"spec.cron": "schedule", "spec.cron.timezone": "timezone"}
 }
+
+func (Kind) Routes() bool { return false }
+
+// Cluster is a CronJob running `sless dispatcher fire` at exact ticks (KEDA's cron scaler is
+// window-based).
+func (Kind) Cluster(s v1alpha1.TriggerSpec) kind.Cluster {
+	c := s.Cron
+	out := kind.Cluster{
+		Args: []string{"dispatcher", "fire", "--schedule=" + c.Schedule},
+		Schedule: &kind.Schedule{Cron: c.Schedule, TimeZone: c.Timezone, ConcurrencyPolicy: c.ConcurrencyPolicy,
+			StartingDeadlineSeconds: c.StartingDeadlineSeconds, PrewarmSeconds: c.PrewarmSeconds},
+	}
+	if c.Timezone != "" {
+		out.Flags = []string{"--timezone=" + c.Timezone}
+	}
+	return out
+}

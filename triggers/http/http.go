@@ -43,3 +43,9 @@ func (k Kind) ToCRD(s api.TriggerSpec, dst *v1alpha1.TriggerSpec) {
 func (Kind) CRDFields() map[string]string {
 	return map[string]string{"spec.requireAuth": "require_auth"}
 }
+
+// Routes: an http trigger is its function's /fn/ route.
+func (Kind) Routes() bool { return true }
+
+// Cluster renders nothing: the Function's own HTTPScaledObject serves the route.
+func (Kind) Cluster(v1alpha1.TriggerSpec) kind.Cluster { return kind.Cluster{} }

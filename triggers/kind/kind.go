@@ -37,7 +37,48 @@ type Kind interface {
 	// CRDFields name the API field of each of the kind's CRD field paths, so the API server's
 	// refusals name what the caller sent.
 	CRDFields() map[string]string
+
+	// Routes says the kind's triggers gate their function's /fn/ route (rules.HTTPGate) and
+	// show its URL, on both planes.
+	Routes() bool
+	// Cluster is what the operator renders for a Trigger of this kind.
+	Cluster(s v1alpha1.TriggerSpec) Cluster
 }
+
+// Cluster is what the operator runs for a trigger, as data the renderers (package scaling)
+// turn into objects: nothing (http), a CronJob per Schedule, or a KEDA ScaledJob started by
+// Scaler. Either way its pods run `sless` with Args, the common flags (function, targets,
+// timeout), then Flags, and the variables Env from the trigger's secrets.
+type Cluster struct {
+	Args, Flags []string
+	Env         []SecretEnv
+	Schedule    *Schedule
+	Scaler      *Scaler
+}
+
+// SecretEnv is a variable of the dispatcher's pods from a key of a secret.
+type SecretEnv struct{ Name, Secret, Key string }
+
+// Schedule fires a CronJob; PrewarmSeconds > 0 has the operator wake the function that long
+// before each tick.
+type Schedule struct {
+	Cron, TimeZone, ConcurrencyPolicy string
+	StartingDeadlineSeconds           int64
+	PrewarmSeconds                    int32
+}
+
+// Scaler is one of KEDA's scalers (Type as KEDA names it, with its metadata) starting
+// dispatcher Jobs, at most MaxJobs at once; Auth are the parameters its
+// TriggerAuthentication reads from secrets, so no credential appears in the ScaledJob.
+type Scaler struct {
+	Type     string
+	Metadata map[string]string
+	Auth     []AuthSecret
+	MaxJobs  int32
+}
+
+// AuthSecret is a parameter of a scaler read from a key of a secret.
+type AuthSecret struct{ Parameter, Secret, Key string }
 
 // Field describes one wire field of a kind, as data: the API applies, checks and names it
 // from this, and the clients list it.

@@ -4,6 +4,9 @@
 package rabbitmq
 
 import (
+	"strconv"
+	"time"
+
 	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/rules"
@@ -110,4 +113,59 @@ func (Kind) CRDFields() map[string]string {
 		"spec.event.retry.backoffMillis": "backoff_ms",
 		"spec.event.deadLetterQueue":     "dead_letter_queue",
 	}
+}
+
+func (Kind) Routes() bool { return false }
+
+// Cluster is a ScaledJob whose rabbitmq scaler starts dispatcher Jobs while messages wait,
+// each consuming the queue until it is drained; the broker URL comes from the trigger's
+// broker secret, to KEDA through a TriggerAuthentication and to the dispatcher as
+// SLESS_AMQP_URL.
+func (Kind) Cluster(s v1alpha1.TriggerSpec) kind.Cluster {
+	e := s.Event
+	ref := e.BrokerSecretRef
+	key := BrokerSecretKey(ref.Key)
+	sc := Scaler(e.Queue, e.QueueLength, e.MaxJobs)
+	sc.Auth = []kind.AuthSecret{{Parameter: "host", Secret: ref.Name, Key: key}}
+	return kind.Cluster{
+		Args:   DrainArgs(e.Queue, DeadLetterQueue(e.Queue, e.DeadLetterQueue), e.Retry),
+		Env:    []kind.SecretEnv{{Name: "SLESS_AMQP_URL", Secret: ref.Name, Key: key}},
+		Scaler: &sc,
+	}
+}
+
+// Scaler is KEDA's rabbitmq scaler on queue: one Job per queueLength messages waiting, at
+// most maxJobs at once. Its "host" parameter (the broker URL) comes from an AuthSecret.
+func Scaler(queue string, queueLength, maxJobs int32) kind.Scaler {
+	return kind.Scaler{
+		Type: "rabbitmq",
+		Metadata: map[string]string{
+			"queueName": queue,
+			"mode":      "QueueLength",
+			"value":     strconv.Itoa(int(queueLength)),
+			"protocol":  "amqp",
+		},
+		MaxJobs: maxJobs,
+	}
+}
+
+// DrainArgs make `sless dispatcher` (with flags) consume queue until it is empty, retrying
+// as retry says and moving exhausted messages to dlq.
+func DrainArgs(queue, dlq string, retry v1alpha1.RetryPolicy, flags ...string) []string {
+	return append(append([]string{"dispatcher"}, flags...),
+		"--queue="+queue,
+		"--dead-letter-queue="+dlq,
+		"--max-attempts="+strconv.Itoa(int(retry.MaxAttempts)),
+		"--backoff="+(time.Duration(retry.BackoffMillis)*time.Millisecond).String(),
+		"--exit-when-empty",
+	)
+}
+
+// DeadLetterQueue is where an event trigger's exhausted messages go: the one it names, else
+// <queue>.dlq.
+func DeadLetterQueue(queue, configured string) string {
+	if configured != "" {
+		return configured
+	}
+	return queue + ".dlq"
 }
