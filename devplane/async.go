@@ -281,15 +281,28 @@ const asyncRunnerConcurrency = 16
 // asyncRunnerKey names a function's asynchronous runner among the trigger runners.
 func asyncRunnerKey(fnKey string) string { return "async:" + fnKey }
 
+// asyncRun is everything a function's asynchronous runner depends on; a change to any of it
+// restarts the runner.
+type asyncRun struct {
+	Queue, DeadLetterQueue string
+	MaxAttempts, BackoffMs int32
+	Host                   string
+	Timeout                time.Duration
+}
+
 // setAsyncRunner starts, restarts or stops the runner of fn's asynchronous invocations.
 func (b *Backend) setAsyncRunner(key string, fn api.Function, host string) {
-	var cfg *runnerConfig
+	var (
+		c   asyncRun
+		cfg any
+	)
 	if p := fn.Async; p.Enabled && host != "" && b.async != nil {
-		cfg = &runnerConfig{Type: "async", Queue: rules.AsyncQueue(fn.Namespace, fn.Name),
+		c = asyncRun{Queue: rules.AsyncQueue(fn.Namespace, fn.Name),
 			DeadLetterQueue: rules.AsyncDeadLetterQueue(fn.Namespace, fn.Name, p.DeadLetterQueue),
 			MaxAttempts:     p.MaxAttempts, BackoffMs: p.BackoffMs, Host: host, Timeout: rules.InvocationDeadline(fn.TimeoutSec)}
+		cfg = c
 	}
-	b.runners.set(b.ctx, asyncRunnerKey(key), cfg, func(ctx context.Context, c runnerConfig) {
+	b.runners.set(b.ctx, asyncRunnerKey(key), cfg, func(ctx context.Context) {
 		ref := dispatcher.FunctionRef{Namespace: fn.Namespace, Name: fn.Name}
 		dc := dispatcher.Config{URL: b.opts.AMQPURL, Queue: c.Queue, DeadLetterQueue: c.DeadLetterQueue, Function: ref,
 			Retry:   dispatcher.RetryPolicy{MaxAttempts: int(c.MaxAttempts), Backoff: time.Duration(c.BackoffMs) * time.Millisecond},

@@ -30,6 +30,7 @@ import (
 	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/history"
 	"sless.dev/sless/rules"
+	triggerkinds "sless.dev/sless/triggers"
 )
 
 // Options configures the dev plane.
@@ -387,11 +388,11 @@ func routesOf(snap *snapshot, targetsOf func(*functionRecord) []backend.RouteTar
 	return routes
 }
 
-// httpGates is the gate of every function with http triggers.
+// httpGates is the gate of every function with triggers of a kind that routes (http).
 func httpGates(snap *snapshot) map[string]rules.Gate {
 	byFunction := map[string][]rules.HTTPTrigger{}
 	for _, t := range snap.triggers {
-		if t.Spec.Type == api.TriggerHTTP {
+		if k, ok := triggerkinds.Lookup(t.Spec.Type); ok && k.Routes() {
 			key := objectKey(t.Namespace, t.Spec.Function)
 			byFunction[key] = append(byFunction[key], rules.HTTPTrigger{Enabled: t.Spec.Enabled, RequireAuth: t.Spec.RequireAuth})
 		}
