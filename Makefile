@@ -60,6 +60,7 @@ generate:
 	$(GO) tool controller-gen object paths=./apis/... crd paths=./apis/... output:crd:artifacts:config=config/crd/bases
 	$(GO) tool controller-gen rbac:roleName=sless-operator paths=./reconcilers/... output:rbac:artifacts:config=config/helm/sless/templates
 	cp config/crd/bases/*.yaml config/helm/sless/crds/
+	$(GO) run ./triggers/gen
 	$(GO) test ./config -run '^TestHelmChartMatchesConfig$$' -count=1 -args -update
 	@set -euo pipefail; deps() { GOOS=linux GOARCH=$$1 CGO_ENABLED=0 $(GO) list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./cmd/sless | grep -v '^sless.dev/' | sort; }; \
 	comm -12 <(deps amd64) <(deps arm64) > cmd/sless/deps.txt
@@ -68,7 +69,7 @@ generate:
 
 ## verify-generated: fail when generated files are not what `make generate` produces.
 verify-generated: generate
-	@git diff --exit-code -- apis config cmd/sless/deps.txt terraform-provider-sless/docs || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code -- apis config cmd/sless/deps.txt terraform-provider-sless/docs gateway/api/zz_generated.triggerkinds.go || { echo "generated files are stale: run 'make generate' and commit"; exit 1; }
 
 ## lint: gofmt, go vet and staticcheck over every module.
 lint:

@@ -1,6 +1,8 @@
 package triggers
 
 import (
+	"bytes"
+	"os"
 	"testing"
 
 	"sless.dev/sless/apis/v1alpha1"
@@ -68,5 +70,18 @@ func TestCRDRoundTrip(t *testing.T) {
 		if got := FromCRD(crd); got != s {
 			t.Errorf("round trip of %+v gave %+v", s, got)
 		}
+	}
+}
+
+// TestDescribeGenerated: gateway/api's copy of the kinds for clients is what the kinds say
+// (make generate writes it).
+func TestDescribeGenerated(t *testing.T) {
+	want, err := DescribeSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("../gateway/api/zz_generated.triggerkinds.go")
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("gateway/api/zz_generated.triggerkinds.go is stale (%v): run make generate", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
+	"sless.dev/sless/triggers"
 )
 
 // objectKind is one kind of API object as ls, get, describe and rm see it; kind[O] is the
@@ -142,19 +143,11 @@ func kindChoices(form, sep, last string) string {
 	return strings.Join(names[:len(names)-1], sep) + last + names[len(names)-1]
 }
 
-// triggerSource is where a trigger's calls come from: its URL, schedule or queue.
+// triggerSource is where a trigger's calls come from, as its kind says: its URL, schedule or
+// queue.
 func triggerSource(t api.Trigger) string {
-	switch t.Type {
-	case api.TriggerCron:
-		if t.Timezone != "" {
-			return t.Schedule + " " + t.Timezone
-		}
-		return t.Schedule
-	case api.TriggerEvent:
-		return t.Queue
-	}
-	if t.RequireAuth {
-		return t.Status.URL + " (auth)"
+	if k, ok := triggers.Lookup(t.Type); ok {
+		return k.Source(t)
 	}
 	return t.Status.URL
 }
@@ -274,7 +267,7 @@ func describeTrigger(_ context.Context, _ *session, t api.Trigger) (any, func(io
 			fl.add("Active", t.Status.Active)
 			fl.add("Message", t.Status.Message)
 			fl.add("URL", t.Status.URL)
-			if t.Type == api.TriggerHTTP {
+			if k, ok := triggers.Lookup(t.Type); ok && k.Routes() {
 				fl.add("Require auth", t.RequireAuth)
 			}
 			fl.add("Schedule", t.Schedule)

@@ -334,6 +334,20 @@ const (
 	TriggerEvent = "event"
 )
 
+// TriggerKind describes a trigger kind for clients (the CLI, the Terraform provider): its
+// type and the fields only it takes. TriggerKinds, generated from the kinds' own packages
+// (sless.dev/sless/triggers) by `make generate`, lists them without importing those.
+type TriggerKind struct {
+	Name   string
+	Fields []TriggerField
+}
+
+// TriggerField is one field of a trigger kind; Required: a trigger of the kind must set it.
+type TriggerField struct {
+	Name     string
+	Required bool
+}
+
 // Trigger is a trigger as the API returns it.
 type Trigger struct {
 	Name      string    `json:"name"`

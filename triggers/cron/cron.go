@@ -53,6 +53,14 @@ func (Kind) Validate(s api.TriggerSpec) *rules.FieldError {
 
 func (Kind) SecretRefs(api.TriggerSpec) []kind.SecretRef { return nil }
 
+// Source is the schedule and its time zone.
+func (Kind) Source(t api.Trigger) string {
+	if t.Timezone != "" {
+		return t.Schedule + " " + t.Timezone
+	}
+	return t.Schedule
+}
+
 func (Kind) FromCRD(s v1alpha1.TriggerSpec, out *api.TriggerSpec) {
 	if c := s.Cron; c != nil {
 		out.Schedule, out.Timezone, out.PrewarmSeconds = c.Schedule, c.Timezone, c.PrewarmSeconds

@@ -34,6 +34,14 @@ func (Kind) Validate(api.TriggerSpec) *rules.FieldError { return nil }
 
 func (Kind) SecretRefs(api.TriggerSpec) []kind.SecretRef { return nil }
 
+// Source is the function's URL, marked when it needs a token.
+func (Kind) Source(t api.Trigger) string {
+	if t.RequireAuth {
+		return t.Status.URL + " (auth)"
+	}
+	return t.Status.URL
+}
+
 func (Kind) FromCRD(s v1alpha1.TriggerSpec, out *api.TriggerSpec) { out.RequireAuth = s.RequireAuth }
 
 func (k Kind) ToCRD(s api.TriggerSpec, dst *v1alpha1.TriggerSpec) {

@@ -28,6 +28,9 @@ type Kind interface {
 	Validate(s api.TriggerSpec) *rules.FieldError
 	// SecretRefs are the secrets (of the secrets API) a spec of this kind reads.
 	SecretRefs(s api.TriggerSpec) []SecretRef
+	// Source says where a trigger's calls come from, for people (sless get triggers): its
+	// URL, schedule or queue.
+	Source(t api.Trigger) string
 
 	// FromCRD copies the kind's part of a Trigger's spec onto out.
 	FromCRD(s v1alpha1.TriggerSpec, out *api.TriggerSpec)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -64,8 +65,8 @@ func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			Validators: nameValidators(),
 		},
 		"type": schema.StringAttribute{
-			Required: true, MarkdownDescription: "`http`, `cron` or `event`. Changing it replaces the trigger.",
-			Validators:    []validator.String{stringvalidator.OneOf(api.TriggerHTTP, api.TriggerCron, api.TriggerEvent)},
+			Required: true, MarkdownDescription: triggerTypes() + ". Changing it replaces the trigger.",
+			Validators:    []validator.String{stringvalidator.OneOf(triggerTypeNames()...)},
 			PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 		},
 		"enabled": schema.BoolAttribute{
@@ -117,6 +118,24 @@ func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 	}
 }
 
+// triggerTypeNames are the trigger kinds' types.
+func triggerTypeNames() []string {
+	names := make([]string, len(api.TriggerKinds))
+	for i, k := range api.TriggerKinds {
+		names[i] = k.Name
+	}
+	return names
+}
+
+// triggerTypes lists the types for the schema's description: "`http`, `cron` or `event`".
+func triggerTypes() string {
+	names := triggerTypeNames()
+	for i, n := range names {
+		names[i] = "`" + n + "`"
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
 // ValidateConfig rejects fields that do not belong to the trigger's type at plan time.
 func (r *triggerResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	validateConfig(ctx, req, resp, checkTriggerFields)
@@ -130,30 +149,28 @@ func checkTriggerFields(m triggerModel) diag.Diagnostics {
 		return diags
 	}
 	typ := m.Type.ValueString()
-	only := map[string]struct {
-		set  bool
-		typ  string
-		need bool
-	}{
-		"schedule":          {!m.Schedule.IsNull(), api.TriggerCron, true},
-		"timezone":          {!m.Timezone.IsNull(), api.TriggerCron, false},
-		"prewarm_seconds":   {!m.PrewarmSeconds.IsNull(), api.TriggerCron, false},
-		"queue":             {!m.Queue.IsNull(), api.TriggerEvent, true},
-		"broker_secret":     {!m.BrokerSecret.IsNull(), api.TriggerEvent, true},
-		"broker_secret_key": {!m.BrokerSecretKey.IsNull(), api.TriggerEvent, false},
-		"max_attempts":      {!m.MaxAttempts.IsNull(), api.TriggerEvent, false},
-		"backoff_ms":        {!m.BackoffMs.IsNull(), api.TriggerEvent, false},
-		"dead_letter_queue": {!m.DeadLetterQueue.IsNull(), api.TriggerEvent, false},
-		"require_auth":      {!m.RequireAuth.IsNull() && m.RequireAuth.ValueBool(), api.TriggerHTTP, false},
+	set := map[string]bool{
+		"schedule":          !m.Schedule.IsNull(),
+		"timezone":          !m.Timezone.IsNull(),
+		"prewarm_seconds":   !m.PrewarmSeconds.IsNull(),
+		"queue":             !m.Queue.IsNull(),
+		"broker_secret":     !m.BrokerSecret.IsNull(),
+		"broker_secret_key": !m.BrokerSecretKey.IsNull(),
+		"max_attempts":      !m.MaxAttempts.IsNull(),
+		"backoff_ms":        !m.BackoffMs.IsNull(),
+		"dead_letter_queue": !m.DeadLetterQueue.IsNull(),
+		"require_auth":      !m.RequireAuth.IsNull() && m.RequireAuth.ValueBool(),
 	}
-	for _, attr := range []string{"schedule", "timezone", "prewarm_seconds", "queue", "broker_secret", "broker_secret_key", "max_attempts", "backoff_ms", "dead_letter_queue", "require_auth"} {
-		f := only[attr]
-		switch {
-		case f.set && f.typ != typ:
-			diags.AddAttributeError(path.Root(attr), "Attribute does not apply to a "+typ+" trigger",
-				fmt.Sprintf("%s is a %s trigger setting; remove it or change type to %q.", attr, f.typ, f.typ))
-		case !f.set && f.need && f.typ == typ:
-			diags.AddAttributeError(path.Root(attr), "Missing "+attr, fmt.Sprintf("A %s trigger needs %s.", typ, attr))
+	// Each kind's fields, as the kinds' packages describe them (api.TriggerKinds).
+	for _, k := range api.TriggerKinds {
+		for _, f := range k.Fields {
+			switch {
+			case set[f.Name] && k.Name != typ:
+				diags.AddAttributeError(path.Root(f.Name), "Attribute does not apply to a "+typ+" trigger",
+					fmt.Sprintf("%s is a %s trigger setting; remove it or change type to %q.", f.Name, k.Name, k.Name))
+			case !set[f.Name] && f.Required && k.Name == typ:
+				diags.AddAttributeError(path.Root(f.Name), "Missing "+f.Name, fmt.Sprintf("A %s trigger needs %s.", typ, f.Name))
+			}
 		}
 	}
 	return diags
