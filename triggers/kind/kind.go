@@ -1,7 +1,8 @@
 // Package kind is what a trigger kind is to the rest of sless: the interface each kind's
 // package (triggers/http, triggers/cron, triggers/rabbitmq) implements and the plain data it
-// answers with. It imports no control plane, so every plane, the API and the clients can
-// read kinds through the registry (package triggers) without importing each other.
+// answers with. It imports the API's and the CRD's types and the data plane (dispatcher,
+// history) but no control plane, so both planes, the API and the CLI read kinds through the
+// registry (package triggers) without importing each other.
 package kind
 
 import (
@@ -92,8 +93,8 @@ type Field struct {
 	// Exclusive: a trigger of another kind must not set it (fields with server defaults are
 	// not checked).
 	Exclusive bool
-	// Queue: a broker queue name the tenant chooses, which must be one of its own
-	// (rules.QueuePrefix).
+	// Queue: a broker queue name the tenant chooses (a string field), which must be one
+	// of its own (rules.QueuePrefix).
 	Queue bool
 	// Secret: it names a secret of the secrets API (a SecretRef's Field).
 	Secret bool
