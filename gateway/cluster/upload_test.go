@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/gateway/codecheck"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/test/testkit"
 )
 
@@ -38,8 +40,9 @@ func Handle(event, request map[string]interface{}) interface{} {
 `
 
 // startFunction builds a stored upload locally the way the image build would and runs the
-// Go runtime wrapper on addr: the real function standing behind the interceptor address.
-func startFunction(t *testing.T, store buildkit.Store, contextKey, runtime, addr string) {
+// Go runtime wrapper on addr: the real function standing behind the interceptor address,
+// holding its key as its pod would, so it serves the calls the harness gateway signs.
+func startFunction(t *testing.T, store buildkit.Store, ns, name, contextKey, runtime, addr string) {
 	t.Helper()
 	ctx := context.Background()
 	rc, err := store.Get(ctx, contextKey)
@@ -55,7 +58,8 @@ func startFunction(t *testing.T, store buildkit.Store, contextKey, runtime, addr
 	host, port, _ := strings.Cut(addr, ":")
 	cmd := exec.Command(art.Command[0], art.Command[1:]...)
 	cmd.Dir = art.Dir
-	cmd.Env = append(append(os.Environ(), art.Env...), "PORT="+port, "SLESS_HOST="+host, "SLESS_TIMEOUT_SECONDS=2")
+	cmd.Env = append(append(os.Environ(), art.Env...), "PORT="+port, "SLESS_HOST="+host, "SLESS_TIMEOUT_SECONDS=2",
+		rules.EnvIdentityKey+"="+hex.EncodeToString(rules.FunctionKey(identityMaster, ns, name)))
 	if testing.Verbose() {
 		cmd.Stderr = os.Stderr
 	}
@@ -96,7 +100,7 @@ func TestUploadBuildInvoke(t *testing.T) {
 		t.Fatalf("source viewer: %+v, %v", src, err)
 	}
 
-	startFunction(t, h.store, fn.Source.ContextKey, "go1.23", addr)
+	startFunction(t, h.store, tn.ns, "echo", fn.Source.ContextKey, "go1.23", addr)
 	setStatus(t, tn.ns, "echo", "echo."+tn.ns+".fn.sless.test", true)
 	h.waitRoute(tn.ns, "echo", func(r backend.Route) bool { return r.Host != "" })
 
