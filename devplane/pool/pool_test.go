@@ -213,7 +213,7 @@ func TestMinProcsStayWarmAndCrashIsReplaced(t *testing.T) {
 	if err := h.pool.Set("fn-d", Spec{Artifact: sharedArtifact(t), MinProcs: 1, MaxProcs: 2, Target: 10, ScaleDown: 50 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, "the warm process", 5*time.Second, func() bool { return h.pool.Stats("fn-d").Ready == 1 })
+	testkit.WaitFor(t, "the warm process", startWait, func() bool { return h.pool.Stats("fn-d").Ready == 1 })
 	first := h.pool.Stats("fn-d").PIDs[0]
 	time.Sleep(300 * time.Millisecond) // well past the scale-down period
 	if s := h.pool.Stats("fn-d"); s.Ready != 1 || s.PIDs[0] != first {
@@ -222,7 +222,7 @@ func TestMinProcsStayWarmAndCrashIsReplaced(t *testing.T) {
 	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, "a replacement process", 5*time.Second, func() bool {
+	testkit.WaitFor(t, "a replacement process", startWait, func() bool {
 		s := h.pool.Stats("fn-d")
 		return s.Ready == 1 && s.PIDs[0] != first
 	})
@@ -234,7 +234,7 @@ func TestDisabledStopsProcessesAndRefuses(t *testing.T) {
 	if err := h.pool.Set("fn-e", spec); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, "the warm process", 5*time.Second, func() bool { return h.pool.Stats("fn-e").Ready == 1 })
+	testkit.WaitFor(t, "the warm process", startWait, func() bool { return h.pool.Stats("fn-e").Ready == 1 })
 	pid := h.pool.Stats("fn-e").PIDs[0]
 	spec.Disabled = true
 	if err := h.pool.Set("fn-e", spec); err != nil {
@@ -289,12 +289,16 @@ func newPool(t testing.TB, o Options) *Pool {
 	return p
 }
 
+// startWait bounds a wait for processes to start: it catches a pool that never starts
+// them, not a slow start — Python's takes seconds on a loaded 2-core CI machine.
+const startWait = 30 * time.Second
+
 func TestCloseLeavesNoProcess(t *testing.T) {
 	p := newPool(t, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := p.Set("fn-g", Spec{Artifact: sharedArtifact(t), MinProcs: 2, MaxProcs: 2, Target: 1, ScaleDown: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, "two warm processes", 5*time.Second, func() bool { return p.Stats("fn-g").Ready == 2 })
+	testkit.WaitFor(t, "two warm processes", startWait, func() bool { return p.Stats("fn-g").Ready == 2 })
 	pids := p.Stats("fn-g").PIDs
 	p.Close()
 	for _, pid := range pids {
