@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"sless.dev/sless/test/testkit"
 )
 
@@ -356,13 +358,13 @@ type jobCase struct {
 
 func testJob(t *testing.T, hc handlerCase, art *Artifact) {
 	tests := []jobCase{
-		{name: "text from env", event: ptr(`{"action":"text","name":"job"}`), wantOut: "hello job"},
+		{name: "text from env", event: ptr.To(`{"action":"text","name":"job"}`), wantOut: "hello job"},
 		{name: "json from stdin", stdin: `{"action":"echo","k":"v"}`, wantOut: `"k":"v"`},
-		{name: "handler error", event: ptr(`{"action":"error"}`), wantCode: 1, wantOut: "boom"},
-		{name: "timeout", event: ptr(`{"action":"sleep","seconds":5}`), timeout: "1", wantCode: 1, wantOut: "timed out"},
+		{name: "handler error", event: ptr.To(`{"action":"error"}`), wantCode: 1, wantOut: "boom"},
+		{name: "timeout", event: ptr.To(`{"action":"sleep","seconds":5}`), timeout: "1", wantCode: 1, wantOut: "timed out"},
 	}
 	if hc.stream { // a streamed result is drained into the job's result
-		tests = append(tests, jobCase{name: "stream drained", event: ptr(`{"action":"stream","count":3}`), wantOut: "chunk 0\nchunk 1\nchunk 2\n"})
+		tests = append(tests, jobCase{name: "stream drained", event: ptr.To(`{"action":"stream","count":3}`), wantOut: "chunk 0\nchunk 1\nchunk 2\n"})
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -399,8 +401,6 @@ func testJob(t *testing.T, hc handlerCase, art *Artifact) {
 		})
 	}
 }
-
-func ptr(s string) *string { return &s }
 
 // testShutdown is every wrapper's drain on SIGTERM. New connections are refused at once (a
 // caller's dial retry finds another pod). An idle keep-alive connection is not cut at once: a

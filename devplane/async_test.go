@@ -12,6 +12,7 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"k8s.io/utils/ptr"
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/history"
@@ -19,7 +20,7 @@ import (
 	"sless.dev/sless/test/testkit"
 )
 
-var asyncOn = api.FunctionFields{Async: &api.AsyncFields{Enabled: ptr(true), MaxAttempts: ptr(int32(2)), BackoffMs: ptr(int32(20))}}
+var asyncOn = api.FunctionFields{Async: &api.AsyncFields{Enabled: ptr.To(true), MaxAttempts: ptr.To(int32(2)), BackoffMs: ptr.To(int32(20))}}
 
 // callAsync POSTs body to the function preferring an asynchronous answer.
 func (d *dev) callAsync(name, body string, header http.Header) (*http.Response, api.AsyncInvocation) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"k8s.io/utils/ptr"
 
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/devplane"
@@ -37,7 +38,7 @@ func TestUploadInvokeScaleToZero(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.runtime, func(t *testing.T) {
-			fn := d.deploy(tc.name, tc.runtime, exampleFiles(t, tc.example), api.FunctionFields{ScaleDownPeriodSec: ptr[int32](1)})
+			fn := d.deploy(tc.name, tc.runtime, exampleFiles(t, tc.example), api.FunctionFields{ScaleDownPeriodSec: ptr.To[int32](1)})
 			if !fn.Status.Ready {
 				t.Fatalf("not Ready: %+v", fn.Status)
 			}
@@ -69,7 +70,7 @@ func TestConcurrentColdRequests(t *testing.T) {
 	d := startDev(t, devOptions{})
 	const maxProcs = 3
 	d.deploy("burst", "python3.11", map[string]string{"handler.py": testkit.SteerablePython},
-		api.FunctionFields{MaxReplicas: ptr[int32](maxProcs), ScalingTarget: ptr[int32](2)})
+		api.FunctionFields{MaxReplicas: ptr.To[int32](maxProcs), ScalingTarget: ptr.To[int32](2)})
 	maxSeen, failed := testkit.Burst(50,
 		func() (int, string) { return d.invoke("burst", `{"sleep": 0.05}`) },
 		func() int { return d.stats("burst").Processes })
@@ -113,11 +114,11 @@ func TestRestartKeepsEverything(t *testing.T) {
 	ctx := context.Background()
 	d.deploy("keeper", "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{EnvVars: &map[string]string{"A": "1"}})
 	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "keeper-http", TriggerFields: api.TriggerFields{
-		Type: ptr(api.TriggerHTTP), Function: ptr("keeper")}}); err != nil {
+		Type: ptr.To(api.TriggerHTTP), Function: ptr.To("keeper")}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.client.CreateJob(ctx, d.ns, api.CreateJob{Name: "once", JobFields: api.JobFields{
-		Function: ptr("keeper"), Event: ptr(json.RawMessage(`{"name":"job"}`)), RunID: ptr[int64](1)}}); err != nil {
+		Function: ptr.To("keeper"), Event: ptr.To(json.RawMessage(`{"name":"job"}`)), RunID: ptr.To[int64](1)}}); err != nil {
 		t.Fatal(err)
 	}
 	var job api.Job
@@ -201,7 +202,7 @@ func TestEventTrigger(t *testing.T) {
 	d.deploy("consumer", "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{})
 	queue := d.ns + ".test-" + randomHex(t)
 	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "from-queue", TriggerFields: api.TriggerFields{
-		Type: ptr(api.TriggerEvent), Function: ptr("consumer"), Queue: &queue, BrokerSecret: ptr("unused-in-dev"), BrokerSecretKey: ptr("url")}}); err != nil {
+		Type: ptr.To(api.TriggerEvent), Function: ptr.To("consumer"), Queue: &queue, BrokerSecret: ptr.To("unused-in-dev"), BrokerSecretKey: ptr.To("url")}}); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "the event trigger to be active", 30*time.Second, func() bool {
@@ -242,8 +243,8 @@ func TestEventTrigger(t *testing.T) {
 // trigger named trigger, with the other trigger fields of tf.
 func (d *dev) deployCron(fn, trigger string, tf api.TriggerFields) {
 	d.t.Helper()
-	d.deploy(fn, "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{ScaleDownPeriodSec: ptr(int32(1))})
-	tf.Type, tf.Function, tf.Schedule = ptr(api.TriggerCron), ptr(fn), ptr("* * * * *")
+	d.deploy(fn, "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{ScaleDownPeriodSec: ptr.To(int32(1))})
+	tf.Type, tf.Function, tf.Schedule = ptr.To(api.TriggerCron), ptr.To(fn), ptr.To("* * * * *")
 	if _, err := d.client.CreateTrigger(context.Background(), d.ns, api.CreateTrigger{Name: trigger, TriggerFields: tf}); err != nil {
 		d.t.Fatal(err)
 	}
@@ -256,7 +257,7 @@ func TestCronTriggerFires(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, devOptions{})
 	ctx := context.Background()
-	d.deployCron("ticker", "every-minute", api.TriggerFields{Timezone: ptr("Europe/Berlin")})
+	d.deployCron("ticker", "every-minute", api.TriggerFields{Timezone: ptr.To("Europe/Berlin")})
 	var tr api.Trigger
 	testkit.WaitFor(t, "a cron firing", 75*time.Second, func() bool {
 		tr, _ = d.client.GetTrigger(ctx, d.ns, "every-minute")
@@ -284,7 +285,7 @@ func TestCronPrewarm(t *testing.T) {
 	testkit.NeedsHeavy(t, "real minute ticks (up to 140 s)")
 	t.Parallel()
 	d := startDev(t, devOptions{})
-	d.deployCron("warmed", "warm-tick", api.TriggerFields{PrewarmSeconds: ptr(int32(30))})
+	d.deployCron("warmed", "warm-tick", api.TriggerFields{PrewarmSeconds: ptr.To(int32(30))})
 	created := time.Now()
 	// A tick too close to the trigger's creation had no full window: judge the first one
 	// at least 10 s after it.
@@ -327,14 +328,14 @@ func TestBadInputsDisturbNothing(t *testing.T) {
 	}
 	healthy("start")
 
-	if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "cobol", FunctionFields: api.FunctionFields{Runtime: ptr("cobol85")}}); !isStatus(err, http.StatusBadRequest) {
+	if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "cobol", FunctionFields: api.FunctionFields{Runtime: ptr.To("cobol85")}}); !isStatus(err, http.StatusBadRequest) {
 		t.Fatalf("unknown runtime: want 400, got %v", err)
 	}
 	// One node is on PATH, so one of the Node.js runtimes is missing here: refused at create,
 	// naming what to install, while the other is accepted.
 	for _, rt := range []string{"nodejs20", "nodejs22"} {
 		_, missing := buildkit.Interpreter(buildkit.Runtimes[rt])
-		_, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "on-" + rt, FunctionFields: api.FunctionFields{Runtime: ptr(rt)}})
+		_, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "on-" + rt, FunctionFields: api.FunctionFields{Runtime: ptr.To(rt)}})
 		if missing != nil && (!isStatus(err, http.StatusBadRequest) || !strings.Contains(err.Error(), "needs Node.js") || !strings.Contains(err.Error(), "field runtime")) {
 			t.Fatalf("%s without its Node.js: want 400 naming it, got %v", rt, err)
 		}
@@ -343,14 +344,14 @@ func TestBadInputsDisturbNothing(t *testing.T) {
 		}
 	}
 	nul := map[string]string{"TOKEN": "a\x00b"}
-	if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "nul-env", FunctionFields: api.FunctionFields{Runtime: ptr("python3.11"), EnvVars: &nul}}); !isStatus(err, http.StatusBadRequest) || !strings.Contains(err.Error(), "NUL") {
+	if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "nul-env", FunctionFields: api.FunctionFields{Runtime: ptr.To("python3.11"), EnvVars: &nul}}); !isStatus(err, http.StatusBadRequest) || !strings.Contains(err.Error(), "NUL") {
 		t.Fatalf("NUL in an env value: want 400 naming it, got %v", err)
 	}
 	huge := map[string]string{"BLOB": strings.Repeat("x", 40<<10)}
 	if _, err := d.client.UpdateFunction(ctx, d.ns, "healthy", api.FunctionFields{EnvVars: &huge}); !isStatus(err, http.StatusBadRequest) {
 		t.Fatalf("a 40 KiB env value: want 400, got %v", err)
 	}
-	if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "broken", FunctionFields: api.FunctionFields{Runtime: ptr("python3.11")}}); err != nil {
+	if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "broken", FunctionFields: api.FunctionFields{Runtime: ptr.To("python3.11")}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.client.UploadSource(ctx, d.ns, "broken", bytes.NewReader([]byte("PK\x03\x04 this is not a zip"))); !isStatus(err, http.StatusBadRequest) {
@@ -359,7 +360,7 @@ func TestBadInputsDisturbNothing(t *testing.T) {
 	healthy("bad uploads")
 
 	goSyntax := "package handler\n\nfunc Handle(event map[string]interface{}) interface{} {\n\treturn event[\n}\n"
-	if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "go-syntax", FunctionFields: api.FunctionFields{Runtime: ptr("go1.25")}}); err != nil {
+	if _, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "go-syntax", FunctionFields: api.FunctionFields{Runtime: ptr.To("go1.25")}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.client.UploadSource(ctx, d.ns, "go-syntax", bytes.NewReader(testkit.Zip(t, map[string]string{"handler.go": goSyntax}))); !isStatus(err, http.StatusBadRequest) || !strings.Contains(err.Error(), "handler.go:5") {
@@ -396,9 +397,9 @@ func TestDisabledHTTPTriggerAndTimeout(t *testing.T) {
 	d := startDev(t, devOptions{})
 	ctx := context.Background()
 	d.deploy("gated", "python3.11", map[string]string{"handler.py": testkit.SteerablePython},
-		api.FunctionFields{MinReplicas: ptr[int32](1), TimeoutSec: ptr[int32](1)})
+		api.FunctionFields{MinReplicas: ptr.To[int32](1), TimeoutSec: ptr.To[int32](1)})
 	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "gated-http", TriggerFields: api.TriggerFields{
-		Type: ptr(api.TriggerHTTP), Function: ptr("gated")}}); err != nil {
+		Type: ptr.To(api.TriggerHTTP), Function: ptr.To("gated")}}); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "the warm process (min_replicas 1)", 30*time.Second, func() bool { return d.stats("gated").Ready == 1 })
@@ -434,7 +435,7 @@ func TestEventTriggerWithoutBroker(t *testing.T) {
 	ctx := context.Background()
 	d.deploy("quiet", "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{})
 	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "q", TriggerFields: api.TriggerFields{
-		Type: ptr(api.TriggerEvent), Function: ptr("quiet"), Queue: ptr(d.ns + ".nowhere"), BrokerSecret: ptr("s"), BrokerSecretKey: ptr("url")}}); err != nil {
+		Type: ptr.To(api.TriggerEvent), Function: ptr.To("quiet"), Queue: ptr.To(d.ns + ".nowhere"), BrokerSecret: ptr.To("s"), BrokerSecretKey: ptr.To("url")}}); err != nil {
 		t.Fatal(err)
 	}
 	var tr api.Trigger
@@ -455,7 +456,7 @@ func TestRestartInterruptsRunningJob(t *testing.T) {
 	ctx := context.Background()
 	d.deploy("slow", "python3.11", map[string]string{"handler.py": testkit.SteerablePython}, api.FunctionFields{})
 	if _, err := d.client.CreateJob(ctx, d.ns, api.CreateJob{Name: "long", JobFields: api.JobFields{
-		Function: ptr("slow"), Event: ptr(json.RawMessage(`{"sleep": 30}`)), RunID: ptr[int64](1)}}); err != nil {
+		Function: ptr.To("slow"), Event: ptr.To(json.RawMessage(`{"sleep": 30}`)), RunID: ptr.To[int64](1)}}); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "the job to run", 30*time.Second, func() bool {
@@ -468,7 +469,7 @@ func TestRestartInterruptsRunningJob(t *testing.T) {
 	if err != nil || j.Status.Phase != api.JobFailed || !strings.Contains(j.Status.Error, "raise run_id") {
 		t.Fatalf("interrupted job after restart: %+v %v", j.Status, err)
 	}
-	if _, err := d2.client.UpdateJob(ctx, d2.ns, "long", api.JobFields{Event: ptr(json.RawMessage(`{"name":"rerun"}`)), RunID: ptr[int64](2)}); err != nil {
+	if _, err := d2.client.UpdateJob(ctx, d2.ns, "long", api.JobFields{Event: ptr.To(json.RawMessage(`{"name":"rerun"}`)), RunID: ptr.To[int64](2)}); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "the re-run to succeed", time.Minute, func() bool {

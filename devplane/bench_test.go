@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/test/testkit"
 )
@@ -42,7 +44,7 @@ func BenchmarkColdStart(b *testing.B) {
 func benchColdStart(b *testing.B, o devOptions) {
 	d := startDev(b, o)
 	for _, rt := range benchRuntimes {
-		d.deploy(rt.example, rt.runtime, exampleFiles(b, rt.example), api.FunctionFields{ScaleDownPeriodSec: ptr[int32](1)})
+		d.deploy(rt.example, rt.runtime, exampleFiles(b, rt.example), api.FunctionFields{ScaleDownPeriodSec: ptr.To[int32](1)})
 	}
 	for _, rt := range benchRuntimes {
 		b.Run(rt.runtime, func(b *testing.B) {
@@ -80,7 +82,7 @@ func BenchmarkWarmThroughput(b *testing.B) {
 	d := startDev(b, devOptions{})
 	for _, rt := range benchRuntimes {
 		d.deploy(rt.example, rt.runtime, exampleFiles(b, rt.example),
-			api.FunctionFields{MinReplicas: ptr[int32](1), MaxReplicas: ptr[int32](1)})
+			api.FunctionFields{MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](1)})
 	}
 	for _, rt := range benchRuntimes {
 		b.Run(rt.runtime, func(b *testing.B) {
@@ -166,7 +168,7 @@ func BenchmarkStreamFirstByte(b *testing.B) {
 	const calls = 1000
 	d := startDev(b, devOptions{})
 	d.deploy("live", "go1.25", dirFiles(b, filepath.Join("..", "buildkit", "testdata", "handlers", "gohttp")),
-		api.FunctionFields{MinReplicas: ptr[int32](1), MaxReplicas: ptr[int32](1)})
+		api.FunctionFields{MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](1)})
 	testkit.WaitFor(b, "the warm process", 30*time.Second, func() bool { return d.stats("live").Ready == 1 })
 	addr := d.stats("live").Addrs[0]
 	toProcess := func(ctx context.Context, _, _ string) (net.Conn, error) { return d.backend.Pool().Dial(ctx, addr) }

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/rules"
@@ -39,9 +41,9 @@ def handle(event, request):
 // environment once its wrapper started.
 func TestForgedIdentityIsRefused(t *testing.T) {
 	d := startDev(t, devOptions{})
-	d.deploy("who", "python3.11", map[string]string{"handler.py": who}, api.FunctionFields{MinReplicas: ptr[int32](1)})
+	d.deploy("who", "python3.11", map[string]string{"handler.py": who}, api.FunctionFields{MinReplicas: ptr.To[int32](1)})
 	if _, err := d.client.CreateTrigger(context.Background(), d.ns, api.CreateTrigger{Name: "who-http", TriggerFields: api.TriggerFields{
-		Type: ptr("http"), Function: ptr("who"), RequireAuth: ptr(true)}}); err != nil {
+		Type: ptr.To("http"), Function: ptr.To("who"), RequireAuth: ptr.To(true)}}); err != nil {
 		t.Fatal(err)
 	}
 	url := d.endpoint + "/fn/" + d.ns + "/who"

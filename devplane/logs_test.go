@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/test/testkit"
 )
@@ -135,7 +137,7 @@ followed:
 
 	// A job run's output.
 	run, event := int64(1), json.RawMessage(`{"say":"job"}`)
-	if _, err := d.client.CreateJob(context.Background(), d.ns, api.CreateJob{Name: "once", JobFields: api.JobFields{Function: ptr("talker"), Event: &event, RunID: &run}}); err != nil {
+	if _, err := d.client.CreateJob(context.Background(), d.ns, api.CreateJob{Name: "once", JobFields: api.JobFields{Function: ptr.To("talker"), Event: &event, RunID: &run}}); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "the job's lines", 30*time.Second, func() bool {

@@ -303,5 +303,3 @@ func dirFiles(t testing.TB, root string) map[string]string {
 	}
 	return files
 }
-
-func ptr[T any](v T) *T { return &v }

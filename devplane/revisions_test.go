@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/history"
@@ -104,7 +106,7 @@ func TestRevisionsTrafficAndRollback(t *testing.T) {
 	if code, rev, body := d.call("ver", nil); code != 200 || rev != "ver-2" || !strings.Contains(body, `"2"`) {
 		t.Fatalf("after the change: %d %s %s", code, rev, body)
 	}
-	d.update("ver", api.FunctionFields{MaxReplicas: ptr[int32](3)})
+	d.update("ver", api.FunctionFields{MaxReplicas: ptr.To[int32](3)})
 	revs, err := d.client.ListRevisions(ctx, d.ns, "ver")
 	if err != nil || len(revs) != 2 || revs[0].Config.EnvVars["VERSION"] != "1" || revs[1].Status.Phase != api.RevisionReady {
 		t.Fatalf("a scaling change made a revision, or revisions wrong: %+v %v", revs, err)
@@ -250,7 +252,7 @@ func TestRevisionsTrafficAndRollback(t *testing.T) {
 	})
 
 	// Revisions without traffic beyond the limit are deleted; a tagged one never is.
-	d.update("ver", api.FunctionFields{RevisionHistoryLimit: ptr[int32](1), Traffic: &[]api.TrafficTarget{{Latest: true, Percent: 100}, {Revision: "ver-1", Tag: "old"}}})
+	d.update("ver", api.FunctionFields{RevisionHistoryLimit: ptr.To[int32](1), Traffic: &[]api.TrafficTarget{{Latest: true, Percent: 100}, {Revision: "ver-1", Tag: "old"}}})
 	for _, v := range []string{"4", "5"} {
 		if _, err := d.client.UploadSource(ctx, d.ns, "ver", strings.NewReader(string(testkit.Zip(t, versioned)))); err != nil {
 			t.Fatal(err)
@@ -405,14 +407,14 @@ func TestRevisionsStoreEnvOnce(t *testing.T) {
 	value := func(c byte) string { return strings.Repeat(string(c), rules.MaxEnvValueBytes-1024) }
 	env := map[string]string{"VERSION": "0", "BIG0": value('a'), "BIG1": value('b'), "BIG2": value('c'), "BIG3": value('d')}
 	want := map[string]map[string]string{"ev-1": maps.Clone(env)}
-	d.deploy("ev", "python3.12", envHasher, api.FunctionFields{EnvVars: &env, RevisionHistoryLimit: ptr[int32](100)})
+	d.deploy("ev", "python3.12", envHasher, api.FunctionFields{EnvVars: &env, RevisionHistoryLimit: ptr.To[int32](100)})
 	for i := 1; i <= 60; i++ {
 		env["VERSION"] = fmt.Sprint(i)
 		if i == 30 { // one large value changes and one goes
 			env["BIG1"] = value('B')
 			delete(env, "BIG3")
 		}
-		d.update("ev", api.FunctionFields{EnvVars: ptr(maps.Clone(env))})
+		d.update("ev", api.FunctionFields{EnvVars: ptr.To(maps.Clone(env))})
 		want[fmt.Sprintf("ev-%d", i+1)] = maps.Clone(env)
 	}
 	d.waitTraffic("ev", "ev-61", 100)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"sless.dev/sless/devplane/pool"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/test/testkit"
@@ -83,7 +85,7 @@ func TestSandboxKeepsTenantsApart(t *testing.T) {
 	}
 	d.deploy("attacker", "python3.11", map[string]string{"handler.py": attacker}, api.FunctionFields{})
 	victim := d.as("victim")
-	victim.deploy("spy", "python3.11", map[string]string{"handler.py": spy}, api.FunctionFields{MinReplicas: ptr[int32](1)})
+	victim.deploy("spy", "python3.11", map[string]string{"handler.py": spy}, api.FunctionFields{MinReplicas: ptr.To[int32](1)})
 	testkit.WaitFor(t, "the victim's warm process", 10*time.Second, func() bool { return victim.stats("spy").Ready == 1 })
 
 	if got, errText := d.attempt(event("read", key)); got != nil {
@@ -146,7 +148,7 @@ def handle(event):
 func TestSandboxAppliesMemoryMB(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, devOptions{})
-	d.deploy("hog", "python3.11", map[string]string{"handler.py": hog}, api.FunctionFields{MemoryMB: ptr[int32](64)})
+	d.deploy("hog", "python3.11", map[string]string{"handler.py": hog}, api.FunctionFields{MemoryMB: ptr.To[int32](64)})
 	if code, body := d.invoke("hog", `{"mb": 8}`); code != 200 {
 		t.Fatalf("8 MB within a memory_mb of 64: %d %s", code, body)
 	}
@@ -186,7 +188,7 @@ func TestSandboxBoundsProcesses(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, devOptions{})
 	// Memory enough for every child: the process limit is under test.
-	d.deploy("bomb", "python3.11", map[string]string{"handler.py": bomb}, api.FunctionFields{MemoryMB: ptr[int32](16384)})
+	d.deploy("bomb", "python3.11", map[string]string{"handler.py": bomb}, api.FunctionFields{MemoryMB: ptr.To[int32](16384)})
 	other := d.as("other")
 	other.deploy("talker", "python3.11", map[string]string{"handler.py": talker}, api.FunctionFields{})
 	done := make(chan string, 1)
@@ -298,7 +300,7 @@ func TestSandboxNetwork(t *testing.T) {
 	}
 	d.deploy("dialer", "python3.11", map[string]string{"handler.py": dialer}, api.FunctionFields{})
 	victim := d.as("victim")
-	victim.deploy("listener", "python3.11", map[string]string{"handler.py": dialer}, api.FunctionFields{MinReplicas: ptr[int32](1)})
+	victim.deploy("listener", "python3.11", map[string]string{"handler.py": dialer}, api.FunctionFields{MinReplicas: ptr.To[int32](1)})
 	if code, body := victim.invoke("listener", `{"listen": 7070}`); code != 200 {
 		t.Fatalf("the victim's listener: %d %s", code, body)
 	}

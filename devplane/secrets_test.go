@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"k8s.io/utils/ptr"
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/rules"
@@ -90,7 +91,7 @@ func TestSecretsReachOnlyTheFunction(t *testing.T) {
 		return len(withText(lines, "connecting with "+rules.SecretMask)) > 0
 	})
 	// A job of the function: its result and output are masked too.
-	if _, err := d.client.CreateJob(ctx, d.ns, api.CreateJob{Name: "once", JobFields: api.JobFields{Function: ptr("reader"), RunID: ptr(int64(1))}}); err != nil {
+	if _, err := d.client.CreateJob(ctx, d.ns, api.CreateJob{Name: "once", JobFields: api.JobFields{Function: ptr.To("reader"), RunID: ptr.To(int64(1))}}); err != nil {
 		t.Fatal(err)
 	}
 	var job api.Job
@@ -245,7 +246,7 @@ func TestEventTriggerBrokerFromSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "orders", TriggerFields: api.TriggerFields{
-		Type: ptr(api.TriggerEvent), Function: ptr("consumer"), Queue: ptr(d.ns + ".orders-" + randomHex(t)), BrokerSecret: ptr("broker"), BrokerSecretKey: ptr("url")}}); err != nil {
+		Type: ptr.To(api.TriggerEvent), Function: ptr.To("consumer"), Queue: ptr.To(d.ns + ".orders-" + randomHex(t)), BrokerSecret: ptr.To("broker"), BrokerSecretKey: ptr.To("url")}}); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "the trigger active on the secret's broker", 30*time.Second, func() bool {

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
@@ -327,7 +329,7 @@ func TestTenantsStayInTheirLane(t *testing.T) {
 	ctx := context.Background()
 	event := func(name, queue, dlq string) error {
 		_, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: name, TriggerFields: api.TriggerFields{
-			Type: ptr(api.TriggerEvent), Function: ptr("f"), Queue: &queue, DeadLetterQueue: &dlq, BrokerSecret: ptr("s")}})
+			Type: ptr.To(api.TriggerEvent), Function: ptr.To("f"), Queue: &queue, DeadLetterQueue: &dlq, BrokerSecret: ptr.To("s")}})
 		return err
 	}
 	for _, tc := range []struct{ queue, dlq, field string }{

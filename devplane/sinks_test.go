@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/history"
 	"sless.dev/sless/rules"
@@ -90,7 +92,7 @@ func TestPrintedSecretInNoSink(t *testing.T) {
 	if _, err := d.client.CreateSecret(ctx, d.ns, api.CreateSecret{Name: "db", SecretFields: api.SecretFields{Data: map[string]string{"password": values[0]}}}); err != nil {
 		t.Fatal(err)
 	}
-	fields := api.FunctionFields{Async: &api.AsyncFields{Enabled: ptr(true), MaxAttempts: ptr(int32(1))}}
+	fields := api.FunctionFields{Async: &api.AsyncFields{Enabled: ptr.To(true), MaxAttempts: ptr.To(int32(1))}}
 	fields.SecretEnv = &[]api.SecretEnv{{Name: "DB_PASSWORD", Secret: "db", Key: "password"}}
 	if fn := d.deploy("leaker", "python3.12", map[string]string{"handler.py": leaker}, fields); !fn.Status.Ready {
 		t.Fatalf("leaker: %+v", fn.Status)
@@ -123,7 +125,7 @@ func TestPrintedSecretInNoSink(t *testing.T) {
 			asyncIDs = append(asyncIDs, inv.ID)
 		}
 		job := fmt.Sprintf("job%d", round)
-		if _, err := d.client.CreateJob(ctx, d.ns, api.CreateJob{Name: job, JobFields: api.JobFields{Function: ptr("leaker"), RunID: ptr(int64(1))}}); err != nil {
+		if _, err := d.client.CreateJob(ctx, d.ns, api.CreateJob{Name: job, JobFields: api.JobFields{Function: ptr.To("leaker"), RunID: ptr.To(int64(1))}}); err != nil {
 			t.Fatal(err)
 		}
 		testkit.WaitFor(t, "job "+job, time.Minute, func() bool {

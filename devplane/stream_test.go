@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"k8s.io/utils/ptr"
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/test/testkit"
@@ -58,7 +59,7 @@ func TestStreamsFromZero(t *testing.T) {
 
 	t.Run("python generator and idle bound", func(t *testing.T) {
 		d.deploy("gen", "python3.11", dirFiles(t, filepath.Join("..", "buildkit", "testdata", "handlers", "python")),
-			api.FunctionFields{ScaleDownPeriodSec: ptr[int32](1), StreamIdleTimeoutSec: ptr[int32](1)})
+			api.FunctionFields{ScaleDownPeriodSec: ptr.To[int32](1), StreamIdleTimeoutSec: ptr.To[int32](1)})
 		start := time.Now()
 		resp := openStream(t, fnURL("gen"), `{"action":"stream","count":3,"delay":0.6}`)
 		lines, at := lineTimes(t, resp.Body, start)
@@ -92,7 +93,7 @@ func TestStreamsFromZero(t *testing.T) {
 	t.Run("websocket to a Go net/http function", func(t *testing.T) {
 		const idle = 5 // s, past the 2.5 s the socket is silent below
 		d.deploy("live", "go1.25", dirFiles(t, filepath.Join("..", "buildkit", "testdata", "handlers", "gohttp")),
-			api.FunctionFields{ScaleDownPeriodSec: ptr[int32](1), StreamIdleTimeoutSec: ptr[int32](idle)})
+			api.FunctionFields{ScaleDownPeriodSec: ptr.To[int32](1), StreamIdleTimeoutSec: ptr.To[int32](idle)})
 		if s := d.stats("live"); s.Processes != 0 {
 			t.Fatalf("min_replicas 0: no process before the first call, got %+v", s)
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/utils/ptr"
 
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/buildkit/sourcezip"
@@ -154,7 +155,7 @@ func (f deployFlags) fields(cmd *cobra.Command) (api.FunctionFields, error) {
 		if sec < 0 || sec > math.MaxInt32 {
 			return out, usageErrorf("--timeout %s: want 0 (none) or a positive duration", f.timeout)
 		}
-		out.TimeoutSec = ptr(int32(sec))
+		out.TimeoutSec = ptr.To(int32(sec))
 	}
 	if set("memory") {
 		out.MemoryMB = &f.memoryMB

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/test/testkit"
@@ -332,7 +334,7 @@ func TestCLIJourney(t *testing.T) {
 		}
 	})
 
-	if _, err := c.CreateTrigger(ctx, ns, api.CreateTrigger{Name: "hello-http", TriggerFields: api.TriggerFields{Type: ptr(api.TriggerHTTP), Function: ptr("hello")}}); err != nil {
+	if _, err := c.CreateTrigger(ctx, ns, api.CreateTrigger{Name: "hello-http", TriggerFields: api.TriggerFields{Type: ptr.To(api.TriggerHTTP), Function: ptr.To("hello")}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Run("read commands", func(t *testing.T) {
@@ -389,7 +391,7 @@ func TestCLIJourney(t *testing.T) {
 		cli := cli.at(t)
 		event := json.RawMessage(`{"say":"job"}`)
 		for _, name := range []string{"echo-job", "fail-job"} {
-			if _, err := c.CreateJob(ctx, ns, api.CreateJob{Name: name, JobFields: api.JobFields{Function: ptr("echo"), Event: &event}}); err != nil {
+			if _, err := c.CreateJob(ctx, ns, api.CreateJob{Name: name, JobFields: api.JobFields{Function: ptr.To("echo"), Event: &event}}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/utils/ptr"
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
@@ -57,7 +58,7 @@ tail of its output on stderr.`,
 			if !json.Valid(data) {
 				return usageErrorf("--event is not JSON: %.80q", data)
 			}
-			fields.Event = ptr(json.RawMessage(data))
+			fields.Event = ptr.To(json.RawMessage(data))
 		}
 		s, err := connect(cmd.Context(), "")
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/utils/ptr"
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/rules"
@@ -299,13 +300,13 @@ func TestSecretCommands(t *testing.T) {
 	mustContain(t, "get secret -o yaml", ok(newGetCmd, "secret", "db", "-o", "yaml"), "name: db", "version: 1", "- cert")
 
 	// A function and an event trigger that use it.
-	if _, err := d.c.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "api", FunctionFields: api.FunctionFields{Runtime: ptr("python3.11"),
+	if _, err := d.c.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "api", FunctionFields: api.FunctionFields{Runtime: ptr.To("python3.11"),
 		SecretEnv:   &[]api.SecretEnv{{Name: "DB_PASSWORD", Secret: "db", Key: "password"}},
 		SecretFiles: &[]api.SecretFile{{Secret: "db"}}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.c.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "orders", TriggerFields: api.TriggerFields{Type: ptr(api.TriggerEvent),
-		Function: ptr("api"), Queue: ptr(d.ns + ".orders"), BrokerSecret: ptr("db"), BrokerSecretKey: ptr("password")}}); err != nil {
+	if _, err := d.c.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "orders", TriggerFields: api.TriggerFields{Type: ptr.To(api.TriggerEvent),
+		Function: ptr.To("api"), Queue: ptr.To(d.ns + ".orders"), BrokerSecret: ptr.To("db"), BrokerSecretKey: ptr.To("password")}}); err != nil {
 		t.Fatal(err)
 	}
 	out = ok(newSecretCmd, "describe", "db")

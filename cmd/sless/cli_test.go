@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/utils/ptr"
 
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/buildkit/sourcezip"
@@ -127,10 +128,10 @@ func TestDeployFlags(t *testing.T) {
 	}
 	checkParses(t, "deploy", deployFields, []parseCase[api.FunctionFields]{
 		{in: nil, want: api.FunctionFields{}},
-		{in: []string{"--runtime", "python"}, want: api.FunctionFields{Runtime: ptr("python3.11")}},
+		{in: []string{"--runtime", "python"}, want: api.FunctionFields{Runtime: ptr.To("python3.11")}},
 		{in: []string{"--runtime", "nodejs22", "--timeout", "1500ms", "--memory", "256"},
-			want: api.FunctionFields{Runtime: ptr("nodejs22"), TimeoutSec: ptr(int32(2)), MemoryMB: ptr(int32(256))}},
-		{in: []string{"--timeout", "0", "--entrypoint", ""}, want: api.FunctionFields{TimeoutSec: ptr(int32(0)), Entrypoint: ptr("")}},
+			want: api.FunctionFields{Runtime: ptr.To("nodejs22"), TimeoutSec: ptr.To(int32(2)), MemoryMB: ptr.To(int32(256))}},
+		{in: []string{"--timeout", "0", "--entrypoint", ""}, want: api.FunctionFields{TimeoutSec: ptr.To(int32(0)), Entrypoint: ptr.To("")}},
 		{in: []string{"--env", "A=1", "--env", "B=2"}, want: api.FunctionFields{EnvVars: &map[string]string{"A": "1", "B": "2"}}},
 		{in: []string{"--secret-env", "DB_PASSWORD=db/password", "--secret-env", "A=s/k", "--secret-env", "DB_PASSWORD=db2/pw"},
 			want: api.FunctionFields{SecretEnv: &[]api.SecretEnv{{Name: "DB_PASSWORD", Secret: "db2", Key: "pw"}, {Name: "A", Secret: "s", Key: "k"}}}},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"k8s.io/utils/ptr"
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/test/browser"
@@ -35,11 +36,11 @@ func TestConsoleAsyncOnDevInChromium(t *testing.T) {
 	endpoint := d.endpoint
 	timeout, dlq := int32(30), d.ns+".worker-failed"
 	d.uploadPython(t, "worker", testkit.AsyncPython, api.FunctionFields{TimeoutSec: &timeout,
-		Async: &api.AsyncFields{Enabled: ptr(true), MaxAttempts: ptr(int32(3)), BackoffMs: ptr(int32(4000)), DeadLetterQueue: &dlq}},
+		Async: &api.AsyncFields{Enabled: ptr.To(true), MaxAttempts: ptr.To(int32(3)), BackoffMs: ptr.To(int32(4000)), DeadLetterQueue: &dlq}},
 		"Ready", func(s api.FunctionStatus) bool { return s.Ready })
 	d.deployPython(t, "plain", testkit.AsyncPython, 10)
 	if _, err := d.c.CreateTrigger(context.Background(), d.ns, api.CreateTrigger{Name: "nightly", TriggerFields: api.TriggerFields{
-		Type: ptr("cron"), Function: ptr("worker"), Schedule: ptr("0 3 * * *"), PrewarmSeconds: ptr(int32(60))}}); err != nil {
+		Type: ptr.To("cron"), Function: ptr.To("worker"), Schedule: ptr.To("0 3 * * *"), PrewarmSeconds: ptr.To(int32(60))}}); err != nil {
 		t.Fatal(err)
 	}
 

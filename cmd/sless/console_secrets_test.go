@@ -8,6 +8,7 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"k8s.io/utils/ptr"
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/test/browser"
@@ -131,7 +132,7 @@ func TestConsoleSecretsInChromium(t *testing.T) {
 	// A function's references, by name, the missing ones marked.
 	ctx := context.Background()
 	if _, err := d.c.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "user", FunctionFields: api.FunctionFields{
-		Runtime:     ptr("python3.11"),
+		Runtime:     ptr.To("python3.11"),
 		SecretEnv:   &[]api.SecretEnv{{Name: "DB_PASSWORD", Secret: "db", Key: "PASSWORD"}, {Name: "DB_HOST", Secret: "db", Key: "HOST"}},
 		SecretFiles: &[]api.SecretFile{{Secret: "db"}, {Secret: "tls", Path: "/run/tls"}},
 	}}); err != nil {

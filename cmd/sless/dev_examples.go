@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"sless.dev/sless/buildkit/sourcezip"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
@@ -43,9 +45,8 @@ func deployExamples(ctx context.Context, out io.Writer, endpoint, token, ns, roo
 			return err
 		}
 	}
-	cronType, schedule := api.TriggerCron, "* * * * *"
 	_, err = c.CreateTrigger(ctx, ns, api.CreateTrigger{Name: exampleCron, TriggerFields: api.TriggerFields{
-		Type: &cronType, Function: ptr(exampleCronFunction), Schedule: &schedule}})
+		Type: ptr.To(api.TriggerCron), Function: ptr.To(exampleCronFunction), Schedule: ptr.To("* * * * *")}})
 	if err != nil && !client.IsConflict(err) {
 		return fmt.Errorf("cron trigger %s: %w", exampleCron, err)
 	}
@@ -79,8 +80,7 @@ func deployExample(ctx context.Context, c *client.Client, ns, dir, name, runtime
 	if _, err := c.UploadSource(ctx, ns, name, bytes.NewReader(data)); err != nil {
 		return fmt.Errorf("uploading %s: %w", name, err)
 	}
-	httpType := api.TriggerHTTP
-	_, err = c.CreateTrigger(ctx, ns, api.CreateTrigger{Name: name + "-http", TriggerFields: api.TriggerFields{Type: &httpType, Function: &name}})
+	_, err = c.CreateTrigger(ctx, ns, api.CreateTrigger{Name: name + "-http", TriggerFields: api.TriggerFields{Type: ptr.To(api.TriggerHTTP), Function: &name}})
 	if err != nil && !client.IsConflict(err) {
 		return fmt.Errorf("http trigger of %s: %w", name, err)
 	}
@@ -106,5 +106,3 @@ func waitReady(ctx context.Context, c *client.Client, ns, name string) (api.Func
 		}
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

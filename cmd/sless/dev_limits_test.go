@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/devplane/pool"
 	"sless.dev/sless/gateway/api"
@@ -114,15 +116,15 @@ func TestDevBoundsConnections(t *testing.T) {
 		"--max-connections", "2100", "--max-connections-per-client", "2100", "--max-requests-per-client", "2100")
 	timeout := int32(30)
 	d.uploadPython(t, "echo", "def handle(event):\n    return event\n",
-		api.FunctionFields{TimeoutSec: &timeout, Async: &api.AsyncFields{Enabled: ptr(true), MaxAttempts: ptr(int32(1))}},
+		api.FunctionFields{TimeoutSec: &timeout, Async: &api.AsyncFields{Enabled: ptr.To(true), MaxAttempts: ptr.To(int32(1))}},
 		"Ready", func(s api.FunctionStatus) bool { return s.Ready })
 	// guarded requires auth (and is not deployed: the token is checked first).
 	ctx := context.Background()
-	if _, err := d.c.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "guarded", FunctionFields: api.FunctionFields{Runtime: ptr("python3.11")}}); err != nil {
+	if _, err := d.c.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "guarded", FunctionFields: api.FunctionFields{Runtime: ptr.To("python3.11")}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.c.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "guarded", TriggerFields: api.TriggerFields{
-		Type: ptr(api.TriggerHTTP), Function: ptr("guarded"), Enabled: ptr(true), RequireAuth: ptr(true)}}); err != nil {
+		Type: ptr.To(api.TriggerHTTP), Function: ptr.To("guarded"), Enabled: ptr.To(true), RequireAuth: ptr.To(true)}}); err != nil {
 		t.Fatal(err)
 	}
 	addr := strings.TrimPrefix(d.endpoint, "http://")

@@ -8,12 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/ptr"
+
 	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
 )
-
-func ptr[T any](v T) *T { return &v }
 
 func TestFunctionCRUD(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
@@ -21,7 +21,7 @@ func TestFunctionCRUD(t *testing.T) {
 	ctx := context.Background()
 
 	fn, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "hello", FunctionFields: api.FunctionFields{
-		Runtime: ptr("python3.11"), TimeoutSec: ptr(int32(30)), EnvVars: &map[string]string{"B": "2", "A": "1"},
+		Runtime: ptr.To("python3.11"), TimeoutSec: ptr.To(int32(30)), EnvVars: &map[string]string{"B": "2", "A": "1"},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +31,7 @@ func TestFunctionCRUD(t *testing.T) {
 	}
 
 	// An update sends only memory: every other field keeps its value.
-	fn, err = tn.c.UpdateFunction(ctx, tn.ns, "hello", api.FunctionFields{MemoryMB: ptr(int32(256))})
+	fn, err = tn.c.UpdateFunction(ctx, tn.ns, "hello", api.FunctionFields{MemoryMB: ptr.To(int32(256))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestFunctionCRUD(t *testing.T) {
 		t.Fatalf("after a memory-only update: %+v, want only memory_mb changed", fn.FunctionSpec)
 	}
 	// timeout_sec 0 (no limit) is a value, not "unset".
-	if fn, err = tn.c.UpdateFunction(ctx, tn.ns, "hello", api.FunctionFields{TimeoutSec: ptr(int32(0))}); err != nil || fn.TimeoutSec != 0 {
+	if fn, err = tn.c.UpdateFunction(ctx, tn.ns, "hello", api.FunctionFields{TimeoutSec: ptr.To(int32(0))}); err != nil || fn.TimeoutSec != 0 {
 		t.Fatalf("set timeout_sec 0: %v, %d", err, fn.TimeoutSec)
 	}
 
@@ -56,7 +56,7 @@ func TestFunctionCRUD(t *testing.T) {
 	// nothing changes.
 	var ae *client.Error
 	split := []api.TrafficTarget{{Revision: "hello-1", Percent: 50}, {Latest: true, Percent: 50, Tag: "canary"}}
-	_, err = tn.c.UpdateFunction(ctx, tn.ns, "hello", api.FunctionFields{MemoryMB: ptr(int32(512)), Traffic: &split})
+	_, err = tn.c.UpdateFunction(ctx, tn.ns, "hello", api.FunctionFields{MemoryMB: ptr.To(int32(512)), Traffic: &split})
 	if !errors.As(err, &ae) || ae.StatusCode != http.StatusBadRequest || !strings.Contains(ae.Message, "traffic[0].revision") {
 		t.Fatalf("traffic naming no revision: %v, want 400 naming traffic[0].revision", err)
 	}
@@ -67,7 +67,7 @@ func TestFunctionCRUD(t *testing.T) {
 	addRevision(t, tn.ns, "hello", 1, v1alpha1.RevisionPhase(api.RevisionReady))
 	addRevision(t, tn.ns, "hello", 2, v1alpha1.RevisionPhase(api.RevisionFailed))
 	rollout := api.Rollout{Steps: []int32{10, 100}, IntervalSec: 30, MaxErrorRate: 0.05, MinRequests: 20}
-	fn, err = tn.c.UpdateFunction(ctx, tn.ns, "hello", api.FunctionFields{Traffic: &split, Rollout: &rollout, RevisionHistoryLimit: ptr(int32(5))})
+	fn, err = tn.c.UpdateFunction(ctx, tn.ns, "hello", api.FunctionFields{Traffic: &split, Rollout: &rollout, RevisionHistoryLimit: ptr.To(int32(5))})
 	if err != nil || !slices.Equal(fn.Traffic, split) || fn.Rollout == nil || fn.Rollout.MaxErrorRate != 0.05 || fn.RevisionHistoryLimit != 5 {
 		t.Fatalf("split stored: %+v, %v", fn.FunctionSpec, err)
 	}
@@ -91,7 +91,7 @@ func TestFunctionCRUD(t *testing.T) {
 		t.Fatalf("rollback to hello-1: %+v, %v", fn.Traffic, err)
 	}
 
-	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "hello", FunctionFields: api.FunctionFields{Runtime: ptr("go1.23")}}); !client.IsConflict(err) {
+	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "hello", FunctionFields: api.FunctionFields{Runtime: ptr.To("go1.23")}}); !client.IsConflict(err) {
 		t.Fatalf("create twice: %v, want 409", err)
 	}
 	if err := tn.c.DeleteFunction(ctx, tn.ns, "hello"); err != nil {
@@ -120,7 +120,7 @@ func TestFunctionStatus(t *testing.T) {
 	if fn.Status.Phase != api.PhaseReady || !fn.Status.Ready || fn.Status.URL == "" {
 		t.Fatalf("status = %+v, want Ready with a URL", fn.Status)
 	}
-	fn, err = tn.c.UpdateFunction(ctx, tn.ns, "st", api.FunctionFields{MemoryMB: ptr(int32(64))})
+	fn, err = tn.c.UpdateFunction(ctx, tn.ns, "st", api.FunctionFields{MemoryMB: ptr.To(int32(64))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestTriggers(t *testing.T) {
 	ctx := context.Background()
 	tn.newFunction(t, "f")
 	cron, err := tn.c.CreateTrigger(ctx, tn.ns, api.CreateTrigger{Name: "nightly", TriggerFields: api.TriggerFields{
-		Type: ptr("cron"), Function: ptr("f"), Schedule: ptr("30 2 * * *"), Timezone: ptr("Europe/Berlin"),
+		Type: ptr.To("cron"), Function: ptr.To("f"), Schedule: ptr.To("30 2 * * *"), Timezone: ptr.To("Europe/Berlin"),
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +144,7 @@ func TestTriggers(t *testing.T) {
 		t.Fatalf("created %+v", cron.TriggerSpec)
 	}
 	ev, err := tn.c.CreateTrigger(ctx, tn.ns, api.CreateTrigger{Name: "orders", TriggerFields: api.TriggerFields{
-		Type: ptr("event"), Function: ptr("f"), Queue: ptr(tn.ns + ".orders"), BrokerSecret: ptr("rabbit"),
+		Type: ptr.To("event"), Function: ptr.To("f"), Queue: ptr.To(tn.ns + ".orders"), BrokerSecret: ptr.To("rabbit"),
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ func TestJobs(t *testing.T) {
 	tn := h.tenant()
 	ctx := context.Background()
 	j, err := tn.c.CreateJob(ctx, tn.ns, api.CreateJob{Name: "once", JobFields: api.JobFields{
-		Function: ptr("f"), Event: ptr(jsonRaw(`{"n": 1}`)),
+		Function: ptr.To("f"), Event: ptr.To(jsonRaw(`{"n": 1}`)),
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -190,11 +190,11 @@ func TestJobs(t *testing.T) {
 	if j.Function != "f" || j.RunID != 0 || string(j.Event) != `{"n":1}` {
 		t.Fatalf("created job %+v (event %s)", j.JobSpec, j.Event)
 	}
-	j, err = tn.c.UpdateJob(ctx, tn.ns, "once", api.JobFields{RunID: ptr(int64(1))})
+	j, err = tn.c.UpdateJob(ctx, tn.ns, "once", api.JobFields{RunID: ptr.To(int64(1))})
 	if err != nil || j.RunID != 1 || string(j.Event) != `{"n":1}` {
 		t.Fatalf("raise run_id: %+v, %v", j.JobSpec, err)
 	}
-	self, err := tn.c.CreateJob(ctx, tn.ns, api.CreateJob{Name: "self", JobFields: api.JobFields{Runtime: ptr("python3.12"), Image: ptr("registry.example/fn:1")}})
+	self, err := tn.c.CreateJob(ctx, tn.ns, api.CreateJob{Name: "self", JobFields: api.JobFields{Runtime: ptr.To("python3.12"), Image: ptr.To("registry.example/fn:1")}})
 	if err != nil || self.Runtime != "python3.12" {
 		t.Fatalf("self-contained job: %+v, %v", self, err)
 	}

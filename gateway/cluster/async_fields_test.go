@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sless.dev/sless/apis/v1alpha1"
@@ -29,8 +30,8 @@ func TestFunctionAsyncFieldsOnTheCRD(t *testing.T) {
 		return fn.Spec.Async
 	}
 
-	fn, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "w", FunctionFields: api.FunctionFields{Runtime: ptr("go1.23"),
-		Async: &api.AsyncFields{Enabled: ptr(true)}}})
+	fn, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "w", FunctionFields: api.FunctionFields{Runtime: ptr.To("go1.23"),
+		Async: &api.AsyncFields{Enabled: ptr.To(true)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,8 +42,8 @@ func TestFunctionAsyncFieldsOnTheCRD(t *testing.T) {
 		t.Fatalf("CRD after create: %+v", a)
 	}
 
-	fn, err = tn.c.UpdateFunction(ctx, tn.ns, "w", api.FunctionFields{Async: &api.AsyncFields{MaxJobs: ptr(int32(4)), MaxAttempts: ptr(int32(5)),
-		BackoffMs: ptr(int32(250)), DeadLetterQueue: ptr(tn.ns + ".failed")}})
+	fn, err = tn.c.UpdateFunction(ctx, tn.ns, "w", api.FunctionFields{Async: &api.AsyncFields{MaxJobs: ptr.To(int32(4)), MaxAttempts: ptr.To(int32(5)),
+		BackoffMs: ptr.To(int32(250)), DeadLetterQueue: ptr.To(tn.ns + ".failed")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestFunctionAsyncFieldsOnTheCRD(t *testing.T) {
 		t.Fatalf("update answer: %+v", fn.Async)
 	}
 	// An update of another field keeps it.
-	if fn, err = tn.c.UpdateFunction(ctx, tn.ns, "w", api.FunctionFields{MemoryMB: ptr(int32(256))}); err != nil || fn.Async.MaxJobs != 4 || crd().MaxJobs != 4 {
+	if fn, err = tn.c.UpdateFunction(ctx, tn.ns, "w", api.FunctionFields{MemoryMB: ptr.To(int32(256))}); err != nil || fn.Async.MaxJobs != 4 || crd().MaxJobs != 4 {
 		t.Fatalf("after a memory-only update: %+v, %v; CRD %+v", fn.Async, err, crd())
 	}
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
@@ -26,7 +28,7 @@ func TestProxyBoundsEarlyAnswers(t *testing.T) {
 	h.deploy(alice, "public", 1)
 	h.deploy(alice, "private", 0)
 	if _, err := alice.c.CreateTrigger(context.Background(), alice.ns, api.CreateTrigger{Name: "private-http", TriggerFields: api.TriggerFields{
-		Type: ptr("http"), Function: ptr("private"), RequireAuth: ptr(true)}}); err != nil {
+		Type: ptr.To("http"), Function: ptr.To("private"), RequireAuth: ptr.To(true)}}); err != nil {
 		t.Fatal(err)
 	}
 	h.waitRoute(alice.ns, "private", func(r backend.Route) bool { return r.RequireAuth })

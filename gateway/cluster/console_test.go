@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sless.dev/sless/apis/v1alpha1"
@@ -50,13 +51,13 @@ func TestConsoleInChromium(t *testing.T) {
 		"handler.go": goHandler, "README.md": "# greeter\n"}))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tn.c.CreateTrigger(ctx, tn.ns, api.CreateTrigger{Name: "web", TriggerFields: api.TriggerFields{Type: ptr("http"), Function: ptr("greeter")}}); err != nil {
+	if _, err := tn.c.CreateTrigger(ctx, tn.ns, api.CreateTrigger{Name: "web", TriggerFields: api.TriggerFields{Type: ptr.To("http"), Function: ptr.To("greeter")}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tn.c.CreateTrigger(ctx, tn.ns, api.CreateTrigger{Name: "hourly", TriggerFields: api.TriggerFields{Type: ptr("cron"), Function: ptr("greeter"), Schedule: ptr("@hourly")}}); err != nil {
+	if _, err := tn.c.CreateTrigger(ctx, tn.ns, api.CreateTrigger{Name: "hourly", TriggerFields: api.TriggerFields{Type: ptr.To("cron"), Function: ptr.To("greeter"), Schedule: ptr.To("@hourly")}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "broken", FunctionFields: api.FunctionFields{Runtime: ptr("python3.12")}}); err != nil {
+	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "broken", FunctionFields: api.FunctionFields{Runtime: ptr.To("python3.12")}}); err != nil {
 		t.Fatal(err)
 	}
 	failBuild(t, tn.ns, "broken", "pip install: No matching distribution found for nonexistent-pkg")

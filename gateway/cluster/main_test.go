@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/utils/ptr"
 
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -159,7 +160,7 @@ type tenant struct {
 // newFunction creates a go1.23 function of tn's named name, with every other field defaulted.
 func (tn tenant) newFunction(t *testing.T, name string) {
 	t.Helper()
-	if _, err := tn.c.CreateFunction(context.Background(), tn.ns, api.CreateFunction{Name: name, FunctionFields: api.FunctionFields{Runtime: ptr("go1.23")}}); err != nil {
+	if _, err := tn.c.CreateFunction(context.Background(), tn.ns, api.CreateFunction{Name: name, FunctionFields: api.FunctionFields{Runtime: ptr.To("go1.23")}}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway"
@@ -114,7 +115,7 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 func (h *harness) deploy(tn tenant, name string, timeoutSec int32) string {
 	h.t.Helper()
 	_, err := tn.c.CreateFunction(context.Background(), tn.ns, api.CreateFunction{Name: name, FunctionFields: api.FunctionFields{
-		Runtime: ptr("go1.23"), TimeoutSec: ptr(timeoutSec)}})
+		Runtime: ptr.To("go1.23"), TimeoutSec: ptr.To(timeoutSec)}})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -471,7 +472,7 @@ func TestProxyAccess(t *testing.T) {
 	public := h.deploy(alice, "public", 0)
 	private := h.deploy(alice, "private", 0)
 	if _, err := alice.c.CreateTrigger(ctx, alice.ns, api.CreateTrigger{Name: "private-http", TriggerFields: api.TriggerFields{
-		Type: ptr("http"), Function: ptr("private"), RequireAuth: ptr(true)}}); err != nil {
+		Type: ptr.To("http"), Function: ptr.To("private"), RequireAuth: ptr.To(true)}}); err != nil {
 		t.Fatal(err)
 	}
 	h.waitRoute(alice.ns, "private", func(r backend.Route) bool { return r.RequireAuth })

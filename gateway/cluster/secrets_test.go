@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sless.dev/sless/apis/v1alpha1"
@@ -70,7 +71,7 @@ func TestSecretsAreLabelledSecrets(t *testing.T) {
 	}
 
 	// References are names on the Function; the secret cannot go while they stand.
-	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "f", FunctionFields: api.FunctionFields{Runtime: ptr("go1.23"),
+	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "f", FunctionFields: api.FunctionFields{Runtime: ptr.To("go1.23"),
 		SecretEnv: &[]api.SecretEnv{{Name: "DB_PASSWORD", Secret: "db", Key: "password"}}, SecretFiles: &[]api.SecretFile{{Secret: "db", Path: "/run/db"}}}}); err != nil {
 		t.Fatal(err)
 	}

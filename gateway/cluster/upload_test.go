@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
@@ -85,7 +87,7 @@ func TestUploadBuildInvoke(t *testing.T) {
 	tn := h.tenant()
 	ctx := context.Background()
 	if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: "echo", FunctionFields: api.FunctionFields{
-		Runtime: ptr("go1.23"), TimeoutSec: ptr(int32(2))}}); err != nil {
+		Runtime: ptr.To("go1.23"), TimeoutSec: ptr.To(int32(2))}}); err != nil {
 		t.Fatal(err)
 	}
 	fn, err := tn.c.UploadSource(ctx, tn.ns, "echo", bytes.NewReader(testkit.Zip(t, map[string]string{"handler.go": goHandler})))
@@ -136,7 +138,7 @@ func TestUploadRejects(t *testing.T) {
 	ctx := context.Background()
 	for _, name := range []string{"py", "gofn"} {
 		rt := map[string]string{"py": "python3.12", "gofn": "go1.25"}[name]
-		if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: name, FunctionFields: api.FunctionFields{Runtime: ptr(rt)}}); err != nil {
+		if _, err := tn.c.CreateFunction(ctx, tn.ns, api.CreateFunction{Name: name, FunctionFields: api.FunctionFields{Runtime: ptr.To(rt)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -204,7 +206,7 @@ func TestUploadCodeCheck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, harnessOptions{codeCheck: &codecheck.LLM{URL: tc.endpoint, Model: "reviewer"}})
 			tn := h.tenant()
-			if _, err := tn.c.CreateFunction(context.Background(), tn.ns, api.CreateFunction{Name: "f", FunctionFields: api.FunctionFields{Runtime: ptr("python3.11")}}); err != nil {
+			if _, err := tn.c.CreateFunction(context.Background(), tn.ns, api.CreateFunction{Name: "f", FunctionFields: api.FunctionFields{Runtime: ptr.To("python3.11")}}); err != nil {
 				t.Fatal(err)
 			}
 			code, e, _ := do(t, "POST", h.URL+"/v1/namespaces/"+tn.ns+"/functions/f/upload", tn.token, "application/zip",
@@ -226,7 +228,7 @@ func TestJobUpload(t *testing.T) {
 	tn := h.tenant()
 	ctx := context.Background()
 	if _, err := tn.c.CreateJob(ctx, tn.ns, api.CreateJob{Name: "oneoff", JobFields: api.JobFields{
-		Runtime: ptr("python3.11"), RunID: ptr(int64(1))}}); err != nil {
+		Runtime: ptr.To("python3.11"), RunID: ptr.To(int64(1))}}); err != nil {
 		t.Fatalf("self-contained job without code yet: %v", err)
 	}
 	j, err := tn.c.UploadJobSource(ctx, tn.ns, "oneoff", bytes.NewReader(testkit.Zip(t, map[string]string{"handler.py": "def handle(event):\n    return event\n"})))
@@ -247,7 +249,7 @@ func TestJobUpload(t *testing.T) {
 		t.Fatalf("upload without handler.py: %d %+v", code, body)
 	}
 
-	if _, err := tn.c.CreateJob(ctx, tn.ns, api.CreateJob{Name: "byref", JobFields: api.JobFields{Function: ptr("somefn")}}); err != nil {
+	if _, err := tn.c.CreateJob(ctx, tn.ns, api.CreateJob{Name: "byref", JobFields: api.JobFields{Function: ptr.To("somefn")}}); err != nil {
 		t.Fatal(err)
 	}
 	code, body, _ = do(t, "POST", h.URL+"/v1/namespaces/"+tn.ns+"/jobs/byref/upload", tn.token, "application/zip",

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/test/testkit"
@@ -45,8 +47,8 @@ func newDev(t *testing.T, dbURL string) *devInstance {
 	d.start()
 	ctx := context.Background()
 	_, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "ledger", FunctionFields: api.FunctionFields{
-		Runtime: ptr(ledgerRuntime), EnvVars: &map[string]string{"FAULTS_LEDGER": d.ledger.URL},
-		MinReplicas: ptr[int32](1), MaxReplicas: ptr[int32](2), ScalingTarget: ptr[int32](64),
+		Runtime: ptr.To(ledgerRuntime), EnvVars: &map[string]string{"FAULTS_LEDGER": d.ledger.URL},
+		MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](2), ScalingTarget: ptr.To[int32](64),
 	}})
 	if err != nil {
 		t.Fatalf("create the ledger function: %v", err)
@@ -100,8 +102,8 @@ func (d *devInstance) addEventTrigger(queue string) {
 	s.broker.declareQueue(d.t, queue)
 	ctx := context.Background()
 	_, err := d.client.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "events", TriggerFields: api.TriggerFields{
-		Type: ptr(api.TriggerEvent), Function: ptr("ledger"), Enabled: ptr(true), Queue: ptr(queue),
-		BrokerSecret: ptr("unused-in-dev"), // sless dev runs every event trigger on its --amqp-url
+		Type: ptr.To(api.TriggerEvent), Function: ptr.To("ledger"), Enabled: ptr.To(true), Queue: ptr.To(queue),
+		BrokerSecret: ptr.To("unused-in-dev"), // sless dev runs every event trigger on its --amqp-url
 	}})
 	if err != nil {
 		d.t.Fatalf("create the event trigger: %v", err)
@@ -117,7 +119,7 @@ func (d *devInstance) runJob() {
 	d.t.Helper()
 	ctx := context.Background()
 	_, err := d.client.CreateJob(ctx, d.ns, api.CreateJob{Name: "once", JobFields: api.JobFields{
-		Function: ptr("ledger"), Event: ptr(json.RawMessage(`{"id":"job-0"}`)), RunID: ptr[int64](1),
+		Function: ptr.To("ledger"), Event: ptr.To(json.RawMessage(`{"id":"job-0"}`)), RunID: ptr.To[int64](1),
 	}})
 	if err != nil {
 		d.t.Fatalf("create the job: %v", err)
@@ -285,5 +287,3 @@ func TestPostgresRestart(t *testing.T) {
 	t.Logf("history written again %s after PostgreSQL started; %d invocations ran during the outage window", wrote.Round(time.Millisecond), window)
 	assertHistoryLoss(t, "http+event", o.h.runs+o.e.runs, o.hist["http"]+o.hist["event"], window+500)
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -71,8 +71,8 @@ func (s functionSettings) fields(ctx context.Context) (api.FunctionFields, diag.
 		ScalingTarget:        setInt32(s.ScalingTarget),
 		StreamIdleTimeoutSec: setInt32(s.StreamIdleTimeoutSec),
 		// enabled and the dead-letter queue are always sent: unset means off and the default.
-		Async: &api.AsyncFields{Enabled: ptrTo(s.AsyncEnabled.ValueBool()), MaxAttempts: setInt32(s.AsyncMaxAttempts),
-			BackoffMs: setInt32(s.AsyncBackoffMs), DeadLetterQueue: ptrTo(s.AsyncDLQ.ValueString()), MaxJobs: setInt32(s.AsyncMaxJobs)},
+		Async: &api.AsyncFields{Enabled: new(s.AsyncEnabled.ValueBool()), MaxAttempts: setInt32(s.AsyncMaxAttempts),
+			BackoffMs: setInt32(s.AsyncBackoffMs), DeadLetterQueue: new(s.AsyncDLQ.ValueString()), MaxJobs: setInt32(s.AsyncMaxJobs)},
 		SecretEnv:            secretEnv,
 		SecretFiles:          secretFiles,
 		Traffic:              traffic,
@@ -127,5 +127,3 @@ func functionStatusFrom(fn api.Function) functionStatus {
 		LatestReadyRevision:   types.StringValue(fn.Status.LatestReadyRevision),
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }

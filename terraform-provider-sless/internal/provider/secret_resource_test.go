@@ -174,7 +174,7 @@ func TestAccSecret(t *testing.T) {
 				// A function outside Terraform uses the secret: its deletion is refused, naming it.
 				PreConfig: func() {
 					_, err := c.CreateFunction(ctx, c.namespace, api.CreateFunction{Name: "acc-secret-user", FunctionFields: api.FunctionFields{
-						Runtime: ptrTo("python3.11"), SecretEnv: &[]api.SecretEnv{{Name: "PW", Secret: "acc-db", Key: "password"}}}})
+						Runtime: new("python3.11"), SecretEnv: &[]api.SecretEnv{{Name: "PW", Secret: "acc-db", Key: "password"}}}})
 					if err != nil {
 						t.Fatal(err)
 					}

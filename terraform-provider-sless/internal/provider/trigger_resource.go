@@ -187,7 +187,7 @@ func (m triggerModel) fields() api.TriggerFields {
 		RequireAuth:     &requireAuth,
 		Schedule:        clearingString(m.Schedule),
 		Timezone:        clearingString(m.Timezone),
-		PrewarmSeconds:  ptrTo(int32(m.PrewarmSeconds.ValueInt64())), // 0 for null: none
+		PrewarmSeconds:  new(int32(m.PrewarmSeconds.ValueInt64())), // 0 for null: none
 		Queue:           clearingString(m.Queue),
 		BrokerSecret:    clearingString(m.BrokerSecret),
 		BrokerSecretKey: setString(m.BrokerSecretKey),
