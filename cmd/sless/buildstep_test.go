@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/base64"
 	"io"
 	"log"
@@ -112,7 +113,19 @@ func TestPushStepAsRendered(t *testing.T) {
 	}
 }
 
-// newRootForTest is the sless command with its subcommands, as main builds it.
+// runCLI runs one command in-process.
+func runCLI(t *testing.T, mk func() *cobra.Command, args ...string) (string, error) {
+	t.Helper()
+	cmd := mk()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(t.Context())
+	return out.String(), err
+}
+
+// newRootForTest is the sless command with its servers' subcommands, as main builds it.
 func newRootForTest() *cobra.Command {
 	root := &cobra.Command{Use: "sless", SilenceUsage: true, SilenceErrors: true}
 	for _, mk := range subcommands {

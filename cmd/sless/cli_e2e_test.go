@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
@@ -15,12 +17,43 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"k8s.io/utils/ptr"
 
+	"sless.dev/sless/cmd/sless/cli"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/test/testkit"
 )
+
+// The CLI's names the journeys check, as its own tests name them.
+const (
+	exitUsage  = cli.ExitUsage
+	exitFailed = cli.ExitFailed
+)
+
+type (
+	cliConfig       = cli.Config
+	functionDetails = cli.FunctionDetails
+	secretDetails   = cli.SecretDetails
+)
+
+var exitCodeOf = cli.ExitCode
+
+// secretMarker is a value no output or error may show.
+const secretMarker = "marker-5f1e0b-value"
+
+// cliCommandNamed makes the CLI's command name on its own, as main adds it to the root.
+func cliCommandNamed(name string) func() *cobra.Command {
+	return func() *cobra.Command {
+		for _, c := range cli.Commands() {
+			if c.Name() == name {
+				return c
+			}
+		}
+		panic("no CLI command " + name)
+	}
+}
 
 // cliRunner runs this test binary as the sless CLI (TestMain's SLESS_TEST_AS_CLI) in a
 // folder, with its own config directory and none of the caller's SLESS_ENDPOINT/TOKEN.
@@ -495,5 +528,139 @@ func checkConfig(t *testing.T, configDir, endpoint, token string) {
 	data, _ := os.ReadFile(path)
 	if cfg := decodeJSON[cliConfig](t, string(data)); cfg.Endpoint != endpoint || cfg.Token != token {
 		t.Fatalf("config: %s", data)
+	}
+}
+
+// runCLIIn is runCLI with stdin, returning stdout and stderr apart.
+func runCLIIn(t *testing.T, stdin string, mk func() *cobra.Command, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := mk()
+	var out, errOut bytes.Buffer
+	cmd.SetIn(strings.NewReader(stdin))
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true // as the root command is
+	err := cmd.ExecuteContext(t.Context())
+	return out.String(), errOut.String(), err
+}
+
+// TestSecretCommands drives sless secret and the generic verbs against `sless dev`: create,
+// ls, get, describe (with the functions and triggers that use it), set (a rotation), rm
+// (refused while referenced, naming the function), describe function's references — and no
+// output or error ever holds a value.
+func TestSecretCommands(t *testing.T) {
+	newSecretCmd, newLsCmd, newGetCmd, newDescribeCmd, newRmCmd := cliCommandNamed("secret"), cliCommandNamed("ls"), cliCommandNamed("get"), cliCommandNamed("describe"), cliCommandNamed("rm")
+	d := startDevSession(t)
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("SLESS_ENDPOINT", d.endpoint)
+	t.Setenv("SLESS_TOKEN", d.token)
+	ctx := context.Background()
+	binary := append([]byte("\xff\xfe\x00"), secretMarker...)
+	certFile := filepath.Join(t.TempDir(), "cert.der")
+	if err := os.WriteFile(certFile, binary, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var said []string // everything the CLI printed, checked for values at the end
+	run := func(stdin string, mk func() *cobra.Command, args ...string) (string, error) {
+		t.Helper()
+		out, errOut, err := runCLIIn(t, stdin, mk, args...)
+		said = append(said, out, errOut)
+		if err != nil {
+			said = append(said, err.Error())
+		}
+		return out + errOut, err
+	}
+	ok := func(mk func() *cobra.Command, args ...string) string {
+		t.Helper()
+		out, err := run("", mk, args...)
+		if err != nil {
+			t.Fatalf("sless %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	fails := func(code int, want string, mk func() *cobra.Command, args ...string) {
+		t.Helper()
+		out, err := run("", mk, args...)
+		if exitCodeOf(err) != code || !strings.Contains(err.Error(), want) {
+			t.Fatalf("sless %s: %v (exit %d), want exit %d saying %q\n%s", strings.Join(args, " "), err, exitCodeOf(err), code, want, out)
+		}
+	}
+
+	out := ok(newSecretCmd, "create", "db", "--from-literal", "password="+secretMarker, "--from-file", "cert="+certFile)
+	mustContain(t, "create", out, "secret db created with 2 keys: cert, password")
+	ok(newSecretCmd, "create", "other", "--from-literal", "k=v")
+	fails(1, "`sless secret set db` replaces its data", newSecretCmd, "create", "db", "--from-literal", "password=x")
+	fails(exitUsage, "--from-literal (the 1st one)", newSecretCmd, "create", "x", "--from-literal", secretMarker)
+	fails(exitUsage, "no data", newSecretCmd, "create", "x")
+
+	out = ok(newSecretCmd, "ls")
+	mustMatch(t, "secret ls", out, `(?m)^NAME\s+KEYS\s+VERSION\s+UPDATED\s+AGE$`)
+	mustMatch(t, "secret ls", out, `(?m)^db\s+cert,password\s+1\s`)
+	if out2 := ok(newLsCmd, "secrets"); out2 != out {
+		t.Errorf("sless ls secrets and sless secret ls differ:\n%s\n%s", out2, out)
+	}
+	list := decodeJSON[[]api.Secret](t, ok(newLsCmd, "secrets", "-o", "json"))
+	if len(list) != 2 || list[0].Name != "db" || list[0].Version != 1 || strings.Join(list[0].Keys, ",") != "cert,password" {
+		t.Errorf("ls secrets -o json: %+v", list)
+	}
+	mustContain(t, "get secret -o yaml", ok(newGetCmd, "secret", "db", "-o", "yaml"), "name: db", "version: 1", "- cert")
+
+	// A function and an event trigger that use it.
+	if _, err := d.c.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "api", FunctionFields: api.FunctionFields{Runtime: ptr.To("python3.11"),
+		SecretEnv:   &[]api.SecretEnv{{Name: "DB_PASSWORD", Secret: "db", Key: "password"}},
+		SecretFiles: &[]api.SecretFile{{Secret: "db"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "orders", TriggerFields: api.TriggerFields{Type: ptr.To(api.TriggerEvent),
+		Function: ptr.To("api"), Queue: ptr.To(d.ns + ".orders"), BrokerSecret: ptr.To("db"), BrokerSecretKey: ptr.To("password")}}); err != nil {
+		t.Fatal(err)
+	}
+	out = ok(newSecretCmd, "describe", "db")
+	mustContain(t, "secret describe", out, "Keys:", "cert, password", "Version:", "Used by:")
+	mustMatch(t, "secret describe", out, `function\s+api\s+DB_PASSWORD ← db/password`)
+	mustMatch(t, "secret describe", out, `function\s+api\s+files: db → /var/sless/secrets/db`)
+	mustMatch(t, "secret describe", out, `trigger\s+orders\s+broker URL ← db/password`)
+	if out2 := ok(newDescribeCmd, "secret", "db"); out2 != out {
+		t.Errorf("sless describe secret and sless secret describe differ:\n%s\n%s", out2, out)
+	}
+	det := decodeJSON[secretDetails](t, ok(newDescribeCmd, "secret", "db", "-o", "json"))
+	if det.Secret.Name != "db" || len(det.UsedBy) != 3 {
+		t.Errorf("describe secret -o json: %+v", det)
+	}
+	mustContain(t, "describe other", ok(newSecretCmd, "describe", "other"), "Used by:\n  none")
+	mustContain(t, "describe function", ok(newDescribeCmd, "function", "api"),
+		"Secrets:\n  DB_PASSWORD ← db/password\n  files: db → /var/sless/secrets/db\n")
+
+	// Rotation: the whole data replaced, from stdin here.
+	out, err := run(secretMarker+"-2", newSecretCmd, "set", "db", "--from-file", "password=-")
+	if err != nil {
+		t.Fatalf("secret set: %v\n%s", err, out)
+	}
+	mustContain(t, "secret set", out, "secret db rotated to version 2; functions that reference it roll")
+	if s, err := d.c.GetSecret(ctx, d.ns, "db"); err != nil || s.Version != 2 || strings.Join(s.Keys, ",") != "password" {
+		t.Errorf("after set: %+v, %v", s, err)
+	}
+	fails(1, "`sless secret create nope` creates it", newSecretCmd, "set", "nope", "--from-literal", "a=b")
+
+	// rm: refused while referenced, naming who; then deleted.
+	fails(1, "function api", newSecretCmd, "rm", "db")
+	fails(1, "`sless describe secret db` shows the references", newRmCmd, "secret", "db")
+	fails(1, "`sless ls secrets` lists them", newSecretCmd, "rm", "nope")
+	if err := d.c.DeleteTrigger(ctx, d.ns, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.UpdateFunction(ctx, d.ns, "api", api.FunctionFields{SecretEnv: &[]api.SecretEnv{}, SecretFiles: &[]api.SecretFile{}}); err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, "secret rm", ok(newSecretCmd, "rm", "db"), "secret db deleted")
+	mustContain(t, "rm secret", ok(newRmCmd, "secret", "other"), "secret other deleted")
+	mustContain(t, "secret ls, none", ok(newSecretCmd, "ls"), "no secrets in namespace "+d.ns)
+
+	b64 := base64.StdEncoding.EncodeToString(binary)
+	for _, s := range said {
+		if strings.Contains(s, "marker-") || strings.Contains(s, b64) {
+			t.Errorf("the CLI showed a value:\n%s", s)
+		}
 	}
 }

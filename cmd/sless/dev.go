@@ -20,6 +20,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/spf13/cobra"
 
+	"sless.dev/sless/cmd/sless/cli"
 	"sless.dev/sless/devplane"
 	"sless.dev/sless/devplane/pool"
 	"sless.dev/sless/gateway"
@@ -163,14 +164,14 @@ func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 	hs := srv.HTTPServer()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(srv.Listener(ln)) }()
-	if err := writeSecret(filepath.Join(dataDir, "token"), []byte(token+"\n")); err != nil {
+	if err := cli.WriteSecret(filepath.Join(dataDir, "token"), []byte(token+"\n")); err != nil {
 		return err
 	}
-	cli, err := devCLI(f, endpoint, token)
+	cliLine, err := devCLI(f, endpoint, token)
 	if err != nil {
 		return err
 	}
-	printBanner(out, endpoint, token, api.TenantNamespace(f.subject), cli, isolationText(backend.Pool().Isolation(), currentUser()), f)
+	printBanner(out, endpoint, token, api.TenantNamespace(f.subject), cliLine, isolationText(backend.Pool().Isolation(), currentUser()), f)
 	if f.examples != "" {
 		if err := deployExamples(ctx, out, endpoint, token, api.TenantNamespace(f.subject), f.examples); err != nil {
 			log.Error("deploying the examples failed", "error", err)
@@ -188,6 +189,19 @@ func runDev(ctx context.Context, f devFlags, out io.Writer) error {
 		log.Warn("Warning: requests still in flight were cut off", "error", err)
 	}
 	return nil
+}
+
+// devCLI is the CLI line of the `sless dev` banner: with --login it saves this server's
+// endpoint and token for the CLI, otherwise it says how to.
+func devCLI(f devFlags, endpoint, token string) (string, error) {
+	if !f.login {
+		return fmt.Sprintf("sless login --endpoint %s --token-file %s   (or start with --login)", endpoint, filepath.Join(f.dataDir, "token")), nil
+	}
+	path, err := cli.SaveConfig(cli.Config{Endpoint: endpoint, Token: token})
+	if err != nil {
+		return "", fmt.Errorf("--login: %w", err)
+	}
+	return "logged in (" + path + "): sless deploy, invoke, logs … use this server", nil
 }
 
 // networkOptions reads --function-network and --function-egress-allow.
@@ -280,7 +294,7 @@ func ensureSecretFile(path string) error {
 	if _, err := rand.Read(b); err != nil {
 		return fmt.Errorf("generating %s: %w", path, err)
 	}
-	return writeSecret(path, []byte(hex.EncodeToString(b)+"\n"))
+	return cli.WriteSecret(path, []byte(hex.EncodeToString(b)+"\n"))
 }
 
 // devSigningKey loads the HS256 key of the data directory, creating a random one on first
@@ -301,21 +315,10 @@ func devSigningKey(path string) ([]byte, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("generating the dev signing key: %w", err)
 	}
-	if err := writeSecret(path, []byte(hex.EncodeToString(key)+"\n")); err != nil {
+	if err := cli.WriteSecret(path, []byte(hex.EncodeToString(key)+"\n")); err != nil {
 		return nil, err
 	}
 	return key, nil
-}
-
-func writeSecret(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
 }
 
 // devToken signs a token the gateway verifies like any other JWT.

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 
+	"sless.dev/sless/cmd/sless/cli"
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/cluster"
@@ -282,9 +283,9 @@ func dispatcherExit(err error) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &cfgErr):
-		return &exitError{code: dispatcherExitConfig, err: err}
+		return &cli.ExitError{Code: dispatcherExitConfig, Err: err}
 	case errors.As(err, &invErr):
-		return &exitError{code: dispatcherExitFailed, err: err}
+		return &cli.ExitError{Code: dispatcherExitFailed, Err: err}
 	}
 	return err
 }

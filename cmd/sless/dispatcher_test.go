@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"sless.dev/sless/cmd/sless/cli"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testenv"
@@ -56,7 +57,7 @@ func TestDispatcherFireExitCodes(t *testing.T) {
 			err := cmd.ExecuteContext(context.Background())
 			code := 0
 			if err != nil {
-				code = exitCode(err)
+				code = cli.ExitCode(err)
 			}
 			if code != tc.code {
 				t.Fatalf("exit code %d (%v), want %d", code, err, tc.code)
@@ -104,7 +105,7 @@ func TestDispatcherFireFromEnv(t *testing.T) {
 		cmd.SetErr(io.Discard)
 		return cmd.ExecuteContext(context.Background())
 	}
-	if err := fire(); err == nil || exitCode(err) != dispatcherExitFailed {
+	if err := fire(); err == nil || cli.ExitCode(err) != dispatcherExitFailed {
 		t.Fatalf("fire without a key: %v, want the function's refusal (exit code %d)", err, dispatcherExitFailed)
 	}
 	t.Setenv("SLESS_IDENTITY_MASTER", hex.EncodeToString(master))
@@ -118,7 +119,7 @@ func TestDispatcherFireFromEnv(t *testing.T) {
 	}
 	for env, value := range map[string]string{"SLESS_MAX_ATTEMPTS": "three", "SLESS_IDENTITY_KEY": "abc"} {
 		t.Setenv(env, value)
-		if err := fire(); err == nil || exitCode(err) != dispatcherExitConfig {
+		if err := fire(); err == nil || cli.ExitCode(err) != dispatcherExitConfig {
 			t.Fatalf("invalid %s: err %v, want exit code %d", env, err, dispatcherExitConfig)
 		}
 	}
@@ -168,7 +169,7 @@ func TestDispatcherMasksWhatItLogs(t *testing.T) {
 			"--backoff", "10ms", "--mask-secrets", "db", "--database-url", dbURL})
 		cmd.SetOut(io.Discard)
 		cmd.SetErr(&logs)
-		if err := cmd.ExecuteContext(ctx); err == nil || exitCode(err) != dispatcherExitFailed {
+		if err := cmd.ExecuteContext(ctx); err == nil || cli.ExitCode(err) != dispatcherExitFailed {
 			t.Fatalf("fire %d: %v, want the function's failure", i, err)
 		}
 	}

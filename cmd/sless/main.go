@@ -9,10 +9,13 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"sless.dev/sless/cmd/sless/cli"
 )
 
 // subcommands is filled by the init functions of the files beside this one, one file per
-// component, so wiring a component never means editing another component's file.
+// server, so wiring a server never means editing another server's file; the commands for
+// function authors come from package cli.
 var subcommands []func() *cobra.Command
 
 func main() {
@@ -25,28 +28,12 @@ func main() {
 	for _, mk := range subcommands {
 		root.AddCommand(mk())
 	}
+	root.AddCommand(cli.Commands()...)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := root.ExecuteContext(ctx)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sless:", err)
-		os.Exit(exitCode(err))
+		os.Exit(cli.ExitCode(err))
 	}
-}
-
-// exitError lets a subcommand choose its exit status (e.g. the cron fire mode reports a failed
-// invocation with a distinct code) while still printing one clear message.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
-func exitCode(err error) int {
-	if ee, ok := err.(*exitError); ok {
-		return ee.code
-	}
-	return 1
 }

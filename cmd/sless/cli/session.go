@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -22,15 +22,36 @@ import (
 // Exit codes of the CLI, documented in docs/cli.md: a script tells a mistake in its own
 // command line (2) and a function, job or build that failed (3) from anything else (1).
 const (
-	exitUsage  = 2
-	exitFailed = 3
+	ExitUsage  = 2
+	ExitFailed = 3
 )
 
-func usageErrorf(format string, args ...any) error {
-	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+// ExitError lets a command choose the exit status of sless while still printing one clear
+// message: the CLI's codes above, and the dispatcher's fire mode's own.
+type ExitError struct {
+	Code int
+	Err  error
 }
 
-func failedError(err error) error { return &exitError{code: exitFailed, err: err} }
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// ExitCode is the exit status of sless for err: 0 for none, an ExitError's code, else 1.
+func ExitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	if ee, ok := err.(*ExitError); ok {
+		return ee.Code
+	}
+	return 1
+}
+
+func usageErrorf(format string, args ...any) error {
+	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, args...)}
+}
+
+func failedError(err error) error { return &ExitError{Code: ExitFailed, Err: err} }
 
 // cliCommand makes cmd and its subcommands answer bad flags and arguments with exit code 2.
 func cliCommand(cmd *cobra.Command) *cobra.Command {
@@ -55,8 +76,8 @@ func cliCommand(cmd *cobra.Command) *cobra.Command {
 	return cmd
 }
 
-// cliConfig is what `sless login` (and `sless dev --login`) saves.
-type cliConfig struct {
+// Config is what `sless login` (and `sless dev --login`) saves.
+type Config struct {
 	Endpoint string `json:"endpoint"`
 	Token    string `json:"token,omitempty"`
 }
@@ -73,7 +94,7 @@ func configPath() (string, error) {
 
 // loadConfig reads the saved config (none: empty) with SLESS_ENDPOINT and SLESS_TOKEN on top;
 // from names where the endpoint came from, for error messages.
-func loadConfig() (cfg cliConfig, from string, err error) {
+func loadConfig() (cfg Config, from string, err error) {
 	path, err := configPath()
 	if err != nil {
 		return cfg, "", err
@@ -97,8 +118,8 @@ func loadConfig() (cfg cliConfig, from string, err error) {
 	return cfg, from, nil
 }
 
-// saveConfig writes cfg readable by the user only (the token is a credential).
-func saveConfig(cfg cliConfig) (string, error) {
+// SaveConfig writes cfg readable by the user only (the token is a credential).
+func SaveConfig(cfg Config) (string, error) {
 	path, err := configPath()
 	if err != nil {
 		return "", err
@@ -114,7 +135,20 @@ func saveConfig(cfg cliConfig) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return path, writeSecret(path, append(data, '\n'))
+	return path, WriteSecret(path, append(data, '\n'))
+}
+
+// WriteSecret writes a credential readable by the user only, whole or not at all: the CLI's
+// config, and sless dev's signing key and tokens.
+func WriteSecret(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
 }
 
 // session is a connection to the API as the saved (or environment's) identity.

@@ -1,11 +1,10 @@
-package main
+package cli
 
 import (
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -37,7 +36,7 @@ users of the machine can see in the process list.`,
 				return usageErrorf("give --token or --token-file, not both")
 			}
 			saved, _, _ := loadConfig() // an unreadable config is what login replaces
-			cfg := cliConfig{Endpoint: firstOf(endpoint, saved.Endpoint, defaultEndpoint), Token: firstOf(token, saved.Token)}
+			cfg := Config{Endpoint: firstOf(endpoint, saved.Endpoint, defaultEndpoint), Token: firstOf(token, saved.Token)}
 			if tokenFile != "" {
 				var err error
 				if cfg.Token, err = readToken(tokenFile, cmd.InOrStdin()); err != nil {
@@ -56,7 +55,7 @@ users of the machine can see in the process list.`,
 				s := &session{endpoint: cfg.Endpoint, from: "--endpoint"}
 				return s.explain(err, "checking the token at "+cfg.Endpoint)
 			}
-			path, err := saveConfig(cfg)
+			path, err := SaveConfig(cfg)
 			if err != nil {
 				return err
 			}
@@ -98,17 +97,4 @@ func firstOf(values ...string) string {
 		}
 	}
 	return ""
-}
-
-// devCLI is the CLI line of the `sless dev` banner: with --login it saves this server's
-// endpoint and token for the CLI, otherwise it says how to.
-func devCLI(f devFlags, endpoint, token string) (string, error) {
-	if !f.login {
-		return fmt.Sprintf("sless login --endpoint %s --token-file %s   (or start with --login)", endpoint, filepath.Join(f.dataDir, "token")), nil
-	}
-	path, err := saveConfig(cliConfig{Endpoint: endpoint, Token: token})
-	if err != nil {
-		return "", fmt.Errorf("--login: %w", err)
-	}
-	return "logged in (" + path + "): sless deploy, invoke, logs … use this server", nil
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -177,16 +177,16 @@ func timeoutText(sec int32) string {
 // recentInvocations is how many invocations describe function shows.
 const recentInvocations = 10
 
-// functionDetails is describe function's answer: the function, the triggers that call it and
+// FunctionDetails is describe function's answer: the function, the triggers that call it and
 // its latest invocations.
-type functionDetails struct {
+type FunctionDetails struct {
 	Function    api.Function     `json:"function"`
 	Triggers    []api.Trigger    `json:"triggers"`
 	Invocations []api.Invocation `json:"invocations"`
 }
 
 func describeFunction(ctx context.Context, s *session, f api.Function) (any, func(io.Writer) error, error) {
-	d := functionDetails{Function: f, Triggers: []api.Trigger{}}
+	d := FunctionDetails{Function: f, Triggers: []api.Trigger{}}
 	all, err := s.c.ListTriggers(ctx, s.ns)
 	if err != nil {
 		return nil, nil, s.explain(err, "listing the triggers of function "+f.Name)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -50,9 +50,9 @@ func keyList(keys []string, max int) string {
 	return strings.Join(keys[:max], ",") + fmt.Sprintf(",… (+%d)", len(keys)-max)
 }
 
-// secretDetails is describe secret's answer: the secret (keys and version, no value) and
+// SecretDetails is describe secret's answer: the secret (keys and version, no value) and
 // what in its namespace reads it.
-type secretDetails struct {
+type SecretDetails struct {
 	Secret api.Secret  `json:"secret"`
 	UsedBy []secretUse `json:"used_by"`
 }
@@ -120,7 +120,7 @@ func describeSecret(ctx context.Context, s *session, sec api.Secret) (any, func(
 	if err != nil {
 		return nil, nil, s.explain(err, "listing the triggers that may use secret "+sec.Name)
 	}
-	d := secretDetails{Secret: sec, UsedBy: secretUses(sec.Name, fns, trs)}
+	d := SecretDetails{Secret: sec, UsedBy: secretUses(sec.Name, fns, trs)}
 	return d, func(w io.Writer) error {
 		err := describeFields(w, sec.Name, sec.Namespace, sec.CreatedAt, func(fl fields) {
 			fl.add("Keys", strings.Join(sec.Keys, ", "))

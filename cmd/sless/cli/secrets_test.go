@@ -1,8 +1,7 @@
-package main
+package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"maps"
 	"os"
@@ -11,9 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/spf13/cobra"
-	"k8s.io/utils/ptr"
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/rules"
@@ -27,16 +23,16 @@ func TestParseSecretEnv(t *testing.T) {
 		{in: nil, want: nil},
 		{in: []string{"DB_PASSWORD=db/password"}, want: []api.SecretEnv{{Name: "DB_PASSWORD", Secret: "db", Key: "password"}}},
 		{in: []string{"A=s/k.1", "B=s/k", "A=t/x"}, want: []api.SecretEnv{{Name: "A", Secret: "t", Key: "x"}, {Name: "B", Secret: "s", Key: "k"}}},
-		{in: []string{"DB_PASSWORD"}, code: exitUsage},
-		{in: []string{"DB_PASSWORD=db"}, code: exitUsage},
-		{in: []string{"=db/password"}, code: exitUsage},
-		{in: []string{"A=/password"}, code: exitUsage},
-		{in: []string{"A=db/"}, code: exitUsage},
-		{in: []string{"A=db/a/b"}, code: exitUsage},  // a key holds no '/'
-		{in: []string{"A=Db/key"}, code: exitUsage},  // not a name
-		{in: []string{"1A=db/key"}, code: exitUsage}, // not a variable
-		{in: []string{"PATH=db/key"}, code: exitUsage},
-		{in: []string{"SLESS_X=db/key"}, code: exitUsage},
+		{in: []string{"DB_PASSWORD"}, code: ExitUsage},
+		{in: []string{"DB_PASSWORD=db"}, code: ExitUsage},
+		{in: []string{"=db/password"}, code: ExitUsage},
+		{in: []string{"A=/password"}, code: ExitUsage},
+		{in: []string{"A=db/"}, code: ExitUsage},
+		{in: []string{"A=db/a/b"}, code: ExitUsage},  // a key holds no '/'
+		{in: []string{"A=Db/key"}, code: ExitUsage},  // not a name
+		{in: []string{"1A=db/key"}, code: ExitUsage}, // not a variable
+		{in: []string{"PATH=db/key"}, code: ExitUsage},
+		{in: []string{"SLESS_X=db/key"}, code: ExitUsage},
 	})
 }
 
@@ -45,13 +41,13 @@ func TestParseSecretFiles(t *testing.T) {
 		{in: nil, want: nil},
 		{in: []string{"db"}, want: []api.SecretFile{{Secret: "db"}}},
 		{in: []string{"db:/srv/db", "tls", "db"}, want: []api.SecretFile{{Secret: "db"}, {Secret: "tls"}}},
-		{in: []string{""}, code: exitUsage},
-		{in: []string{"db:"}, code: exitUsage},
-		{in: []string{":/srv/db"}, code: exitUsage},
-		{in: []string{"db:srv/db"}, code: exitUsage},
-		{in: []string{"db:/etc/db"}, code: exitUsage},
-		{in: []string{"db:/srv/../etc"}, code: exitUsage},
-		{in: []string{"DB"}, code: exitUsage},
+		{in: []string{""}, code: ExitUsage},
+		{in: []string{"db:"}, code: ExitUsage},
+		{in: []string{":/srv/db"}, code: ExitUsage},
+		{in: []string{"db:srv/db"}, code: ExitUsage},
+		{in: []string{"db:/etc/db"}, code: ExitUsage},
+		{in: []string{"db:/srv/../etc"}, code: ExitUsage},
+		{in: []string{"DB"}, code: ExitUsage},
 	})
 }
 
@@ -85,20 +81,20 @@ func TestReadSecretData(t *testing.T) {
 				DataBase64: map[string]string{"cert.der": base64.StdEncoding.EncodeToString(bin)}}},
 		{name: "stdin", literals: []string{"user=app"}, files: []string{"password=-"}, stdin: secretMarker,
 			want: api.SecretFields{Data: map[string]string{"user": "app", "password": secretMarker}}},
-		{name: "no data", code: exitUsage, errWant: "--from-literal KEY=value or --from-file KEY=PATH"},
-		{name: "no =", literals: []string{"user=app", secretMarker}, code: exitUsage, errWant: "--from-literal (the 2nd one): want KEY=value"},
-		{name: "empty key", literals: []string{"=" + secretMarker}, code: exitUsage, errWant: "--from-literal (the 1st one)"},
-		{name: "bad key", literals: []string{"a/b=" + secretMarker}, code: exitUsage, errWant: "--from-literal a/b"},
-		{name: "twice", literals: []string{"password=" + secretMarker}, files: []string{"password=" + text}, code: exitUsage,
+		{name: "no data", code: ExitUsage, errWant: "--from-literal KEY=value or --from-file KEY=PATH"},
+		{name: "no =", literals: []string{"user=app", secretMarker}, code: ExitUsage, errWant: "--from-literal (the 2nd one): want KEY=value"},
+		{name: "empty key", literals: []string{"=" + secretMarker}, code: ExitUsage, errWant: "--from-literal (the 1st one)"},
+		{name: "bad key", literals: []string{"a/b=" + secretMarker}, code: ExitUsage, errWant: "--from-literal a/b"},
+		{name: "twice", literals: []string{"password=" + secretMarker}, files: []string{"password=" + text}, code: ExitUsage,
 			errWant: "--from-file password: key \"password\" is also given by --from-literal password"},
-		{name: "missing file", files: []string{"k=" + filepath.Join(dir, "nope")}, code: exitUsage, errWant: "--from-file k"},
-		{name: "file empty key", files: []string{"=" + text}, code: exitUsage, errWant: "--from-file"},
-		{name: "file empty path", files: []string{"k="}, code: exitUsage, errWant: "--from-file"},
-		{name: "stdin without key", files: []string{"-"}, code: exitUsage, errWant: "--from-file -"},
-		{name: "stdin twice", files: []string{"a=-", "b=-"}, stdin: secretMarker, code: exitUsage, errWant: "stdin is read once"},
-		{name: "too big", files: []string{"k=" + big}, code: exitUsage, errWant: "the most a secret holds"},
+		{name: "missing file", files: []string{"k=" + filepath.Join(dir, "nope")}, code: ExitUsage, errWant: "--from-file k"},
+		{name: "file empty key", files: []string{"=" + text}, code: ExitUsage, errWant: "--from-file"},
+		{name: "file empty path", files: []string{"k="}, code: ExitUsage, errWant: "--from-file"},
+		{name: "stdin without key", files: []string{"-"}, code: ExitUsage, errWant: "--from-file -"},
+		{name: "stdin twice", files: []string{"a=-", "b=-"}, stdin: secretMarker, code: ExitUsage, errWant: "stdin is read once"},
+		{name: "too big", files: []string{"k=" + big}, code: ExitUsage, errWant: "the most a secret holds"},
 		{name: "too big in all", literals: []string{"a=" + strings.Repeat("y", rules.MaxSecretBytes/2)}, files: []string{"b=" + write("half", bytes.Repeat([]byte("z"), rules.MaxSecretBytes/2))},
-			code: exitUsage, errWant: "the most a secret holds"},
+			code: ExitUsage, errWant: "the most a secret holds"},
 	} {
 		got, err := readSecretData(tc.literals, tc.files, strings.NewReader(tc.stdin))
 		if code := exitCodeOf(err); code != tc.code {
@@ -177,7 +173,7 @@ secret_files:
 		"secret_files:\n  - {path: /srv/x}\n",
 		"secret_env: {name: A}\n",
 	} {
-		if _, err := load(bad); exitCodeOf(err) != exitUsage || !strings.Contains(err.Error(), projectFile) {
+		if _, err := load(bad); exitCodeOf(err) != ExitUsage || !strings.Contains(err.Error(), projectFile) {
 			t.Errorf("sless.yaml %q: %v, want a usage error naming it", bad, err)
 		}
 	}
@@ -225,139 +221,6 @@ secret_files:
 	}
 }
 
-// runCLIIn is runCLI with stdin, returning stdout and stderr apart.
-func runCLIIn(t *testing.T, stdin string, mk func() *cobra.Command, args ...string) (string, string, error) {
-	t.Helper()
-	cmd := mk()
-	var out, errOut bytes.Buffer
-	cmd.SetIn(strings.NewReader(stdin))
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs(args)
-	cmd.SilenceUsage, cmd.SilenceErrors = true, true // as the root command is
-	err := cmd.ExecuteContext(t.Context())
-	return out.String(), errOut.String(), err
-}
-
-// TestSecretCommands drives sless secret and the generic verbs against `sless dev`: create,
-// ls, get, describe (with the functions and triggers that use it), set (a rotation), rm
-// (refused while referenced, naming the function), describe function's references — and no
-// output or error ever holds a value.
-func TestSecretCommands(t *testing.T) {
-	d := startDevSession(t)
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	t.Setenv("SLESS_ENDPOINT", d.endpoint)
-	t.Setenv("SLESS_TOKEN", d.token)
-	ctx := context.Background()
-	binary := append([]byte("\xff\xfe\x00"), secretMarker...)
-	certFile := filepath.Join(t.TempDir(), "cert.der")
-	if err := os.WriteFile(certFile, binary, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var said []string // everything the CLI printed, checked for values at the end
-	run := func(stdin string, mk func() *cobra.Command, args ...string) (string, error) {
-		t.Helper()
-		out, errOut, err := runCLIIn(t, stdin, mk, args...)
-		said = append(said, out, errOut)
-		if err != nil {
-			said = append(said, err.Error())
-		}
-		return out + errOut, err
-	}
-	ok := func(mk func() *cobra.Command, args ...string) string {
-		t.Helper()
-		out, err := run("", mk, args...)
-		if err != nil {
-			t.Fatalf("sless %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return out
-	}
-	fails := func(code int, want string, mk func() *cobra.Command, args ...string) {
-		t.Helper()
-		out, err := run("", mk, args...)
-		if exitCodeOf(err) != code || !strings.Contains(err.Error(), want) {
-			t.Fatalf("sless %s: %v (exit %d), want exit %d saying %q\n%s", strings.Join(args, " "), err, exitCodeOf(err), code, want, out)
-		}
-	}
-
-	out := ok(newSecretCmd, "create", "db", "--from-literal", "password="+secretMarker, "--from-file", "cert="+certFile)
-	mustContain(t, "create", out, "secret db created with 2 keys: cert, password")
-	ok(newSecretCmd, "create", "other", "--from-literal", "k=v")
-	fails(1, "`sless secret set db` replaces its data", newSecretCmd, "create", "db", "--from-literal", "password=x")
-	fails(exitUsage, "--from-literal (the 1st one)", newSecretCmd, "create", "x", "--from-literal", secretMarker)
-	fails(exitUsage, "no data", newSecretCmd, "create", "x")
-
-	out = ok(newSecretCmd, "ls")
-	mustMatch(t, "secret ls", out, `(?m)^NAME\s+KEYS\s+VERSION\s+UPDATED\s+AGE$`)
-	mustMatch(t, "secret ls", out, `(?m)^db\s+cert,password\s+1\s`)
-	if out2 := ok(newLsCmd, "secrets"); out2 != out {
-		t.Errorf("sless ls secrets and sless secret ls differ:\n%s\n%s", out2, out)
-	}
-	list := decodeJSON[[]api.Secret](t, ok(newLsCmd, "secrets", "-o", "json"))
-	if len(list) != 2 || list[0].Name != "db" || list[0].Version != 1 || strings.Join(list[0].Keys, ",") != "cert,password" {
-		t.Errorf("ls secrets -o json: %+v", list)
-	}
-	mustContain(t, "get secret -o yaml", ok(newGetCmd, "secret", "db", "-o", "yaml"), "name: db", "version: 1", "- cert")
-
-	// A function and an event trigger that use it.
-	if _, err := d.c.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "api", FunctionFields: api.FunctionFields{Runtime: ptr.To("python3.11"),
-		SecretEnv:   &[]api.SecretEnv{{Name: "DB_PASSWORD", Secret: "db", Key: "password"}},
-		SecretFiles: &[]api.SecretFile{{Secret: "db"}}}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.c.CreateTrigger(ctx, d.ns, api.CreateTrigger{Name: "orders", TriggerFields: api.TriggerFields{Type: ptr.To(api.TriggerEvent),
-		Function: ptr.To("api"), Queue: ptr.To(d.ns + ".orders"), BrokerSecret: ptr.To("db"), BrokerSecretKey: ptr.To("password")}}); err != nil {
-		t.Fatal(err)
-	}
-	out = ok(newSecretCmd, "describe", "db")
-	mustContain(t, "secret describe", out, "Keys:", "cert, password", "Version:", "Used by:")
-	mustMatch(t, "secret describe", out, `function\s+api\s+DB_PASSWORD ← db/password`)
-	mustMatch(t, "secret describe", out, `function\s+api\s+files: db → /var/sless/secrets/db`)
-	mustMatch(t, "secret describe", out, `trigger\s+orders\s+broker URL ← db/password`)
-	if out2 := ok(newDescribeCmd, "secret", "db"); out2 != out {
-		t.Errorf("sless describe secret and sless secret describe differ:\n%s\n%s", out2, out)
-	}
-	det := decodeJSON[secretDetails](t, ok(newDescribeCmd, "secret", "db", "-o", "json"))
-	if det.Secret.Name != "db" || len(det.UsedBy) != 3 {
-		t.Errorf("describe secret -o json: %+v", det)
-	}
-	mustContain(t, "describe other", ok(newSecretCmd, "describe", "other"), "Used by:\n  none")
-	mustContain(t, "describe function", ok(newDescribeCmd, "function", "api"),
-		"Secrets:\n  DB_PASSWORD ← db/password\n  files: db → /var/sless/secrets/db\n")
-
-	// Rotation: the whole data replaced, from stdin here.
-	out, err := run(secretMarker+"-2", newSecretCmd, "set", "db", "--from-file", "password=-")
-	if err != nil {
-		t.Fatalf("secret set: %v\n%s", err, out)
-	}
-	mustContain(t, "secret set", out, "secret db rotated to version 2; functions that reference it roll")
-	if s, err := d.c.GetSecret(ctx, d.ns, "db"); err != nil || s.Version != 2 || strings.Join(s.Keys, ",") != "password" {
-		t.Errorf("after set: %+v, %v", s, err)
-	}
-	fails(1, "`sless secret create nope` creates it", newSecretCmd, "set", "nope", "--from-literal", "a=b")
-
-	// rm: refused while referenced, naming who; then deleted.
-	fails(1, "function api", newSecretCmd, "rm", "db")
-	fails(1, "`sless describe secret db` shows the references", newRmCmd, "secret", "db")
-	fails(1, "`sless ls secrets` lists them", newSecretCmd, "rm", "nope")
-	if err := d.c.DeleteTrigger(ctx, d.ns, "orders"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.c.UpdateFunction(ctx, d.ns, "api", api.FunctionFields{SecretEnv: &[]api.SecretEnv{}, SecretFiles: &[]api.SecretFile{}}); err != nil {
-		t.Fatal(err)
-	}
-	mustContain(t, "secret rm", ok(newSecretCmd, "rm", "db"), "secret db deleted")
-	mustContain(t, "rm secret", ok(newRmCmd, "secret", "other"), "secret other deleted")
-	mustContain(t, "secret ls, none", ok(newSecretCmd, "ls"), "no secrets in namespace "+d.ns)
-
-	b64 := base64.StdEncoding.EncodeToString(binary)
-	for _, s := range said {
-		if strings.Contains(s, "marker-") || strings.Contains(s, b64) {
-			t.Errorf("the CLI showed a value:\n%s", s)
-		}
-	}
-}
-
 // TestSecretKind: secrets are a kind of the generic verbs, by any of their names, and the
 // table shows keys and versions.
 func TestSecretKind(t *testing.T) {
@@ -366,7 +229,7 @@ func TestSecretKind(t *testing.T) {
 			t.Errorf("kindNamed(%q) = %v, %v", name, k, err)
 		}
 	}
-	if _, err := kindNamed("bogus"); exitCodeOf(err) != exitUsage || !strings.Contains(err.Error(), "want functions, triggers, jobs or secrets") {
+	if _, err := kindNamed("bogus"); exitCodeOf(err) != ExitUsage || !strings.Contains(err.Error(), "want functions, triggers, jobs or secrets") {
 		t.Errorf("kindNamed(bogus): %v", err)
 	}
 	now := time.Now()

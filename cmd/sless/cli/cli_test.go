@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ func exitCodeOf(err error) int {
 	if err == nil {
 		return 0
 	}
-	return exitCode(err)
+	return ExitCode(err)
 }
 
 // parseCase is one input of a flag parser: the value it gives, or (code) its error's exit code.
@@ -51,9 +51,9 @@ func TestParseHeaders(t *testing.T) {
 		{in: []string{"X-A: b", "x-a:c", "content-type:  text/plain "}, want: http.Header{"X-A": {"b", "c"}, "Content-Type": {"text/plain"}}},
 		{in: []string{"Authorization: Bearer a:b"}, want: http.Header{"Authorization": {"Bearer a:b"}}},
 		{in: []string{"X-Empty:"}, want: http.Header{"X-Empty": {""}}},
-		{in: []string{"no colon"}, code: exitUsage},
-		{in: []string{": v"}, code: exitUsage},
-		{in: []string{"Two words: v"}, code: exitUsage},
+		{in: []string{"no colon"}, code: ExitUsage},
+		{in: []string{": v"}, code: ExitUsage},
+		{in: []string{"Two words: v"}, code: ExitUsage},
 	})
 }
 
@@ -83,7 +83,7 @@ func TestReadBody(t *testing.T) {
 	}{
 		{name: "text", data: `{"a":1}`, stdin: devNull, want: `{"a":1}`},
 		{name: "file", data: "@" + file, stdin: devNull, want: `{"from":"file"}`},
-		{name: "missing file", data: "@" + filepath.Join(dir, "nope.json"), stdin: devNull, code: exitUsage},
+		{name: "missing file", data: "@" + filepath.Join(dir, "nope.json"), stdin: devNull, code: ExitUsage},
 		{name: "@- reads stdin", data: "@-", stdin: pipeR, want: `{"from":"pipe"}`},
 		{name: "a terminal-like stdin is not read", stdin: devNull, none: true},
 	} {
@@ -109,8 +109,8 @@ func TestParseEnv(t *testing.T) {
 		{in: nil, want: map[string]string{}},
 		{in: []string{"A=1", "B=x=y", "C=", "A=2"}, want: map[string]string{"A": "2", "B": "x=y", "C": ""}},
 		{in: []string{"A=1,B=2"}, want: map[string]string{"A": "1,B=2"}},
-		{in: []string{"NOVALUE"}, code: exitUsage},
-		{in: []string{"=v"}, code: exitUsage},
+		{in: []string{"NOVALUE"}, code: ExitUsage},
+		{in: []string{"=v"}, code: ExitUsage},
 	})
 }
 
@@ -137,11 +137,11 @@ func TestDeployFlags(t *testing.T) {
 			want: api.FunctionFields{SecretEnv: &[]api.SecretEnv{{Name: "DB_PASSWORD", Secret: "db2", Key: "pw"}, {Name: "A", Secret: "s", Key: "k"}}}},
 		{in: []string{"--secret-file", "db", "--secret-file", "tls:/srv/tls"},
 			want: api.FunctionFields{SecretFiles: &[]api.SecretFile{{Secret: "db"}, {Secret: "tls", Path: "/srv/tls"}}}},
-		{in: []string{"--env", "A"}, code: exitUsage},
-		{in: []string{"--secret-env", "DB_PASSWORD"}, code: exitUsage},
-		{in: []string{"--secret-file", "db:srv"}, code: exitUsage},
-		{in: []string{"--runtime", "cobol"}, code: exitUsage},
-		{in: []string{"--timeout", "-1s"}, code: exitUsage},
+		{in: []string{"--env", "A"}, code: ExitUsage},
+		{in: []string{"--secret-env", "DB_PASSWORD"}, code: ExitUsage},
+		{in: []string{"--secret-file", "db:srv"}, code: ExitUsage},
+		{in: []string{"--runtime", "cobol"}, code: ExitUsage},
+		{in: []string{"--timeout", "-1s"}, code: ExitUsage},
 	})
 }
 
@@ -178,7 +178,7 @@ func TestOutputFormats(t *testing.T) {
 			t.Errorf("-o %s: %q, %v; want it to contain %q", format, b.String(), err, want)
 		}
 	}
-	if err := (&outputFlag{format: "xml", allowed: []string{formatTable, formatJSON}}).check(); exitCodeOf(err) != exitUsage {
+	if err := (&outputFlag{format: "xml", allowed: []string{formatTable, formatJSON}}).check(); exitCodeOf(err) != ExitUsage {
 		t.Errorf("-o xml: %v", err)
 	}
 }
@@ -270,8 +270,8 @@ func TestDetectLanguage(t *testing.T) {
 		{files: []string{"requirements.txt"}, want: buildkit.LanguagePython},
 		{files: []string{"package.json", "src/index.js"}, want: buildkit.LanguageNode},
 		{files: []string{"handler.js"}, want: buildkit.LanguageNode},
-		{files: []string{"README.md"}, code: exitUsage},
-		{files: []string{"handler.py", "handler.js"}, code: exitUsage},
+		{files: []string{"README.md"}, code: ExitUsage},
+		{files: []string{"handler.py", "handler.js"}, code: ExitUsage},
 	} {
 		dir := t.TempDir()
 		for _, f := range tc.files {
@@ -332,7 +332,7 @@ func TestInitTemplates(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "handler.js")); !errors.Is(err, os.ErrNotExist) {
 		t.Error("a refused init wrote handler.js")
 	}
-	if _, err := lookupRuntime("java"); exitCodeOf(err) != exitUsage {
+	if _, err := lookupRuntime("java"); exitCodeOf(err) != ExitUsage {
 		t.Errorf("--runtime java: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -142,7 +142,7 @@ func TestDeployTakesTheRuntimeOfInit(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, projectFile), []byte(bad), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := deploy(); exitCodeOf(err) != exitUsage || !strings.Contains(err.Error(), projectFile) {
+		if _, err := deploy(); exitCodeOf(err) != ExitUsage || !strings.Contains(err.Error(), projectFile) {
 			t.Errorf("sless.yaml %q: %v, want a usage error naming it", bad, err)
 		}
 	}
