@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -52,13 +53,16 @@ func deployExamples(ctx context.Context, out io.Writer, endpoint, token, ns, roo
 	}
 	fmt.Fprintln(out, "\nexamples (building may take a minute the first time):")
 	for _, ex := range devExamples {
-		fn, err := waitReady(ctx, c, ns, ex.dir)
-		if err != nil {
-			return err
-		}
-		if fn.Status.Phase == api.PhaseFailed {
+		fn, err := c.WaitReady(ctx, ns, ex.dir, api.FunctionStatus{}, client.WaitOptions{Timeout: exampleReadyTimeout})
+		var buildErr *client.BuildError
+		switch {
+		case errors.As(err, &buildErr):
 			fmt.Fprintf(out, "  %-13s FAILED: %s\n%s\n", ex.dir, fn.Status.Message, fn.Status.LastBuildError)
 			continue
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+			return fmt.Errorf("function %s is not Ready after %s (phase %s)", ex.dir, exampleReadyTimeout, fn.Status.Phase)
+		case err != nil:
+			return err
 		}
 		fmt.Fprintf(out, "  %-13s %s\n", ex.dir, fn.Status.URL)
 	}
@@ -85,24 +89,4 @@ func deployExample(ctx context.Context, c *client.Client, ns, dir, name, runtime
 		return fmt.Errorf("http trigger of %s: %w", name, err)
 	}
 	return nil
-}
-
-// waitReady polls until the function is Ready or Failed for its latest source.
-func waitReady(ctx context.Context, c *client.Client, ns, name string) (api.Function, error) {
-	ctx, cancel := context.WithTimeout(ctx, exampleReadyTimeout)
-	defer cancel()
-	for {
-		fn, err := c.GetFunction(ctx, ns, name)
-		if err != nil {
-			return fn, err
-		}
-		if fn.Status.Ready || fn.Status.Phase == api.PhaseFailed {
-			return fn, nil
-		}
-		select {
-		case <-ctx.Done():
-			return fn, fmt.Errorf("function %s is not Ready after %s (phase %s)", name, exampleReadyTimeout, fn.Status.Phase)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }

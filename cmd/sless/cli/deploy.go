@@ -305,56 +305,31 @@ func ensureFunction(ctx context.Context, s *session, progress io.Writer, name, d
 func waitDeployed(ctx context.Context, s *session, out io.Writer, name string, prev api.FunctionStatus, since time.Time, timeout time.Duration) (api.Function, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	deadline, seen := time.Now().Add(timeout), time.Now()
 	build := followBuild(ctx, s, out, name, since)
 	defer build.stop()
-	var (
-		fn   api.Function
-		last string
-	)
-	err := poll(ctx, func() (bool, error) {
-		get, done := context.WithDeadline(ctx, deadline) // a read that hangs ends at the deadline
-		got, err := s.c.GetFunction(get, s.ns, name)
-		done()
-		switch {
-		case ctx.Err() != nil:
-			return false, nil
-		case errors.Is(get.Err(), context.DeadlineExceeded):
-			return false, context.DeadlineExceeded
-		case err != nil:
-			return false, s.objectErr(err, "function", name)
-		}
-		fn = got
-		if now := time.Now(); client.HeldForBuildSlot(fn.Status) {
-			deadline, seen = deadline.Add(now.Sub(seen)), now
-		} else {
-			seen = now
-		}
-		ready, failed := fn.Status.Ready, client.NewFailure(prev, fn.Status)
-		if ready || failed {
+	var last string
+	fn, err := s.c.WaitReady(ctx, s.ns, name, prev, client.WaitOptions{Timeout: timeout, Interval: pollInterval, Progress: func(fn api.Function, done bool) {
+		if done {
 			build.stop() // the build's last lines before the outcome
 		}
 		if state := phaseOf(fn.Status); state != last {
 			build.printf("function %s: %s\n", name, state)
 			last = state
 		}
-		if failed {
-			msg := strings.TrimRight(firstOf(fn.Status.LastBuildError, fn.Status.Message), "\n")
-			why := ":\n" + msg
-			if build.shown(msg) {
-				why = " (the build's output above says why)"
-			}
-			return false, failedError(fmt.Errorf("function %s failed to build%s\nfix the code and deploy again; `sless logs %s --build` shows the whole build output",
-				name, why, name))
+	}})
+	var buildErr *client.BuildError
+	switch {
+	case errors.As(err, &buildErr):
+		msg := strings.TrimRight(buildErr.Output, "\n")
+		why := ":\n" + msg
+		if build.shown(msg) {
+			why = " (the build's output above says why)"
 		}
-		if fn.Status.Phase != api.PhaseFailed {
-			prev = fn.Status // a later Failed is a new one
-		}
-		if !ready && time.Now().After(deadline) {
-			return false, context.DeadlineExceeded
-		}
-		return ready, nil
-	})
+		return fn, failedError(fmt.Errorf("function %s failed to build%s\nfix the code and deploy again; `sless logs %s --build` shows the whole build output",
+			name, why, name))
+	case err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
+		err = s.objectErr(err, "function", name)
+	}
 	return fn, waitError(err, "the deploy of function "+name, timeout, last, "sless describe function "+name)
 }
 

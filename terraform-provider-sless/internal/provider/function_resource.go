@@ -23,6 +23,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/rules"
 )
 
@@ -194,7 +195,7 @@ func (r *functionResource) waitAndRecord(ctx context.Context, plan functionModel
 	timeout := time.Duration(plan.BuildTimeoutSec.ValueInt64()) * time.Second
 	fn, err := waitFunctionReady(ctx, r.client, name, prev, timeout)
 	if err != nil {
-		var be *BuildError
+		var be *client.BuildError
 		if errors.As(err, &be) {
 			diags.AddError("Function "+name+" failed to build", be.Output)
 		} else {

@@ -14,16 +14,6 @@ import (
 // interval keeps `terraform apply` from idling.
 const pollInterval = 300 * time.Millisecond
 
-// BuildError is a function whose build failed; Output is the build log the server kept
-// (compiler messages).
-type BuildError struct {
-	Function, Output string
-}
-
-func (e *BuildError) Error() string {
-	return fmt.Sprintf("function %s failed to build:\n%s", e.Function, e.Output)
-}
-
 // TimeoutError is a wait that ran out of time; Last describes the last observed state.
 type TimeoutError struct {
 	What, Last, Setting string
@@ -34,34 +24,19 @@ func (e *TimeoutError) Error() string {
 	return fmt.Sprintf("%s did not finish within %s (last seen: %s); raise %s if this is expected", e.What, e.After, e.Last, e.Setting)
 }
 
-// poll calls check until it reports done, returns an error, or timeout passes; describe
-// names the last state for the timeout error.
+// poll calls check until it reports done, returns an error, or timeout passes (then
+// context.DeadlineExceeded with ctx still live); last names the last state for the timeout
+// error.
 func poll(ctx context.Context, timeout time.Duration, check func() (done bool, last string, err error)) (string, error) {
-	return pollCounting(ctx, timeout, func() (bool, bool, string, error) {
-		done, last, err := check()
-		return done, true, last, err
-	})
-}
-
-// pollCounting is poll where the time until the next check counts against timeout only when
-// check says so (a build waiting for a slot has not started). Its own timeout is
-// context.DeadlineExceeded with ctx still live.
-func pollCounting(ctx context.Context, timeout time.Duration, check func() (done, counts bool, last string, err error)) (string, error) {
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
-	var used time.Duration
-	prev, counting := time.Now(), true
+	deadline := time.Now().Add(timeout)
 	for {
-		done, counts, last, err := check()
-		now := time.Now()
-		if counting {
-			used += now.Sub(prev)
-		}
-		prev, counting = now, counts
+		done, last, err := check()
 		switch {
 		case done || err != nil:
 			return last, err
-		case used > timeout:
+		case time.Now().After(deadline):
 			return last, context.DeadlineExceeded
 		}
 		select {
@@ -91,37 +66,22 @@ func timedOut(ctx context.Context, err error) bool {
 }
 
 // waitFunctionReady waits until the function's latest configuration is Ready, or its build
-// failed (a *BuildError), or timeout passes (a *TimeoutError). prev is the status seen right
-// after the change was sent: the API does not say which generation a Failed phase belongs
-// to, so a Failed status counts only once it differs from prev (a new failure).
+// failed (a *client.BuildError), or timeout passes (a *TimeoutError), not counting the time
+// the operator holds the build back for a slot. prev is the status seen right after the
+// change was sent (see client.NewFailure).
 func waitFunctionReady(ctx context.Context, c *apiClient, name string, prev api.FunctionStatus, timeout time.Duration) (api.Function, error) {
-	var fn api.Function
-	// The time the operator holds the build back for a slot is not the build's.
-	last, err := pollCounting(ctx, timeout, func() (bool, bool, string, error) {
-		got, err := functionRemote.get(c.Client, ctx, c.namespace, name)
-		if err != nil {
-			return false, true, "", fmt.Errorf("read %s %s: %w", functionRemote.kind, name, err)
-		}
-		fn = got
-		counts := !client.HeldForBuildSlot(fn.Status)
+	fn, err := c.WaitReady(ctx, c.namespace, name, prev, client.WaitOptions{Timeout: timeout, Interval: pollInterval})
+	var buildErr *client.BuildError
+	switch {
+	case errors.As(err, &buildErr):
+	case timedOut(ctx, err):
 		last := fn.Status.Phase
 		if fn.Status.Message != "" {
 			last += ": " + fn.Status.Message
 		}
-		if client.NewFailure(prev, fn.Status) {
-			out := fn.Status.LastBuildError
-			if out == "" {
-				out = fn.Status.Message
-			}
-			return false, counts, last, &BuildError{Function: name, Output: out}
-		}
-		if fn.Status.Phase != api.PhaseFailed {
-			prev = fn.Status // a later Failed is a new one
-		}
-		return fn.Status.Ready, counts, last, nil
-	})
-	if timedOut(ctx, err) {
 		return fn, &TimeoutError{What: "build of function " + name, Last: last, Setting: "build_timeout_sec", After: timeout}
+	case err != nil && ctx.Err() == nil:
+		return fn, fmt.Errorf("read %s %s: %w", functionRemote.kind, name, err)
 	}
 	return fn, err
 }
