@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"regexp"
 	"sync"
@@ -12,16 +13,19 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"sless.dev/sless/history"
 )
 
 const (
-	minReconnectDelay = 100 * time.Millisecond
-	maxReconnectDelay = 30 * time.Second
-	heartbeat         = 10 * time.Second
-	connectTimeout    = 15 * time.Second
+	heartbeat      = 10 * time.Second
+	connectTimeout = 15 * time.Second
 )
+
+// reconnectBackoff spaces the reconnects after the broker went away: 100 ms, doubling up to
+// 30 s, from the start again after a session that got established.
+var reconnectBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Cap: 30 * time.Second, Steps: math.MaxInt32}
 
 // Run consumes cfg.Queue until ctx is canceled (then drains: stops consuming, lets in-flight
 // invocations finish within DrainTimeout, hands undelivered messages back), the queue stayed
@@ -44,7 +48,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	// Outcomes settled by now still POST their callbacks: a Job exiting on an empty queue
 	// would cut them off.
 	defer d.waitCallbacks()
-	delay := minReconnectDelay
+	backoff := reconnectBackoff
 	for {
 		done, established, err := d.session(ctx)
 		if done {
@@ -58,15 +62,15 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 			return d.m.stats(), nil
 		}
 		if established {
-			delay = minReconnectDelay
+			backoff = reconnectBackoff
 		}
+		delay := backoff.Step()
 		d.log.Warn("Warning: RabbitMQ connection failed or was lost; reconnecting", "error", err, "retryIn", delay)
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():
 			return d.m.stats(), nil
 		}
-		delay = min(delay*2, maxReconnectDelay)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"sless.dev/sless/rules"
 )
 
@@ -51,17 +53,13 @@ func NextTick(schedule, timezone string, t time.Time) (time.Time, error) {
 func Warm(ctx context.Context, client *http.Client, url, host string, hold time.Duration, until time.Time, log *slog.Logger) {
 	ctx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
-	for {
-		start := time.Now()
+	// Not sliding: the interval counts from each request's start, so the next one goes at
+	// once after a held request.
+	wait.NonSlidingUntilWithContext(ctx, func(ctx context.Context) {
 		if err := warmOnce(ctx, client, url, host, hold); err != nil && ctx.Err() == nil {
 			log.Warn("Warning: a pre-warm request failed; retrying", "host", host, "error", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(warmInterval - time.Since(start)): // at once after a held request
-		}
-	}
+	}, warmInterval)
 }
 
 func warmOnce(ctx context.Context, client *http.Client, url, host string, hold time.Duration) error {

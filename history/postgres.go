@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // PostgresOptions tunes the asynchronous writer. Zero values take the documented defaults.
@@ -59,10 +61,13 @@ const (
 	// batchAttempts is how often one batch is tried before it is dropped, so an outage costs
 	// bounded memory and the writer keeps draining the buffer.
 	batchAttempts = 3
-	minRetryDelay = 200 * time.Millisecond
 	maxRetryDelay = 5 * time.Second
 	logEvery      = 10 * time.Second
 )
+
+// retryBackoff spaces the writes of a batch while they fail: 200 ms, doubling up to
+// maxRetryDelay over consecutive failures, from the start again after a write that worked.
+var retryBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Cap: maxRetryDelay, Steps: math.MaxInt32}
 
 // Drop reasons, the "reason" attribute of the dropped-records metric.
 const (
@@ -224,7 +229,7 @@ func (p *Postgres) run() {
 	ticker := time.NewTicker(p.opts.FlushInterval)
 	defer ticker.Stop()
 	batch := make([]Record, 0, p.opts.BatchSize)
-	failures := 0
+	backoff := retryBackoff
 	for {
 		select {
 		case r := <-p.buf:
@@ -240,20 +245,21 @@ func (p *Postgres) run() {
 			p.final(batch)
 			return
 		}
-		batch, failures = p.flush(batch, failures)
+		batch = p.flush(batch, &backoff)
 	}
 }
 
 // flush writes batch, retrying with a backoff that grows over consecutive failures, and drops
 // it after batchAttempts so an outage cannot stall the writer. It returns the emptied batch.
-func (p *Postgres) flush(batch []Record, failures int) ([]Record, int) {
+func (p *Postgres) flush(batch []Record, backoff *wait.Backoff) []Record {
 	for attempt := 1; ; attempt++ {
 		err := p.write(batch)
 		p.failing.Store(err != nil)
 		if err == nil {
-			return batch[:0], 0
+			*backoff = retryBackoff
+			return batch[:0]
 		}
-		failures++
+		delay := backoff.Step() // every failure counts, the batch's last one too
 		var pgErr *pgconn.PgError
 		// The server rejected the data: retrying cannot help. A statement it cancelled at our
 		// deadline is no rejection.
@@ -264,19 +270,14 @@ func (p *Postgres) flush(batch []Record, failures int) ([]Record, int) {
 		}
 		if permanent || attempt >= batchAttempts {
 			p.drop(len(batch), dropWriteFailed)
-			return batch[:0], failures
+			return batch[:0]
 		}
 		select {
-		case <-time.After(retryDelay(failures)):
+		case <-time.After(delay):
 		case <-p.quit:
-			return batch, failures // final() gives it one last try
+			return batch // final() gives it one last try
 		}
 	}
-}
-
-func retryDelay(failures int) time.Duration {
-	d := minRetryDelay << min(failures-1, 8)
-	return min(d, maxRetryDelay)
 }
 
 // final drains the buffer after Close and writes everything once.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"sless.dev/sless/buildkit"
@@ -411,14 +412,11 @@ func (b *buildFollower) shown(text string) bool {
 
 func (b *buildFollower) stop() {
 	b.once.Do(func() {
-		for deadline := time.Now().Add(buildDrain); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, buildDrain, true, func(context.Context) (bool, error) {
 			b.mu.Lock()
-			quiet := time.Since(b.lastLine) >= buildQuiet
-			b.mu.Unlock()
-			if quiet {
-				break
-			}
-		}
+			defer b.mu.Unlock()
+			return time.Since(b.lastLine) >= buildQuiet, nil
+		})
 		b.cancel()
 		<-b.done
 	})

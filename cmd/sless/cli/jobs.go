@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"sless.dev/sless/gateway/api"
@@ -26,7 +27,7 @@ func newJobsCmd() *cobra.Command {
 func newJobsRunCmd() *cobra.Command {
 	var (
 		event       string
-		wait        bool
+		waitRun     bool
 		waitTimeout time.Duration
 	)
 	cmd := &cobra.Command{
@@ -43,7 +44,7 @@ tail of its output on stderr.`,
 	out := bindOutput(cmd, formatTable, formatJSON, formatYAML)
 	fs := cmd.Flags()
 	fs.StringVar(&event, "event", "", "the run's event: JSON, @file, or @- for stdin (default: the job's)")
-	fs.BoolVar(&wait, "wait", true, "wait for the run to end; --wait=false returns once it is requested")
+	fs.BoolVar(&waitRun, "wait", true, "wait for the run to end; --wait=false returns once it is requested")
 	fs.DurationVar(&waitTimeout, "wait-timeout", 15*time.Minute, "how long to wait for the run")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := out.check(); err != nil {
@@ -75,12 +76,12 @@ tail of its output on stderr.`,
 			return s.objectErr(err, "job", name)
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "job %s: run %d requested\n", name, run)
-		if !wait {
+		if !waitRun {
 			return nil
 		}
-		ctx, cancel := context.WithTimeout(cmd.Context(), waitTimeout)
-		defer cancel()
-		err = poll(ctx, func() (bool, error) {
+		// A read that failed because ctx ended answers (false, nil): the poll returns ctx's error
+		// (Canceled, or DeadlineExceeded at the timeout).
+		err = wait.PollUntilContextTimeout(cmd.Context(), pollInterval, waitTimeout, true, func(ctx context.Context) (bool, error) {
 			got, err := s.c.GetJob(ctx, s.ns, name)
 			if err != nil {
 				if ctx.Err() != nil {
