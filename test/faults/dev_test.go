@@ -43,7 +43,9 @@ func newDev(t *testing.T, dbURL string) *devInstance {
 	d := &devInstance{t: t, dataDir: filepath.Join(dir, "data"), endpoint: "http://" + addr, ns: api.TenantNamespace("dev"),
 		ledger: newLedger(t)}
 	d.spec = procSpec{name: "sless-dev-" + t.Name(), argv: []string{s.sless, "dev", "--data-dir", d.dataDir, "--listen", addr,
-		"--amqp-url", s.broker.url, "--database-url", dbURL}}
+		"--amqp-url", s.broker.url, "--database-url", dbURL,
+		// The ledger listens on this machine's loopback, which an isolated function cannot reach.
+		"--function-network", "host"}}
 	d.start()
 	ctx := context.Background()
 	_, err := d.client.CreateFunction(ctx, d.ns, api.CreateFunction{Name: "ledger", FunctionFields: api.FunctionFields{
