@@ -24,10 +24,15 @@ func TestRabbitMQRestart(t *testing.T) {
 	loads.pub.wait(t) // every message is in the broker before it goes down
 	target := startFunction(t, "function-restart", d.ledger)
 	d.addEventTrigger(devQueue)
+	// The dispatcher drains its queue several times faster than sless dev's trigger: started
+	// together, it could finish all of it before the broker was down. It starts once the
+	// trigger is under way, and the broker stops as soon as it is too, so both are mid-queue.
+	d.waitFor("the event trigger to be under way", func() bool {
+		return readLedger(t, d.ledger).count("e", messages, time.Time{}).distinct >= messages/5
+	})
 	dispatcher := startProcT(t, dispatcherSpec(t, "dispatcher-restart", dispatcherQueue, target, db))
-	d.waitFor("both consumers to be under way", func() bool {
-		l := readLedger(t, d.ledger)
-		return l.count("e", messages, time.Time{}).distinct >= messages/5 && l.count("d", messages, time.Time{}).distinct >= messages/5
+	d.waitFor("the dispatcher to be under way", func() bool {
+		return readLedger(t, d.ledger).count("d", messages, time.Time{}).distinct >= messages/5
 	})
 
 	stopped := time.Now()
