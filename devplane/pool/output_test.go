@@ -233,10 +233,12 @@ func TestOutputIsMasked(t *testing.T) {
 		!strings.Contains(ok.Output, "out "+rules.SecretMask) {
 		t.Errorf("job: error %v, result %q, output %q: want the value masked", job.Err, ok.Result, ok.Output)
 	}
-	testkit.WaitFor(t, "the crash warning", 10*time.Second, func() bool {
+	// The crash is processed once its output drained or pipeDrain passed, so under load its
+	// last line may reach the sinks after the warning: wait for both.
+	testkit.WaitFor(t, "the crash warning and the crash's last line", 10*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return strings.Contains(logged.String(), "function process crashed")
+		return strings.Contains(logged.String(), "function process crashed") && strings.Contains(strings.Join(lines, "\n"), "crashing with ")
 	})
 	mu.Lock()
 	defer mu.Unlock()

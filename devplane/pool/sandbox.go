@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,7 +90,10 @@ func newJailer(opts SandboxOptions, sockDir string) (*jailer, error) {
 	if opts.Tasks <= 0 {
 		opts.Tasks = 1024
 	}
-	j := &jailer{opts: opts, base: filepath.Join(sockDir, "roots"), held: map[int]*os.File{}, boxes: map[string]*sandbox{}}
+	// Each pool scans the users from a random one: pools on one machine do not queue on the
+	// same first locks, and a crashed pool's user (and what it left running) stays as it was
+	// until a restart on its data directory kills that by its records, rarely by a stranger.
+	j := &jailer{opts: opts, base: filepath.Join(sockDir, "roots"), next: rand.IntN(SandboxUIDs), held: map[int]*os.File{}, boxes: map[string]*sandbox{}}
 	if err := os.Mkdir(j.base, 0o700); err != nil {
 		return nil, err
 	}
