@@ -227,6 +227,12 @@ func (o secretObjects) Create(_ context.Context, ns, name string, spec api.Secre
 	}
 	now := time.Now().UTC()
 	e := &secretEntry{view: api.Secret{Name: name, Namespace: ns, CreatedAt: now, UpdatedAt: now, Version: 1, Keys: keysOf(spec.Data)}, data: spec.Data}
+	return o.store(ns, name, key, e)
+}
+
+// store writes e under key (s.mu held, released here) and restarts the secret's users.
+func (o secretObjects) store(ns, name, key string, e *secretEntry) (api.Secret, error) {
+	s := o.b.secrets
 	err := s.write(key, e)
 	if err == nil {
 		s.m[key] = e
@@ -256,16 +262,7 @@ func (o secretObjects) Update(_ context.Context, ns, name string, mutate func(*a
 	view := old.view
 	view.UpdatedAt, view.Version, view.Keys = time.Now().UTC(), old.view.Version+1, keysOf(spec.Data)
 	e := &secretEntry{view: view, data: spec.Data}
-	err := s.write(key, e)
-	if err == nil {
-		s.m[key] = e
-	}
-	s.mu.Unlock()
-	if err != nil {
-		return api.Secret{}, err
-	}
-	o.b.kickSecretUsers(ns, name)
-	return e.view, nil
+	return o.store(ns, name, key, e)
 }
 
 func (o secretObjects) Delete(_ context.Context, ns, name string) error {

@@ -44,6 +44,21 @@ type echoed struct {
 	Header                                   http.Header
 }
 
+// doEcho sends req to the echoing upstream and decodes what it saw; anything but a 200 fails t.
+func doEcho(t *testing.T, req *http.Request) (echoed, *http.Response) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got echoed
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("status %d, %v", resp.StatusCode, err)
+	}
+	return got, resp
+}
+
 func newUpstream(t *testing.T) *upstream {
 	u := &upstream{release: make(chan struct{}), started: make(chan string, 100)}
 	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
@@ -173,15 +188,7 @@ func TestProxyForwarding(t *testing.T) {
 	req.Header.Set("X-Sless-Namespace", "forged")
 	req.Header.Set("X-Sless-Signature", "t=1,v1=forged")
 	req.Header.Set("Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var got echoed
-	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("status %d, %v", resp.StatusCode, err)
-	}
+	got, resp := doEcho(t, req)
 	checks := []struct {
 		what      string
 		got, want string
@@ -216,12 +223,8 @@ func TestProxyForwarding(t *testing.T) {
 	}
 
 	// No sub-path: the function sees "/".
-	resp, err = http.Get(fnURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&got)
-	resp.Body.Close()
+	bare, _ := http.NewRequest("GET", fnURL, nil)
+	got, _ = doEcho(t, bare)
 	if got.Path != "/" || got.Header.Get("Traceparent") == "" {
 		t.Fatalf("bare call: path %q traceparent %q, want / and a fresh trace", got.Path, got.Header.Get("Traceparent"))
 	}
@@ -506,15 +509,7 @@ func TestProxyAccess(t *testing.T) {
 	req, _ := http.NewRequest("GET", private+"/echo", nil)
 	req.Header.Set("Authorization", "bearer "+alice.token) // the scheme is case-insensitive
 	req.Header.Set("X-Sless-Subject", "mallory")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got echoed
-	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("status %d, %v", resp.StatusCode, err)
-	}
-	resp.Body.Close()
+	got, _ := doEcho(t, req)
 	if got.Header.Get("Authorization") != "" || got.Header.Get("X-Sless-Subject") != alice.sub || got.Header.Get("X-Sless-Namespace") != alice.ns {
 		t.Fatalf("function saw Authorization %q, X-Sless-Subject %q, X-Sless-Namespace %q; want none, %q, %q",
 			got.Header.Get("Authorization"), got.Header.Get("X-Sless-Subject"), got.Header.Get("X-Sless-Namespace"), alice.sub, alice.ns)
@@ -741,15 +736,7 @@ func TestProxyRoutesByRevisionTraffic(t *testing.T) {
 		if tag != "" {
 			req.Header.Set(rules.HeaderTag, tag)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var got echoed
-		if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 {
-			t.Fatalf("status %d, %v", resp.StatusCode, err)
-		}
+		got, resp := doEcho(t, req)
 		return got.Host, resp.Header.Get(rules.HeaderRevision)
 	}
 	var seen map[string]int

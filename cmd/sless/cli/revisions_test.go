@@ -32,15 +32,7 @@ func TestParseTraffic(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parseTraffic(tc.shares, tc.tags)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("got %+v, %v; want error %q", got, err, tc.err)
-				}
-				return
-			}
-			if err != nil || !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
-			}
+			wantOutcome(t, got, err, tc.want, tc.err)
 		})
 	}
 }
@@ -85,18 +77,28 @@ func TestPinTraffic(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := pinTraffic(tc.current, tc.ready, tc.noTraffic, tc.tag)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("got %+v, %v; want error %q", got, err, tc.err)
-				}
+			if !wantOutcome(t, got, err, tc.want, tc.err) {
 				return
-			}
-			if err != nil || !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
 			}
 			if ferr := rules.CheckTraffic("f", got); ferr != nil {
 				t.Fatalf("pinned traffic is refused: %v", ferr)
 			}
 		})
 	}
+}
+
+// wantOutcome fails t unless err holds wantErr (when set) or got equals want; it reports
+// whether got is a value to check further.
+func wantOutcome[T any](t *testing.T, got T, err error, want T, wantErr string) bool {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("got %+v, %v; want error %q", got, err, wantErr)
+		}
+		return false
+	}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v, %v; want %+v", got, err, want)
+	}
+	return true
 }

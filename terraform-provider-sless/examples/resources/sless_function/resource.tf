@@ -1,29 +1,28 @@
-# The provider zips ./hello and hashes every file in it, so an edit shows in `terraform plan`
-# and `apply` rebuilds; apply fails with the compiler output when the build fails.
-resource "sless_function" "hello" {
-  name       = "hello"
-  runtime    = "go1.23"
-  source_dir = "${path.module}/hello"
-  env_vars = {
-    GREETING     = "Hello"
-    DEFAULT_NAME = "world"
-  }
-  memory_mb    = 128
-  timeout_sec  = 30 # leave unset (null) or 0 for no limit
-  min_replicas = 0  # scale to zero when idle
-  max_replicas = 3
-  # Each change to what runs is a revision hello-<n>. To try one on a slice of the calls:
-  # traffic = [{ revision = "hello-1", percent = 90 }, { latest = true, percent = 10, tag = "canary" }]
+# A Node.js API built from ./api with one instance kept warm. Each change to what runs is a
+# revision api-<n>; here 90 % of the calls stay on api-3 while the newest takes 10 %, and the
+# tag canary reaches it directly (header X-Sless-Tag: canary).
+resource "sless_function" "api" {
+  name         = "api"
+  runtime      = "nodejs22"
+  source_dir   = "${path.module}/api"
+  memory_mb    = 256
+  min_replicas = 1
+  max_replicas = 20
+  traffic = [
+    { revision = "api-3", percent = 90 },
+    { latest = true, percent = 10, tag = "canary" },
+  ]
 }
 
-# secret_env sets variables from keys of the secret. Referring to sless_secret.db.name
-# (rather than "db") makes Terraform create the secret first and destroy it last.
-resource "sless_function" "reader" {
-  name       = "db-reader"
-  runtime    = "python3.11"
-  source_dir = "${path.module}/reader"
-  secret_env = [
-    { name = "DB_USER", secret = sless_secret.db.name, key = "username" },
-    { name = "DB_PASSWORD", secret = sless_secret.db.name, key = "password" },
-  ]
+# A prepared zip instead of a directory, its secrets mounted as files, and calls that may
+# also be queued (Prefer: respond-async) with five attempts each.
+resource "sless_function" "worker" {
+  name               = "worker"
+  runtime            = "python3.12"
+  code_path          = "${path.module}/worker.zip"
+  code_hash          = filesha256("${path.module}/worker.zip")
+  timeout_sec        = 300
+  secret_files       = [{ secret = sless_secret.tls.name, path = "/var/sless/tls" }]
+  async_enabled      = true
+  async_max_attempts = 5
 }

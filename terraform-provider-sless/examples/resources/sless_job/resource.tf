@@ -1,20 +1,15 @@
-# A one-off run with an event; raise run_id to run it again, 0 creates it without running.
-resource "sless_job" "greet_once" {
-  name       = "hello-once"
-  function   = sless_function.hello.name
-  event_json = jsonencode({ name = "Terraform" })
-  run_id     = 1
+# Runs the function report once with this event; raise run_id to run it again
+# (0 creates the job without running it). apply waits for the run and keeps its result.
+resource "sless_job" "backfill" {
+  name             = "backfill-2026-12"
+  function         = sless_function.report.name
+  event_json       = jsonencode({ month = "2026-12" })
+  memory_mb        = 512
+  timeout_sec      = 900
+  wait_timeout_sec = 1200
+  run_id           = 1
 }
 
-# A self-contained job brings its own code (built like a function's) instead of a function.
-resource "sless_job" "report" {
-  name       = "hello-report"
-  runtime    = "go1.23"
-  source_dir = "${path.module}/hello"
-  env_vars = {
-    GREETING     = "Report"
-    DEFAULT_NAME = "ops"
-  }
-  event_json = jsonencode({})
-  run_id     = 1
+output "backfill_result" {
+  value = sless_job.backfill.result
 }
