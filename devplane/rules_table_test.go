@@ -6,6 +6,7 @@ import (
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
+	"sless.dev/sless/gateway/backend/backendtest"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/rules/rulestest"
 )
@@ -25,7 +26,7 @@ func TestReadinessTable(t *testing.T) {
 // table the cluster's tests run too, but for the rows that need a dispatcher that is not
 // draining yet (sless dev drains asynchronous calls itself).
 func TestRouteTable(t *testing.T) {
-	rulestest.RunRoutes(t, false, func(t *testing.T, row rulestest.Route) backend.Route {
+	backendtest.RunRoutes(t, false, func(t *testing.T, row backendtest.Route) backend.Route {
 		const key = "team-a/hello"
 		spec := api.FunctionSpec{TimeoutSec: row.TimeoutSec, StreamIdleTimeoutSec: row.StreamIdleSec, Async: api.AsyncPolicy{Enabled: row.Async.Enabled, MaxAttempts: row.Async.MaxAttempts}}
 		snap := &snapshot{functions: map[string]*functionRecord{key: {meta: meta{Namespace: "team-a", Name: "hello"}, Spec: spec}},

@@ -8,6 +8,7 @@ import (
 
 	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway/backend"
+	"sless.dev/sless/gateway/backend/backendtest"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/rules/rulestest"
 )
@@ -40,7 +41,7 @@ func TestReadinessTable(t *testing.T) {
 // TestRouteTable: the route /fn/ takes for a Function and its http triggers, with its Async
 // condition True while a dispatcher drains — the table devplane runs too.
 func TestRouteTable(t *testing.T) {
-	rulestest.RunRoutes(t, true, func(t *testing.T, row rulestest.Route) backend.Route {
+	backendtest.RunRoutes(t, true, func(t *testing.T, row backendtest.Route) backend.Route {
 		fn := &v1alpha1.Function{}
 		fn.Status.RoutingHost, fn.Spec.TimeoutSeconds, fn.Spec.StreamIdleTimeoutSeconds = row.Host, row.TimeoutSec, row.StreamIdleSec
 		fn.Spec.Async.Enabled, fn.Spec.Async.Retry.MaxAttempts = row.Async.Enabled, row.Async.MaxAttempts

@@ -1,25 +1,19 @@
 // Package rulestest holds the tables both control planes' tests run, so that the cluster
-// and `sless dev` cannot disagree about a function's Ready, phase or route, or about which
-// calls move a rollout, and the vectors that hold the signer of calls and the wrappers'
+// and `sless dev` cannot disagree about a function's Ready or phase, or about which calls
+// move a rollout, and the vectors that hold the signer of calls and the wrappers'
 // verifiers equal.
 package rulestest
 
 import (
 	_ "embed"
 	"encoding/json"
-	"reflect"
 	"testing"
-	"time"
 
-	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/rules"
 )
 
 //go:embed readiness.json
 var readinessJSON []byte
-
-//go:embed routes.json
-var routesJSON []byte
 
 //go:embed rollout.json
 var rolloutJSON []byte
@@ -81,42 +75,6 @@ func ReadinessTable(t testing.TB) []Readiness {
 	return out
 }
 
-// HTTPTrigger is one http trigger of a Route row's function.
-type HTTPTrigger struct{ Enabled, RequireAuth bool }
-
-// Route is a function (its routing host, timeout, stream idle bound, http triggers and async
-// policy, and whether a dispatcher drains its asynchronous calls) and the route /fn/ takes
-// for it. ClusterOnly rows need a state `sless dev` does not have.
-type Route struct {
-	Name          string
-	Host          string
-	TimeoutSec    int32
-	StreamIdleSec int32
-	Triggers      []HTTPTrigger
-	Async         struct {
-		Enabled, Draining bool
-		MaxAttempts       int32
-	}
-	ClusterOnly bool
-	Want        struct {
-		Host                  string
-		TimeoutSec            int32
-		StreamIdleSec         int32
-		RequireAuth, Disabled bool
-		AsyncAttempts         int
-	}
-}
-
-// RouteTable is routes.json.
-func RouteTable(t testing.TB) []Route {
-	t.Helper()
-	var rows []Route
-	if err := json.Unmarshal(routesJSON, &rows); err != nil {
-		t.Fatalf("routes.json: %v", err)
-	}
-	return rows
-}
-
 // View is what an API view shows of a function: its Ready, phase and message.
 type View struct {
 	Ready          bool
@@ -131,30 +89,6 @@ func RunReadiness(t *testing.T, view func(t *testing.T, row Readiness) View) {
 			got, w := view(t, row), row.Want
 			if got != (View{w.Ready, w.Phase, w.Message}) {
 				t.Errorf("got %+v; want %+v", got, w)
-			}
-		})
-	}
-}
-
-// RunRoutes runs every row of RouteTable through route, one control plane's route for the
-// row's function, and checks it against the row; a plane without the state of ClusterOnly
-// rows passes clusterOnly false.
-func RunRoutes(t *testing.T, clusterOnly bool, route func(t *testing.T, row Route) backend.Route) {
-	for _, row := range RouteTable(t) {
-		if row.ClusterOnly && !clusterOnly {
-			continue
-		}
-		t.Run(row.Name, func(t *testing.T) {
-			w := row.Want
-			want := backend.Route{Host: w.Host, Timeout: time.Duration(w.TimeoutSec) * time.Second,
-				StreamIdle: time.Duration(w.StreamIdleSec) * time.Second, RequireAuth: w.RequireAuth, Disabled: w.Disabled, AsyncAttempts: w.AsyncAttempts}
-			got := route(t, row)
-			// A plane with revisions routes by Targets: one target at 100 % is the row's host.
-			if len(got.Targets) == 1 && got.Targets[0].Percent == 100 {
-				got.Host, got.Targets = got.Targets[0].Host, nil
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("got %+v, want %+v", got, want)
 			}
 		})
 	}
