@@ -26,7 +26,8 @@ const (
 	// MaxTimeoutSeconds is the longest timeout a function or job may set; 0 means none.
 	MaxTimeoutSeconds = 900
 	// InvocationMargin is added to a function's timeout by whatever waits for it (the
-	// gateway, a dispatcher, a Job's deadline), so the function's own 504 arrives first.
+	// gateway, a dispatcher, a Job's deadline, a pod's termination grace, `sless dev`'s job
+	// runs), so the function's own 504 arrives first.
 	InvocationMargin = 5 * time.Second
 )
 

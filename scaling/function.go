@@ -183,9 +183,10 @@ func MakeDeployment(fn *v1.Function, rev *v1.Revision, secretVersions map[string
 	// (a closed port: a 502). SIGTERM (graceful drain) comes after the sleep.
 	c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: preStopSeconds}}}
 	pod := functionPodSpec(c, code, fn.Namespace, opts)
-	// In-flight requests may run for the whole timeout; give them that long to finish.
-	if t := int64(code.TimeoutSeconds) + 5; code.TimeoutSeconds > 0 && t > 30 {
-		pod.TerminationGracePeriodSeconds = ptr.To(t)
+	// In-flight requests may run until their deadline; give them that long to finish when
+	// it is beyond Kubernetes' default grace period (30 s).
+	if d := rules.InvocationDeadline(code.TimeoutSeconds); d > 30*time.Second {
+		pod.TerminationGracePeriodSeconds = ptr.To(int64(d.Seconds()))
 	}
 	labels := RevisionLabels(rev)
 	return &appsv1.Deployment{

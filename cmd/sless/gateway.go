@@ -24,6 +24,7 @@ import (
 	"sless.dev/sless/gateway/cluster"
 	"sless.dev/sless/gateway/codecheck"
 	"sless.dev/sless/history"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling"
 )
 
@@ -70,7 +71,7 @@ RS256/ES256 keys of --jwks-url. Traces are exported over OTLP when OTEL_EXPORTER
 	fs.BoolVar(&f.insecureNoAuth, "insecure-no-auth", false, "accept every request without a token (local experiments only)")
 	fs.StringVar(&f.codeCheckURL, "code-check-url", os.Getenv("SLESS_CODE_CHECK_URL"), "OpenAI-compatible API base (…/v1) that reviews uploads; empty: no check. API key in SLESS_CODE_CHECK_API_KEY")
 	fs.StringVar(&f.codeCheckModel, "code-check-model", envOr("SLESS_CODE_CHECK_MODEL", "gpt-4o-mini"), "model of the code check")
-	fs.DurationVar(&f.proxy.TimeoutMargin, "timeout-margin", 5*time.Second, "added to a function's timeout before /fn/ answers 504")
+	fs.DurationVar(&f.proxy.TimeoutMargin, "timeout-margin", rules.InvocationMargin, "added to a function's timeout before /fn/ answers 504")
 	fs.DurationVar(&f.proxy.ColdStartTimeout, "cold-start-timeout", 2*time.Minute, "how long a /fn/ request may wait for an instance of a function at zero, beyond the function's timeout")
 	fs.Int64Var(&f.proxy.MaxHeldPerFunction, "max-held-per-function", 1000, "requests in flight per function before /fn/ answers 503")
 	fs.Int64Var(&f.proxy.MaxHeld, "max-held", 10000, "requests in flight in total before /fn/ answers 503")

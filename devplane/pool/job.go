@@ -16,10 +16,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-)
 
-// jobMargin lets the wrapper report its own timeout before the process is killed.
-const jobMargin = 5 * time.Second
+	"sless.dev/sless/rules"
+)
 
 // JobResult is one run of a function in job mode (SLESS_MODE=job).
 type JobResult struct {
@@ -44,7 +43,7 @@ func (p *Pool) RunJob(ctx context.Context, key string, spec Spec, event []byte) 
 	defer span.End()
 	if spec.Timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, spec.Timeout+jobMargin)
+		ctx, cancel = context.WithTimeout(ctx, spec.Timeout+rules.InvocationMargin)
 		defer cancel()
 	}
 	if len(event) == 0 {
