@@ -11,6 +11,7 @@ import (
 
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/rules/rulestest"
 )
 
 // crdMarkers is every limit and default the CRDs state, each with the rule it repeats: the
@@ -169,7 +170,7 @@ func TestCRDMarkersMatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		crd := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "sless.dev_"), ".yaml")
-		markers(doc, "", func(path, keyword string, got any) {
+		rulestest.SchemaLimits(doc, func(path, keyword string, got any) {
 			key := crd + " " + path + " " + keyword
 			if strings.HasPrefix(path, "status.conditions.") {
 				key = "* " + path + " " + keyword
@@ -188,42 +189,6 @@ func TestCRDMarkersMatch(t *testing.T) {
 	for key := range crdMarkers {
 		if !seen[key] {
 			t.Errorf("crdMarkers has %q, which no CRD states", key)
-		}
-	}
-}
-
-// markers calls fn with the dotted path under spec/status of every numeric or scalar-default
-// keyword in a CRD's schema.
-func markers(v any, path string, fn func(path, keyword string, v any)) {
-	switch n := v.(type) {
-	case []any:
-		for _, c := range n {
-			markers(c, path, fn)
-		}
-	case map[string]any:
-		if path != "" {
-			for _, kw := range []string{"minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties", "default"} {
-				if x, ok := n[kw]; ok {
-					if _, object := x.(map[string]any); !object {
-						if f, isFloat := x.(float64); isFloat {
-							x = int64(f)
-						}
-						fn(path, kw, x)
-					}
-				}
-			}
-		}
-		for k, c := range n {
-			switch {
-			case k == "properties":
-				for name, p := range c.(map[string]any) {
-					markers(p, strings.TrimPrefix(path+"."+name, "."), fn)
-				}
-			case k == "openAPIV3Schema":
-				markers(c, "", fn)
-			default:
-				markers(c, path, fn)
-			}
 		}
 	}
 }
