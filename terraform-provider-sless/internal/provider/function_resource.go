@@ -83,7 +83,7 @@ func functionAttributes() map[string]schema.Attribute {
 		},
 		"memory_mb": serverDefaultInt64(fmt.Sprintf("Memory limit in MiB (%d-%d; server default %d).", rules.MinMemoryMB, rules.MaxMemoryMB, rules.DefaultMemoryMB), rules.MinMemoryMB, rules.MaxMemoryMB),
 		"timeout_sec": schema.Int64Attribute{
-			Optional: true, MarkdownDescription: "Limit of one invocation in seconds, 1-900; `0` or unset means no limit (unset stays null in the state).",
+			Optional: true, MarkdownDescription: fmt.Sprintf("Limit of one invocation in seconds, 1-%d; `0` or unset means no limit (unset stays null in the state).", rules.MaxTimeoutSeconds),
 			Validators: timeoutValidators(),
 		},
 		"min_replicas":          serverDefaultInt64("Instances kept running when idle; 0 (default) scales to zero, 1 or more keeps the function always on.", 0, rules.MaxReplicas),

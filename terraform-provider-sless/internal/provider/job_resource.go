@@ -108,7 +108,7 @@ func jobAttributes() map[string]schema.Attribute {
 			Validators: []validator.Int64{int64validator.Between(rules.MinMemoryMB, rules.MaxMemoryMB)},
 		},
 		"timeout_sec": schema.Int64Attribute{
-			Optional: true, MarkdownDescription: "Limit of the run in seconds, 1-900; `0` or unset means no limit.",
+			Optional: true, MarkdownDescription: fmt.Sprintf("Limit of the run in seconds, 1-%d; `0` or unset means no limit.", rules.MaxTimeoutSeconds),
 			Validators: timeoutValidators(),
 		},
 		"event_json": schema.StringAttribute{

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -104,7 +105,7 @@ func rolloutAttribute() schema.Attribute {
 		Attributes: map[string]schema.Attribute{
 			"steps": schema.ListAttribute{ElementType: types.Int64Type, Required: true, MarkdownDescription: "Rising percents, the last 100, e.g. `[10, 50, 100]`.",
 				Validators: []validator.List{listvalidator.SizeBetween(1, rules.MaxRolloutSteps)}},
-			"interval_sec":   schema.Int64Attribute{Required: true, MarkdownDescription: "Seconds each step is held (1-86400)."},
+			"interval_sec":   schema.Int64Attribute{Required: true, MarkdownDescription: fmt.Sprintf("Seconds each step is held (1-%d).", rules.MaxRolloutIntervalSec)},
 			"max_error_rate": schema.Float64Attribute{Required: true, MarkdownDescription: "Highest share of failed calls a step may see, 0-1 (0.05 is 5 %)."},
 			"min_requests":   schema.Int64Attribute{Required: true, MarkdownDescription: "Calls a step needs before its rate counts; a step with fewer is held."},
 		},

@@ -86,7 +86,7 @@ func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			Validators: []validator.String{stringCheck{desc: "time zone", check: rules.CheckTimezone}},
 		},
 		"prewarm_seconds": schema.Int64Attribute{
-			Optional: true, MarkdownDescription: "cron only: wake the function this many seconds before each tick (through the normal invocation path; the handler is not called) so the tick pays no cold start; it scales down after the tick as usual. 1-3600; unset: no pre-warm.",
+			Optional: true, MarkdownDescription: fmt.Sprintf("cron only: wake the function this many seconds before each tick (through the normal invocation path; the handler is not called) so the tick pays no cold start; it scales down after the tick as usual. 1-%d; unset: no pre-warm.", rules.MaxPrewarmSeconds),
 			Validators: []validator.Int64{int64validator.Between(1, rules.MaxPrewarmSeconds)},
 		},
 		"queue": schema.StringAttribute{
