@@ -191,24 +191,40 @@ func TestWebSocketLibraries(t *testing.T) {
 	}
 }
 
-// TestWrapperBodyBound: without a timeout of its own a function's body must arrive within
-// the longest timeout a function may set, rules.MaxTimeoutSeconds, as at the gateway; the
-// wrappers cannot import rules, so each states it as a literal held equal here.
-func TestWrapperBodyBound(t *testing.T) {
-	for file, pattern := range map[string]string{
-		"go/server/server.go": `(?m)^\s*maxBodySeconds\s*=\s*(\d+)$`,
-		"python/server.py":    `(?m)^MAX_BODY_SECONDS = (\d+)$`,
-		"node/server.js":      `(?m)^const MAX_BODY_SECONDS = (\d+);$`,
+// TestWrapperTimeoutLiterals: the wrappers cannot import rules, so each states as literals
+// what the rules decide, held equal here: without SLESS_TIMEOUT_SECONDS a function has no
+// timeout (0, for which the platform sets no deadline either: rules.InvocationDeadline),
+// and without a timeout its body must arrive within the longest timeout a function may set,
+// rules.MaxTimeoutSeconds, as at the gateway.
+func TestWrapperTimeoutLiterals(t *testing.T) {
+	type rule struct {
+		name string
+		ok   func(secs int) bool
+	}
+	noDeadline := rule{"a timeout without a deadline (rules.InvocationDeadline)", func(secs int) bool { return rules.InvocationDeadline(int32(secs)) == 0 }}
+	isMax := rule{fmt.Sprintf("rules.MaxTimeoutSeconds (%d)", rules.MaxTimeoutSeconds), func(secs int) bool { return secs == rules.MaxTimeoutSeconds }}
+	for _, c := range []struct {
+		file, what, pattern string
+		rule                rule
+	}{
+		{"go/server/server.go", "the default timeout", `envInt\("SLESS_TIMEOUT_SECONDS", (\d+)\)`, noDeadline},
+		{"python/server.py", "the default timeout", `env_int\("SLESS_TIMEOUT_SECONDS", (\d+)\)`, noDeadline},
+		{"node/server.js", "the default timeout", `envInt\('SLESS_TIMEOUT_SECONDS', (\d+)\)`, noDeadline},
+		{"go/server/server.go", "the body bound without a timeout", `(?m)^\s*maxBodySeconds\s*=\s*(\d+)$`, isMax},
+		{"python/server.py", "the body bound without a timeout", `(?m)^MAX_BODY_SECONDS = (\d+)$`, isMax},
+		{"node/server.js", "the body bound without a timeout", `(?m)^const MAX_BODY_SECONDS = (\d+);$`, isMax},
 	} {
-		src, err := runtimes.FS.ReadFile(file)
+		src, err := runtimes.FS.ReadFile(c.file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := regexp.MustCompile(pattern).FindSubmatch(src)
+		m := regexp.MustCompile(c.pattern).FindSubmatch(src)
 		if m == nil {
-			t.Errorf("%s: no %s", file, pattern)
-		} else if got := string(m[1]); got != strconv.Itoa(rules.MaxTimeoutSeconds) {
-			t.Errorf("%s: the body bound without a timeout is %s s, rules.MaxTimeoutSeconds %d", file, got, rules.MaxTimeoutSeconds)
+			t.Errorf("%s: no %s", c.file, c.pattern)
+			continue
+		}
+		if secs, _ := strconv.Atoi(string(m[1])); !c.rule.ok(secs) {
+			t.Errorf("%s: %s is %d s, not %s", c.file, c.what, secs, c.rule.name)
 		}
 	}
 }
