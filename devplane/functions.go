@@ -79,7 +79,7 @@ func (b *Backend) reconcileFunction(key string) error {
 		failed := rules.Step{Name: rules.StepBuilt, State: rules.StepFailed, Reason: "BuildFailed", Message: "build failed; see last_build_error"}
 		if retryable(err) {
 			failed.Reason, failed.Message = "BuildError", "build failed for a reason outside the source (see last_build_error); retrying"
-		} else if merr := b.markRevision(key, rev.Name, api.RevisionStatus{Phase: api.RevisionFailed, Message: "build failed: " + firstLine(err.Error())}); merr != nil {
+		} else if merr := b.settleRevision(key, rev.Name, rules.Build{State: rules.BuildFailed, Message: "build failed: " + firstLine(err.Error())}); merr != nil {
 			return merr
 		}
 		serr := b.setSteps(key, gen, func(st *api.FunctionStatus) {
@@ -101,7 +101,7 @@ func (b *Backend) reconcileFunction(key string) error {
 			return errors.Join(b.setSteps(key, gen, nil, done(rules.StepBuilt), step), settle())
 		case errors.Is(err, pool.ErrFilesNeedSandbox):
 			step.Reason = "SandboxRequired"
-			if merr := b.markRevision(key, rev.Name, api.RevisionStatus{Phase: api.RevisionFailed, Message: err.Error()}); merr != nil {
+			if merr := b.settleRevision(key, rev.Name, rules.Build{State: rules.BuildFailed, Message: err.Error()}); merr != nil {
 				return merr
 			}
 			return errors.Join(b.setSteps(key, gen, nil, done(rules.StepBuilt), step), settle())
@@ -109,7 +109,7 @@ func (b *Backend) reconcileFunction(key string) error {
 		_ = b.setSteps(key, gen, nil, done(rules.StepBuilt), step)
 		return errors.Join(err, settle())
 	}
-	if err := b.markRevision(key, rev.Name, api.RevisionStatus{Phase: api.RevisionReady, Image: "local:" + short(art.Hash)}); err != nil {
+	if err := b.settleRevision(key, rev.Name, rules.Build{State: rules.BuildSucceeded, Image: "local:" + short(art.Hash)}); err != nil {
 		return err
 	}
 	if err := settle(); err != nil {

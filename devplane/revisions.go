@@ -17,6 +17,7 @@ import (
 	"sless.dev/sless/devplane/pool"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
+	"sless.dev/sless/history"
 	"sless.dev/sless/rules"
 )
 
@@ -144,22 +145,6 @@ type retiredValues struct {
 	until  time.Time
 }
 
-// trafficOf is a function's traffic; functions stored before revisions have none.
-func trafficOf(spec api.FunctionSpec) []api.TrafficTarget {
-	if len(spec.Traffic) == 0 {
-		return rules.DefaultTraffic()
-	}
-	return spec.Traffic
-}
-
-func revisionStates(revs []api.Revision) []rules.RevisionState {
-	out := make([]rules.RevisionState, len(revs))
-	for i, r := range revs {
-		out[i] = rules.RevisionState{Name: r.Name, Number: r.Number, Phase: r.Status.Phase}
-	}
-	return out
-}
-
 // newRevision gives r a new revision when what it runs changed (and it has source to run),
 // and reports whether it did. It runs in the write that changes the spec, so every such
 // change makes its own revision, however soon the next one follows.
@@ -199,8 +184,12 @@ func (b *Backend) currentRevision(key string) (api.Revision, error) {
 	return r.Status.Revisions[len(r.Status.Revisions)-1], nil
 }
 
-// markRevision sets a revision's status (a revision's configuration is never changed).
-func (b *Backend) markRevision(key, name string, st api.RevisionStatus) error {
+// settleRevision sets a revision's status from the outcome of its build and start
+// (rules.SettleRevision; a revision's configuration is never changed). sless dev builds and
+// starts a function's latest revision again whenever it starts, so each outcome settles the
+// revision anew: one that could not start may start later.
+func (b *Backend) settleRevision(key, name string, build rules.Build) error {
+	st := rules.SettleRevision(api.RevisionStatus{}, true, build, nil)
 	return setStatus(b, functions, key, func(r *functionRecord) bool {
 		i := slices.IndexFunc(r.Status.Revisions, func(rev api.Revision) bool { return rev.Name == name })
 		if i < 0 || r.Status.Revisions[i].Status == st {
@@ -341,10 +330,10 @@ func (b *Backend) settleRevisions(ctx context.Context, key string, disabled bool
 		return nil
 	}
 	fn := functionOf(r)
-	states := revisionStates(r.Status.Revisions)
+	states := rules.StatesOf(r.Status.Revisions)
 	latestReady := rules.LatestReady(states)
 	rollout := b.rolloutOf(ctx, r, latestReady)
-	resolved := rules.ApplyRollout(rules.ResolveTraffic(trafficOf(r.Spec), rules.LatestDuringRollout(latestReady, rollout)), rollout)
+	resolved := rules.DesiredTraffic(r.Spec.Traffic, latestReady, rollout)
 	need := map[string]bool{latestReady: latestReady != ""}
 	var errs []error
 	for _, rev := range r.Status.Revisions {
@@ -381,36 +370,14 @@ func (b *Backend) settleRevisions(ctx context.Context, key string, disabled bool
 // rolloutCheck is how often a rollout in progress is judged.
 const rolloutCheck = time.Second
 
-// rolloutOf is where the function's rollout stands now (nil without a policy): a revision
-// that just became ready starts one from the revision that served before; one in progress
-// is judged by its calls in the invocation history (rules.AdvanceRollout) and checked
-// again in rolloutCheck.
+// rolloutOf is where the function's rollout stands now (rules.NextRollout), judged by its
+// calls in the invocation history; one in progress is checked again in rolloutCheck.
 func (b *Backend) rolloutOf(ctx context.Context, r *functionRecord, latestReady string) *rules.RolloutState {
-	p, st := r.Spec.Rollout, r.Status.Rollout
-	if p == nil {
-		return nil
-	}
-	key, now := objectKey(r.Namespace, r.Name), time.Now().UTC()
-	if latestReady != "" && latestReady != r.Status.LatestReadyRevision && r.Status.LatestReadyRevision != "" && (st == nil || st.Revision != latestReady) {
-		previous := r.Status.LatestReadyRevision
-		if st != nil && st.Phase != rules.RolloutComplete {
-			previous = st.Previous // the one that served before that rollout
-		}
-		next := rules.StartRollout(*p, latestReady, previous, now)
-		st = &next
-	} else if st != nil && st.Phase == rules.RolloutProgressing {
-		next := *st
-		if b.opts.History == nil {
-			next.Message = "holding: sless dev was started without an invocation history to judge the rollout by"
-		} else if sum, err := b.opts.History.RevisionOutcomes(ctx, r.Namespace, r.Name, st.Revision, st.StepStarted); err != nil {
-			next.Message = "holding: the invocation history is unavailable: " + err.Error()
-		} else {
-			next = rules.AdvanceRollout(*p, *st, sum.Count, sum.Errors, now)
-		}
-		if next.Phase == rules.RolloutRolledBack {
-			b.log.Warn("Warning: rollout rolled back", "function", key, "revision", next.Revision, "reason", next.Message)
-		}
-		st = &next
+	key := objectKey(r.Namespace, r.Name)
+	st, rolledBack := rules.NextRollout(r.Spec.Rollout, r.Status.Rollout, latestReady, r.Status.LatestReadyRevision, time.Now(),
+		history.RolloutJudge(ctx, b.opts.History, r.Namespace, r.Name, "sless dev was started without an invocation history to judge the rollout by"))
+	if rolledBack {
+		b.log.Warn("Warning: rollout rolled back", "function", key, "revision", st.Revision, "reason", st.Message)
 	}
 	if st != nil && st.Phase == rules.RolloutProgressing {
 		b.queue.AddAfter("function/"+key, rolloutCheck)
@@ -469,7 +436,7 @@ func (b *Backend) Revisions(_ context.Context, ns, function string) ([]api.Revis
 // checkTraffic refuses traffic naming a revision the function does not have or one that
 // failed.
 func checkTraffic(revs []api.Revision, spec api.FunctionSpec) error {
-	if err := rules.CheckTrafficRevisions(spec.Traffic, revisionStates(revs)); err != nil {
+	if err := rules.CheckTrafficRevisions(spec.Traffic, rules.StatesOf(revs)); err != nil {
 		return &backend.InvalidError{Field: err.Field, Reason: err.Reason}
 	}
 	return nil
@@ -480,7 +447,7 @@ func checkTraffic(revs []api.Revision, spec api.FunctionSpec) error {
 func (b *Backend) targetsOf(r *functionRecord, d deployment) []backend.RouteTarget {
 	resolved := r.Status.Traffic
 	if len(resolved) == 0 {
-		resolved = rules.ResolveTraffic(trafficOf(r.Spec), r.Status.LatestReadyRevision)
+		resolved = rules.DesiredTraffic(r.Spec.Traffic, r.Status.LatestReadyRevision, nil)
 	}
 	out := make([]backend.RouteTarget, len(resolved))
 	for i, t := range resolved {

@@ -182,3 +182,21 @@ func sanitize(r Record) Record {
 	r.Revision = cleanText(r.Revision, 253)
 	return r
 }
+
+// RolloutJudge is what rules.NextRollout judges a function's rollout by: the outcomes r
+// counted of its revision's calls. Without r (nil), or when r fails, the rollout holds;
+// absent says why r is nil.
+func RolloutJudge(ctx context.Context, r interface {
+	RevisionOutcomes(ctx context.Context, ns, function, revision string, since time.Time) (Summary, error)
+}, ns, function, absent string) func(revision string, since time.Time) (requests, errors int64, hold string) {
+	return func(revision string, since time.Time) (int64, int64, string) {
+		if r == nil {
+			return 0, 0, absent
+		}
+		sum, err := r.RevisionOutcomes(ctx, ns, function, revision, since)
+		if err != nil {
+			return 0, 0, "the invocation history is unavailable: " + err.Error()
+		}
+		return sum.Count, sum.Errors, ""
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/history"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling"
 )
@@ -83,41 +84,28 @@ func (r *FunctionReconciler) newRevision(ctx context.Context, fn *v1.Function, r
 	return append(revs, rev), nil
 }
 
-// revisionPhase settles a revision still building: the latest one takes the state of the
-// function's current build (its image once Built) and is ready once the secrets it
-// references exist too (missing says which does not: a revision that could not start never
-// takes traffic); an older one that never got ready was superseded and never will.
-func revisionPhase(fn *v1.Function, rev *v1.Revision, latest bool, missing func() string) v1.RevisionStatus {
-	st := rev.Status
-	if st.Phase == rules.RevisionReady || st.Phase == rules.RevisionFailed {
-		return st
-	}
+// buildOf is the state of the build of fn's current code (rules.Build): its Built condition
+// and, once built, its image.
+func buildOf(fn *v1.Function) rules.Build {
 	built := meta.FindStatusCondition(fn.Status.Conditions, v1.ConditionBuilt)
 	switch {
-	case !latest:
-		st.Phase, st.Message = rules.RevisionFailed, "superseded by a newer revision before its image was built"
 	case built == nil:
-		st.Phase, st.Message = rules.RevisionBuilding, "waiting for the build to start"
+		return rules.Build{State: rules.BuildPending}
 	case built.Status == metav1.ConditionTrue && fn.Status.Image != "":
-		if m := missing(); m != "" {
-			st.Phase, st.Message = rules.RevisionBuilding, "built; waiting for a secret: "+m
-			break
-		}
-		st.Phase, st.Message, st.Image = rules.RevisionReady, "", fn.Status.Image
+		return rules.Build{State: rules.BuildSucceeded, Image: fn.Status.Image}
 	case built.Reason == v1.ReasonBuildFailed || built.Reason == v1.ReasonImageNotAllowed:
-		st.Phase, st.Message = rules.RevisionFailed, built.Message
-	default:
-		st.Phase, st.Message = rules.RevisionBuilding, built.Message
+		return rules.Build{State: rules.BuildFailed, Message: built.Message}
 	}
-	return st
+	return rules.Build{State: rules.BuildRunning, Message: built.Message}
 }
 
-func revisionStates(revs []*v1.Revision) []rules.RevisionState {
-	out := make([]rules.RevisionState, len(revs))
-	for i, rev := range revs {
-		out[i] = rules.RevisionState{Name: rev.Name, Number: rev.Spec.Number, Phase: string(rev.Status.Phase)}
-	}
-	return out
+// revisionPhase settles a revision's phase (rules.SettleRevision) from the function's
+// current build; missing says which secret the revision references does not exist.
+func revisionPhase(fn *v1.Function, rev *v1.Revision, latest bool, missing func() string) v1.RevisionStatus {
+	st := rev.Status
+	s := rules.SettleRevision(rules.RevisionStatus{Phase: string(st.Phase), Message: st.Message, Image: st.Image}, latest, buildOf(fn), missing)
+	st.Phase, st.Message, st.Image = v1.RevisionPhase(s.Phase), s.Message, s.Image
+	return st
 }
 
 // reconcileRevisions makes the revision of the current spec, settles the revisions'
@@ -147,10 +135,10 @@ func (r *FunctionReconciler) reconcileRevisions(ctx context.Context, fn *v1.Func
 		})
 		rev.Status.Phase = want[rev.Name].Phase // the rules below read the settled phase
 	}
-	states := revisionStates(revs)
+	states := rules.StatesOf(revs)
 	latestReady := rules.LatestReady(states)
 	rollout := r.rolloutOf(ctx, fn, latestReady)
-	desired := rules.ApplyRollout(rules.ResolveTraffic(fn.Spec.TrafficRules(), rules.LatestDuringRollout(latestReady, rollout)), rollout)
+	desired := rules.DesiredTraffic(fn.Spec.TrafficRules(), latestReady, rollout)
 	if n := len(revs); n > 0 {
 		st.LatestCreatedRevision = revs[n-1].Name
 	}
@@ -334,39 +322,13 @@ func (r *FunctionReconciler) collectRevisions(ctx context.Context, fn *v1.Functi
 // rolloutCheck is how often a rollout in progress is judged.
 const rolloutCheck = 2 * time.Second
 
-// rolloutOf is where fn's rollout stands now (nil without a policy): a revision that just
-// became ready starts one from the revision that served before; one in progress is judged
-// by its calls in the invocation history (rules.AdvanceRollout). A rollback is an Event.
+// rolloutOf is where fn's rollout stands now (rules.NextRollout), judged by its calls in
+// the invocation history. A rollback is an Event.
 func (r *FunctionReconciler) rolloutOf(ctx context.Context, fn *v1.Function, latestReady string) *rules.RolloutState {
-	p, st := fn.Spec.Rollout.Policy(), fn.Status.Rollout.State()
-	if p == nil {
-		return nil
-	}
-	now, prevReady := time.Now().UTC().Truncate(time.Second), fn.Status.LatestReadyRevision
-	if latestReady != "" && prevReady != "" && latestReady != prevReady && (st == nil || st.Revision != latestReady) {
-		previous := prevReady
-		if st != nil && st.Phase != rules.RolloutComplete {
-			previous = st.Previous // the one that served before that rollout
-		}
-		next := rules.StartRollout(*p, latestReady, previous, now)
-		return &next
-	}
-	if st == nil || st.Phase != rules.RolloutProgressing {
-		return st
-	}
-	next := *st
-	if r.History == nil {
-		next.Message = "holding: the operator runs without an invocation history to judge the rollout by (--database-url)"
-		return &next
-	}
-	sum, err := r.History.RevisionOutcomes(ctx, fn.Namespace, fn.Name, st.Revision, st.StepStarted)
-	if err != nil {
-		next.Message = "holding: the invocation history is unavailable: " + err.Error()
-		return &next
-	}
-	next = rules.AdvanceRollout(*p, *st, sum.Count, sum.Errors, now)
-	if next.Phase == rules.RolloutRolledBack && r.Recorder != nil {
+	next, rolledBack := rules.NextRollout(fn.Spec.Rollout.Policy(), fn.Status.Rollout.State(), latestReady, fn.Status.LatestReadyRevision, time.Now(),
+		history.RolloutJudge(ctx, r.History, fn.Namespace, fn.Name, "the operator runs without an invocation history to judge the rollout by (--database-url)"))
+	if rolledBack && r.Recorder != nil {
 		r.Recorder.Eventf(fn, nil, corev1.EventTypeWarning, reasonRolledBack, "Rollout", "%s", next.Message)
 	}
-	return &next
+	return next
 }

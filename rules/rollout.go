@@ -86,6 +86,39 @@ func StartRollout(p Rollout, revision, previous string, now time.Time) RolloutSt
 	return st
 }
 
+// NextRollout is where a function's rollout stands now (nil without policy p), from st, its
+// stored state: a revision that just became ready (latestReady, where previousReady served)
+// starts one from the revision that served before; one in progress is judged by outcomes,
+// the calls its revision answered since its step began, or holds while outcomes says why
+// it cannot be judged (hold). rolledBack says this judgement rolled it back. Time is kept
+// in whole seconds, as a Kubernetes status stores it.
+func NextRollout(p *Rollout, st *RolloutState, latestReady, previousReady string, now time.Time,
+	outcomes func(revision string, since time.Time) (requests, errors int64, hold string)) (next *RolloutState, rolledBack bool) {
+	if p == nil {
+		return nil, false
+	}
+	now = now.UTC().Truncate(time.Second)
+	if latestReady != "" && previousReady != "" && latestReady != previousReady && (st == nil || st.Revision != latestReady) {
+		previous := previousReady
+		if st != nil && st.Phase != RolloutComplete {
+			previous = st.Previous // the one that served before that rollout
+		}
+		started := StartRollout(*p, latestReady, previous, now)
+		return &started, false
+	}
+	if st == nil || st.Phase != RolloutProgressing {
+		return st, false
+	}
+	judged := *st
+	requests, errors, hold := outcomes(st.Revision, st.StepStarted)
+	if hold != "" {
+		judged.Message = "holding: " + hold
+		return &judged, false
+	}
+	judged = AdvanceRollout(*p, *st, requests, errors, now)
+	return &judged, judged.Phase == RolloutRolledBack
+}
+
 // AdvanceRollout judges the current step by the calls the new revision answered since it
 // began (requests, of which errors failed): above the limit (once MinRequests were seen)
 // it rolls back at once; after the interval within it, the next step. A step that has not

@@ -199,6 +199,16 @@ func ResolveTraffic(targets []TrafficTarget, latestReady string) []ResolvedTarge
 	return out
 }
 
+// DesiredTraffic is where a function's calls go: its traffic (none: DefaultTraffic) with
+// latest resolved to latestReady (to the previous revision while rollout rolled
+// latestReady back), latest's share split by a rollout in progress (nil: none).
+func DesiredTraffic(targets []TrafficTarget, latestReady string, rollout *RolloutState) []ResolvedTarget {
+	if len(targets) == 0 {
+		targets = DefaultTraffic()
+	}
+	return ApplyRollout(ResolveTraffic(targets, LatestDuringRollout(latestReady, rollout)), rollout)
+}
+
 // LatestReady is the newest ready revision of revs ("" for none).
 func LatestReady(revs []RevisionState) string {
 	var best RevisionState

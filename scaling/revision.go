@@ -1,26 +1,36 @@
 package scaling
 
 import (
-	"k8s.io/apimachinery/pkg/api/equality"
+	"maps"
 
 	v1 "sless.dev/sless/apis/v1alpha1"
+	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/rules"
 )
 
-// runSpec is the part of a function's code spec a revision snapshots, as compared: the
-// source by content hash only (a new upload of the same code is not a change).
-func runSpec(c *v1.CodeSpec) v1.CodeSpec {
-	out := *c.DeepCopy()
-	if out.Source != nil {
-		out.Source = &v1.SourceRef{SHA256: out.Source.SHA256}
+// RevisionConfigOf is what a revision of code c runs (api.RevisionConfig), the one snapshot
+// both planes compare and show: every field of the CRD's CodeSpec is in it, and every other
+// field of a FunctionSpec is the function's, applying to all its revisions
+// (TestRevisionSnapshot).
+func RevisionConfigOf(c *v1.CodeSpec) api.RevisionConfig {
+	out := api.RevisionConfig{Runtime: string(c.Runtime), Entrypoint: c.Entrypoint, EnvVars: maps.Clone(c.Env), MemoryMB: c.MemoryMB,
+		TimeoutSec: c.TimeoutSeconds, Image: c.Image, Protocol: string(c.Protocol)}
+	if s := c.Source; s != nil {
+		out.Source = &api.Source{ContextKey: s.ContextKey, ArchiveKey: s.ArchiveKey, SHA256: s.SHA256}
+	}
+	for _, e := range c.SecretEnv {
+		out.SecretEnv = append(out.SecretEnv, api.SecretEnv{Name: e.Name, Secret: e.Secret, Key: e.Key})
+	}
+	for _, f := range c.SecretFiles {
+		out.SecretFiles = append(out.SecretFiles, api.SecretFile{Secret: f.Secret, Path: f.Path})
 	}
 	return out
 }
 
-// SameRun reports whether rev runs what fn's spec says now: scaling, async and traffic
-// settings are no part of a revision.
+// SameRun reports whether rev runs what fn's spec says now (api.SameRevisionConfig of their
+// snapshots): scaling, async and traffic settings are no part of a revision.
 func SameRun(rev *v1.Revision, fn *v1.Function) bool {
-	return equality.Semantic.DeepEqual(runSpec(&rev.Spec.CodeSpec), runSpec(&fn.Spec.CodeSpec))
+	return api.SameRevisionConfig(RevisionConfigOf(&rev.Spec.CodeSpec), RevisionConfigOf(&fn.Spec.CodeSpec))
 }
 
 // MakeRevision renders fn's n-th revision: a snapshot of what its spec runs now,

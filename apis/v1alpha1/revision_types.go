@@ -2,6 +2,8 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sless.dev/sless/rules"
 )
 
 // RevisionPhase is where a revision's build stands.
@@ -62,6 +64,11 @@ type Revision struct {
 
 	Spec   RevisionSpec   `json:"spec,omitempty"`
 	Status RevisionStatus `json:"status,omitempty"`
+}
+
+// RevisionState is what the traffic rules read of the revision.
+func (r *Revision) RevisionState() rules.RevisionState {
+	return rules.RevisionState{Name: r.Name, Number: r.Spec.Number, Phase: string(r.Status.Phase)}
 }
 
 // RevisionList is a list of Revisions.

@@ -181,12 +181,12 @@ func RevisionConfigOf(s FunctionSpec) RevisionConfig {
 	return c
 }
 
-// RevisionStatus is where a revision's build and start stand: Phase building, ready or
-// failed (Message says why); Image is what it runs once built.
-type RevisionStatus struct {
-	Phase   string `json:"phase"`
-	Message string `json:"message,omitempty"`
-	Image   string `json:"image,omitempty"`
+// RevisionStatus is where a revision's build and start stand (rules.RevisionStatus).
+type RevisionStatus = rules.RevisionStatus
+
+// RevisionState is what the traffic rules read of the revision.
+func (r Revision) RevisionState() rules.RevisionState {
+	return rules.RevisionState{Name: r.Name, Number: r.Number, Phase: r.Status.Phase}
 }
 
 // RevisionList answers GET .../functions/{name}/revisions, oldest first.

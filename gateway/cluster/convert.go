@@ -16,6 +16,7 @@ import (
 	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/scaling"
 	"sless.dev/sless/triggers"
 )
 
@@ -24,18 +25,18 @@ import (
 // defaults the API does not expose) survive an update.
 
 func functionOf(fn *v1alpha1.Function) api.Function {
-	s := fn.Spec
+	s, code := fn.Spec, scaling.RevisionConfigOf(&fn.Spec.CodeSpec)
 	out := api.Function{
 		Name: fn.Name, Namespace: fn.Namespace, CreatedAt: fn.CreationTimestamp.UTC(),
 		FunctionSpec: api.FunctionSpec{
-			Runtime: string(s.Runtime), Entrypoint: s.Entrypoint, EnvVars: maps.Clone(s.Env), MemoryMB: s.MemoryMB,
-			TimeoutSec: s.TimeoutSeconds, MinReplicas: s.Scale.MinReplicas, MaxReplicas: s.Scale.MaxReplicas,
+			Runtime: code.Runtime, Entrypoint: code.Entrypoint, EnvVars: code.EnvVars, MemoryMB: code.MemoryMB,
+			TimeoutSec: code.TimeoutSec, MinReplicas: s.Scale.MinReplicas, MaxReplicas: s.Scale.MaxReplicas,
 			ScaleDownPeriodSec: s.Scale.ScaleDownPeriodSeconds, ScalingMetric: string(s.Scale.Metric),
 			ScalingTarget: s.Scale.Target, StreamIdleTimeoutSec: cmp.Or(s.StreamIdleTimeoutSeconds, rules.DefaultStreamIdleSeconds),
-			Image: s.Image, Protocol: cmp.Or(string(s.Protocol), rules.DefaultProtocol), Source: sourceOf(s.Source),
+			Image: code.Image, Protocol: cmp.Or(code.Protocol, rules.DefaultProtocol), Source: code.Source,
 			Async: api.AsyncPolicy{Enabled: s.Async.Enabled, MaxAttempts: s.Async.Retry.MaxAttempts,
 				BackoffMs: s.Async.Retry.BackoffMillis, DeadLetterQueue: s.Async.DeadLetterQueue, MaxJobs: s.Async.MaxJobs},
-			SecretEnv: secretEnvOf(s.SecretEnv), SecretFiles: secretFilesOf(s.SecretFiles),
+			SecretEnv: code.SecretEnv, SecretFiles: code.SecretFiles,
 			Traffic: s.TrafficRules(), RevisionHistoryLimit: s.RevisionHistoryLimit, Rollout: s.Rollout.Policy(),
 		},
 		Status: api.FunctionStatus{
@@ -86,12 +87,9 @@ func applyFunctionSpec(dst *v1alpha1.FunctionSpec, s api.FunctionSpec) error {
 
 // revisionOf is the API's view of a revision, with its share of the function's traffic.
 func revisionOf(rev *v1alpha1.Revision, traffic []api.ResolvedTarget) api.Revision {
-	c := rev.Spec.CodeSpec
 	out := api.Revision{
 		Name: rev.Name, Namespace: rev.Namespace, Function: rev.Spec.Function, Number: rev.Spec.Number,
-		CreatedAt: rev.CreationTimestamp.UTC(),
-		Config: api.RevisionConfig{Runtime: string(c.Runtime), Entrypoint: c.Entrypoint, EnvVars: maps.Clone(c.Env), MemoryMB: c.MemoryMB,
-			TimeoutSec: c.TimeoutSeconds, Image: c.Image, Protocol: string(c.Protocol), Source: sourceOf(c.Source), SecretEnv: secretEnvOf(c.SecretEnv), SecretFiles: secretFilesOf(c.SecretFiles)},
+		CreatedAt: rev.CreationTimestamp.UTC(), Config: scaling.RevisionConfigOf(&rev.Spec.CodeSpec),
 		Status: api.RevisionStatus{Phase: cmp.Or(string(rev.Status.Phase), api.RevisionBuilding), Message: rev.Status.Message, Image: rev.Status.Image},
 	}
 	out.Percent, out.Tags = rules.Shares(traffic, rev.Name)
@@ -101,32 +99,9 @@ func revisionOf(rev *v1alpha1.Revision, traffic []api.ResolvedTarget) api.Revisi
 	return out
 }
 
-func secretEnvOf(refs []v1alpha1.SecretEnvVar) []api.SecretEnv {
-	var out []api.SecretEnv
-	for _, e := range refs {
-		out = append(out, api.SecretEnv{Name: e.Name, Secret: e.Secret, Key: e.Key})
-	}
-	return out
-}
-
-func secretFilesOf(refs []v1alpha1.SecretFilesMount) []api.SecretFile {
-	var out []api.SecretFile
-	for _, f := range refs {
-		out = append(out, api.SecretFile{Secret: f.Secret, Path: f.Path})
-	}
-	return out
-}
-
 func applyCode(dst *v1alpha1.CodeSpec, runtime, entrypoint string, env map[string]string, memoryMB, timeoutSec int32, image string) {
 	dst.Runtime, dst.Entrypoint, dst.Env = v1alpha1.Runtime(runtime), entrypoint, maps.Clone(env)
 	dst.MemoryMB, dst.TimeoutSeconds, dst.Image = memoryMB, timeoutSec, image
-}
-
-func sourceOf(s *v1alpha1.SourceRef) *api.Source {
-	if s == nil {
-		return nil
-	}
-	return &api.Source{ContextKey: s.ContextKey, ArchiveKey: s.ArchiveKey, SHA256: s.SHA256}
 }
 
 func sourceRef(s *api.Source) *v1alpha1.SourceRef {
@@ -146,12 +121,12 @@ func triggerOf(t *v1alpha1.Trigger) api.Trigger {
 }
 
 func jobOf(j *v1alpha1.FunctionJob) api.Job {
-	s, st := j.Spec, j.Status
+	s, st, code := j.Spec, j.Status, scaling.RevisionConfigOf(&j.Spec.CodeSpec)
 	out := api.Job{
 		Name: j.Name, Namespace: j.Namespace, CreatedAt: j.CreationTimestamp.UTC(),
 		JobSpec: api.JobSpec{
-			Runtime: string(s.Runtime), Entrypoint: s.Entrypoint, EnvVars: maps.Clone(s.Env), MemoryMB: s.MemoryMB,
-			TimeoutSec: s.TimeoutSeconds, Image: s.Image, Source: sourceOf(s.Source), RunID: s.RunID,
+			Runtime: code.Runtime, Entrypoint: code.Entrypoint, EnvVars: code.EnvVars, MemoryMB: code.MemoryMB,
+			TimeoutSec: code.TimeoutSec, Image: code.Image, Source: code.Source, RunID: s.RunID,
 		},
 		Status: api.JobStatus{
 			Phase: string(st.Phase), ObservedRunID: st.ObservedRunID, StartTime: timeOf(st.StartTime),
