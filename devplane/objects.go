@@ -174,6 +174,7 @@ func (o objects[S, T, O]) Update(_ context.Context, ns, name string, mutate func
 		if err := mutate(&spec); err != nil {
 			return err
 		}
+		spec = k.withDefaults(spec) // as put stores it: sending a default is no change
 		if equalJSON(spec, old.Spec) {
 			return nil // no change, no new generation (like an API server)
 		}

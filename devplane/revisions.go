@@ -217,9 +217,6 @@ func revisionSpec(fn api.FunctionSpec, c api.RevisionConfig, art *buildkit.Artif
 		MinProcs: int(fn.MinReplicas), MaxProcs: int(fn.MaxReplicas), Target: int(fn.ScalingTarget),
 		ScaleDown: time.Duration(fn.ScaleDownPeriodSec) * time.Second, Disabled: disabled, MemoryMB: int(c.MemoryMB),
 	}
-	if spec.ScaleDown <= 0 {
-		spec.ScaleDown = rules.DefaultScaleDownSeconds * time.Second
-	}
 	return spec
 }
 
@@ -350,11 +347,7 @@ func (b *Backend) settleRevisions(ctx context.Context, key string, disabled bool
 		}
 	}
 	b.retireIdle(key, need)
-	limit := int(r.Spec.RevisionHistoryLimit)
-	if limit == 0 { // stored before functions had revisions
-		limit = rules.DefaultRevisionHistoryLimit
-	}
-	gone := rules.RevisionsToDelete(states, resolved, limit)
+	gone := rules.RevisionsToDelete(states, resolved, int(r.Spec.RevisionHistoryLimit))
 	err := setStatus(b, functions, key, func(r *functionRecord) bool {
 		r.Status.Revisions = slices.DeleteFunc(slices.Clone(r.Status.Revisions), func(rev api.Revision) bool { return slices.Contains(gone, rev.Name) })
 		r.Status.LatestReadyRevision, r.Status.Traffic, r.Status.Rollout = latestReady, resolved, rollout

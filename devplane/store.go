@@ -72,6 +72,17 @@ type table[S, T any] struct {
 	kind  string // "function", "trigger", "job": the API's word and the directory's
 	of    func(*snapshot) *map[string]*record[S, T]
 	clone func(S) S
+	// defaults, when set, fills a spec's defaults, so a spec stored before a field existed
+	// takes the field's default: every spec loaded or written goes through it (withDefaults).
+	defaults func(*S)
+}
+
+// withDefaults is spec with its kind's defaults.
+func (t table[S, T]) withDefaults(spec S) S {
+	if t.defaults != nil {
+		t.defaults(&spec)
+	}
+	return spec
 }
 
 func (t table[S, T]) dir(root string) string { return filepath.Join(root, t.kind+"s") }
@@ -90,7 +101,7 @@ func (t table[S, T]) copyRecord(r *record[S, T]) *record[S, T] {
 
 var (
 	functions = table[api.FunctionSpec, functionStatus]{kind: "function",
-		of: func(s *snapshot) *map[string]*functionRecord { return &s.functions }, clone: cloneFunctionSpec}
+		of: func(s *snapshot) *map[string]*functionRecord { return &s.functions }, clone: cloneFunctionSpec, defaults: (*api.FunctionSpec).Default}
 	triggers = table[api.TriggerSpec, api.TriggerStatus]{kind: "trigger",
 		of: func(s *snapshot) *map[string]*triggerRecord { return &s.triggers }, clone: func(s api.TriggerSpec) api.TriggerSpec { return s }}
 	jobs = table[api.JobSpec, api.JobStatus]{kind: "job",
@@ -167,8 +178,9 @@ type fileWrite struct {
 	data []byte // nil: remove the file
 }
 
-// put stores r under key in the write.
+// put stores r, with its spec's defaults, under key in the write.
 func put[S, T any](tx *txn, root string, t table[S, T], key string, r *record[S, T]) error {
+	r.Spec = t.withDefaults(r.Spec)
 	data, err := json.MarshalIndent(r, "", " ")
 	if err != nil {
 		return fmt.Errorf("encoding %s %s: %w", t.kind, key, err)
@@ -349,6 +361,7 @@ func load[S, T any](root string, t table[S, T], snap *snapshot) error {
 		if r.Namespace != ns || r.Name != name {
 			return fmt.Errorf("dev state file %s holds %s %s/%s; move it away to drop it", f, t.kind, r.Namespace, r.Name)
 		}
+		r.Spec = t.withDefaults(r.Spec)
 		m[objectKey(ns, name)] = r
 	}
 	return nil

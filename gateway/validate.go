@@ -102,17 +102,17 @@ func validEntrypoint(field, runtime, ep string) error {
 	return nil
 }
 
-// defaultFunctionSpec holds the defaults of a new function (the CRD's defaults).
+// defaultFunctionSpec holds the defaults of a new function (api.FunctionSpec.Default).
 func defaultFunctionSpec() api.FunctionSpec {
-	return api.FunctionSpec{MemoryMB: rules.DefaultMemoryMB, MaxReplicas: rules.DefaultMaxReplicas,
-		ScaleDownPeriodSec: rules.DefaultScaleDownSeconds, ScalingMetric: rules.DefaultScalingMetric, ScalingTarget: rules.DefaultScalingTarget,
-		StreamIdleTimeoutSec: rules.DefaultStreamIdleSeconds, Protocol: rules.DefaultProtocol,
-		Async:   api.AsyncPolicy{MaxAttempts: rules.DefaultMaxAttempts, BackoffMs: rules.DefaultBackoffMillis, MaxJobs: rules.DefaultAsyncJobs},
-		Traffic: rules.DefaultTraffic(), RevisionHistoryLimit: rules.DefaultRevisionHistoryLimit}
+	var s api.FunctionSpec
+	s.Default()
+	return s
 }
 
-// applyFunctionFields sets the sent fields of f on spec.
+// applyFunctionFields sets the sent fields of f on spec, after its defaults: a stored spec
+// without a field takes its default, a field sent as zero stays for validation to refuse.
 func applyFunctionFields(spec *api.FunctionSpec, f api.FunctionFields) {
+	spec.Default()
 	setIf(&spec.Runtime, f.Runtime)
 	setIf(&spec.Entrypoint, f.Entrypoint)
 	setIf(&spec.EnvVars, f.EnvVars)
@@ -136,33 +136,12 @@ func applyFunctionFields(spec *api.FunctionSpec, f api.FunctionFields) {
 			spec.Rollout = &api.Rollout{Steps: slices.Clone(r.Steps), IntervalSec: r.IntervalSec, MaxErrorRate: r.MaxErrorRate, MinRequests: r.MinRequests}
 		}
 	}
-	if spec.Traffic == nil { // stored before functions had revisions
-		spec.Traffic = rules.DefaultTraffic()
-	}
-	if spec.StreamIdleTimeoutSec == 0 && f.StreamIdleTimeoutSec == nil { // stored before functions had it
-		spec.StreamIdleTimeoutSec = rules.DefaultStreamIdleSeconds
-	}
-	if spec.Protocol == "" { // stored before functions had it, or sent empty
-		spec.Protocol = rules.DefaultProtocol
-	}
-	if spec.RevisionHistoryLimit == 0 && f.RevisionHistoryLimit == nil {
-		spec.RevisionHistoryLimit = rules.DefaultRevisionHistoryLimit
-	}
 	if a := f.Async; a != nil {
 		setIf(&spec.Async.Enabled, a.Enabled)
 		setIf(&spec.Async.MaxAttempts, a.MaxAttempts)
 		setIf(&spec.Async.BackoffMs, a.BackoffMs)
 		setIf(&spec.Async.DeadLetterQueue, a.DeadLetterQueue)
 		setIf(&spec.Async.MaxJobs, a.MaxJobs)
-	}
-	if spec.Async.MaxJobs == 0 && (f.Async == nil || f.Async.MaxJobs == nil) { // stored before the API had max_jobs
-		spec.Async.MaxJobs = defaultFunctionSpec().Async.MaxJobs
-	}
-	if spec.Async.MaxAttempts == 0 && (f.Async == nil || f.Async.MaxAttempts == nil) { // stored before functions had async settings
-		spec.Async.MaxAttempts = defaultFunctionSpec().Async.MaxAttempts
-		if f.Async == nil || f.Async.BackoffMs == nil {
-			spec.Async.BackoffMs = defaultFunctionSpec().Async.BackoffMs
-		}
 	}
 }
 

@@ -32,8 +32,8 @@ func functionOf(fn *v1alpha1.Function) api.Function {
 			Runtime: code.Runtime, Entrypoint: code.Entrypoint, EnvVars: code.EnvVars, MemoryMB: code.MemoryMB,
 			TimeoutSec: code.TimeoutSec, MinReplicas: s.Scale.MinReplicas, MaxReplicas: s.Scale.MaxReplicas,
 			ScaleDownPeriodSec: s.Scale.ScaleDownPeriodSeconds, ScalingMetric: string(s.Scale.Metric),
-			ScalingTarget: s.Scale.Target, StreamIdleTimeoutSec: cmp.Or(s.StreamIdleTimeoutSeconds, rules.DefaultStreamIdleSeconds),
-			Image: code.Image, Protocol: cmp.Or(code.Protocol, rules.DefaultProtocol), Source: code.Source,
+			ScalingTarget: s.Scale.Target, StreamIdleTimeoutSec: s.StreamIdleTimeoutSeconds,
+			Image: code.Image, Protocol: code.Protocol, Source: code.Source,
 			Async: api.AsyncPolicy{Enabled: s.Async.Enabled, MaxAttempts: s.Async.Retry.MaxAttempts,
 				BackoffMs: s.Async.Retry.BackoffMillis, DeadLetterQueue: s.Async.DeadLetterQueue, MaxJobs: s.Async.MaxJobs},
 			SecretEnv: code.SecretEnv, SecretFiles: code.SecretFiles,
@@ -46,9 +46,7 @@ func functionOf(fn *v1alpha1.Function) api.Function {
 			Traffic: v1alpha1.ResolvedRules(fn.Status.Traffic), Rollout: fn.Status.Rollout.State(),
 		},
 	}
-	if out.RevisionHistoryLimit == 0 { // stored before the CRD had the field's default
-		out.RevisionHistoryLimit = rules.DefaultRevisionHistoryLimit
-	}
+	out.FunctionSpec.Default()
 	out.Status.Ready, out.Status.Message = rules.FunctionView(string(fn.Status.Phase), readyMessage(fn.Status.Conditions), fn.Generation, fn.Status.ObservedGeneration)
 	return out
 }
@@ -63,13 +61,13 @@ func applyFunctionSpec(dst *v1alpha1.FunctionSpec, s api.FunctionSpec) error {
 			dst.Traffic = append(dst.Traffic, v1alpha1.TrafficTarget(t))
 		}
 	}
-	dst.RevisionHistoryLimit = cmp.Or(s.RevisionHistoryLimit, rules.DefaultRevisionHistoryLimit)
+	dst.RevisionHistoryLimit = s.RevisionHistoryLimit
 	dst.Rollout = v1alpha1.RolloutSpecOf(s.Rollout)
 	applyCode(&dst.CodeSpec, s.Runtime, s.Entrypoint, s.EnvVars, s.MemoryMB, s.TimeoutSec, s.Image)
 	dst.Source = sourceRef(s.Source)
 	dst.Scale.MinReplicas, dst.Scale.MaxReplicas = s.MinReplicas, s.MaxReplicas
 	dst.Scale.ScaleDownPeriodSeconds = s.ScaleDownPeriodSec
-	dst.StreamIdleTimeoutSeconds = cmp.Or(s.StreamIdleTimeoutSec, rules.DefaultStreamIdleSeconds)
+	dst.StreamIdleTimeoutSeconds = s.StreamIdleTimeoutSec
 	dst.Protocol = v1alpha1.Protocol(rules.StoredProtocol(s.Protocol))
 	dst.Scale.Metric, dst.Scale.Target = v1alpha1.ScalingMetric(s.ScalingMetric), s.ScalingTarget
 	dst.Async.Enabled, dst.Async.DeadLetterQueue = s.Async.Enabled, s.Async.DeadLetterQueue
