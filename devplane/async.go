@@ -19,6 +19,7 @@ import (
 	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/history"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/triggers/rabbitmq/amqpsource"
 )
 
 // Asynchronous invocations in sless dev. The records live in the data dir (asyncStore) unless
@@ -304,15 +305,16 @@ func (b *Backend) setAsyncRunner(key string, fn api.Function, host string) {
 	}
 	b.runners.set(b.ctx, asyncRunnerKey(key), cfg, func(ctx context.Context) {
 		ref := dispatcher.FunctionRef{Namespace: fn.Namespace, Name: fn.Name}
-		dc := dispatcher.Config{URL: b.opts.AMQPURL, Queue: c.Queue, DeadLetterQueue: c.DeadLetterQueue, Function: ref,
+		dc := dispatcher.Config{Function: ref,
 			Retry:   dispatcher.RetryPolicy{MaxAttempts: int(c.MaxAttempts), Backoff: time.Duration(c.BackoffMs) * time.Millisecond},
 			Timeout: c.Timeout, Invoker: b.invoker(c.Host), Recorder: b.opts.Recorder, Async: b.asyncStore, Logger: b.log,
-			Concurrency: asyncRunnerConcurrency, ConnectionName: "sless dev async " + key,
+			Concurrency: asyncRunnerConcurrency,
 			// Callback receivers on the developer's machine (the gateway still allows only
 			// --async-callback-hosts).
 			CallbackPrivateAddresses: true}
 		if b.files == nil {
-			if _, err := dispatcher.Run(ctx, dc); err != nil && ctx.Err() == nil {
+			if _, err := amqpsource.Run(ctx, amqpsource.Config{URL: b.opts.AMQPURL, Queue: c.Queue, DeadLetterQueue: c.DeadLetterQueue,
+				ConnectionName: "sless dev async " + key, Config: dc}); err != nil && ctx.Err() == nil {
 				b.log.Error("asynchronous invocations stopped", "function", key, "error", err)
 			}
 			return
@@ -460,7 +462,7 @@ func (b *Backend) openAsync() error {
 		b.asyncStore = s
 	}
 	if b.opts.AMQPURL != "" {
-		b.async = &dispatcher.Publisher{URL: b.opts.AMQPURL, AsyncStore: b.asyncStore, Logger: b.log}
+		b.async = &amqpsource.Publisher{URL: b.opts.AMQPURL, AsyncStore: b.asyncStore, Logger: b.log}
 		return nil
 	}
 	b.files = &fileQueue{AsyncStore: b.asyncStore, dir: filepath.Join(b.opts.DataDir, "async", "queue"), wake: map[string]chan struct{}{}}

@@ -25,12 +25,12 @@ import (
 
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/devplane/pool"
-	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/history"
 	"sless.dev/sless/rules"
 	triggerkinds "sless.dev/sless/triggers"
+	"sless.dev/sless/triggers/rabbitmq/amqpsource"
 )
 
 // Options configures the dev plane.
@@ -275,7 +275,7 @@ func (b *Backend) Close() {
 	b.queue.ShutDown()
 	b.workers.Wait()
 	b.runners.stopAll()
-	if p, ok := b.async.(*dispatcher.Publisher); ok {
+	if p, ok := b.async.(*amqpsource.Publisher); ok {
 		p.Close()
 	}
 	b.wg.Wait()

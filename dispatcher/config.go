@@ -4,11 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
-
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"sless.dev/sless/history"
 )
@@ -28,23 +25,6 @@ func ParseFunctionRef(s string) (FunctionRef, error) {
 		return FunctionRef{}, &ConfigError{Field: "function", Reason: fmt.Sprintf("%q is not namespace/name (e.g. --function team-a/resize)", s)}
 	}
 	return FunctionRef{Namespace: ns, Name: name}, nil
-}
-
-// ParseQueueArg parses one "key=value" queue argument. Integers become int64 and true/false
-// booleans, as RabbitMQ expects for e.g. x-max-length and x-single-active-consumer; anything
-// else stays a string (x-queue-type=quorum).
-func ParseQueueArg(s string) (string, any, error) {
-	k, v, ok := strings.Cut(s, "=")
-	if !ok || k == "" {
-		return "", nil, &ConfigError{Field: "queue-arg", Reason: fmt.Sprintf("%q is not key=value (e.g. --queue-arg x-queue-type=quorum)", s)}
-	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		return k, n, nil
-	}
-	if b, err := strconv.ParseBool(v); err == nil && (v == "true" || v == "false") {
-		return k, b, nil
-	}
-	return k, v, nil
 }
 
 // RetryPolicy bounds attempts of one invocation. The delay before attempt n+1 is
@@ -80,25 +60,20 @@ func (p RetryPolicy) delay(attempt int) time.Duration {
 	return min(d, p.MaxBackoff)
 }
 
-// Config is the event mode configuration; zero values take the documented defaults.
+// Config is the event mode configuration, whatever the Source; zero values take the
+// documented defaults.
 type Config struct {
-	URL             string // AMQP URL, e.g. amqp://user:pass@rabbitmq:5672/vhost
-	Queue           string
-	DeadLetterQueue string     // default Queue + ".dlq"
-	QueueArgs       amqp.Table // must match the producers' declaration of Queue
-	Function        FunctionRef
-	Trigger         string // trigger name, for history and headers
-	Concurrency     int    // prefetch = concurrent invocations; default 4
-	Retry           RetryPolicy
-	Timeout         time.Duration // per invocation; default 5m
-	MaxBodyBytes    int           // larger messages are dead-lettered; default 1 MiB
+	Function     FunctionRef
+	Trigger      string // trigger name, for history and headers
+	Concurrency  int    // prefetch = concurrent invocations; default 4
+	Retry        RetryPolicy
+	Timeout      time.Duration // per invocation; default 5m
+	MaxBodyBytes int           // larger messages are dead-lettered; default 1 MiB
 
 	ExitWhenEmpty bool          // exit once the queue stayed empty for IdleTimeout
 	IdleTimeout   time.Duration // default 2s
 	MaxMessages   int           // exit after this many messages were taken (0 = no limit)
 	DrainTimeout  time.Duration // how long in-flight invocations may finish on stop; default 25s
-
-	ConnectionName string // shown in the RabbitMQ management UI; default "sless-dispatcher <fn>"
 
 	Invoker  Invoker
 	Recorder history.Recorder // nil records nothing
@@ -115,9 +90,6 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.DeadLetterQueue == "" {
-		c.DeadLetterQueue = c.Queue + ".dlq"
-	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = 4
 	}
@@ -134,9 +106,6 @@ func (c Config) withDefaults() Config {
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 25 * time.Second
 	}
-	if c.ConnectionName == "" {
-		c.ConnectionName = "sless-dispatcher " + c.Function.String()
-	}
 	if c.Recorder == nil {
 		c.Recorder = discard{}
 	}
@@ -148,23 +117,11 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() error {
 	var errs []error
-	if _, err := amqp.ParseURI(c.URL); err != nil {
-		errs = append(errs, &ConfigError{Field: "amqp-url", Reason: fmt.Sprintf("%v (e.g. amqp://guest:guest@127.0.0.1:5672/)", err)})
-	}
-	if c.Queue == "" {
-		errs = append(errs, &ConfigError{Field: "queue", Reason: "must name the queue to consume"})
-	}
-	if c.DeadLetterQueue == c.Queue {
-		errs = append(errs, &ConfigError{Field: "dead-letter-queue", Reason: "must differ from the consumed queue"})
-	}
 	if c.Function.Namespace == "" || c.Function.Name == "" {
 		errs = append(errs, &ConfigError{Field: "function", Reason: "must be namespace/name"})
 	}
 	if c.Invoker == nil {
 		errs = append(errs, &ConfigError{Field: "target-url", Reason: "no invoker configured"})
-	}
-	if c.Concurrency > 65535 {
-		errs = append(errs, &ConfigError{Field: "concurrency", Reason: fmt.Sprintf("%d is over the AMQP prefetch limit of 65535", c.Concurrency)})
 	}
 	if c.MaxMessages < 0 {
 		errs = append(errs, &ConfigError{Field: "max-messages", Reason: "must not be negative"})

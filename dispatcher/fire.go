@@ -152,10 +152,10 @@ func cronHeader(ev CronEvent, attempt int) http.Header {
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Sless-Trigger-Kind", "cron")
 	h.Set("X-Sless-Attempt", strconv.Itoa(attempt))
-	h.Set("X-Sless-Schedule", cleanValue(ev.Schedule))
+	h.Set("X-Sless-Schedule", CleanValue(ev.Schedule))
 	h.Set("X-Sless-Scheduled-Time", ev.ScheduledTime)
 	if ev.Trigger != "" {
-		h.Set("X-Sless-Trigger", cleanValue(ev.Trigger))
+		h.Set("X-Sless-Trigger", CleanValue(ev.Trigger))
 	}
 	return h
 }

@@ -14,6 +14,7 @@ import (
 
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/history"
+	"sless.dev/sless/test/testkit"
 )
 
 func TestNewCronEventReportsTheTick(t *testing.T) {
@@ -58,7 +59,7 @@ func TestFire(t *testing.T) {
 			var calls, unsigned atomic.Int32
 			var event atomic.Value
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if !signedWith(r, testKey) {
+				if !testkit.SignedWith(r, testKey) {
 					unsigned.Add(1)
 				}
 				var ev map[string]any

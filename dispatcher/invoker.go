@@ -165,5 +165,5 @@ func (i *HTTPInvoker) Invoke(ctx context.Context, c Call) (Result, error) {
 	}
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyLen))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	return res, &FunctionError{Status: resp.StatusCode, Body: cleanValue(string(snippet))}
+	return res, &FunctionError{Status: resp.StatusCode, Body: CleanValue(string(snippet))}
 }

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/test/testkit"
 )
 
 // connServer is a function server that counts the connections it accepted and can close them
@@ -274,18 +274,6 @@ func TestParseTarget(t *testing.T) {
 // testKey is the key of the function the dispatchers' tests invoke.
 var testKey = rules.FunctionKey([]byte("dispatcher-test-master"), "ns", "fn")
 
-// signedWith reports whether r arrived signed with key just now, over what it carries: its
-// method, path as sent and every X-Sless-* header (the wrappers' check, runtimes/README.md).
-func signedWith(r *http.Request, key []byte) bool {
-	sig := r.Header.Values(rules.HeaderSignature)
-	if len(sig) != 1 {
-		return false
-	}
-	ts, err := strconv.ParseInt(strings.TrimPrefix(strings.Split(sig[0], ",")[0], "t="), 10, 64)
-	return err == nil && time.Since(time.Unix(ts, 0)) < time.Minute &&
-		sig[0] == rules.Signature(key, ts, r.Method, rules.SignaturePath(r.URL), r.Header)
-}
-
 // TestHTTPInvokerSigns: with the function's key, every call goes out signed over what the
 // function receives — an event's or cron tick's trigger headers, an asynchronous replay's
 // method, escaped path and the caller's identity the gateway queued — each attempt anew.
@@ -305,10 +293,10 @@ func TestHTTPInvokerSigns(t *testing.T) {
 		_, err := inv.Invoke(ctx, c)
 		cancel()
 		r, _ := got.Load().(*http.Request)
-		if err != nil || r == nil || !signedWith(r, testKey) {
+		if err != nil || r == nil || !testkit.SignedWith(r, testKey) {
 			t.Fatalf("call %+v: %v; the function got %v, not signed with its key", c, err, r.Header)
 		}
-		if signedWith(r, rules.FunctionKey([]byte("dispatcher-test-master"), "ns", "other")) {
+		if testkit.SignedWith(r, rules.FunctionKey([]byte("dispatcher-test-master"), "ns", "other")) {
 			t.Fatal("the signature also holds for another function")
 		}
 	}

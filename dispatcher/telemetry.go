@@ -4,10 +4,8 @@ import (
 	"context"
 	"net/http"
 	"slices"
-	"strings"
 	"sync/atomic"
 
-	amqp "github.com/rabbitmq/amqp091-go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -73,34 +71,25 @@ func (m *meters) stats() Stats {
 		DeadLettered: m.deadLettered.Load(), Requeued: m.requeued.Load()}
 }
 
-// deliverySpans starts the consumer span of each delivery of one queue; its name and
+// deliverySpans starts the consumer span of each delivery of one source; its name and
 // options are built once, not per message.
 type deliverySpans struct {
-	name  string
-	queue string
-	opts  []trace.SpanStartOption
+	name   string
+	queue  string
+	system string
+	opts   []trace.SpanStartOption
 }
 
-func newDeliverySpans(queue string) deliverySpans {
-	return deliverySpans{name: "process " + queue, queue: queue, opts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}}
+func newDeliverySpans(src Source) deliverySpans {
+	q := src.Destination()
+	return deliverySpans{name: "process " + q, queue: q, system: src.System(), opts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}}
 }
 
 // start starts the consumer span of one delivery as a child of, and linked to, the
-// producer's traceparent header when the message carries one.
-func (s deliverySpans) start(ctx context.Context, d *amqp.Delivery) (context.Context, trace.Span) {
-	var carrier propagation.MapCarrier
-	for k, v := range d.Headers {
-		if str, ok := v.(string); ok {
-			if lk := strings.ToLower(k); lk == "traceparent" || lk == "tracestate" {
-				if carrier == nil {
-					carrier = propagation.MapCarrier{}
-				}
-				carrier.Set(lk, str)
-			}
-		}
-	}
+// producer's trace context when the message carries one.
+func (s deliverySpans) start(ctx context.Context, d Delivery) (context.Context, trace.Span) {
 	producer, opts := ctx, s.opts
-	if carrier != nil {
+	if carrier := d.TraceCarrier(); carrier != nil {
 		producer = propagator.Extract(ctx, carrier)
 		if sc := trace.SpanContextFromContext(producer); sc.IsValid() {
 			opts = append(slices.Clip(opts), trace.WithLinks(trace.Link{SpanContext: sc}))
@@ -109,10 +98,10 @@ func (s deliverySpans) start(ctx context.Context, d *amqp.Delivery) (context.Con
 	ctx, span := tracer.Start(producer, s.name, opts...)
 	if span.IsRecording() { // attributes cost allocations a no-op tracer would throw away
 		span.SetAttributes(
-			attribute.String("messaging.system", "rabbitmq"),
+			attribute.String("messaging.system", s.system),
 			attribute.String("messaging.operation.type", "process"),
 			attribute.String("messaging.destination.name", s.queue),
-			attribute.String("messaging.message.id", d.MessageId),
+			attribute.String("messaging.message.id", d.MessageID()),
 		)
 	}
 	return ctx, span

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,6 +20,8 @@ import (
 	"sless.dev/sless/gateway/cluster"
 	"sless.dev/sless/history"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/triggers"
+	"sless.dev/sless/triggers/kind"
 )
 
 func init() { subcommands = append(subcommands, newDispatcherCmd) }
@@ -166,59 +167,60 @@ func (c *dispatcherCommon) signingKey(fn dispatcher.FunctionRef) ([]byte, error)
 // masked within it.
 const maskRefresh = 5 * time.Second
 
+// newDispatcherCmd is `sless dispatcher`: the command of each trigger kind that consumes a
+// broker (kind.Consumer), under it or as it, and `fire` for cron ticks.
 func newDispatcherCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "dispatcher", Short: "Invoke a function for a trigger's messages or ticks", Args: cobra.NoArgs}
+	for _, k := range triggers.All() {
+		if c, ok := k.(kind.Consumer); ok {
+			d := c.Dispatcher()
+			target := cmd
+			if d.Use != "" {
+				target = &cobra.Command{Use: d.Use, Args: cobra.NoArgs}
+				cmd.AddCommand(target)
+			}
+			bindConsumer(target, d)
+		}
+	}
+	cmd.AddCommand(newDispatcherFireCmd())
+	return cmd
+}
+
+// bindConsumer makes cmd consume the source of d with the flags every consumer shares.
+func bindConsumer(cmd *cobra.Command, d kind.DispatcherCommand) {
 	var (
 		common                 dispatcherCommon
 		cfg                    dispatcher.Config
-		queueArgs              []string
 		maxBody                int
 		exitWhenEmpty, async   bool
 		idleTimeout, drainTime time.Duration
 	)
-	cmd := &cobra.Command{
-		Use:   "dispatcher",
-		Short: "Consume an AMQP queue and invoke a function per message (run by an event trigger's ScaledJob)",
-		Long: `Consumes --queue with manual acks; a message is acked only after the function answered 2xx.
-Failures are retried (attempt count in the x-sless-attempt header), then dead-lettered to
---dead-letter-queue with the last error. SIGTERM drains: no new messages, in-flight ones finish.
-Every flag can also be set as SLESS_<FLAG> (e.g. SLESS_AMQP_URL, SLESS_DATABASE_URL).
-Exit codes: 0 done, 1 failure, 2 configuration (flags, queue-argument mismatch, credentials).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			rt, err := common.start(cmd, cfg.Concurrency)
-			if err != nil {
-				return dispatcherExit(err)
-			}
-			defer rt.stop()
-			if len(queueArgs) > 0 {
-				cfg.QueueArgs = amqp.Table{}
-			}
-			for _, a := range queueArgs {
-				k, v, err := dispatcher.ParseQueueArg(a)
-				if err != nil {
-					return dispatcherExit(err)
-				}
-				cfg.QueueArgs[k] = v
-			}
-			cfg.Function, cfg.Trigger, cfg.Invoker, cfg.Recorder, cfg.Logger = rt.function, common.trigger, rt.invoker, rt.recorder, rt.log
-			cfg.Retry, cfg.Timeout, cfg.MaxBodyBytes = common.retry, common.timeout, maxBody
-			cfg.ExitWhenEmpty, cfg.IdleTimeout, cfg.DrainTimeout = exitWhenEmpty, idleTimeout, drainTime
-			if async {
-				if rt.store == nil {
-					return dispatcherExit(&dispatcher.ConfigError{Field: "database-url", Reason: "--async keeps the invocations' records there: set it (or SLESS_DATABASE_URL)"})
-				}
-				cfg.Async = rt.store
-			}
-			_, err = dispatcher.Run(cmd.Context(), cfg)
-			return dispatcherExit(err)
-		},
-	}
+	cmd.Short, cmd.Long = d.Short, d.Long
 	fs := cmd.Flags()
+	source := d.Bind(fs)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		rt, err := common.start(cmd, cfg.Concurrency)
+		if err != nil {
+			return dispatcherExit(err)
+		}
+		defer rt.stop()
+		cfg.Function, cfg.Trigger, cfg.Invoker, cfg.Recorder, cfg.Logger = rt.function, common.trigger, rt.invoker, rt.recorder, rt.log
+		cfg.Retry, cfg.Timeout, cfg.MaxBodyBytes = common.retry, common.timeout, maxBody
+		cfg.ExitWhenEmpty, cfg.IdleTimeout, cfg.DrainTimeout = exitWhenEmpty, idleTimeout, drainTime
+		if async {
+			if rt.store == nil {
+				return dispatcherExit(&dispatcher.ConfigError{Field: "database-url", Reason: "--async keeps the invocations' records there: set it (or SLESS_DATABASE_URL)"})
+			}
+			cfg.Async = rt.store
+		}
+		src, err := source(cfg)
+		if err != nil {
+			return dispatcherExit(err)
+		}
+		_, err = dispatcher.Run(cmd.Context(), cfg, src)
+		return dispatcherExit(err)
+	}
 	common.bind(fs)
-	fs.StringVar(&cfg.URL, "amqp-url", "", "RabbitMQ URL, amqp://user:password@host:5672/vhost (required)")
-	fs.StringVar(&cfg.Queue, "queue", "", "queue to consume (required)")
-	fs.StringVar(&cfg.DeadLetterQueue, "dead-letter-queue", "", "queue for messages that exhausted their attempts or are poison (default <queue>.dlq)")
-	fs.StringSliceVar(&queueArgs, "queue-arg", nil, "queue argument key=value as the producers declare it, e.g. x-queue-type=quorum (repeatable)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 4, "prefetch: messages processed at once")
 	fs.IntVar(&maxBody, "max-body-bytes", 1<<20, "larger messages are dead-lettered")
 	fs.BoolVar(&exitWhenEmpty, "exit-when-empty", false, "exit once the queue stayed empty for --idle-timeout (ScaledJob jobs)")
@@ -226,8 +228,6 @@ Exit codes: 0 done, 1 failure, 2 configuration (flags, queue-argument mismatch, 
 	fs.BoolVar(&async, "async", false, "the queue holds asynchronous invocations (Prefer: respond-async): replay each caller's request and keep its record in --database-url")
 	fs.IntVar(&cfg.MaxMessages, "max-messages", 0, "exit after taking this many messages (0: no limit)")
 	fs.DurationVar(&drainTime, "drain-timeout", 25*time.Second, "on SIGTERM, how long in-flight invocations may finish")
-	cmd.AddCommand(newDispatcherFireCmd())
-	return cmd
 }
 
 func newDispatcherFireCmd() *cobra.Command {

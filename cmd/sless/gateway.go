@@ -19,13 +19,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/cluster"
 	"sless.dev/sless/gateway/codecheck"
 	"sless.dev/sless/history"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/scaling"
+	"sless.dev/sless/triggers/rabbitmq/amqpsource"
 )
 
 func init() { subcommands = append(subcommands, newGatewayCmd) }
@@ -175,7 +175,7 @@ func runGateway(cmd *cobra.Command, f gatewayFlags) error {
 		defer shutdownWithin(10*time.Second, store.Close, logger, "invocation history flush")
 		gcfg.Recorder, gcfg.History = store, store
 		if f.amqpURL != "" {
-			pub := &dispatcher.Publisher{URL: f.amqpURL, AsyncStore: store, Logger: logger}
+			pub := &amqpsource.Publisher{URL: f.amqpURL, AsyncStore: store, Logger: logger}
 			defer pub.Close()
 			gcfg.Async, gcfg.CallbackHosts = pub, f.callbackHosts
 		}

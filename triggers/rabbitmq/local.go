@@ -8,6 +8,7 @@ import (
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/triggers/kind"
+	"sless.dev/sless/triggers/rabbitmq/amqpsource"
 )
 
 // runner consumes a queue of a broker.
@@ -35,14 +36,14 @@ func (Kind) LocalRunner(s api.TriggerSpec, cfg kind.LocalConfig) (kind.Runner, s
 		MaxAttempts: s.MaxAttempts, BackoffMs: s.BackoffMs}, ""
 }
 
-// Run consumes the queue until ctx ends; dispatcher.Run reconnects by itself and returns
+// Run consumes the queue until ctx ends; amqpsource.Run reconnects by itself and returns
 // early only for configuration errors.
 func (r runner) Run(ctx context.Context, env kind.Env) error {
-	_, err := dispatcher.Run(ctx, dispatcher.Config{
-		URL: r.BrokerURL, Queue: r.Queue, DeadLetterQueue: r.DeadLetterQueue, Function: env.Function, Trigger: env.Trigger,
-		Retry:   dispatcher.RetryPolicy{MaxAttempts: int(r.MaxAttempts), Backoff: time.Duration(r.BackoffMs) * time.Millisecond},
-		Timeout: env.Timeout, Invoker: env.Invoker, Recorder: env.Recorder, Logger: env.Logger,
-		ConnectionName: "sless dev " + env.Key,
+	_, err := amqpsource.Run(ctx, amqpsource.Config{
+		URL: r.BrokerURL, Queue: r.Queue, DeadLetterQueue: r.DeadLetterQueue, ConnectionName: "sless dev " + env.Key,
+		Config: dispatcher.Config{Function: env.Function, Trigger: env.Trigger,
+			Retry:   dispatcher.RetryPolicy{MaxAttempts: int(r.MaxAttempts), Backoff: time.Duration(r.BackoffMs) * time.Millisecond},
+			Timeout: env.Timeout, Invoker: env.Invoker, Recorder: env.Recorder, Logger: env.Logger},
 	})
 	return err
 }

@@ -41,10 +41,10 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/history"
 	"sless.dev/sless/rules"
 	"sless.dev/sless/test/bench/baseline"
+	"sless.dev/sless/triggers/rabbitmq/amqpsource"
 )
 
 var (
@@ -425,7 +425,7 @@ func asyncThroughput(bin string, fn *function, databaseURL string) result {
 	conn, ch := connect()
 	defer conn.Close()
 	defer deleteQueue(ch, q)
-	pub := &dispatcher.Publisher{URL: *amqpURL, AsyncStore: store, Logger: slog.New(slog.DiscardHandler)}
+	pub := &amqpsource.Publisher{URL: *amqpURL, AsyncStore: store, Logger: slog.New(slog.DiscardHandler)}
 	defer pub.Close()
 	ids := make([]string, *messages)
 	var wg sync.WaitGroup

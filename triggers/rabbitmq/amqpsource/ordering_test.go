@@ -1,4 +1,4 @@
-package dispatcher_test
+package amqpsource_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/test/testkit"
+	"sless.dev/sless/triggers/rabbitmq/amqpsource"
 )
 
 // TestOutOfOrderCompletionsAckedOnce: completions in scrambled order are acked exactly once
@@ -68,8 +69,8 @@ func TestSlowMessageDoesNotHoldPrefetch(t *testing.T) {
 	}
 }
 
-func runErr(cfg dispatcher.Config) (dispatcher.Stats, error) {
+func runErr(cfg amqpsource.Config) (dispatcher.Stats, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	return dispatcher.Run(ctx, cfg)
+	return amqpsource.Run(ctx, cfg)
 }

@@ -1,4 +1,4 @@
-package dispatcher_test
+package amqpsource_test
 
 import (
 	"bytes"

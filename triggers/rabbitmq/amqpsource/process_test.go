@@ -1,4 +1,4 @@
-package dispatcher_test
+package amqpsource_test
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/test/testkit"
+	"sless.dev/sless/triggers/rabbitmq/amqpsource"
 )
 
 // startChild runs the dispatcher in a child process (this test binary, see TestMain).
@@ -160,7 +161,7 @@ func TestBrokerClosesConnection(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		st, err := dispatcher.Run(context.Background(), cfg)
+		st, err := amqpsource.Run(context.Background(), cfg)
 		done <- result{st, err}
 	}()
 	testkit.WaitFor(t, "a fifth of the messages invoked", 30*time.Second, func() bool { c, _ := f.snapshot(); return len(c) >= n/5 })

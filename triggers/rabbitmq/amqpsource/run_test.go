@@ -1,4 +1,4 @@
-package dispatcher_test
+package amqpsource_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/history"
 	"sless.dev/sless/test/testkit"
+	"sless.dev/sless/triggers/rabbitmq/amqpsource"
 )
 
 func TestThousandMessagesExactlyOnce(t *testing.T) {
@@ -169,8 +170,8 @@ func TestQueueArgumentMismatchIsAConfigError(t *testing.T) {
 	}
 	f := newFnServer(t, ok)
 	start := time.Now()
-	_, err := dispatcher.Run(context.Background(), config(t, q, f))
-	var mm *dispatcher.QueueMismatchError
+	_, err := amqpsource.Run(context.Background(), config(t, q, f))
+	var mm *amqpsource.QueueMismatchError
 	var ce *dispatcher.ConfigError
 	if !errors.As(err, &mm) || !errors.As(err, &ce) {
 		t.Fatalf("err = %v, want a ConfigError wrapping QueueMismatchError", err)
@@ -202,22 +203,22 @@ func TestMaxMessagesBoundsTheBatch(t *testing.T) {
 func TestRunRejectsBadConfig(t *testing.T) {
 	f := newFnServer(t, ok)
 	cases := map[string]struct {
-		mutate func(*dispatcher.Config)
+		mutate func(*amqpsource.Config)
 		field  string
 	}{
-		"bad url":         {func(c *dispatcher.Config) { c.URL = "http://broker" }, "amqp-url"},
-		"no queue":        {func(c *dispatcher.Config) { c.Queue = "" }, "queue"},
-		"dlq is queue":    {func(c *dispatcher.Config) { c.DeadLetterQueue = c.Queue }, "dead-letter-queue"},
-		"no function":     {func(c *dispatcher.Config) { c.Function = dispatcher.FunctionRef{} }, "function"},
-		"no invoker":      {func(c *dispatcher.Config) { c.Invoker = nil }, "target-url"},
-		"huge prefetch":   {func(c *dispatcher.Config) { c.Concurrency = 70000 }, "concurrency"},
-		"negative budget": {func(c *dispatcher.Config) { c.MaxMessages = -1 }, "max-messages"},
+		"bad url":         {func(c *amqpsource.Config) { c.URL = "http://broker" }, "amqp-url"},
+		"no queue":        {func(c *amqpsource.Config) { c.Queue = "" }, "queue"},
+		"dlq is queue":    {func(c *amqpsource.Config) { c.DeadLetterQueue = c.Queue }, "dead-letter-queue"},
+		"no function":     {func(c *amqpsource.Config) { c.Function = dispatcher.FunctionRef{} }, "function"},
+		"no invoker":      {func(c *amqpsource.Config) { c.Invoker = nil }, "target-url"},
+		"huge prefetch":   {func(c *amqpsource.Config) { c.Concurrency = 70000 }, "concurrency"},
+		"negative budget": {func(c *amqpsource.Config) { c.MaxMessages = -1 }, "max-messages"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			cfg := config(t, "q", f)
 			tc.mutate(&cfg)
-			_, err := dispatcher.Run(context.Background(), cfg)
+			_, err := amqpsource.Run(context.Background(), cfg)
 			var ce *dispatcher.ConfigError
 			if !errors.As(err, &ce) || ce.Field != tc.field {
 				t.Fatalf("err = %v, want a ConfigError on %s", err, tc.field)

@@ -1,4 +1,4 @@
-package dispatcher_test
+package amqpsource_test
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 	"sless.dev/sless/rules"
 	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testkit"
+	"sless.dev/sless/triggers/rabbitmq/amqpsource"
 )
 
 // Callbacks of asynchronous invocations, end to end: the gateway's Publisher queues on the
@@ -78,7 +79,7 @@ func (r *receiver) got() []post {
 type asyncSetup struct {
 	ns    string
 	store *history.Postgres
-	pub   *dispatcher.Publisher
+	pub   *amqpsource.Publisher
 	fnURL string
 }
 
@@ -98,7 +99,7 @@ func newAsyncSetup(t *testing.T) *asyncSetup {
 	}
 	s.store = store
 	url := testkit.AMQPURL(t)
-	s.pub = &dispatcher.Publisher{URL: url, AsyncStore: store}
+	s.pub = &amqpsource.Publisher{URL: url, AsyncStore: store}
 	t.Cleanup(func() {
 		s.pub.Close()
 		_ = store.Close(context.Background())
@@ -149,11 +150,11 @@ func (s *asyncSetup) run(t *testing.T, private bool) time.Time {
 		t.Fatal(err)
 	}
 	q := rules.AsyncQueue(s.ns, "fn")
-	run(t, dispatcher.Config{
+	run(t, amqpsource.Config{
 		URL: testkit.AMQPURL(t), Queue: q, DeadLetterQueue: rules.AsyncDeadLetterQueue(s.ns, "fn", ""),
-		Function: dispatcher.FunctionRef{Namespace: s.ns, Name: "fn"}, Concurrency: 4,
-		ExitWhenEmpty: true, IdleTimeout: 300 * time.Millisecond, Retry: dispatcher.RetryPolicy{MaxAttempts: 1},
-		Invoker: inv, Async: s.store, CallbackPrivateAddresses: private,
+		Config: dispatcher.Config{Function: dispatcher.FunctionRef{Namespace: s.ns, Name: "fn"}, Concurrency: 4,
+			ExitWhenEmpty: true, IdleTimeout: 300 * time.Millisecond, Retry: dispatcher.RetryPolicy{MaxAttempts: 1},
+			Invoker: inv, Async: s.store, CallbackPrivateAddresses: private},
 	})
 	return time.Now()
 }

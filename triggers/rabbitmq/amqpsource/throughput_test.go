@@ -1,4 +1,4 @@
-package dispatcher_test
+package amqpsource_test
 
 import (
 	"bufio"
@@ -22,6 +22,7 @@ import (
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/test/bench/baseline"
 	"sless.dev/sless/test/testkit"
+	"sless.dev/sless/triggers/rabbitmq/amqpsource"
 )
 
 // serveFunction is the child process of the throughput benchmarks: the trivial function of
@@ -56,13 +57,13 @@ func BenchmarkRun(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := dispatcher.Config{
-		URL: testkit.AMQPURL(b), Queue: q, Function: dispatcher.FunctionRef{Namespace: "bench", Name: "fn"},
-		Concurrency: 16, ExitWhenEmpty: true, IdleTimeout: 200 * time.Millisecond, Invoker: inv,
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	cfg := amqpsource.Config{
+		URL: testkit.AMQPURL(b), Queue: q, Config: dispatcher.Config{Function: dispatcher.FunctionRef{Namespace: "bench", Name: "fn"},
+			Concurrency: 16, ExitWhenEmpty: true, IdleTimeout: 200 * time.Millisecond, Invoker: inv,
+			Logger: slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))},
 	}
 	measure(b, func() {
-		st, err := dispatcher.Run(context.Background(), cfg)
+		st, err := amqpsource.Run(context.Background(), cfg)
 		if err != nil {
 			b.Fatal(err)
 		}

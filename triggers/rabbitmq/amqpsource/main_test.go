@@ -1,4 +1,4 @@
-package dispatcher_test
+package amqpsource_test
 
 import (
 	"context"
@@ -20,7 +20,9 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"sless.dev/sless/dispatcher"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/test/testkit"
+	"sless.dev/sless/triggers/rabbitmq/amqpsource"
 )
 
 // TestMain doubles as the dispatcher process for the crash and signal tests: with
@@ -56,10 +58,10 @@ func runChild(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	_, err = dispatcher.Run(ctx, dispatcher.Config{
-		URL: testkit.BrokerURL(), Queue: s.Queue, Function: dispatcher.FunctionRef{Namespace: "ns", Name: "fn"},
-		Concurrency: s.Concurrency, ExitWhenEmpty: s.ExitWhenEmpty, IdleTimeout: 500 * time.Millisecond,
-		Retry: dispatcher.RetryPolicy{Backoff: s.Backoff}, Invoker: inv,
+	_, err = amqpsource.Run(ctx, amqpsource.Config{
+		URL: testkit.BrokerURL(), Queue: s.Queue, Config: dispatcher.Config{Function: dispatcher.FunctionRef{Namespace: "ns", Name: "fn"},
+			Concurrency: s.Concurrency, ExitWhenEmpty: s.ExitWhenEmpty, IdleTimeout: 500 * time.Millisecond,
+			Retry: dispatcher.RetryPolicy{Backoff: s.Backoff}, Invoker: inv},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -198,7 +200,7 @@ func newFnServer(t *testing.T, respond func(id string, n int) (int, time.Duratio
 		f.calls[id] = n
 		f.headers[id] = r.Header.Clone()
 		f.bodies[id] = string(body)
-		if !signedWith(r, testKey) {
+		if !testkit.SignedWith(r, testKey) {
 			f.unsigned++
 		}
 		f.mu.Unlock()
@@ -221,24 +223,26 @@ func (f *fnServer) snapshot() (calls map[string]int, started int) {
 
 func ok(string, int) (int, time.Duration) { return http.StatusOK, 0 }
 
-func config(t *testing.T, q string, f *fnServer) dispatcher.Config {
+var testKey = rules.FunctionKey([]byte("dispatcher-test-master"), "ns", "fn")
+
+func config(t *testing.T, q string, f *fnServer) amqpsource.Config {
 	inv, err := dispatcher.NewHTTPInvoker(f.URL+"/", "", 16)
 	if err != nil {
 		t.Fatal(err)
 	}
 	inv.Key = testKey
-	return dispatcher.Config{
-		URL: testkit.AMQPURL(t), Queue: q, Function: dispatcher.FunctionRef{Namespace: "ns", Name: "fn"}, Trigger: "orders",
-		Concurrency: 16, ExitWhenEmpty: true, IdleTimeout: 300 * time.Millisecond,
-		Retry: dispatcher.RetryPolicy{Backoff: 10 * time.Millisecond}, Invoker: inv,
+	return amqpsource.Config{
+		URL: testkit.AMQPURL(t), Queue: q, Config: dispatcher.Config{Function: dispatcher.FunctionRef{Namespace: "ns", Name: "fn"}, Trigger: "orders",
+			Concurrency: 16, ExitWhenEmpty: true, IdleTimeout: 300 * time.Millisecond,
+			Retry: dispatcher.RetryPolicy{Backoff: 10 * time.Millisecond}, Invoker: inv},
 	}
 }
 
-func run(t *testing.T, cfg dispatcher.Config) dispatcher.Stats {
+func run(t *testing.T, cfg amqpsource.Config) dispatcher.Stats {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	st, err := dispatcher.Run(ctx, cfg)
+	st, err := amqpsource.Run(ctx, cfg)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
