@@ -1,11 +1,19 @@
-// Package dispatcher turns AMQP messages and cron ticks into function invocations.
+// Package dispatcher turns queued messages and cron ticks into function invocations.
+//
+// # Sources
+//
+// The dispatcher knows no broker: Run consumes a Source, which a queue trigger kind
+// implements in its own package and registers as a kind.Consumer (RabbitMQ's is
+// triggers/rabbitmq/amqpsource, whose acker folds each channel's consecutive outcomes into
+// multiple-acks and whose retries and dead letters are republished with the broker's
+// confirm). The rules below are the dispatcher's and hold for every source; the message
+// headers and X-Amqp-* headers named are RabbitMQ's (amqpsource).
 //
 // # Event mode (Run)
 //
 // Run consumes one queue with manual acks; the prefetch (Config.Concurrency) bounds the
 // invocations in flight, run by as many workers, which take the deliveries straight from
-// the consumer. Each channel's acks go through one acker, which folds consecutive outcomes
-// into multiple-acks. Each delivery ends in exactly one of:
+// the consumer. Each delivery ends in exactly one of:
 //
 //   - the function answered 2xx: ack;
 //   - it failed (non-2xx, transport error, timeout) and attempts remain: the message is
@@ -31,7 +39,7 @@
 // body over HTTP: a JSON object unchanged, an empty body as {}; any other JSON value as
 // {"body": <value>}; UTF-8 text as {"body": "<text>"}.
 //
-// # Headers the function receives (see InvocationHeader)
+// # Headers the function receives (see NewEventHeader and amqpsource.InvocationHeader)
 //
 //	Content-Type            application/json
 //	X-Sless-Trigger-Kind    event
