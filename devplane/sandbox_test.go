@@ -269,17 +269,7 @@ func banner(t *testing.T, addr, text string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte(text))
-			c.Close()
-		}
-	}()
+	testkit.AcceptEach(t, ln, func(c net.Conn) { c.Write([]byte(text)) })
 	return ln.Addr().String()
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/base64"
 	"io"
 	"log"
@@ -23,6 +22,7 @@ import (
 
 	v1 "sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/scaling"
+	"sless.dev/sless/test/testkit"
 )
 
 // TestPushStepAsRendered runs the push step with the arguments the operator renders for it,
@@ -78,7 +78,7 @@ func TestPushStepAsRendered(t *testing.T) {
 		t.Fatal(err)
 	}
 	termLog := filepath.Join(t.TempDir(), "termination-log")
-	if out, err := runCLI(t, newRootForTest, args(dir, termLog)...); err != nil {
+	if out, err := testkit.RunCommand(t, newRootForTest, args(dir, termLog)...); err != nil {
 		t.Fatalf("push step: %v\n%s", err, out)
 	}
 	msg, err := os.ReadFile(termLog)
@@ -107,22 +107,10 @@ func TestPushStepAsRendered(t *testing.T) {
 	if err := os.Symlink(filepath.Join(docker, "config.json"), victim); err != nil {
 		t.Fatal(err)
 	}
-	out, err := runCLI(t, newRootForTest, args(dir, filepath.Join(t.TempDir(), "termination-log"))...)
+	out, err := testkit.RunCommand(t, newRootForTest, args(dir, filepath.Join(t.TempDir(), "termination-log"))...)
 	if err == nil || !strings.Contains(err.Error(), "is a symbolic link") {
 		t.Errorf("push of a layout with a link: %v\n%s", err, out)
 	}
-}
-
-// runCLI runs one command in-process.
-func runCLI(t *testing.T, mk func() *cobra.Command, args ...string) (string, error) {
-	t.Helper()
-	cmd := mk()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(t.Context())
-	return out.String(), err
 }
 
 // newRootForTest is the sless command with its servers' subcommands, as main builds it.

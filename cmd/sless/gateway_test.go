@@ -152,17 +152,7 @@ func TestGatewayCertificateRenewed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.(*tls.Conn).Handshake()
-			c.Close()
-		}
-	}()
+	testkit.AcceptEach(t, ln, func(c net.Conn) { _ = c.(*tls.Conn).Handshake() })
 	served := func() []byte {
 		c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true}) // only the served certificate is looked at
 		if err != nil {

@@ -322,3 +322,19 @@ func FirstByte(hc *http.Client, url string, n int) (time.Duration, error) {
 	slices.Sort(ds)
 	return ds[n/2], nil
 }
+
+// AcceptEach serves ln until the test ends: each connection goes to handle, one at a time,
+// and is closed after it.
+func AcceptEach(t *testing.T, ln net.Listener, handle func(net.Conn)) {
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			handle(c)
+			c.Close()
+		}
+	}()
+}

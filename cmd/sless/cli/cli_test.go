@@ -18,6 +18,7 @@ import (
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/buildkit/sourcezip"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/test/testkit"
 )
 
 func exitCodeOf(err error) int {
@@ -239,7 +240,7 @@ func TestDeployUploadsTheSharedZip(t *testing.T) {
 	if err != nil || n != 3 {
 		t.Fatalf("sourcezip.Zip: %d files, %v", n, err)
 	}
-	out, err := runCLI(t, newDeployCmd, dir, "--name", "h", "--wait=false")
+	out, err := testkit.RunCommand(t, newDeployCmd, dir, "--name", "h", "--wait=false")
 	if err != nil || len(fake.uploads) != 1 || !bytes.Equal(fake.uploads[0], want) {
 		t.Fatalf("deploy: %v, %d uploads (equal to sourcezip's: %v)\n%s", err, len(fake.uploads), len(fake.uploads) == 1 && bytes.Equal(fake.uploads[0], want), out)
 	}
@@ -253,7 +254,7 @@ func TestDeployUploadsTheSharedZip(t *testing.T) {
 	if err := os.Symlink("handler.py", filepath.Join(dir, "link.py")); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := runCLI(t, newDeployCmd, dir, "--name", "h", "--wait=false"); err == nil || !strings.Contains(err.Error(), "link.py") || len(fake.uploads) != 1 {
+	if out, err := testkit.RunCommand(t, newDeployCmd, dir, "--name", "h", "--wait=false"); err == nil || !strings.Contains(err.Error(), "link.py") || len(fake.uploads) != 1 {
 		t.Errorf("deploy with a symbolic link: %v, %d uploads\n%s", err, len(fake.uploads), out)
 	}
 }

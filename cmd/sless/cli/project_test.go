@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/test/testkit"
 )
 
 // fakeAPI answers what `sless deploy --wait=false` asks: whoami, the function (404 unless
@@ -76,18 +76,6 @@ func startFakeAPI(t *testing.T) *fakeAPI {
 	return fake
 }
 
-// runCLI runs one CLI command in-process against the API at endpoint.
-func runCLI(t *testing.T, mk func() *cobra.Command, args ...string) (string, error) {
-	t.Helper()
-	cmd := mk()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(t.Context())
-	return out.String(), err
-}
-
 // TestDeployTakesTheRuntimeOfInit: `sless init --runtime python3.12` then `sless deploy`
 // creates a python3.12 function (not the python3.11 detected from handler.py); --runtime on
 // deploy wins; an existing function keeps its runtime; a broken sless.yaml is a usage error.
@@ -95,11 +83,11 @@ func TestDeployTakesTheRuntimeOfInit(t *testing.T) {
 	fake := startFakeAPI(t)
 
 	dir := filepath.Join(t.TempDir(), "h")
-	if out, err := runCLI(t, newInitCmd, dir, "--runtime", "python3.12"); err != nil {
+	if out, err := testkit.RunCommand(t, newInitCmd, dir, "--runtime", "python3.12"); err != nil {
 		t.Fatalf("init: %v\n%s", err, out)
 	}
 	deploy := func(args ...string) (string, error) {
-		return runCLI(t, newDeployCmd, append([]string{dir, "--wait=false"}, args...)...)
+		return testkit.RunCommand(t, newDeployCmd, append([]string{dir, "--wait=false"}, args...)...)
 	}
 	for _, tc := range []struct {
 		args []string

@@ -13,6 +13,7 @@ import (
 
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/test/testkit"
 )
 
 // secretMarker is a value no output or error may show.
@@ -184,7 +185,7 @@ secret_files:
 func TestDeploySendsSecretRefs(t *testing.T) {
 	fake := startFakeAPI(t)
 	dir := filepath.Join(t.TempDir(), "h")
-	if out, err := runCLI(t, newInitCmd, dir, "--runtime", "python"); err != nil {
+	if out, err := testkit.RunCommand(t, newInitCmd, dir, "--runtime", "python"); err != nil {
 		t.Fatalf("init: %v\n%s", err, out)
 	}
 	if err := os.WriteFile(filepath.Join(dir, projectFile), []byte(`runtime: python
@@ -195,7 +196,7 @@ secret_files:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := runCLI(t, newDeployCmd, dir, "--wait=false", "--secret-env", "TOKEN=api/token")
+	out, err := testkit.RunCommand(t, newDeployCmd, dir, "--wait=false", "--secret-env", "TOKEN=api/token")
 	if err != nil || len(fake.created) != 1 {
 		t.Fatalf("deploy: %v %+v\n%s", err, fake.created, out)
 	}
@@ -208,11 +209,11 @@ secret_files:
 	// The function has them already (its default path filled in): no update.
 	fake.existing = &api.Function{Name: "h", FunctionSpec: api.FunctionSpec{Runtime: "python3.11",
 		SecretEnv: []api.SecretEnv{{Name: "DB_PASSWORD", Secret: "db", Key: "password"}}, SecretFiles: []api.SecretFile{{Secret: "tls", Path: rules.SecretMountDir + "/tls"}}}}
-	if out, err := runCLI(t, newDeployCmd, dir, "--wait=false"); err != nil || len(fake.updated) != 0 {
+	if out, err := testkit.RunCommand(t, newDeployCmd, dir, "--wait=false"); err != nil || len(fake.updated) != 0 {
 		t.Fatalf("deploy of what the function has: %v, updated %+v\n%s", err, fake.updated, out)
 	}
 	// A flag that changes one: the merged list is sent, the unchanged one is not.
-	if out, err := runCLI(t, newDeployCmd, dir, "--wait=false", "--secret-env", "DB_PASSWORD=db/password2"); err != nil || len(fake.updated) != 1 {
+	if out, err := testkit.RunCommand(t, newDeployCmd, dir, "--wait=false", "--secret-env", "DB_PASSWORD=db/password2"); err != nil || len(fake.updated) != 1 {
 		t.Fatalf("deploy with a changed reference: %v, updated %+v\n%s", err, fake.updated, out)
 	}
 	u := fake.updated[0]
