@@ -120,8 +120,7 @@ func NewAsyncRunner(cfg Config) (*AsyncRunner, error) {
 		return nil, &ConfigError{Field: "async", Reason: "an asynchronous runner needs the function, an invoker and a store"}
 	}
 	d := &dispatcher{cfg: cfg, log: cfg.Logger.With("function", cfg.Function.String())}
-	d.call = call{invoker: cfg.Invoker, timeout: cfg.Timeout, recorder: cfg.Recorder, record: history.Record{
-		Namespace: cfg.Function.Namespace, Function: cfg.Function.Name, Trigger: cfg.Trigger, Kind: history.KindAsync}}
+	d.call = cfg.call(history.KindAsync)
 	return &AsyncRunner{d: d}, nil
 }
 

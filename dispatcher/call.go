@@ -14,13 +14,19 @@ import (
 	"sless.dev/sless/rules"
 )
 
-// call is one way of invoking a function with a timeout and recording the attempt; event and
-// fire mode share it so both write the same history records.
+// call is one way of invoking a function with a timeout and recording the attempt; Run,
+// AsyncRunner and InvokeOnce share it so all write the same history records.
 type call struct {
 	invoker  Invoker
 	timeout  time.Duration
 	recorder history.Recorder
 	record   history.Record // the invariant fields: namespace, function, trigger, kind
+}
+
+// call is the call making c's invocations, recorded with kind.
+func (c Config) call(kind history.Kind) call {
+	return call{invoker: c.Invoker, timeout: c.Timeout, recorder: c.Recorder, record: history.Record{
+		Namespace: c.Function.Namespace, Function: c.Function.Name, Trigger: c.Trigger, Kind: kind}}
 }
 
 // run invokes the function once under ctx (which carries the span) and records the attempt.

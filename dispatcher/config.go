@@ -60,8 +60,8 @@ func (p RetryPolicy) delay(attempt int) time.Duration {
 	return min(d, p.MaxBackoff)
 }
 
-// Config is the event mode configuration, whatever the Source; zero values take the
-// documented defaults.
+// Config is the event mode configuration, whatever the Source (AsyncRunner and InvokeOnce
+// read the function's part of it); zero values take the documented defaults.
 type Config struct {
 	Function     FunctionRef
 	Trigger      string // trigger name, for history and headers

@@ -36,8 +36,7 @@ func Run(ctx context.Context, cfg Config, src Source) (Stats, error) {
 	if cfg.Async != nil {
 		kind = history.KindAsync
 	}
-	d.call = call{invoker: cfg.Invoker, timeout: cfg.Timeout, recorder: cfg.Recorder, record: history.Record{
-		Namespace: cfg.Function.Namespace, Function: cfg.Function.Name, Trigger: cfg.Trigger, Kind: kind}}
+	d.call = cfg.call(kind)
 	// Outcomes settled by now still POST their callbacks: a Job exiting on an empty queue
 	// would cut them off.
 	defer d.waitCallbacks()

@@ -68,6 +68,11 @@
 // where scheduledTime is the latest tick of the schedule at or before now (a CronJob pod that
 // starts late still reports its exact tick), with X-Sless-Trigger-Kind: cron,
 // X-Sless-Schedule, X-Sless-Scheduled-Time and X-Sless-Attempt, retrying per RetryPolicy.
+// It is built on InvokeOnce, which makes one invocation that no queue holds: it calls the
+// function with the request its caller builds for each attempt until one answers 2xx or
+// Config.Retry's attempts are spent (waiting the same backoff as a queued retry), each
+// attempt bounded by Config.Timeout and recorded like an event's, all under one producer
+// span; it returns an *InvocationError when every attempt failed.
 //
 // Both modes record every attempt through history.Recorder (kinds event and cron) and count
 // consumed, acked, retried, dead-lettered, requeued and in-flight messages as OpenTelemetry

@@ -3,7 +3,6 @@ package dispatcher
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
 	"sless.dev/sless/history"
 	"sless.dev/sless/rules"
@@ -42,43 +40,18 @@ type CronEvent struct {
 	Trigger       string `json:"trigger,omitempty"`
 }
 
-// InvocationError means every attempt allowed by the retry policy failed.
-type InvocationError struct {
-	Function FunctionRef
-	Attempts int
-	Err      error // the last attempt's error
-}
-
-func (e *InvocationError) Error() string {
-	return fmt.Sprintf("function %s failed after %d attempt(s): %v", e.Function, e.Attempts, e.Err)
-}
-func (e *InvocationError) Unwrap() error { return e.Err }
-
 // scheduleLookback bounds the search for the tick a late start belongs to.
 const scheduleLookback = 24 * time.Hour
 
 // Fire invokes the function once for the current tick of cfg.Schedule, retrying per
-// cfg.Retry. It returns a *ConfigError for bad settings and an *InvocationError when all
-// attempts failed; each attempt is recorded with kind cron.
+// cfg.Retry (InvokeOnce). It returns a *ConfigError for bad settings and an
+// *InvocationError when all attempts failed; each attempt is recorded with kind cron.
 func Fire(ctx context.Context, cfg FireConfig) error {
-	cfg.Retry = cfg.Retry.withDefaults()
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 5 * time.Minute
-	}
 	if cfg.Now.IsZero() {
 		cfg.Now = time.Now()
 	}
-	if cfg.Recorder == nil {
-		cfg.Recorder = discard{}
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
-	}
-	if cfg.Function.Namespace == "" || cfg.Function.Name == "" {
-		return &ConfigError{Field: "function", Reason: "must be namespace/name"}
-	}
-	if cfg.Invoker == nil {
-		return &ConfigError{Field: "target-url", Reason: "no invoker configured"}
 	}
 	ev, err := NewCronEvent(cfg.Schedule, cfg.Timezone, cfg.Now)
 	if err != nil {
@@ -89,28 +62,12 @@ func Fire(ctx context.Context, cfg FireConfig) error {
 	if err != nil {
 		return fmt.Errorf("encode cron event: %w", err)
 	}
-	c := call{invoker: cfg.Invoker, timeout: cfg.Timeout, recorder: cfg.Recorder, record: history.Record{
-		Namespace: cfg.Function.Namespace, Function: cfg.Function.Name, Trigger: cfg.Trigger, Kind: history.KindCron}}
-	log := cfg.Logger.With("function", cfg.Function.String(), "scheduledTime", ev.ScheduledTime)
-	ctx, span := tracer.Start(ctx, "fire "+cfg.Function.String(), trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(attribute.String("sless.cron.schedule", ev.Schedule), attribute.String("sless.cron.scheduled_time", ev.ScheduledTime)))
-	defer span.End()
-	for attempt := 1; ; attempt++ {
-		_, err := c.run(ctx, Call{Body: body, Header: cronHeader(ev, attempt)})
-		if err == nil {
-			log.Info("fired", "attempt", attempt)
-			return nil
-		}
-		if ctx.Err() != nil || attempt >= cfg.Retry.MaxAttempts {
-			return &InvocationError{Function: cfg.Function, Attempts: attempt, Err: err}
-		}
-		log.Warn("Warning: cron invocation failed; retrying", "attempt", attempt, "error", err, "retryIn", cfg.Retry.delay(attempt))
-		select {
-		case <-time.After(cfg.Retry.delay(attempt)):
-		case <-ctx.Done():
-			return &InvocationError{Function: cfg.Function, Attempts: attempt, Err: errors.Join(err, ctx.Err())}
-		}
-	}
+	return InvokeOnce(ctx, Config{
+		Function: cfg.Function, Trigger: cfg.Trigger, Retry: cfg.Retry, Timeout: cfg.Timeout, Invoker: cfg.Invoker, Recorder: cfg.Recorder,
+		Logger: cfg.Logger.With("function", cfg.Function.String(), "scheduledTime", ev.ScheduledTime),
+	}, history.KindCron, func(attempt int) Call {
+		return Call{Body: body, Header: cronHeader(ev, attempt)}
+	}, attribute.String("sless.cron.schedule", ev.Schedule), attribute.String("sless.cron.scheduled_time", ev.ScheduledTime))
 }
 
 // NewCronEvent builds the event for the latest tick of schedule at or before now, read in
