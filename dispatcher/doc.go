@@ -1,4 +1,5 @@
-// Package dispatcher turns queued messages and cron ticks into function invocations.
+// Package dispatcher invokes functions for queued messages and for what a trigger kind fires
+// in process (cron ticks).
 //
 // # Sources
 //
@@ -62,19 +63,19 @@
 // x-sless-* headers and the producer's traceparent/tracestate are not copied as
 // X-Amqp-Header-*.
 //
-// # Fire mode (Fire)
+// # One invocation in process (InvokeOnce)
 //
-// Fire posts {"type":"cron","schedule":…,"timezone":…,"scheduledTime":…,"trigger":…} once,
-// where scheduledTime is the latest tick of the schedule at or before now (a CronJob pod that
-// starts late still reports its exact tick), with X-Sless-Trigger-Kind: cron,
-// X-Sless-Schedule, X-Sless-Scheduled-Time and X-Sless-Attempt, retrying per RetryPolicy.
-// It is built on InvokeOnce, which makes one invocation that no queue holds: it calls the
+// InvokeOnce makes one invocation that no queue holds, retrying in process: it calls the
 // function with the request its caller builds for each attempt until one answers 2xx or
 // Config.Retry's attempts are spent (waiting the same backoff as a queued retry), each
 // attempt bounded by Config.Timeout and recorded like an event's, all under one producer
-// span; it returns an *InvocationError when every attempt failed.
+// span; it returns an *InvocationError when every attempt failed. A trigger kind whose pods
+// each make one invocation implements kind.Firer on it — the cron kind's `sless dispatcher
+// fire` (triggers/cron: the latest tick, the {"type":"cron",...} event and its
+// X-Sless-Schedule and X-Sless-Scheduled-Time headers).
 //
-// Both modes record every attempt through history.Recorder (kinds event and cron) and count
+// Run, AsyncRunner and InvokeOnce record every attempt through history.Recorder (with kind
+// event, async, or the one InvokeOnce is given: cron) through one call helper; Run counts
 // consumed, acked, retried, dead-lettered, requeued and in-flight messages as OpenTelemetry
 // metrics (sless.dispatcher.messages.*).
 package dispatcher

@@ -28,6 +28,7 @@ import (
 	"sless.dev/sless/rules"
 	"sless.dev/sless/runtimes"
 	"sless.dev/sless/test/testkit"
+	"sless.dev/sless/triggers/cron"
 )
 
 // contractCase is one request sent as raw HTTP/1.1 to every runtime's echo handler (which
@@ -129,7 +130,7 @@ func TestContract(t *testing.T) {
 				})
 			}
 			t.Run("a cron tick is its event object", func(t *testing.T) {
-				ev, err := dispatcher.NewCronEvent("*/5 * * * *", "Europe/Berlin", time.Date(2026, 12, 3, 10, 4, 0, 0, time.UTC))
+				ev, err := cron.NewEvent("*/5 * * * *", "Europe/Berlin", time.Date(2026, 12, 3, 10, 4, 0, 0, time.UTC))
 				if err != nil {
 					t.Fatal(err)
 				}

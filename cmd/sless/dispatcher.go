@@ -33,7 +33,7 @@ const (
 	dispatcherExitFailed = 3 // fire mode: the function failed on every attempt
 )
 
-// dispatcherCommon are the flags both modes share.
+// dispatcherCommon are the flags the consumers and the one-invocation commands share.
 type dispatcherCommon struct {
 	function, trigger, targetURL, targetHost, databaseURL, logLevel string
 	identityKey, identityMaster                                     string
@@ -141,6 +141,13 @@ func (c *dispatcherCommon) start(cmd *cobra.Command, concurrency int) (*dispatch
 	return rt, nil
 }
 
+// apply sets cfg's function, trigger, retry policy, timeout, invoker, recorder and logger
+// from the shared flags and rt.
+func (c *dispatcherCommon) apply(cfg *dispatcher.Config, rt *dispatcherRuntime) {
+	cfg.Function, cfg.Trigger, cfg.Invoker, cfg.Recorder, cfg.Logger = rt.function, c.trigger, rt.invoker, rt.recorder, rt.log
+	cfg.Retry, cfg.Timeout = c.retry, c.timeout
+}
+
 // signingKey is the key calls to fn are signed with: --identity-key, else derived from
 // --identity-master; nil with neither.
 func (c *dispatcherCommon) signingKey(fn dispatcher.FunctionRef) ([]byte, error) {
@@ -168,7 +175,8 @@ func (c *dispatcherCommon) signingKey(fn dispatcher.FunctionRef) ([]byte, error)
 const maskRefresh = 5 * time.Second
 
 // newDispatcherCmd is `sless dispatcher`: the command of each trigger kind that consumes a
-// broker (kind.Consumer), under it or as it, and `fire` for cron ticks.
+// broker (kind.Consumer), under it or as it, and of each that makes one invocation per pod
+// (kind.Firer: `fire` for cron ticks) under it.
 func newDispatcherCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "dispatcher", Short: "Invoke a function for a trigger's messages or ticks", Args: cobra.NoArgs}
 	for _, k := range triggers.All() {
@@ -181,8 +189,10 @@ func newDispatcherCmd() *cobra.Command {
 			}
 			bindConsumer(target, d)
 		}
+		if f, ok := k.(kind.Firer); ok {
+			cmd.AddCommand(newFireCmd(f.FireCommand()))
+		}
 	}
-	cmd.AddCommand(newDispatcherFireCmd())
 	return cmd
 }
 
@@ -204,8 +214,8 @@ func bindConsumer(cmd *cobra.Command, d kind.DispatcherCommand) {
 			return dispatcherExit(err)
 		}
 		defer rt.stop()
-		cfg.Function, cfg.Trigger, cfg.Invoker, cfg.Recorder, cfg.Logger = rt.function, common.trigger, rt.invoker, rt.recorder, rt.log
-		cfg.Retry, cfg.Timeout, cfg.MaxBodyBytes = common.retry, common.timeout, maxBody
+		common.apply(&cfg, rt)
+		cfg.MaxBodyBytes = maxBody
 		cfg.ExitWhenEmpty, cfg.IdleTimeout, cfg.DrainTimeout = exitWhenEmpty, idleTimeout, drainTime
 		if async {
 			if rt.store == nil {
@@ -230,34 +240,22 @@ func bindConsumer(cmd *cobra.Command, d kind.DispatcherCommand) {
 	fs.DurationVar(&drainTime, "drain-timeout", 25*time.Second, "on SIGTERM, how long in-flight invocations may finish")
 }
 
-func newDispatcherFireCmd() *cobra.Command {
-	var (
-		common             dispatcherCommon
-		schedule, timezone string
-	)
-	cmd := &cobra.Command{
-		Use:   "fire",
-		Short: "Invoke a function once for the current cron tick (run by a cron trigger's CronJob)",
-		Long: `Posts {"type":"cron","schedule":...,"timezone":...,"scheduledTime":...} to the function, where
-scheduledTime is the latest tick of --schedule at or before now, retrying per --max-attempts.
-Every flag can also be set as SLESS_<FLAG>.
-Exit codes: 0 the function succeeded, 2 configuration, 3 the function failed on every attempt.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			rt, err := common.start(cmd, 1)
-			if err != nil {
-				return dispatcherExit(err)
-			}
-			defer rt.stop()
-			return dispatcherExit(dispatcher.Fire(cmd.Context(), dispatcher.FireConfig{
-				Function: rt.function, Trigger: common.trigger, Schedule: schedule, Timezone: timezone,
-				Retry: common.retry, Timeout: common.timeout, Invoker: rt.invoker, Recorder: rt.recorder, Logger: rt.log,
-			}))
-		},
-	}
+// newFireCmd is the one-invocation command of d with the flags it shares with the consumers.
+func newFireCmd(d kind.FireCommand) *cobra.Command {
+	var common dispatcherCommon
+	cmd := &cobra.Command{Use: d.Use, Short: d.Short, Long: d.Long, Args: cobra.NoArgs}
 	common.bind(cmd.Flags())
-	cmd.Flags().StringVar(&schedule, "schedule", "", "cron schedule of the trigger, e.g. \"*/5 * * * *\" (required)")
-	cmd.Flags().StringVar(&timezone, "timezone", "", "IANA time zone the schedule is read in (default UTC)")
+	fire := d.Bind(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		rt, err := common.start(cmd, 1)
+		if err != nil {
+			return dispatcherExit(err)
+		}
+		defer rt.stop()
+		var cfg dispatcher.Config
+		common.apply(&cfg, rt)
+		return dispatcherExit(fire(cmd.Context(), cfg))
+	}
 	return cmd
 }
 

@@ -89,7 +89,7 @@ func (Kind) Routes() bool { return false }
 func (Kind) Cluster(s v1alpha1.TriggerSpec) kind.Cluster {
 	c := s.Cron
 	out := kind.Cluster{
-		Args: []string{"dispatcher", "fire", "--schedule=" + c.Schedule},
+		Args: []string{"dispatcher", fireCommand, "--schedule=" + c.Schedule},
 		Schedule: &kind.Schedule{Cron: c.Schedule, TimeZone: c.Timezone, ConcurrencyPolicy: c.ConcurrencyPolicy,
 			StartingDeadlineSeconds: c.StartingDeadlineSeconds, PrewarmSeconds: c.PrewarmSeconds},
 	}

@@ -2,7 +2,6 @@ package cron
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"sless.dev/sless/dispatcher"
@@ -25,17 +24,9 @@ func (Kind) LocalRunner(s api.TriggerSpec, _ kind.LocalConfig) (kind.Runner, str
 // tick that comes while the previous firing still runs is skipped (the cluster CronJob's
 // Forbid policy).
 func (r runner) Run(ctx context.Context, env kind.Env) error {
-	loc := time.UTC
-	if r.Timezone != "" {
-		l, err := time.LoadLocation(r.Timezone)
-		if err != nil {
-			return fmt.Errorf("timezone: %w", err)
-		}
-		loc = l
-	}
-	sched, err := rules.ParseSchedule(r.Schedule)
+	sched, loc, err := parse(r.Schedule, r.Timezone)
 	if err != nil {
-		return fmt.Errorf("schedule: %w", err)
+		return err
 	}
 	for {
 		next := sched.Next(time.Now().In(loc))
@@ -53,7 +44,7 @@ func (r runner) Run(ctx context.Context, env kind.Env) error {
 			return nil
 		case <-time.After(time.Until(next)):
 		}
-		err := dispatcher.Fire(ctx, dispatcher.FireConfig{
+		err := Fire(ctx, FireConfig{
 			Function: env.Function, Trigger: env.Trigger, Schedule: r.Schedule, Timezone: r.Timezone, Now: next,
 			Timeout: env.Timeout, Invoker: env.Invoker, Recorder: env.Recorder, Logger: env.Logger,
 		})

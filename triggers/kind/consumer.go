@@ -1,6 +1,8 @@
 package kind
 
 import (
+	"context"
+
 	"github.com/spf13/pflag"
 
 	"sless.dev/sless/dispatcher"
@@ -22,4 +24,22 @@ type DispatcherCommand struct {
 	// Bind adds the source's flags to fs; the function it returns, called once they are
 	// parsed, builds the source that cfg's dispatcher consumes.
 	Bind func(fs *pflag.FlagSet) func(cfg dispatcher.Config) (dispatcher.Source, error)
+}
+
+// Firer is implemented by a kind whose dispatcher pods each make one invocation (cron: a
+// CronJob pod per tick) instead of consuming a broker: a `sless dispatcher` subcommand of
+// its own.
+type Firer interface {
+	FireCommand() FireCommand
+}
+
+// FireCommand is a kind's one-invocation command under `sless dispatcher`: its own flags,
+// beside the flags it shares with the consumers (function, target, retries, timeout, ...),
+// which cmd/sless binds.
+type FireCommand struct {
+	Use, Short, Long string
+	// Bind adds the kind's flags to fs; the function it returns, called once they are
+	// parsed, makes the invocation with cfg's function, trigger, retry policy, timeout,
+	// invoker, recorder and logger (dispatcher.InvokeOnce).
+	Bind func(fs *pflag.FlagSet) func(ctx context.Context, cfg dispatcher.Config) error
 }

@@ -1,4 +1,4 @@
-package dispatcher_test
+package cron_test
 
 import (
 	"context"
@@ -14,10 +14,15 @@ import (
 
 	"sless.dev/sless/dispatcher"
 	"sless.dev/sless/history"
+	"sless.dev/sless/rules"
 	"sless.dev/sless/test/testkit"
+	"sless.dev/sless/triggers/cron"
 )
 
-func TestNewCronEventReportsTheTick(t *testing.T) {
+// testKey is the key of the function the firings' tests invoke.
+var testKey = rules.FunctionKey([]byte("cron-test-master"), "ns", "tick")
+
+func TestNewEventReportsTheTick(t *testing.T) {
 	now := time.Date(2026, 11, 29, 9, 0, 3, 500, time.UTC) // a CronJob pod starts 3s after its tick
 	cases := []struct {
 		schedule, tz, want string
@@ -29,16 +34,16 @@ func TestNewCronEventReportsTheTick(t *testing.T) {
 		{"0 0 1 1 *", "", "2026-11-29T09:00:03Z"},                    // no tick in the lookback: now
 	}
 	for _, tc := range cases {
-		ev, err := dispatcher.NewCronEvent(tc.schedule, tc.tz, now)
+		ev, err := cron.NewEvent(tc.schedule, tc.tz, now)
 		if err != nil || ev.ScheduledTime != tc.want || ev.Type != "cron" || ev.Schedule != tc.schedule {
-			t.Errorf("NewCronEvent(%q, %q) = %+v, %v; want scheduledTime %s", tc.schedule, tc.tz, ev, err, tc.want)
+			t.Errorf("NewEvent(%q, %q) = %+v, %v; want scheduledTime %s", tc.schedule, tc.tz, ev, err, tc.want)
 		}
 	}
 	for _, bad := range []struct{ schedule, tz, field string }{{"* * *", "", "schedule"}, {"@sometimes", "", "schedule"}, {"* * * * *", "Mars/Olympus", "timezone"}} {
-		_, err := dispatcher.NewCronEvent(bad.schedule, bad.tz, now)
+		_, err := cron.NewEvent(bad.schedule, bad.tz, now)
 		var ce *dispatcher.ConfigError
 		if !errors.As(err, &ce) || ce.Field != bad.field {
-			t.Errorf("NewCronEvent(%q, %q) err = %v, want a ConfigError on %s", bad.schedule, bad.tz, err, bad.field)
+			t.Errorf("NewEvent(%q, %q) err = %v, want a ConfigError on %s", bad.schedule, bad.tz, err, bad.field)
 		}
 	}
 }
@@ -76,7 +81,7 @@ func TestFire(t *testing.T) {
 			}
 			inv.Key = testKey
 			rec := history.NewMemory(0)
-			err = dispatcher.Fire(context.Background(), dispatcher.FireConfig{
+			err = cron.Fire(context.Background(), cron.FireConfig{
 				Function: dispatcher.FunctionRef{Namespace: "ns", Name: "tick"}, Trigger: "every-5m", Schedule: "*/5 * * * *",
 				Now: time.Date(2026, 11, 29, 9, 1, 0, 0, time.UTC), Retry: dispatcher.RetryPolicy{Backoff: time.Millisecond},
 				Invoker: inv, Recorder: rec,
@@ -118,7 +123,7 @@ func TestFireTimeoutIsRecorded(t *testing.T) {
 	defer srv.Close()
 	inv, _ := dispatcher.NewHTTPInvoker(srv.URL, "", 1)
 	rec := history.NewMemory(0)
-	err := dispatcher.Fire(context.Background(), dispatcher.FireConfig{
+	err := cron.Fire(context.Background(), cron.FireConfig{
 		Function: dispatcher.FunctionRef{Namespace: "ns", Name: "slow"}, Schedule: "@hourly",
 		Retry: dispatcher.RetryPolicy{MaxAttempts: 1}, Timeout: 100 * time.Millisecond, Invoker: inv, Recorder: rec,
 	})

@@ -1,10 +1,11 @@
-package dispatcher_test
+package cron_test
 
 import (
 	"context"
 	"log"
 
 	"sless.dev/sless/dispatcher"
+	"sless.dev/sless/triggers/cron"
 )
 
 // Fire one cron tick, as `sless dev`'s scheduler or a CronJob pod does.
@@ -13,7 +14,7 @@ func ExampleFire() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = dispatcher.Fire(context.Background(), dispatcher.FireConfig{
+	err = cron.Fire(context.Background(), cron.FireConfig{
 		Function: dispatcher.FunctionRef{Namespace: "team-a", Name: "report"},
 		Schedule: "0 9 * * 1-5",
 		Timezone: "Europe/Berlin",
