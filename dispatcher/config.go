@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"sless.dev/sless/history"
+	"sless.dev/sless/rules"
 )
 
 // FunctionRef names the invoked function, written "namespace/name".
@@ -139,6 +140,15 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string { return fmt.Sprintf("invalid --%s: %s", e.Field, e.Reason) }
 func (e *ConfigError) Unwrap() error { return e.Err }
+
+// AsConfigError is a rule's refusal of a flag (a *rules.FieldError naming it) as the
+// command's ConfigError; any other error is returned as it is.
+func AsConfigError(err error) error {
+	if fe, ok := err.(*rules.FieldError); ok {
+		return &ConfigError{Field: fe.Field, Reason: fe.Reason, Err: err}
+	}
+	return err
+}
 
 type discard struct{}
 

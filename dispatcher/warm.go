@@ -33,15 +33,9 @@ const WarmHold = time.Second
 
 // NextTick is the first tick of schedule (read in timezone, "" UTC) after t.
 func NextTick(schedule, timezone string, t time.Time) (time.Time, error) {
-	sched, err := rules.ParseSchedule(schedule)
+	sched, loc, err := rules.ScheduleIn(schedule, timezone)
 	if err != nil {
-		return time.Time{}, &ConfigError{Field: "schedule", Reason: err.Error(), Err: err}
-	}
-	loc := time.UTC
-	if timezone != "" {
-		if loc, err = time.LoadLocation(timezone); err != nil {
-			return time.Time{}, &ConfigError{Field: "timezone", Reason: err.Error(), Err: err}
-		}
+		return time.Time{}, AsConfigError(err)
 	}
 	return sched.Next(t.In(loc)), nil
 }

@@ -30,6 +30,25 @@ func ParseSchedule(schedule string) (cron.Schedule, error) {
 	return scheduleParser.Parse(schedule)
 }
 
+// ScheduleIn is schedule read in the zone tz ("" is UTC), as every firing reads it (the
+// cron kind's ticks, the operator's and sless dev's pre-warm); an error is a *FieldError
+// naming schedule or timezone.
+func ScheduleIn(schedule, tz string) (cron.Schedule, *time.Location, error) {
+	loc := time.UTC
+	if tz != "" {
+		l, err := time.LoadLocation(tz)
+		if err != nil {
+			return nil, nil, &FieldError{"timezone", fmt.Sprintf("%q is not an IANA time zone (e.g. Europe/Berlin): %v", tz, err)}
+		}
+		loc = l
+	}
+	sched, err := ParseSchedule(schedule)
+	if err != nil {
+		return nil, nil, &FieldError{"schedule", err.Error()}
+	}
+	return sched, loc, nil
+}
+
 // CheckSchedule says why schedule is not one sless fires, or nil; the API and Terraform's
 // plan both ask it. @every intervals are refused: they count from whenever the firing process
 // started, so every restart would move the ticks.

@@ -86,17 +86,9 @@ func NewEvent(schedule, timezone string, now time.Time) (Event, error) {
 
 // parse reads schedule in timezone (UTC when empty), as every firing does.
 func parse(schedule, timezone string) (robfig.Schedule, *time.Location, error) {
-	loc := time.UTC
-	if timezone != "" {
-		l, err := time.LoadLocation(timezone)
-		if err != nil {
-			return nil, nil, &dispatcher.ConfigError{Field: "timezone", Reason: fmt.Sprintf("%q is not an IANA time zone (e.g. Europe/Berlin): %v", timezone, err)}
-		}
-		loc = l
-	}
-	sched, err := rules.ParseSchedule(schedule)
+	sched, loc, err := rules.ScheduleIn(schedule, timezone)
 	if err != nil {
-		return nil, nil, &dispatcher.ConfigError{Field: "schedule", Reason: err.Error()}
+		return nil, nil, dispatcher.AsConfigError(err)
 	}
 	return sched, loc, nil
 }
