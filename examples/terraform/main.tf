@@ -1,5 +1,7 @@
-# A function built from ./hello, reachable over HTTP, fired every morning by cron, and run
-# once as a job. Run it against `sless dev` without a registry: see README.md.
+# A function built from ./hello (function.tf), reachable over HTTP and fired every morning by
+# cron (triggers.tf), and run once as a job (jobs.tf). Run it against `sless dev` without a
+# registry: see README.md. The provider's reference pages show function.tf, triggers.tf and
+# jobs.tf themselves (terraform-provider-sless/examples/resources links to them).
 
 terraform {
   required_providers {
@@ -11,62 +13,6 @@ terraform {
 
 # endpoint and token default to SLESS_ENDPOINT and SLESS_TOKEN, which `sless dev` prints.
 provider "sless" {}
-
-# The provider zips ./hello and hashes every file in it, so an edit shows in `terraform plan`
-# and `apply` rebuilds; apply fails with the compiler output when the build fails.
-resource "sless_function" "hello" {
-  name       = "hello"
-  runtime    = "go1.23"
-  source_dir = "${path.module}/hello"
-  env_vars = {
-    GREETING     = "Hello"
-    DEFAULT_NAME = "world"
-  }
-  memory_mb    = 128
-  timeout_sec  = 30 # leave unset (null) or 0 for no limit
-  min_replicas = 0  # scale to zero when idle
-  max_replicas = 3
-  # Each change to what runs is a revision hello-<n>. To try one on a slice of the calls:
-  # traffic = [{ revision = "hello-1", percent = 90 }, { latest = true, percent = 10, tag = "canary" }]
-}
-
-# Public HTTP entry; `enabled = false` freezes the function in place (calls get 503).
-resource "sless_trigger" "web" {
-  name     = "hello-web"
-  type     = "http"
-  function = sless_function.hello.name
-  enabled  = true
-}
-
-# Fires the function at 07:30 Berlin time on weekdays.
-resource "sless_trigger" "morning" {
-  name     = "hello-morning"
-  type     = "cron"
-  function = sless_function.hello.name
-  schedule = "30 7 * * 1-5"
-  timezone = "Europe/Berlin"
-}
-
-# A one-off run with an event; raise run_id to run it again, 0 creates it without running.
-resource "sless_job" "greet_once" {
-  name       = "hello-once"
-  function   = sless_function.hello.name
-  event_json = jsonencode({ name = "Terraform" })
-  run_id     = 1
-}
-
-# A self-contained job brings its own code (built like a function's) instead of a function.
-resource "sless_job" "report" {
-  name       = "hello-report"
-  runtime    = "go1.23"
-  source_dir = "${path.module}/hello"
-  env_vars = {
-    GREETING     = "Report"
-    DEFAULT_NAME = "ops"
-  }
-  event_json = jsonencode({})
-  run_id     = 1
-}
 
 # Another configuration can look the function up by name.
 data "sless_function" "hello" {

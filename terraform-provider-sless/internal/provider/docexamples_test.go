@@ -8,10 +8,10 @@ import (
 )
 
 // appliedExamples are the configurations tests apply (TestAccExampleWithDevOverrides,
-// TestAccSecretExample), relative to this module.
+// TestAccSecretExample), relative to this module: every .tf file of their directories.
 var appliedExamples = []string{
-	filepath.Join("..", "examples", "terraform", "main.tf"),
-	filepath.Join("examples", "secrets", "main.tf"),
+	filepath.Join("..", "examples", "terraform", "*.tf"),
+	filepath.Join("examples", "secrets", "*.tf"),
 }
 
 // TestDocExamplesAreApplied: every block of the examples tfplugindocs puts on the reference
@@ -21,12 +21,18 @@ var appliedExamples = []string{
 func TestDocExamplesAreApplied(t *testing.T) {
 	module := filepath.Join("..", "..")
 	var applied strings.Builder
-	for _, p := range appliedExamples {
-		b, err := os.ReadFile(filepath.Join(module, p))
-		if err != nil {
-			t.Fatal(err)
+	for _, pattern := range appliedExamples {
+		files, err := filepath.Glob(filepath.Join(module, pattern))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("%s: %v, %d files", pattern, err, len(files))
 		}
-		applied.Write(b)
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			applied.Write(b)
+		}
 	}
 	var pages []string
 	for _, pattern := range []string{"provider/*.tf", "resources/*/*.tf", "data-sources/*/*.tf"} {
