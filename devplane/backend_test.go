@@ -18,6 +18,7 @@ import (
 	"sless.dev/sless/buildkit"
 	"sless.dev/sless/devplane"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend/backendtest"
 	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/history"
 	"sless.dev/sless/test/pgtest"
@@ -446,6 +447,14 @@ func TestEventTriggerWithoutBroker(t *testing.T) {
 	if tr.Status.Active {
 		t.Fatalf("an event trigger without a broker must be inactive: %+v", tr.Status)
 	}
+}
+
+// TestTriggerSources: every answer of the trigger routes carries its kind's status.source —
+// the table the cluster's tests run too.
+func TestTriggerSources(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{})
+	backendtest.RunTriggerSources(t, d.client, d.ns, "f")
 }
 
 // TestRestartInterruptsRunningJob: a job running when sless dev stops is Failed, not re-run,

@@ -49,6 +49,9 @@ type resource[O, S, C, F any] struct {
 	apply func(ns, name string, spec *S, f F) error
 	// inUse, when set, refuses a delete (a ConflictError naming what still uses the object).
 	inUse func(ctx context.Context, b backend.Backend, ns, name string) error
+	// show, when set, completes an object of an answer with what the API derives from it
+	// (the same on both planes, so no Backend writes it).
+	show func(*O)
 }
 
 var (
@@ -101,6 +104,7 @@ var (
 			}
 			return tenantQueues(ns, triggers.Queues(*spec))
 		},
+		show: func(t *api.Trigger) { t.Status.Source = triggers.Source(*t) },
 	}
 	jobResource = resource[api.Job, api.JobSpec, api.CreateJob, api.JobFields]{
 		store: backend.Backend.Jobs,
@@ -118,10 +122,21 @@ var (
 // route registers the five handlers of r under path (e.g. "/functions"); update answers on
 // updateMethod (PUT, or PATCH for triggers).
 func route[O, S, C, F any](s *Server, g *echo.Group, path, updateMethod string, r resource[O, S, C, F]) {
+	answer := func(c echo.Context, code int, obj O) error {
+		if r.show != nil {
+			r.show(&obj)
+		}
+		return c.JSON(code, obj)
+	}
 	g.GET(path, func(c echo.Context) error {
 		list, err := r.store(s.cfg.Backend).List(c.Request().Context(), c.Param("ns"))
 		if err != nil {
 			return err
+		}
+		if r.show != nil {
+			for i := range list {
+				r.show(&list[i])
+			}
 		}
 		return c.JSON(http.StatusOK, r.wrap(list))
 	})
@@ -134,7 +149,7 @@ func route[O, S, C, F any](s *Server, g *echo.Group, path, updateMethod string, 
 		if err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, obj)
+		return answer(c, http.StatusOK, obj)
 	})
 	g.POST(path, func(c echo.Context) error {
 		var req C
@@ -156,7 +171,7 @@ func route[O, S, C, F any](s *Server, g *echo.Group, path, updateMethod string, 
 		if err != nil {
 			return err
 		}
-		return c.JSON(http.StatusCreated, obj)
+		return answer(c, http.StatusCreated, obj)
 	})
 	g.Add(updateMethod, path+"/:name", func(c echo.Context) error {
 		name, err := nameParam(c)
@@ -171,7 +186,7 @@ func route[O, S, C, F any](s *Server, g *echo.Group, path, updateMethod string, 
 		if err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, obj)
+		return answer(c, http.StatusOK, obj)
 	})
 	g.DELETE(path+"/:name", func(c echo.Context) error {
 		name, err := nameParam(c)

@@ -19,6 +19,7 @@ import (
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/gateway/backend"
+	"sless.dev/sless/gateway/backend/backendtest"
 	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/test/testkit"
 )
@@ -356,6 +357,18 @@ func TestAuthAndTenancy(t *testing.T) {
 	if err != nil || id.Namespace != aliceNS || id.Subject != alice {
 		t.Fatalf("whoami = %+v, %v", id, err)
 	}
+}
+
+// TestTriggerSources: every answer of the trigger routes carries its kind's status.source,
+// which the API fills in for both planes (the table their tests run).
+func TestTriggerSources(t *testing.T) {
+	m := newMemServer(t)
+	const sub = "source-tester"
+	c, err := client.New(m.URL, testkit.Token(t, memKey, sub), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backendtest.RunTriggerSources(t, c, api.TenantNamespace(sub), "f")
 }
 
 // TestOpenAPIServed: /v1/openapi.yaml parses and documents every /v1 route the server has.

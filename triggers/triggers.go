@@ -47,6 +47,15 @@ func Names() string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
+// Source is where t's calls come from, as its kind says (Kind.Source): the API's
+// status.source.
+func Source(t api.Trigger) string {
+	if k, ok := Lookup(t.Type); ok {
+		return k.Source(t)
+	}
+	return ""
+}
+
 // Apply sets the sent fields of f on spec, every kind's (a field of another kind is then
 // refused by Misplaced, naming it).
 func Apply(spec *api.TriggerSpec, f api.TriggerFields) {

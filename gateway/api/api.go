@@ -384,6 +384,9 @@ type TriggerStatus struct {
 	URL          string     `json:"url,omitempty"`
 	LastFireTime *time.Time `json:"last_fire_time,omitempty"`
 	Message      string     `json:"message,omitempty"`
+	// Source is where the trigger's calls come from, for people: its URL, schedule or queue,
+	// as its kind describes it. Read-only: the API fills it in every answer.
+	Source string `json:"source,omitempty"`
 }
 
 // TriggerFields are the settable fields of a trigger; nil fields are not sent. Type is

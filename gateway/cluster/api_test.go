@@ -12,6 +12,7 @@ import (
 
 	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway/api"
+	"sless.dev/sless/gateway/backend/backendtest"
 	"sless.dev/sless/gateway/client"
 )
 
@@ -175,6 +176,15 @@ func TestTriggers(t *testing.T) {
 	if _, err := tn.c.GetTrigger(ctx, tn.ns, "orders"); !client.IsNotFound(err) {
 		t.Fatalf("get deleted trigger: %v", err)
 	}
+}
+
+// TestTriggerSources: every answer of the trigger routes carries its kind's status.source —
+// the table devplane runs too.
+func TestTriggerSources(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	tn := h.tenant()
+	tn.newFunction(t, "f")
+	backendtest.RunTriggerSources(t, tn.c, tn.ns, "f")
 }
 
 func TestJobs(t *testing.T) {

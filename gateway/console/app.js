@@ -337,13 +337,12 @@
     }
   }
 
+  // A trigger's row: its summary is the API's status.source (its kind's words: URL, schedule
+  // or queue), so the console names no kind.
   function triggerRow(t) {
-    const detail = t.type === "cron" ? t.schedule + (t.timezone ? " (" + t.timezone + ")" : "") +
-        (t.prewarm_seconds ? " · warm " + t.prewarm_seconds + " s before each tick" : "")
-      : t.type === "event" ? "queue " + t.queue : t.require_auth ? "token required" : "public";
     const button = el("button", { "data-trigger": t.name, onclick: () => toggle(t, button) }, t.enabled ? "Disable" : "Enable");
     return el("tr", { "data-trigger-row": t.name },
-      el("td", {}, t.name), el("td", {}, badge(t.type, "kind-" + t.type)), el("td", {}, detail),
+      el("td", {}, t.name), el("td", {}, badge(t.type, "kind-" + t.type)), el("td", {}, t.status.source || ""),
       el("td", { class: t.enabled ? "state-on" : "state-off" }, t.enabled ? "enabled" : "disabled"), el("td", {}, button));
   }
 

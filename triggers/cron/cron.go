@@ -3,6 +3,8 @@
 package cron
 
 import (
+	"fmt"
+
 	"sless.dev/sless/apis/v1alpha1"
 	"sless.dev/sless/gateway/api"
 	"sless.dev/sless/rules"
@@ -53,12 +55,17 @@ func (Kind) Validate(s api.TriggerSpec) *rules.FieldError {
 
 func (Kind) SecretRefs(api.TriggerSpec) []kind.SecretRef { return nil }
 
-// Source is the schedule and its time zone.
+// Source is the schedule, its time zone and its pre-warm: "0 3 * * * (Europe/Berlin) · warm
+// 60 s before each tick".
 func (Kind) Source(t api.Trigger) string {
+	out := t.Schedule
 	if t.Timezone != "" {
-		return t.Schedule + " " + t.Timezone
+		out += " (" + t.Timezone + ")"
 	}
-	return t.Schedule
+	if t.PrewarmSeconds > 0 {
+		out += fmt.Sprintf(" · warm %d s before each tick", t.PrewarmSeconds)
+	}
+	return out
 }
 
 func (Kind) FromCRD(s v1alpha1.TriggerSpec, out *api.TriggerSpec) {

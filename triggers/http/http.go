@@ -34,12 +34,17 @@ func (Kind) Validate(api.TriggerSpec) *rules.FieldError { return nil }
 
 func (Kind) SecretRefs(api.TriggerSpec) []kind.SecretRef { return nil }
 
-// Source is the function's URL, marked when it needs a token.
+// Source is the function's URL (once the plane has set it) and who may call it: "token
+// required" or "public".
 func (Kind) Source(t api.Trigger) string {
+	who := "public"
 	if t.RequireAuth {
-		return t.Status.URL + " (auth)"
+		who = "token required"
 	}
-	return t.Status.URL
+	if t.Status.URL == "" {
+		return who
+	}
+	return t.Status.URL + " · " + who
 }
 
 func (Kind) FromCRD(s v1alpha1.TriggerSpec, out *api.TriggerSpec) { out.RequireAuth = s.RequireAuth }

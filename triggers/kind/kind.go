@@ -29,8 +29,9 @@ type Kind interface {
 	Validate(s api.TriggerSpec) *rules.FieldError
 	// SecretRefs are the secrets (of the secrets API) a spec of this kind reads.
 	SecretRefs(s api.TriggerSpec) []SecretRef
-	// Source says where a trigger's calls come from, for people (sless get triggers): its
-	// URL, schedule or queue.
+	// Source says where a trigger's calls come from, for people: its URL, schedule or
+	// queue, with what qualifies it (a token, a time zone, a pre-warm). The API answers it
+	// as status.source, which `sless get triggers` and the console show.
 	Source(t api.Trigger) string
 
 	// FromCRD copies the kind's part of a Trigger's spec onto out.

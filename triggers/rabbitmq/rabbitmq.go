@@ -76,8 +76,8 @@ func (k Kind) SecretRefs(s api.TriggerSpec) []kind.SecretRef {
 		Field: "broker_secret", KeyField: "broker_secret_key"}}
 }
 
-// Source is the queue.
-func (Kind) Source(t api.Trigger) string { return t.Queue }
+// Source is the queue: "queue sless-0123456789abcdef.orders".
+func (Kind) Source(t api.Trigger) string { return "queue " + t.Queue }
 
 // BrokerSecretKey is the key of the broker secret that holds the URL: key, or the default.
 func BrokerSecretKey(key string) string {

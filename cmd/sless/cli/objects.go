@@ -103,7 +103,7 @@ var (
 		listFn: (*client.Client).ListTriggers, getFn: (*client.Client).GetTrigger, deleteFn: (*client.Client).DeleteTrigger,
 		header: []string{"NAME", "TYPE", "FUNCTION", "ENABLED", "ACTIVE", "SOURCE", "AGE"},
 		row: func(t api.Trigger, now time.Time) []string {
-			return []string{t.Name, t.Type, t.Function, strconv.FormatBool(t.Enabled), strconv.FormatBool(t.Status.Active), triggerSource(t), age(t.CreatedAt, now)}
+			return []string{t.Name, t.Type, t.Function, strconv.FormatBool(t.Enabled), strconv.FormatBool(t.Status.Active), t.Status.Source, age(t.CreatedAt, now)}
 		},
 		details: describeTrigger,
 	}
@@ -141,15 +141,6 @@ func kindChoices(form, sep, last string) string {
 		}
 	}
 	return strings.Join(names[:len(names)-1], sep) + last + names[len(names)-1]
-}
-
-// triggerSource is where a trigger's calls come from, as its kind says: its URL, schedule or
-// queue.
-func triggerSource(t api.Trigger) string {
-	if k, ok := triggers.Lookup(t.Type); ok {
-		return k.Source(t)
-	}
-	return t.Status.URL
 }
 
 // jobTarget is what a job runs: a function, or its own code in a runtime.

@@ -1,6 +1,6 @@
-// Package backendtest holds the route table both control planes' tests run, so that the
-// cluster and `sless dev` cannot disagree about the route /fn/ takes for a function
-// (backend.RouteOf).
+// Package backendtest holds the tables both control planes' tests run, so that the cluster
+// and `sless dev` cannot disagree about the route /fn/ takes for a function
+// (backend.RouteOf) or about what the API answers for a trigger (RunTriggerSources).
 package backendtest
 
 import (
