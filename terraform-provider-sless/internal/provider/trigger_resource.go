@@ -55,6 +55,7 @@ type triggerModel struct {
 	DeadLetterQueue types.String `tfsdk:"dead_letter_queue"`
 	URL             types.String `tfsdk:"url"`
 	Active          types.Bool   `tfsdk:"active"`
+	Source          types.String `tfsdk:"source"`
 }
 
 func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -109,6 +110,9 @@ func (r *triggerResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 		},
 		"url":    computedString("http only: URL that invokes the function."),
 		"active": schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether the trigger is currently firing (enabled and its function Ready)."},
+		// Not kept from the state in a plan: it follows the spec (a schedule, a queue).
+		"source": schema.StringAttribute{Computed: true, MarkdownDescription: "Where the trigger's calls come from, for people: its URL, schedule or queue, " +
+			"as the API words it for the trigger's type (the text `sless get triggers` and the console show)."},
 	})
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "A trigger that invokes a function: `http` (its public URL), `cron` (exact ticks of `schedule`) " +
@@ -216,6 +220,7 @@ func triggerModelFrom(t api.Trigger) triggerModel {
 		DeadLetterQueue: stringOrNull(t.DeadLetterQueue),
 		URL:             stringOrNull(t.Status.URL),
 		Active:          types.BoolValue(t.Status.Active),
+		Source:          stringOrNull(t.Status.Source),
 	}
 }
 

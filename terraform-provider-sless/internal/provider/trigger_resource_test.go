@@ -88,6 +88,7 @@ func TestAccTrigger(t *testing.T) {
 					statecheck.ExpectKnownValue("sless_trigger.cron", tfjsonpath.New("prewarm_seconds"), knownvalue.Int64Exact(30)),
 					statecheck.ExpectKnownValue("sless_trigger.http", tfjsonpath.New("prewarm_seconds"), knownvalue.Null()),
 					statecheck.ExpectKnownValue("sless_trigger.cron", tfjsonpath.New("url"), knownvalue.Null()),
+					statecheck.ExpectKnownValue("sless_trigger.cron", tfjsonpath.New("source"), knownvalue.StringExact("0 3 * * * (Europe/Berlin) · warm 30 s before each tick")),
 					statecheck.ExpectKnownValue("sless_trigger.cron", tfjsonpath.New("active"), knownvalue.Bool(true)),
 					statecheck.ExpectKnownValue("sless_trigger.events", tfjsonpath.New("active"), knownvalue.Bool(true)),
 					statecheck.ExpectKnownValue("sless_trigger.events", tfjsonpath.New("broker_secret_key"), knownvalue.StringExact("host")),

@@ -94,6 +94,25 @@ func TestCheckTriggerFields(t *testing.T) {
 	}
 }
 
+// TestTriggerSchemaHasEveryKindsFields: every field of every trigger kind (api.TriggerKinds,
+// generated from the registry) is a configurable attribute of sless_trigger, so a kind's new
+// field fails here until the provider has it.
+func TestTriggerSchemaHasEveryKindsFields(t *testing.T) {
+	var resp resource.SchemaResponse
+	NewTriggerResource().Schema(context.Background(), resource.SchemaRequest{}, &resp)
+	for _, k := range api.TriggerKinds {
+		for _, f := range k.Fields {
+			a, ok := resp.Schema.Attributes[f.Name]
+			switch {
+			case !ok:
+				t.Errorf("the %s trigger's field %s is no attribute of sless_trigger", k.Name, f.Name)
+			case !a.IsRequired() && !a.IsOptional():
+				t.Errorf("the %s trigger's field %s is an attribute of sless_trigger that a configuration cannot set", k.Name, f.Name)
+			}
+		}
+	}
+}
+
 func TestImportName(t *testing.T) {
 	tests := []struct{ id, want, problem string }{
 		{"hello", "hello", ""},
