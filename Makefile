@@ -57,10 +57,10 @@ config-image:
 ## tfplugindocs' from its schema and examples/; it reads the schema through the Terraform CLI
 ## the provider's tests use (TF_ACC_TERRAFORM_PATH, else test/tools/terraform.sh builds it).
 generate:
+	$(GO) run ./triggers/gen
 	$(GO) tool controller-gen object paths=./apis/... crd paths=./apis/... output:crd:artifacts:config=config/crd/bases
 	$(GO) tool controller-gen rbac:roleName=sless-operator paths=./reconcilers/... output:rbac:artifacts:config=config/helm/sless/templates
 	cp config/crd/bases/*.yaml config/helm/sless/crds/
-	$(GO) run ./triggers/gen
 	$(GO) test ./config -run '^TestHelmChartMatchesConfig$$' -count=1 -args -update
 	@set -euo pipefail; deps() { GOOS=linux GOARCH=$$1 CGO_ENABLED=0 $(GO) list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./cmd/sless | grep -v '^sless.dev/' | sort; }; \
 	comm -12 <(deps amd64) <(deps arm64) > cmd/sless/deps.txt

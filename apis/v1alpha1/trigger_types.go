@@ -4,10 +4,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TriggerType says what fires the function.
-// +kubebuilder:validation:Enum=http;cron;event
-type TriggerType string
-
+// The kinds the operator knows by name (TriggerType is generated from the registry).
 const (
 	TriggerHTTP  TriggerType = "http"
 	TriggerCron  TriggerType = "cron"
