@@ -357,7 +357,10 @@ type deadlineBody struct {
 	finished bool
 	idle     time.Duration
 	// timer fires idle after a read began; only the reading goroutine touches it.
-	timer *time.Timer
+	// readSince is when the read in progress began (Unix nanoseconds): a firing that a
+	// scheduler delayed past the next read's start finds that read younger than idle.
+	timer     *time.Timer
+	readSince atomic.Int64
 	// end is the whole body's deadline (Unix nanoseconds).
 	end     atomic.Int64
 	reading atomic.Bool
@@ -375,6 +378,7 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	if b.idledOut.Load() {
 		return 0, fmt.Errorf("no byte of the request body for %s: %w", b.idle, os.ErrDeadlineExceeded)
 	}
+	b.readSince.Store(time.Now().UnixNano())
 	b.reading.Store(true)
 	if b.timer == nil {
 		b.timer = time.AfterFunc(b.idle, b.idleOut)
@@ -399,7 +403,7 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 
 // idleOut ends a read that waited idle for a byte: a deadline now fails it.
 func (b *deadlineBody) idleOut() {
-	if b.reading.Load() {
+	if b.reading.Load() && time.Since(time.Unix(0, b.readSince.Load())) >= b.idle {
 		b.idledOut.Store(true)
 		b.setReadDeadline(time.Now())
 	}
