@@ -55,6 +55,9 @@ type Record struct {
 	TTFB     time.Duration `json:"ttfbNs,omitempty"`
 	Bytes    int64         `json:"bytes,omitempty"`
 	Streamed bool          `json:"streamed,omitempty"`
+	// MemoryMB is the memory of the function's instances, what its GB-seconds are counted
+	// by; the stores count it into the usage rollups and keep no column of it.
+	MemoryMB int32 `json:"memoryMb,omitempty"`
 }
 
 // HTTPClientClosed is the status recorded for a caller that disconnected (nginx's 499).
@@ -94,6 +97,9 @@ type Reader interface {
 	// status: a caller that went away, a body that did not arrive and every 4xx count for
 	// nothing.
 	RevisionOutcomes(ctx context.Context, ns, function, revision string, since time.Time) (Summary, error)
+	// Usage reads a namespace's usage from the hourly rollups written with the records,
+	// which outlive them.
+	Usage(ctx context.Context, q UsageQuery) (UsageReport, error)
 }
 
 // addOutcomes adds n calls answered with httpStatus to s as a rollout counts them.

@@ -12,12 +12,15 @@ import (
 const DefaultMemoryCapacity = 10000
 
 // Memory is a bounded in-memory Recorder and Reader for `sless dev` without a database: a
-// global ring that overwrites the oldest record once full, so memory stays flat.
+// global ring that overwrites the oldest record once full, so memory stays flat. The usage
+// rollups of the records are kept apart from the ring and never evicted: one entry per
+// function and hour.
 type Memory struct {
 	mu     sync.Mutex
 	ring   []Record
 	next   int // ring index the next record goes to
 	lastID int64
+	usage  map[usageKey]Usage
 }
 
 var (
@@ -30,7 +33,7 @@ func NewMemory(capacity int) *Memory {
 	if capacity <= 0 {
 		capacity = DefaultMemoryCapacity
 	}
-	return &Memory{ring: make([]Record, 0, capacity)}
+	return &Memory{ring: make([]Record, 0, capacity), usage: map[usageKey]Usage{}}
 }
 
 // Record stores r, evicting the oldest record when full.
@@ -40,6 +43,10 @@ func (m *Memory) Record(r Record) {
 	defer m.mu.Unlock()
 	m.lastID++
 	r.ID = m.lastID
+	k := usageKeyOf(r)
+	sum := m.usage[k]
+	sum.Add(usageOf(r))
+	m.usage[k] = sum
 	if len(m.ring) < cap(m.ring) {
 		m.ring = append(m.ring, r)
 		return
@@ -115,6 +122,32 @@ func (m *Memory) Stats(_ context.Context, q StatsQuery) (Stats, error) {
 	}
 	s.Total = summarize(all, allErrs)
 	return s, nil
+}
+
+// Usage sums the rollups of q's namespace and window per group.
+func (m *Memory) Usage(_ context.Context, q UsageQuery) (UsageReport, error) {
+	q, err := q.bounds()
+	if err != nil {
+		return UsageReport{}, err
+	}
+	from, to := q.From.Unix(), q.To.Unix()
+	groups := map[UsageRow]Usage{}
+	m.mu.Lock()
+	for k, u := range m.usage {
+		if k.namespace == q.Namespace && k.hour >= from && k.hour < to {
+			g := q.By.group(k.function, time.Unix(k.hour, 0).UTC())
+			sum := groups[g]
+			sum.Add(u)
+			groups[g] = sum
+		}
+	}
+	m.mu.Unlock()
+	rows := make([]UsageRow, 0, len(groups))
+	for g, u := range groups {
+		g.Usage = u
+		rows = append(rows, g)
+	}
+	return q.report(rows), nil
 }
 
 // page cuts newest-first records (at most limit+1 of interest) into a Page.

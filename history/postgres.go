@@ -318,17 +318,54 @@ func (p *Postgres) write(batch []Record) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.WriteTimeout)
 	defer cancel()
-	n, err := p.pool.CopyFrom(ctx, pgx.Identifier{"invocations"}, copyColumns,
-		pgx.CopyFromSlice(len(batch), func(i int) ([]any, error) {
-			r := batch[i]
-			return []any{r.Namespace, r.Function, r.Trigger, string(r.Kind), r.Start, r.Duration.Microseconds(),
-				r.Status, int32(r.HTTPStatus), r.Error, r.TraceID, r.ColdStart, r.Revision, r.TTFB.Microseconds(), r.Bytes, r.Streamed}, nil
-		}))
+	var n int64
+	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		var err error
+		n, err = tx.CopyFrom(ctx, pgx.Identifier{"invocations"}, copyColumns,
+			pgx.CopyFromSlice(len(batch), func(i int) ([]any, error) {
+				r := batch[i]
+				return []any{r.Namespace, r.Function, r.Trigger, string(r.Kind), r.Start, r.Duration.Microseconds(),
+					r.Status, int32(r.HTTPStatus), r.Error, r.TraceID, r.ColdStart, r.Revision, r.TTFB.Microseconds(), r.Bytes, r.Streamed}, nil
+			}))
+		if err != nil {
+			return fmt.Errorf("copy %d invocation records: %w", len(batch), err)
+		}
+		return upsertUsage(ctx, tx, rollup(batch))
+	})
 	if err != nil {
-		return fmt.Errorf("copy %d invocation records: %w", len(batch), err)
+		return err
 	}
 	p.written.Add(uint64(n))
 	p.writtenMetric.Add(ctx, n)
+	return nil
+}
+
+// upsertUsage adds a batch's rollups to usage_hourly in one statement, a row per key, in the
+// order of sortedKeys.
+func upsertUsage(ctx context.Context, tx pgx.Tx, usage map[usageKey]Usage) error {
+	keys := sortedKeys(usage)
+	var (
+		namespaces, functions                            = make([]string, len(keys)), make([]string, len(keys))
+		hours                                            = make([]time.Time, len(keys))
+		invocations, errs, colds, durations, mbms, bytes = make([]int64, len(keys)), make([]int64, len(keys)), make([]int64, len(keys)),
+			make([]int64, len(keys)), make([]int64, len(keys)), make([]int64, len(keys))
+	)
+	for i, k := range keys {
+		u := usage[k]
+		namespaces[i], functions[i], hours[i] = k.namespace, k.function, time.Unix(k.hour, 0).UTC()
+		invocations[i], errs[i], colds[i], durations[i], mbms[i], bytes[i] = u.Invocations, u.Errors, u.ColdStarts, u.DurationUS, u.MBMillis, u.BytesOut
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO usage_hourly AS u (namespace, function, hour, invocations, errors, cold_starts, duration_us, mb_ms, bytes_out)
+		SELECT namespace, function, hour, invocations, errors, cold_starts, duration_us, mb_ms, bytes_out FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[])
+			WITH ORDINALITY AS b(namespace, function, hour, invocations, errors, cold_starts, duration_us, mb_ms, bytes_out, n)
+			ORDER BY n
+		ON CONFLICT (namespace, function, hour) DO UPDATE SET invocations = u.invocations + excluded.invocations,
+			errors = u.errors + excluded.errors, cold_starts = u.cold_starts + excluded.cold_starts,
+			duration_us = u.duration_us + excluded.duration_us, mb_ms = u.mb_ms + excluded.mb_ms, bytes_out = u.bytes_out + excluded.bytes_out`,
+		namespaces, functions, hours, invocations, errs, colds, durations, mbms, bytes)
+	if err != nil {
+		return fmt.Errorf("add up the usage of %d functions and hours: %w", len(keys), err)
+	}
 	return nil
 }
 
@@ -471,6 +508,48 @@ func (p *Postgres) Stats(ctx context.Context, q StatsQuery) (Stats, error) {
 		return fail(err)
 	}
 	return s, nil
+}
+
+// usageGroup is the SQL of a usage read's group per UsageBy (UsageBy.group): the hour, the
+// UTC day, or the function.
+var usageGroup = map[UsageBy]string{
+	UsageByHour:     "hour, ''",
+	UsageByDay:      "date_bin(interval '1 day', hour, timestamptz '1970-01-01 00:00:00+00'), ''",
+	UsageByFunction: "NULL::timestamptz, function",
+}
+
+// Usage sums the rollups of q's namespace and window per group in one query (the index on
+// namespace and hour serves it).
+func (p *Postgres) Usage(ctx context.Context, q UsageQuery) (UsageReport, error) {
+	q, err := q.bounds()
+	if err != nil {
+		return UsageReport{}, err
+	}
+	if err := p.readable(ctx); err != nil {
+		return UsageReport{}, err
+	}
+	fail := func(err error) (UsageReport, error) {
+		return UsageReport{}, &UnavailableError{Err: fmt.Errorf("usage of namespace %s: %w", q.Namespace, err)}
+	}
+	rows, err := p.pool.Query(ctx, `SELECT `+usageGroup[q.By]+`, sum(invocations)::bigint, sum(errors)::bigint, sum(cold_starts)::bigint,
+			sum(duration_us)::bigint, sum(mb_ms)::bigint, sum(bytes_out)::bigint
+		FROM usage_hourly WHERE namespace = $1 AND hour >= $2 AND hour < $3 GROUP BY 1, 2`, q.Namespace, q.From, q.To)
+	if err != nil {
+		return fail(err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (UsageRow, error) {
+		var r UsageRow
+		var start *time.Time // NULL by function
+		err := row.Scan(&start, &r.Function, &r.Invocations, &r.Errors, &r.ColdStarts, &r.DurationUS, &r.MBMillis, &r.BytesOut)
+		if start != nil {
+			r.Start = start.UTC()
+		}
+		return r, err
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return q.report(out), nil
 }
 
 // listSQL builds a keyset query that one of the two indexes serves; it fetches one row more
