@@ -289,6 +289,7 @@ type asyncRun struct {
 	MaxAttempts, BackoffMs int32
 	Host                   string
 	Timeout                time.Duration
+	MemoryMB               int32
 }
 
 // setAsyncRunner starts, restarts or stops the runner of fn's asynchronous invocations.
@@ -300,11 +301,12 @@ func (b *Backend) setAsyncRunner(key string, fn api.Function, host string) {
 	if p := fn.Async; p.Enabled && host != "" && b.async != nil {
 		c = asyncRun{Queue: rules.AsyncQueue(fn.Namespace, fn.Name),
 			DeadLetterQueue: rules.AsyncDeadLetterQueue(fn.Namespace, fn.Name, p.DeadLetterQueue),
-			MaxAttempts:     p.MaxAttempts, BackoffMs: p.BackoffMs, Host: host, Timeout: rules.InvocationDeadline(fn.TimeoutSec)}
+			MaxAttempts:     p.MaxAttempts, BackoffMs: p.BackoffMs, Host: host, Timeout: rules.InvocationDeadline(fn.TimeoutSec),
+			MemoryMB: fn.MemoryMB}
 		cfg = c
 	}
 	b.runners.set(b.ctx, asyncRunnerKey(key), cfg, func(ctx context.Context) {
-		ref := dispatcher.FunctionRef{Namespace: fn.Namespace, Name: fn.Name}
+		ref := dispatcher.FunctionRef{Namespace: fn.Namespace, Name: fn.Name, MemoryMB: c.MemoryMB}
 		dc := dispatcher.Config{Function: ref,
 			Retry:   dispatcher.RetryPolicy{MaxAttempts: int(c.MaxAttempts), Backoff: time.Duration(c.BackoffMs) * time.Millisecond},
 			Timeout: c.Timeout, Invoker: b.invoker(c.Host), Recorder: b.opts.Recorder, Async: b.asyncStore, Logger: b.log,

@@ -381,7 +381,7 @@ func routesOf(snap *snapshot, targetsOf func(*functionRecord) []backend.RouteTar
 	gates := httpGates(snap)
 	routes := make(map[string]backend.Route, len(snap.functions))
 	for key, fn := range snap.functions {
-		r := backend.RouteOf("", fn.Spec.TimeoutSec, fn.Spec.StreamIdleTimeoutSec, gates[key], fn.Spec.Async.Enabled, fn.Spec.Async.MaxAttempts)
+		r := backend.RouteOf("", fn.Spec.TimeoutSec, fn.Spec.StreamIdleTimeoutSec, fn.Spec.MemoryMB, gates[key], fn.Spec.Async.Enabled, fn.Spec.Async.MaxAttempts)
 		r.Targets = targetsOf(fn)
 		routes[key] = r
 	}

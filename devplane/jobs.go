@@ -148,7 +148,7 @@ func (b *Backend) startJob(key string, spec api.JobSpec, run pool.Spec) error {
 			fn = jobName(key) // a self-contained job is its own function
 		}
 		rec := history.Record{Namespace: ns, Function: fn, Trigger: jobName(key), Kind: history.KindJob,
-			Start: now, Duration: res.Duration, Status: history.StatusSucceeded}
+			Start: now, Duration: res.Duration, Status: history.StatusSucceeded, MemoryMB: int32(run.MemoryMB)}
 		if res.Err != nil {
 			rec.Status, rec.Error = history.StatusFailed, res.Err.Error()
 		}

@@ -17,9 +17,10 @@ import (
 // triggerRun is everything a running trigger depends on; a change to any of it restarts the
 // runner.
 type triggerRun struct {
-	Runner  kind.Runner // what its kind runs, with everything the kind runs it with
-	Host    string
-	Timeout time.Duration
+	Runner   kind.Runner // what its kind runs, with everything the kind runs it with
+	Host     string
+	Timeout  time.Duration
+	MemoryMB int32 // the function's, its invocations' records carry it
 }
 
 type runner struct {
@@ -92,9 +93,9 @@ func (b *Backend) reconcileTrigger(key string) error {
 	spec, gen := r.Spec, r.Generation
 	fnKey := objectKey(r.Namespace, spec.Function)
 	dep, _ := b.deployment(fnKey)
-	var timeoutSec int32
+	var timeoutSec, memoryMB int32
 	if fn := snap.functions[fnKey]; fn != nil {
-		timeoutSec = fn.Spec.TimeoutSec
+		timeoutSec, memoryMB = fn.Spec.TimeoutSec, fn.Spec.MemoryMB
 	}
 	timeout := rules.InvocationDeadline(timeoutSec)
 	ns, name := splitKey(key)
@@ -109,10 +110,10 @@ func (b *Backend) reconcileTrigger(key string) error {
 	active, msg := triggerState(spec, dep.host, problem)
 	var cfg any
 	if active && run != nil {
-		cfg = triggerRun{Runner: run, Host: dep.host, Timeout: timeout}
+		cfg = triggerRun{Runner: run, Host: dep.host, Timeout: timeout, MemoryMB: memoryMB}
 	}
 	b.runners.set(b.ctx, key, cfg, func(ctx context.Context) {
-		env := kind.Env{Key: key, Trigger: name, Function: dispatcher.FunctionRef{Namespace: ns, Name: spec.Function},
+		env := kind.Env{Key: key, Trigger: name, Function: dispatcher.FunctionRef{Namespace: ns, Name: spec.Function, MemoryMB: memoryMB},
 			Host: dep.host, Client: &http.Client{Transport: revisionRouter{b}}, Timeout: timeout,
 			Invoker: b.invoker(dep.host), Recorder: b.opts.Recorder, Logger: b.log,
 			Note: func(change func(*api.TriggerStatus)) { b.noteTrigger(key, change) }}

@@ -26,7 +26,7 @@ type call struct {
 // call is the call making c's invocations, recorded with kind.
 func (c Config) call(kind history.Kind) call {
 	return call{invoker: c.Invoker, timeout: c.Timeout, recorder: c.Recorder, record: history.Record{
-		Namespace: c.Function.Namespace, Function: c.Function.Name, Trigger: c.Trigger, Kind: kind}}
+		Namespace: c.Function.Namespace, Function: c.Function.Name, Trigger: c.Trigger, Kind: kind, MemoryMB: c.Function.MemoryMB}}
 }
 
 // run invokes the function once under ctx (which carries the span) and records the attempt.

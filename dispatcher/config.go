@@ -11,10 +11,12 @@ import (
 	"sless.dev/sless/rules"
 )
 
-// FunctionRef names the invoked function, written "namespace/name".
+// FunctionRef names the invoked function, written "namespace/name", with the memory of its
+// instances (MiB) its invocations are recorded with for usage (0: not known).
 type FunctionRef struct {
 	Namespace string
 	Name      string
+	MemoryMB  int32
 }
 
 func (f FunctionRef) String() string { return f.Namespace + "/" + f.Name }

@@ -115,6 +115,8 @@ type target struct {
 	streamed  bool
 	// revision is the function's revision the call went to ("" when it has none).
 	revision string
+	// memoryMB is the route's, recorded for usage.
+	memoryMB int32
 	// sandbox: the call came on the shared origin (statusWriter.sandbox).
 	sandbox bool
 	// timeout and streamIdle are the route's bounds; cancel ends the request to the function
@@ -386,7 +388,7 @@ func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest, 
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	t := &target{fn: key, host: host, path: path, rawPath: rest, identity: id,
-		body: rebound(w, r, bodyLimit, p.bodyIdle), start: start, revision: revision,
+		body: rebound(w, r, bodyLimit, p.bodyIdle), start: start, revision: revision, memoryMB: route.MemoryMB,
 		timeout: route.Timeout, streamIdle: route.StreamIdle, cancel: cancel}
 	defer t.body.finish() // before the handler returns: the transport may still read the body
 	ctx = context.WithValue(ctx, targetKey{}, t)
@@ -510,7 +512,7 @@ func (p *fnProxy) record(ctx context.Context, t *target, ns, name string, status
 	}
 	rec := history.HTTPRecord(ns, name, t.start, time.Since(t.start), status, traceID)
 	rec.ColdStart, rec.Revision = t.coldStart, t.revision
-	rec.TTFB, rec.Bytes, rec.Streamed = t.ttfb, bytes, t.streamed
+	rec.TTFB, rec.Bytes, rec.Streamed, rec.MemoryMB = t.ttfb, bytes, t.streamed, t.memoryMB
 	p.rec.Record(rec)
 }
 

@@ -68,6 +68,7 @@ func dispatcherContainer(trigger string, fn *v1.Function, opts Options, args ...
 		"--trigger="+trigger,
 		"--target-url="+opts.InterceptorURL,
 		"--timeout="+invocationTimeout(fn).String(),
+		"--memory-mb="+strconv.Itoa(int(memoryMB(&fn.Spec.CodeSpec))),
 	)
 	args = append(args, targetArgs(fn, opts)...)
 	args = append(args, maskFlag(fn)...)

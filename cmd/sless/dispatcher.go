@@ -37,6 +37,7 @@ const (
 type dispatcherCommon struct {
 	function, trigger, targetURL, targetHost, databaseURL, logLevel string
 	identityKey, identityMaster                                     string
+	memoryMB                                                        int32
 	retry                                                           dispatcher.RetryPolicy
 	timeout                                                         time.Duration
 	maskSecrets, targets                                            []string
@@ -45,6 +46,7 @@ type dispatcherCommon struct {
 func (c *dispatcherCommon) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.function, "function", "", "function to invoke, namespace/name (required)")
 	fs.StringVar(&c.trigger, "trigger", "", "trigger name, recorded in the invocation history")
+	fs.Int32Var(&c.memoryMB, "memory-mb", 0, "the function's memory in MiB, what the invocations' GB-seconds are counted by in the usage (0: not known, none counted)")
 	fs.StringVar(&c.targetURL, "target-url", "", "URL invocations are POSTed to: the KEDA HTTP interceptor, or http://<gateway>/fn/<ns>/<name> (required; the gateway removes the X-Sless-* trigger headers, as it does from any caller)")
 	fs.StringVar(&c.targetHost, "target-host", "", "Host header for the target, e.g. <name>.<ns>.fn.sless.local when the target is the interceptor")
 	fs.StringArrayVar(&c.targets, "target", nil, "a revision the calls go to through the interceptor and its share, <revision host>=<percent> (repeatable; replaces --target-host): the operator renders the function's traffic")
@@ -85,6 +87,7 @@ func (c *dispatcherCommon) start(cmd *cobra.Command, concurrency int) (*dispatch
 	if err != nil {
 		return nil, err
 	}
+	fn.MemoryMB = c.memoryMB
 	httpInv, err := dispatcher.NewHTTPInvoker(c.targetURL, c.targetHost, concurrency)
 	if err != nil {
 		return nil, err

@@ -114,7 +114,7 @@ func (t *routeTable) refresh(ctx context.Context, key client.ObjectKey) error {
 // revisions yet is called on its own host.
 func routeOf(fn *v1alpha1.Function, triggers []v1alpha1.Trigger) backend.Route {
 	asyncReady := fn.Spec.Async.Enabled && meta.IsStatusConditionTrue(fn.Status.Conditions, v1alpha1.ConditionAsync)
-	r := backend.RouteOf(fn.Status.RoutingHost, fn.Spec.TimeoutSeconds, fn.Spec.StreamIdleTimeoutSeconds, scaling.HTTPGate(triggers), asyncReady, fn.Spec.Async.Retry.MaxAttempts)
+	r := backend.RouteOf(fn.Status.RoutingHost, fn.Spec.TimeoutSeconds, fn.Spec.StreamIdleTimeoutSeconds, fn.Spec.MemoryMB, scaling.HTTPGate(triggers), asyncReady, fn.Spec.Async.Retry.MaxAttempts)
 	// The operator's routing domain, read off the function's own routing host.
 	domain, ok := strings.CutPrefix(fn.Status.RoutingHost, rules.RoutingHost(fn.Namespace, fn.Name, ""))
 	for _, t := range fn.Status.Traffic {
