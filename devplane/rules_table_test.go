@@ -28,7 +28,7 @@ func TestReadinessTable(t *testing.T) {
 func TestRouteTable(t *testing.T) {
 	backendtest.RunRoutes(t, false, func(t *testing.T, row backendtest.Route) backend.Route {
 		const key = "team-a/hello"
-		spec := api.FunctionSpec{TimeoutSec: row.TimeoutSec, StreamIdleTimeoutSec: row.StreamIdleSec, Async: api.AsyncPolicy{Enabled: row.Async.Enabled, MaxAttempts: row.Async.MaxAttempts}}
+		spec := api.FunctionSpec{TimeoutSec: row.TimeoutSec, StreamIdleTimeoutSec: row.StreamIdleSec, MemoryMB: row.MemoryMB, Async: api.AsyncPolicy{Enabled: row.Async.Enabled, MaxAttempts: row.Async.MaxAttempts}}
 		snap := &snapshot{functions: map[string]*functionRecord{key: {meta: meta{Namespace: "team-a", Name: "hello"}, Spec: spec}},
 			triggers: map[string]*triggerRecord{"team-a/tick": {Spec: api.TriggerSpec{Type: api.TriggerCron, Function: "hello"}}}}
 		for i, h := range row.Triggers {

@@ -127,13 +127,13 @@ type RouteTarget struct {
 }
 
 // RouteOf is what /fn/ does with a function, the one rule both control planes route by:
-// host, timeout, stream idle and memory bound from the function (0: the default, for one
-// stored before it had one), the gate from its http triggers, and asynchronous calls taken
-// only while something drains them (asyncReady: the cluster's Async condition, always in
-// sless dev), each with at least one attempt.
+// host, timeout and stream idle bound from the function (0: the default, for one stored
+// before it had one), its memory (its defaulted spec's), the gate from its http triggers,
+// and asynchronous calls taken only while something drains them (asyncReady: the cluster's
+// Async condition, always in sless dev), each with at least one attempt.
 func RouteOf(host string, timeoutSec, streamIdleSec, memoryMB int32, gate rules.Gate, asyncReady bool, maxAttempts int32) Route {
 	r := Route{Host: host, Timeout: time.Duration(timeoutSec) * time.Second, RequireAuth: gate.RequireAuth, Disabled: gate.Disabled,
-		MemoryMB:   cmp.Or(memoryMB, rules.DefaultMemoryMB),
+		MemoryMB:   memoryMB,
 		StreamIdle: time.Duration(cmp.Or(streamIdleSec, rules.DefaultStreamIdleSeconds)) * time.Second}
 	if asyncReady {
 		r.AsyncAttempts = int(max(maxAttempts, 1))

@@ -43,7 +43,7 @@ func TestReadinessTable(t *testing.T) {
 func TestRouteTable(t *testing.T) {
 	backendtest.RunRoutes(t, true, func(t *testing.T, row backendtest.Route) backend.Route {
 		fn := &v1alpha1.Function{}
-		fn.Status.RoutingHost, fn.Spec.TimeoutSeconds, fn.Spec.StreamIdleTimeoutSeconds = row.Host, row.TimeoutSec, row.StreamIdleSec
+		fn.Status.RoutingHost, fn.Spec.TimeoutSeconds, fn.Spec.StreamIdleTimeoutSeconds, fn.Spec.MemoryMB = row.Host, row.TimeoutSec, row.StreamIdleSec, row.MemoryMB
 		fn.Spec.Async.Enabled, fn.Spec.Async.Retry.MaxAttempts = row.Async.Enabled, row.Async.MaxAttempts
 		if row.Async.Draining {
 			fn.Status.MarkCondition(0, v1alpha1.ConditionAsync, metav1.ConditionTrue, "Draining", "")

@@ -19,14 +19,15 @@ var routesJSON []byte
 // HTTPTrigger is one http trigger of a Route row's function.
 type HTTPTrigger struct{ Enabled, RequireAuth bool }
 
-// Route is a function (its routing host, timeout, stream idle bound, http triggers and async
-// policy, and whether a dispatcher drains its asynchronous calls) and the route /fn/ takes
+// Route is a function (its routing host, timeout, stream idle bound, memory, http triggers and
+// async policy, and whether a dispatcher drains its asynchronous calls) and the route /fn/ takes
 // for it. ClusterOnly rows need a state `sless dev` does not have.
 type Route struct {
 	Name          string
 	Host          string
 	TimeoutSec    int32
 	StreamIdleSec int32
+	MemoryMB      int32
 	Triggers      []HTTPTrigger
 	Async         struct {
 		Enabled, Draining bool
@@ -37,6 +38,7 @@ type Route struct {
 		Host                  string
 		TimeoutSec            int32
 		StreamIdleSec         int32
+		MemoryMB              int32
 		RequireAuth, Disabled bool
 		AsyncAttempts         int
 	}
@@ -63,7 +65,7 @@ func RunRoutes(t *testing.T, clusterOnly bool, route func(t *testing.T, row Rout
 		t.Run(row.Name, func(t *testing.T) {
 			w := row.Want
 			want := backend.Route{Host: w.Host, Timeout: time.Duration(w.TimeoutSec) * time.Second,
-				StreamIdle: time.Duration(w.StreamIdleSec) * time.Second, RequireAuth: w.RequireAuth, Disabled: w.Disabled, AsyncAttempts: w.AsyncAttempts}
+				StreamIdle: time.Duration(w.StreamIdleSec) * time.Second, MemoryMB: w.MemoryMB, RequireAuth: w.RequireAuth, Disabled: w.Disabled, AsyncAttempts: w.AsyncAttempts}
 			got := route(t, row)
 			// A plane with revisions routes by Targets: one target at 100 % is the row's host.
 			if len(got.Targets) == 1 && got.Targets[0].Percent == 100 {
