@@ -45,10 +45,15 @@ func (s *Server) historyFunction(c echo.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return name, s.historyConfigured()
+}
+
+// historyConfigured answers a history read 503 on a gateway without a history store.
+func (s *Server) historyConfigured() error {
 	if s.cfg.History == nil {
-		return "", &httpError{Code: http.StatusServiceUnavailable, Msg: "invocation history is not configured on this gateway (no database)"}
+		return &httpError{Code: http.StatusServiceUnavailable, Msg: "invocation history is not configured on this gateway (no database)"}
 	}
-	return name, nil
+	return nil
 }
 
 // invocationStats serves GET .../functions/{name}/stats?window=1h|24h from the history
@@ -90,3 +95,50 @@ func summaryOf(s history.Summary) api.InvocationSummary {
 
 // millis is d in milliseconds, to the microsecond the history keeps.
 func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// usage serves GET /v1/namespaces/{ns}/usage?from=&to=&by=hour|day|function from the history
+// store's hourly rollups, so a month is one read of at most 744 rows per function.
+func (s *Server) usage(c echo.Context) error {
+	if err := s.historyConfigured(); err != nil {
+		return err
+	}
+	q := history.UsageQuery{Namespace: c.Param("ns"), By: history.UsageBy(c.QueryParam("by"))}
+	for field, at := range map[string]*time.Time{"from": &q.From, "to": &q.To} {
+		v := c.QueryParam(field)
+		if v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return invalid(field, "%q is not an RFC 3339 time such as 2026-03-01T00:00:00Z", v)
+		}
+		*at = t
+	}
+	u, err := s.cfg.History.Usage(c.Request().Context(), q)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, usageOf(u))
+}
+
+// usageOf converts a history usage report to the wire model.
+func usageOf(u history.UsageReport) api.Usage {
+	out := api.Usage{From: u.From, To: u.To, By: string(u.By), Rows: make([]api.UsageRow, len(u.Rows)), Total: usageFigures(u.Total)}
+	for i, r := range u.Rows {
+		row := api.UsageRow{Function: r.Function, UsageFigures: usageFigures(r.Usage)}
+		switch u.By {
+		case history.UsageByHour:
+			row.Hour = &r.Start
+		case history.UsageByDay:
+			row.Day = r.Start.Format(time.DateOnly)
+		case history.UsageByFunction:
+		}
+		out.Rows[i] = row
+	}
+	return out
+}
+
+func usageFigures(u history.Usage) api.UsageFigures {
+	return api.UsageFigures{Invocations: u.Invocations, Errors: u.Errors, ColdStarts: u.ColdStarts,
+		DurationMs: float64(u.DurationUS) / 1000, GBSeconds: u.GBSeconds(), BytesOut: u.BytesOut}
+}

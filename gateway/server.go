@@ -185,6 +185,7 @@ func (s *Server) routes() *echo.Echo {
 	ns.POST("/functions/:name/rollback", s.rollback)
 	ns.GET("/functions/:name/invocations", s.listInvocations)
 	ns.GET("/functions/:name/stats", s.invocationStats)
+	ns.GET("/usage", s.usage)
 	ns.GET("/invocations", s.listAsyncInvocations)
 	ns.GET("/invocations/:id", s.getAsyncInvocation)
 	ns.GET("/functions/:name/logs", s.logsHandler(backend.LogFunction))

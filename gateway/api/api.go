@@ -561,6 +561,38 @@ type InvocationStats struct {
 	Buckets   []StatsBucket     `json:"buckets"`
 }
 
+// UsageFigures are what a group of invocations used: errors are the ones that failed or
+// timed out; duration_ms the sum of their durations; gb_seconds the sum of memory_mb / 1024
+// × each one's duration rounded up to the millisecond, in seconds; bytes_out the bytes of
+// the answers sent on.
+type UsageFigures struct {
+	Invocations int64   `json:"invocations"`
+	Errors      int64   `json:"errors"`
+	ColdStarts  int64   `json:"cold_starts"`
+	DurationMs  float64 `json:"duration_ms"`
+	GBSeconds   float64 `json:"gb_seconds"`
+	BytesOut    int64   `json:"bytes_out"`
+}
+
+// UsageRow is one group of a usage read: the hour's start (by hour), the UTC day as
+// YYYY-MM-DD (by day) or the function (by function).
+type UsageRow struct {
+	Hour     *time.Time `json:"hour,omitempty"`
+	Day      string     `json:"day,omitempty"`
+	Function string     `json:"function,omitempty"`
+	UsageFigures
+}
+
+// Usage answers GET /v1/namespaces/{ns}/usage: the window in whole UTC hours, the groups
+// that used anything (oldest first, or by function name) and their total.
+type Usage struct {
+	From  time.Time    `json:"from"`
+	To    time.Time    `json:"to"`
+	By    string       `json:"by"`
+	Rows  []UsageRow   `json:"rows"`
+	Total UsageFigures `json:"total"`
+}
+
 // List bodies.
 type (
 	FunctionList struct {

@@ -253,6 +253,18 @@ func (c *Client) InvocationStats(ctx context.Context, ns, name, window string) (
 	return call[api.InvocationStats](ctx, c, http.MethodGet, nsPath(ns, "functions", name, "stats"), q, nil)
 }
 
+// Usage returns the namespace's usage over from to to (RFC 3339; "" is the server's default:
+// the last day) grouped by "hour", "day" or "function" ("" is by hour).
+func (c *Client) Usage(ctx context.Context, ns, from, to, by string) (api.Usage, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"from": from, "to": to, "by": by} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	return call[api.Usage](ctx, c, http.MethodGet, nsPath(ns, "usage"), q, nil)
+}
+
 // CreateTrigger creates a trigger.
 func (c *Client) CreateTrigger(ctx context.Context, ns string, t api.CreateTrigger) (api.Trigger, error) {
 	return call[api.Trigger](ctx, c, http.MethodPost, nsPath(ns, "triggers"), nil, t)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"sless.dev/sless/gateway/backend/backendtest"
+	"sless.dev/sless/gateway/client"
 	"sless.dev/sless/history"
 	"sless.dev/sless/test/pgtest"
 	"sless.dev/sless/test/testkit"
@@ -182,5 +184,38 @@ func TestInvocationStatsAPI(t *testing.T) {
 	}
 	if code, _, _ := do(t, "GET", base, "", "", nil); code != 401 {
 		t.Fatalf("stats without a token: %d", code)
+	}
+}
+
+// TestUsageAPI runs the usage table both planes run (backendtest.RunUsage) over the
+// PostgreSQL rollups, then meters calls through /fn/: each counted with the function's
+// memory (the CRD's default, 128 MiB) by its billed milliseconds.
+func TestUsageAPI(t *testing.T) {
+	up := newUpstream(t)
+	h := newHarness(t, harnessOptions{interceptor: up.URL})
+	tn, other := h.tenant(), h.tenant()
+	anonymous, err := client.New(h.URL, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backendtest.RunUsage(t, backendtest.UsagePlane{Tenant: tn.c, Other: other.c, Anonymous: anonymous, Namespace: tn.ns, Recorder: h.history,
+		Settle: func(n int) {
+			testkit.WaitFor(t, "the records in PostgreSQL", 10*time.Second, func() bool { return pgtest.CountInvocations(t, h.dbURL, "WHERE namespace = $1", tn.ns) == n })
+		}})
+
+	fnURL := h.deploy(other, "metered", 0)
+	for _, path := range []string{"/echo", "/echo", "/fail"} {
+		do(t, "GET", fnURL+path, "", "", nil)
+	}
+	testkit.WaitFor(t, "3 rows in PostgreSQL", 10*time.Second, func() bool { return pgtest.CountInvocations(t, h.dbURL, "WHERE namespace = $1", other.ns) == 3 })
+	u, err := other.c.Usage(context.Background(), other.ns, "", "", "function")
+	if err != nil || len(u.Rows) != 1 {
+		t.Fatalf("usage by function: %+v, %v", u, err)
+	}
+	got := u.Rows[0]
+	// Each call is billed its duration rounded up: at most a millisecond more.
+	low, high := 0.125*got.DurationMs/1000, 0.125*(got.DurationMs+3)/1000
+	if got.Function != "metered" || got.Invocations != 3 || got.Errors != 1 || got.GBSeconds < low || got.GBSeconds > high || got.BytesOut <= 0 {
+		t.Fatalf("usage of the calls: %+v; want 3 calls, 1 error, %g-%g GB-s of 128 MiB, the bytes sent", got, low, high)
 	}
 }
