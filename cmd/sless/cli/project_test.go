@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,14 +20,17 @@ import (
 )
 
 // fakeAPI answers what `sless deploy --wait=false` asks: whoami, the function (404 unless
-// existing is set), its create or update, the upload. It records the create, update and
-// upload bodies.
+// existing is set), its create or update, the upload; and `sless usage`'s read. It records
+// the create, update and upload bodies and the usage queries.
 type fakeAPI struct {
 	mu       sync.Mutex
 	existing *api.Function
 	created  []api.CreateFunction
 	updated  []api.FunctionFields
 	uploads  [][]byte
+	// usage answers GET .../usage; usageQueries are the queries it got.
+	usage        api.Usage
+	usageQueries []url.Values
 }
 
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -56,6 +60,9 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewDecoder(r.Body).Decode(&u)
 		f.updated = append(f.updated, u)
 		reply(f.existing)
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/namespaces/ns/usage":
+		f.usageQueries = append(f.usageQueries, r.URL.Query())
+		reply(f.usage)
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/upload"):
 		body, _ := io.ReadAll(r.Body)
 		f.uploads = append(f.uploads, body)

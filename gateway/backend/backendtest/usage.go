@@ -94,7 +94,7 @@ func RunUsage(t *testing.T, p UsagePlane) {
 
 // sameFigures compares figures, the float ones to a rounding.
 func sameFigures(a, b api.UsageFigures) bool {
-	close := func(x, y float64) bool { return math.Abs(x-y) < 1e-9 }
+	near := func(x, y float64) bool { return math.Abs(x-y) < 1e-9 }
 	return a.Invocations == b.Invocations && a.Errors == b.Errors && a.ColdStarts == b.ColdStarts && a.BytesOut == b.BytesOut &&
-		close(a.DurationMs, b.DurationMs) && close(a.GBSeconds, b.GBSeconds)
+		near(a.DurationMs, b.DurationMs) && near(a.GBSeconds, b.GBSeconds)
 }
