@@ -14,6 +14,7 @@ import (
 	"sless.dev/sless/gateway"
 	"sless.dev/sless/gateway/backend"
 	"sless.dev/sless/rules"
+	"sless.dev/sless/test/testkit"
 )
 
 // namedRoutes routes the functions it knows; the upstream answers with the host it was
@@ -71,17 +72,7 @@ func TestTagHostAndHeaders(t *testing.T) {
 	defer gw.Close()
 	call := func(host, path string, header map[string]string) (int, string, string) {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, gw.URL+path, nil)
-		req.Host = host
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		resp, b := testkit.Get(t, gw.URL+path, host, header)
 		return resp.StatusCode, resp.Header.Values(rules.HeaderRevision)[0], string(b)
 	}
 	for _, tc := range []struct {

@@ -553,21 +553,10 @@ func TestProxyOrigins(t *testing.T) {
 
 	fetch := func(t *testing.T, u, host string, header map[string]string) (*http.Response, echoed) {
 		t.Helper()
-		req, _ := http.NewRequest("GET", u, nil)
-		if host != "" {
-			req.Host = host
-		}
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
+		resp, body := testkit.Get(t, u, host, header)
 		var got echoed
 		if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-			_ = json.NewDecoder(resp.Body).Decode(&got)
+			_ = json.Unmarshal(body, &got)
 		}
 		return resp, got
 	}

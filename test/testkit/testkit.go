@@ -338,3 +338,29 @@ func AcceptEach(t *testing.T, ln net.Listener, handle func(net.Conn)) {
 		}
 	}()
 }
+
+// Get sends a GET of url with Host host ("" the URL's own) and header, and returns the
+// answer with its body read and closed.
+func Get(t *testing.T, url, host string, header map[string]string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, body
+}
