@@ -374,15 +374,7 @@ func TestTriggerSources(t *testing.T) {
 // TestOpenAPIServed: /v1/openapi.yaml parses and documents every /v1 route the server has.
 func TestOpenAPIServed(t *testing.T) {
 	m := newMemServer(t)
-	resp, err := http.Get(m.URL + "/v1/openapi.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, body := testkit.Get(t, m.URL+"/v1/openapi.yaml", "", nil)
 	var doc struct {
 		Paths map[string]map[string]any `json:"paths"`
 	}

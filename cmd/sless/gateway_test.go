@@ -276,12 +276,7 @@ func TestGatewayCommand(t *testing.T) {
 	}
 	fnURL := base + "/fn/" + ns + "/hi/world"
 	waitOK(t, fnURL, done)
-	resp, err := http.Get(fnURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_, body := testkit.Get(t, fnURL, "", nil)
 	if want := "host=hi." + ns + ".fn.test path=/world"; string(body) != want {
 		t.Fatalf("function saw %q, want %q", body, want)
 	}
