@@ -1,7 +1,6 @@
 package devplane_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -54,24 +52,6 @@ def handle(event, request=None):
     return None
 `
 
-// syncBuffer is sless dev's own log, written by its handler and read by the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestPrintedSecretInNoSink: a function that references a secret prints and answers its
 // value every way it can (stdout, stderr, a 500 body, a traceback, a crash mid-request and at
 // start-up, an asynchronous result and error, a job's result and output), the secret
@@ -83,7 +63,7 @@ func (b *syncBuffer) String() string {
 // shows the lines with *** in place of the value.
 func TestPrintedSecretInNoSink(t *testing.T) {
 	spans := recordSpans()
-	platformLog := &syncBuffer{}
+	platformLog := &testkit.Buffer{} // sless dev's own log, written by its handler
 	// The call that runs across the rotation has time to finish on the process being
 	// replaced however loaded the machine.
 	d := startDev(t, devOptions{logOut: platformLog, stopGrace: 20 * time.Second})
