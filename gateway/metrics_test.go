@@ -47,16 +47,7 @@ func TestMetricsNeedTheToken(t *testing.T) {
 				resp.Body.Close()
 			}
 			for authz, want := range tc.want {
-				req, _ := http.NewRequest(http.MethodGet, hs.URL+"/metrics", nil)
-				if authz != "" {
-					req.Header.Set("Authorization", authz)
-				}
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
+				resp, body := testkit.Get(t, hs.URL+"/metrics", "", testkit.Authorization(authz))
 				served := strings.Contains(string(body), "sless_gateway_requests_total")
 				if resp.StatusCode != want || served != (want == http.StatusOK) {
 					t.Errorf("GET /metrics with %.20q: %d (series served %v), want %d", authz, resp.StatusCode, served, want)

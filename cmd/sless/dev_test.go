@@ -198,16 +198,7 @@ func TestNetworkOptions(t *testing.T) {
 // callers and tenants' tokens get 401.
 func TestDevMetricsNeedTheToken(t *testing.T) {
 	scrape := func(endpoint, authz string) int {
-		req, _ := http.NewRequest(http.MethodGet, endpoint+"/metrics", nil)
-		if authz != "" {
-			req.Header.Set("Authorization", authz)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, body := testkit.Get(t, endpoint+"/metrics", "", testkit.Authorization(authz))
 		if resp.StatusCode == http.StatusOK && !strings.Contains(string(body), "sless_gateway_requests_total") {
 			t.Fatalf("/metrics answered 200 without the gateway's series: %.200s", body)
 		}

@@ -339,6 +339,14 @@ func AcceptEach(t *testing.T, ln net.Listener, handle func(net.Conn)) {
 	}()
 }
 
+// Authorization is the header map of a request with Authorization authz, or none for "".
+func Authorization(authz string) map[string]string {
+	if authz == "" {
+		return nil
+	}
+	return map[string]string{"Authorization": authz}
+}
+
 // Get sends a GET of url with Host host ("" the URL's own) and header, and returns the
 // answer with its body read and closed.
 func Get(t *testing.T, url, host string, header map[string]string) (*http.Response, []byte) {
