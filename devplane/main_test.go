@@ -221,16 +221,20 @@ func (d *dev) deploy(name, runtime string, files map[string]string, fields api.F
 // waitSettled waits until the function is Ready or Failed for its latest spec.
 func (d *dev) waitSettled(name string) api.Function {
 	d.t.Helper()
-	var fn api.Function
-	testkit.WaitFor(d.t, "function "+name+" to settle", 3*time.Minute, func() bool {
-		var err error
-		fn, err = d.client.GetFunction(context.Background(), d.ns, name)
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		fn, err := d.client.GetFunction(context.Background(), d.ns, name)
 		if err != nil {
 			d.t.Fatal(err)
 		}
-		return fn.Status.Ready || fn.Status.Phase == api.PhaseFailed
-	})
-	return fn
+		if fn.Status.Ready || fn.Status.Phase == api.PhaseFailed {
+			return fn
+		}
+		if time.Now().After(deadline) {
+			// Where it stands says why: a build still running, one retried, a start that failed.
+			d.t.Fatalf("function %s did not settle within 3m: phase %s, %q; last build error %q; latest revision %q, ready %q",
+				name, fn.Status.Phase, fn.Status.Message, fn.Status.LastBuildError, fn.Status.LatestCreatedRevision, fn.Status.LatestReadyRevision)
+		}
+	}
 }
 
 // metricsToken is the token the test gateway serves /metrics to.
