@@ -282,10 +282,12 @@ func TestDevCrashLeavesNoFunctionChildren(t *testing.T) {
 	if _, err := fmt.Sscan(string(body), &child); err != nil || child <= 0 {
 		t.Fatalf("forker answered %d %q", resp.StatusCode, body)
 	}
-	// Once sless dev is dead its sandbox user's lock is free, and any pool on this machine
-	// starting a function (another test's) may take that user and kill what runs as it. The
-	// test takes the lock itself the moment it is free and holds it over the restart, so
-	// only the restart's process-group records can kill the child.
+	// Once sless dev is dead, any pool on this machine that starts (another test's) reaps its
+	// control groups, killing what runs there, and may take its sandbox user, killing what
+	// runs as it. The test moves the child out of the dead pool's groups and takes the user's
+	// lock the moment it is free, holding it over the restart, so only the restart's
+	// process-group records can kill the child.
+	leavePoolCgroups(t, child)
 	locked := holdSandboxUser(t, child)
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -312,6 +314,36 @@ func TestDevCrashLeavesNoFunctionChildren(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// leavePoolCgroups moves pid out of the control groups of a pool (sless-<pid>-<n> in v1,
+// sless/ in v2) into the group the pool was started in.
+func leavePoolCgroups(t *testing.T, pid int) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.SplitN(line, ":", 3) // hierarchy-ID:controllers:path
+		if len(f) != 3 {
+			continue
+		}
+		i := strings.Index(f[2]+"/", "/sless-")
+		if f[1] == "" { // v2
+			i = strings.Index(f[2]+"/", "/sless/")
+		}
+		if i < 0 {
+			continue
+		}
+		dir := filepath.Join("/sys/fs/cgroup", strings.TrimPrefix(f[1], "name="), f[2][:i])
+		if f[1] == "" {
+			dir = filepath.Join("/sys/fs/cgroup", f[2][:i])
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			t.Fatalf("moving %d out of %s: %v", pid, f[2], err)
+		}
 	}
 }
 
