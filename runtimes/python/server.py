@@ -36,7 +36,6 @@ _EARLY = _listen_early()
 
 # The rest is imported after the early listen, on purpose.
 import asyncio
-import atexit
 import base64
 import binascii
 import collections
@@ -829,13 +828,7 @@ def serve(server, addr, call):
     log("info", "function listening", addr=addr, timeout_seconds=TIMEOUT)
     server.serve_forever()
     drain(server)
-    # Nothing is in flight: exit now. The interpreter's own finalization would wait for any
-    # non-daemon thread a handler started and can stall on a daemon thread that holds a lock;
-    # the handler's atexit functions (an exporter's flush) still run.
-    atexit._run_exitfuncs()
     flush_logs()
-    sys.stdout.flush()
-    os._exit(0)
 
 
 def drain(server):
