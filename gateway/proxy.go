@@ -123,6 +123,8 @@ type target struct {
 	// (a stream that went idle).
 	timeout, streamIdle time.Duration
 	cancel              context.CancelCauseFunc
+	// rc is the caller's response: its body stays the transport's once the function answers.
+	rc *http.ResponseController
 }
 
 type targetKey struct{}
@@ -219,6 +221,13 @@ func (p *fnProxy) modifyResponse(resp *http.Response) error {
 	if t.revision != "" {
 		resp.Header.Set(rules.HeaderRevision, t.revision) // the function's own value is not believed
 	}
+	// A function may answer before the transport has read the body to its end (past
+	// Content-Length it reads once more to see EOF). HTTP/1's server consumes and closes an
+	// unread body at the answer's first write, which fails that read, and the transport then
+	// closes the function's connection under the answer, cutting a stream. Full duplex leaves
+	// the body to the transport (HTTP/2 has no such step: ErrNotSupported, ignored). The
+	// gateway's own refusals keep the default: an unread body is closed with them.
+	_ = t.rc.EnableFullDuplex()
 	// ReverseProxy writes an upgrade's 101 itself, past the statusWriter: a browser takes a
 	// WebSocket handshake's cookies, so the shared origin's rules are applied here.
 	if t.sandbox && resp.StatusCode == http.StatusSwitchingProtocols {
@@ -389,7 +398,7 @@ func (p *fnProxy) serve(w http.ResponseWriter, r *http.Request, ns, name, rest, 
 	defer cancel(nil)
 	t := &target{fn: key, host: host, path: path, rawPath: rest, identity: id,
 		body: rebound(w, r, bodyLimit, p.bodyIdle), start: start, revision: revision, memoryMB: route.MemoryMB,
-		timeout: route.Timeout, streamIdle: route.StreamIdle, cancel: cancel}
+		timeout: route.Timeout, streamIdle: route.StreamIdle, cancel: cancel, rc: http.NewResponseController(w)}
 	defer t.body.finish() // before the handler returns: the transport may still read the body
 	ctx = context.WithValue(ctx, targetKey{}, t)
 	if route.Timeout > 0 {
